@@ -1,0 +1,155 @@
+"""Rendering results for people (rich) and for scripts (JSON). Diagnostics go to stderr."""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import sys
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+out = Console(highlight=False, soft_wrap=True)
+err = Console(stderr=True, highlight=False, soft_wrap=True)
+
+
+def emit_json(doc: Any) -> None:
+    sys.stdout.write(json.dumps(doc, indent=2, sort_keys=True, default=str) + "\n")
+    sys.stdout.flush()
+
+
+def human_bytes(n: int | None) -> str:
+    if n is None:
+        return "?"
+    value = float(n)
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if value < 1024 or unit == "TiB":
+            return f"{int(value)} {unit}" if unit == "B" else f"{value:.1f} {unit}"
+        value /= 1024
+    return f"{n} B"
+
+
+def fmt_time(ms: int | None) -> str:
+    if ms is None:
+        return "-"
+    return _dt.datetime.fromtimestamp(ms / 1000, _dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S.%f")[:-3] + "Z"
+
+
+def render_inspect(info: dict) -> None:
+    s = info["schema"]
+    out.print(f"[bold]Table[/bold] {info['location']} (branch {info['branch']})")
+    fields = ", ".join(f"{f['name']} {f['type']}" for f in s["fields"])
+    out.print(f"  schema {s['id']}: {fields}")
+    out.print(f"  partition keys: {s['partition_keys'] or '-'}   primary keys: {s['primary_keys'] or '-'}")
+    if s["options"]:
+        out.print("  options: " + ", ".join(f"{k}={v}" for k, v in s["options"].items()))
+    h = info["hints"]
+    out.print(
+        f"  snapshots: earliest {info['earliest']}, latest {info['latest']} "
+        f"(hints: EARLIEST={h['EARLIEST'] if h['EARLIEST'] is not None else 'absent'}, "
+        f"LATEST={h['LATEST'] if h['LATEST'] is not None else 'absent'})"
+    )
+    t = Table(title="Snapshots", show_lines=False)
+    for col in ("id", "time (UTC)", "commit kind", "total records", "delta records"):
+        t.add_column(col, justify="right" if col != "commit kind" else "left")
+    for snap in info["snapshots"]:
+        t.add_row(
+            str(snap["id"]),
+            fmt_time(snap["time_millis"]),
+            snap["commit_kind"],
+            str(snap["total_record_count"] if snap["total_record_count"] is not None else "-"),
+            str(snap["delta_record_count"] if snap["delta_record_count"] is not None else "-"),
+        )
+    out.print(t)
+    out.print("  tags: " + (", ".join(f"{x['name']}→{x['snapshot_id']}" for x in info["tags"]) or "none"))
+    out.print(
+        "  consumers: " + (", ".join(f"{c['id']} (next {c['next_snapshot']})" for c in info["consumers"]) or "none")
+    )
+    out.print("  branches: " + (", ".join(f"{b['name']} (latest {b['latest']})" for b in info["branches"]) or "none"))
+    live, older = info["latest_live"], info["older_only"]
+    out.print(f"  live in the latest snapshot: {live['files']} files, {human_bytes(live['bytes'])}")
+    out.print(
+        f"  held only by older snapshots: {older['files']} files, {human_bytes(older['bytes'])}"
+        f" (of which held by tags: {older['held_by_tags']['files']} files, "
+        f"{human_bytes(older['held_by_tags']['bytes'])})"
+    )
+    for p in info["problems"]:
+        err.print(f"[yellow]warning:[/yellow] {p}")
+
+
+def plan_document(plan, *, files: bool = False) -> dict:
+    doc = {"plan_id": plan.plan_id, **plan.header()}
+    doc["nothing_to_expire"] = not plan.deletes_anything
+    if files:
+        doc["actions"] = [
+            {
+                "action_id": a.action_id,
+                "phase": a.phase.name.lower(),
+                "kind": a.kind.value,
+                "path": a.path,
+                "snapshot_id": a.snapshot_id,
+                "partition": a.partition,
+                "bucket": a.bucket,
+                "size": a.size,
+            }
+            for a in plan.actions
+        ]
+    return doc
+
+
+def render_plan(plan, *, files: bool = False, location: str | None = None) -> None:
+    stats = plan.stats
+    summary = stats.get("summary", {})
+    out.print(f"[bold]Plan[/bold] {plan.plan_id} ({plan.kind}) for {plan.table_location}")
+    if location:
+        out.print(f"  written to {location}")
+    out.print(f"  made at now={fmt_time(plan.now_ms)}; options: " + ", ".join(
+        f"{k}={v.value} ({v.source})" for k, v in sorted(plan.options.items())
+    ))
+    if not plan.deletes_anything:
+        reason = {
+            "no-snapshots": "the table has no snapshots",
+        }.get(stats.get("bound"), f"the range is bounded by {stats.get('bound')}")
+        out.print(f"[green]Nothing to expire[/green]: {reason} (earliest {plan.fingerprint.earliest}, "
+                  f"latest {plan.fingerprint.latest}).")
+        if plan.actions:
+            out.print(f"  apply only writes the missing EARLIEST hint ({plan.earliest_hint}).")
+    else:
+        out.print(
+            f"  expires snapshots [{plan.begin}, {plan.end}) — bounded by {stats.get('bound')}; "
+            f"new EARLIEST hint {plan.earliest_hint}"
+        )
+        t = Table(title="Actions by kind")
+        t.add_column("kind")
+        t.add_column("count", justify="right")
+        t.add_column("bytes", justify="right")
+        for kind, v in summary.get("by_kind", {}).items():
+            size = human_bytes(v["bytes"]) + (f" (+{v['unknown_size']} unknown)" if v["unknown_size"] else "")
+            t.add_row(kind, str(v["count"]), size)
+        out.print(t)
+        if summary.get("by_partition"):
+            pt = Table(title="Data and changelog files by partition")
+            pt.add_column("partition")
+            pt.add_column("files", justify="right")
+            pt.add_column("bytes", justify="right")
+            for part, v in summary["by_partition"].items():
+                pt.add_row(part or "(unpartitioned)", str(v["count"]), human_bytes(v["bytes"]))
+            out.print(pt)
+        out.print(f"  total: {summary.get('files', 0)} files, {human_bytes(summary.get('bytes', 0))} (known sizes)")
+    out.print(
+        f"  protected: {stats.get('protected_by_tags', 0)} candidate data files kept by tags; "
+        + (f"consumers hold the range at snapshot {plan.end}" if stats.get("bound") == "consumer" else "no consumer bound")
+    )
+    if stats.get("deferred_to_changelog"):
+        out.print(f"  deferred to changelog expiry: {stats['deferred_to_changelog']} files (decoupled lifecycle)")
+    for w in stats.get("warnings", []):
+        err.print(f"[yellow]warning:[/yellow] {w}")
+    if files:
+        ft = Table(title="Actions")
+        for col in ("#", "phase", "kind", "path", "snapshot", "size"):
+            ft.add_column(col)
+        for a in plan.actions:
+            ft.add_row(str(a.action_id), a.phase.name.lower(), a.kind.value, a.path,
+                       str(a.snapshot_id if a.snapshot_id is not None else "-"), human_bytes(a.size))
+        out.print(ft)

@@ -1,0 +1,66 @@
+"""The one errors module of lakesweep.
+
+Every error says what object it is about and, where there is one, the next step the user can take.
+Read errors are never turned into "missing": a file that cannot be read raises, and whatever depends
+on it is kept.
+"""
+
+from __future__ import annotations
+
+
+class LakesweepError(Exception):
+    """Base class of every error lakesweep raises on purpose."""
+
+
+class TableFormatError(LakesweepError):
+    """A Paimon metadata file could not be read or does not make sense.
+
+    ``path`` names the file (or directory) at fault.
+    """
+
+    def __init__(self, path: str, message: str):
+        self.path = path
+        super().__init__(f"{path}: {message}")
+
+
+class MetadataNotFound(TableFormatError):
+    """A metadata file that something points to does not exist."""
+
+    def __init__(self, path: str, what: str = "file"):
+        super().__init__(path, f"{what} not found")
+
+
+class CorruptMetadata(TableFormatError):
+    """A metadata file exists but cannot be parsed (truncated Avro, malformed JSON, wrong layout)."""
+
+
+class UnsupportedTable(LakesweepError):
+    """The table uses a feature lakesweep cannot handle exactly as Paimon does, so it refuses to touch it."""
+
+
+class StorageError(LakesweepError):
+    """The file system or object store failed (permission denied, network, throttling...)."""
+
+    def __init__(self, path: str, message: str):
+        self.path = path
+        super().__init__(f"{path}: {message}")
+
+
+class PlanRejected(LakesweepError):
+    """A plan cannot be built or accepted: bad options, a tampered file, a plan for another table."""
+
+
+class StalePlan(PlanRejected):
+    """The live table changed since the plan was made in a way that makes the plan unsafe."""
+
+
+class PlannerInvariantViolated(LakesweepError):
+    """The planner's own safety check found a planned path that is still reachable. This is a bug."""
+
+
+class JournalError(LakesweepError):
+    """The journal cannot be opened or written."""
+
+
+class JournalConflict(JournalError):
+    """Another process holds the journal, or the journal already records a conflicting run."""

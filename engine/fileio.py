@@ -1,0 +1,369 @@
+"""Storage behind a small interface: local paths and ``s3://`` through pyarrow.fs, and an in-memory twin.
+
+Paths are full location strings: ``/abs/path`` (or ``file:/abs/path``) and ``s3://bucket/key``.
+A ``FileIO`` pickles (Spark ships it to executors): it keeps only its configuration and builds the
+pyarrow file system again on the other side.
+"""
+
+from __future__ import annotations
+
+import abc
+import enum
+import os
+import posixpath
+import threading
+import time
+import uuid
+from dataclasses import dataclass
+from typing import Mapping
+
+from engine.errors import StorageError
+
+
+class DeleteOutcome(enum.StrEnum):
+    DELETED = "DELETED"
+    ALREADY_ABSENT = "ALREADY_ABSENT"
+
+
+@dataclass(frozen=True, slots=True)
+class FileInfo:
+    path: str
+    size: int
+    mtime_ms: int | None
+    is_dir: bool = False
+
+
+def join(base: str, *parts: str) -> str:
+    """Join location parts with '/', keeping a scheme such as ``s3://`` intact."""
+    out = base.rstrip("/")
+    for part in parts:
+        part = part.strip("/")
+        if part:
+            out = f"{out}/{part}"
+    return out
+
+
+def normalize_location(location: str) -> str:
+    """A canonical form of a table location: ``file:`` URIs become plain absolute paths, no trailing '/'."""
+    loc = location.strip()
+    if loc.startswith("file://"):
+        loc = loc[len("file://"):]
+        if not loc.startswith("/"):
+            raise ValueError(f"unsupported file URI with an authority: {location!r}")
+    elif loc.startswith("file:"):
+        loc = loc[len("file:"):]
+    if "://" in loc:
+        scheme, rest = loc.split("://", 1)
+        if scheme.lower() not in ("s3", "s3a"):
+            raise ValueError(f"unsupported scheme {scheme!r} in {location!r}: use a local path or s3://")
+        return "s3://" + rest.rstrip("/")
+    return os.path.abspath(loc).rstrip("/") or "/"
+
+
+class FileIO(abc.ABC):
+    """The storage operations lakesweep needs, and nothing more.
+
+    Contract shared by every implementation (tests/engine/test_fileio_contract.py runs it against each):
+
+    * ``read_bytes`` raises ``FileNotFoundError`` when the file does not exist, ``StorageError`` when it
+      exists but cannot be read. Nothing is ever reported as missing because it could not be read.
+    * ``list`` returns the direct children (or all files below, when ``recursive``), sorted by path;
+      a directory that does not exist has no children.
+    * ``delete`` removes one file, never a directory. Deleting an absent file is the outcome
+      ``ALREADY_ABSENT``, not an error: deletion is idempotent.
+    * ``delete_empty_dir`` removes a directory only if it is empty (never recursively) and says whether it did.
+    * ``write_atomic`` makes the new content visible all at once (readers see the old or the new bytes).
+    """
+
+    scheme: str = "file"
+
+    @abc.abstractmethod
+    def read_bytes(self, path: str) -> bytes: ...
+
+    @abc.abstractmethod
+    def exists(self, path: str) -> bool: ...
+
+    @abc.abstractmethod
+    def info(self, path: str) -> FileInfo | None:
+        """Size and modification time of a file, ``None`` if it does not exist."""
+
+    @abc.abstractmethod
+    def list(self, path: str, *, recursive: bool = False) -> list[FileInfo]: ...
+
+    @abc.abstractmethod
+    def delete(self, path: str) -> DeleteOutcome: ...
+
+    @abc.abstractmethod
+    def delete_empty_dir(self, path: str) -> bool: ...
+
+    @abc.abstractmethod
+    def write_atomic(self, path: str, data: bytes) -> None: ...
+
+
+class ArrowFileIO(FileIO):
+    """Local file systems and S3-compatible object stores through ``pyarrow.fs``.
+
+    S3 settings come from the arguments or the usual AWS environment: ``AWS_ENDPOINT_URL`` (or
+    ``AWS_ENDPOINT_URL_S3``), ``AWS_REGION`` / ``AWS_DEFAULT_REGION``, ``AWS_ACCESS_KEY_ID``,
+    ``AWS_SECRET_ACCESS_KEY``, ``AWS_SESSION_TOKEN``.
+    """
+
+    def __init__(self, scheme: str = "file", properties: Mapping[str, str] | None = None):
+        if scheme not in ("file", "s3"):
+            raise ValueError(f"unsupported scheme {scheme!r}")
+        self.scheme = scheme
+        self.properties = dict(properties or {})
+        self._fs = None
+        self._lock = threading.Lock()
+
+    def __getstate__(self):
+        return {"scheme": self.scheme, "properties": self.properties}
+
+    def __setstate__(self, state):
+        self.scheme = state["scheme"]
+        self.properties = state["properties"]
+        self._fs = None
+        self._lock = threading.Lock()
+
+    def __eq__(self, other):
+        return isinstance(other, ArrowFileIO) and (self.scheme, self.properties) == (
+            other.scheme,
+            other.properties,
+        )
+
+    def __hash__(self):
+        return hash((self.scheme, tuple(sorted(self.properties.items()))))
+
+    def __repr__(self):
+        shown = {k: v for k, v in self.properties.items() if "secret" not in k and "token" not in k}
+        return f"ArrowFileIO({self.scheme!r}, {shown})"
+
+    @property
+    def fs(self):
+        with self._lock:
+            if self._fs is None:
+                self._fs = self._make_fs()
+            return self._fs
+
+    def _make_fs(self):
+        from pyarrow import fs as pafs
+
+        if self.scheme == "file":
+            return pafs.LocalFileSystem()
+        env = os.environ
+        p = self.properties
+        endpoint = p.get("endpoint") or env.get("AWS_ENDPOINT_URL_S3") or env.get("AWS_ENDPOINT_URL")
+        kwargs = {
+            "region": p.get("region") or env.get("AWS_REGION") or env.get("AWS_DEFAULT_REGION") or "us-east-1",
+        }
+        key = p.get("access_key") or env.get("AWS_ACCESS_KEY_ID")
+        secret = p.get("secret_key") or env.get("AWS_SECRET_ACCESS_KEY")
+        if key and secret:
+            kwargs["access_key"] = key
+            kwargs["secret_key"] = secret
+            token = p.get("session_token") or env.get("AWS_SESSION_TOKEN")
+            if token:
+                kwargs["session_token"] = token
+        if endpoint:
+            scheme, _, rest = endpoint.partition("://")
+            if rest:
+                kwargs["scheme"] = scheme
+                kwargs["endpoint_override"] = rest
+            else:
+                kwargs["endpoint_override"] = endpoint
+        if p.get("path_style", "true").lower() == "true":
+            kwargs["force_virtual_addressing"] = False
+        return pafs.S3FileSystem(**kwargs)
+
+    def _native(self, path: str) -> str:
+        if self.scheme == "s3":
+            if not path.startswith("s3://"):
+                raise ValueError(f"not an s3:// location: {path!r}")
+            return path[len("s3://"):]
+        return normalize_location(path)
+
+    def _full(self, native: str) -> str:
+        return "s3://" + native if self.scheme == "s3" else native
+
+    def read_bytes(self, path: str) -> bytes:
+        try:
+            with self.fs.open_input_stream(self._native(path)) as f:
+                return f.read()
+        except FileNotFoundError:
+            raise
+        except OSError as e:
+            if _is_not_found(e):
+                raise FileNotFoundError(path) from e
+            raise StorageError(path, f"cannot read: {e}") from e
+
+    def info(self, path: str) -> FileInfo | None:
+        from pyarrow import fs as pafs
+
+        try:
+            fi = self.fs.get_file_info(self._native(path))
+        except OSError as e:
+            raise StorageError(path, f"cannot stat: {e}") from e
+        if fi.type == pafs.FileType.NotFound:
+            return None
+        return self._to_info(fi)
+
+    def exists(self, path: str) -> bool:
+        return self.info(path) is not None
+
+    def _to_info(self, fi) -> FileInfo:
+        from pyarrow import fs as pafs
+
+        mtime = fi.mtime_ns // 1_000_000 if fi.mtime_ns is not None else None
+        is_dir = fi.type == pafs.FileType.Directory
+        return FileInfo(self._full(fi.path), 0 if is_dir else int(fi.size or 0), mtime, is_dir)
+
+    def list(self, path: str, *, recursive: bool = False) -> list[FileInfo]:
+        from pyarrow import fs as pafs
+
+        selector = pafs.FileSelector(self._native(path), allow_not_found=True, recursive=recursive)
+        try:
+            infos = self.fs.get_file_info(selector)
+        except OSError as e:
+            if _is_not_found(e):
+                return []
+            raise StorageError(path, f"cannot list: {e}") from e
+        return sorted((self._to_info(fi) for fi in infos), key=lambda f: f.path)
+
+    def delete(self, path: str) -> DeleteOutcome:
+        from pyarrow import fs as pafs
+
+        native = self._native(path)
+        try:
+            fi = self.fs.get_file_info(native)
+            if fi.type == pafs.FileType.NotFound:
+                return DeleteOutcome.ALREADY_ABSENT
+            if fi.type == pafs.FileType.Directory:
+                raise StorageError(path, "is a directory; lakesweep deletes files only")
+            self.fs.delete_file(native)
+            return DeleteOutcome.DELETED
+        except FileNotFoundError:
+            return DeleteOutcome.ALREADY_ABSENT
+        except StorageError:
+            raise
+        except OSError as e:
+            if _is_not_found(e):
+                return DeleteOutcome.ALREADY_ABSENT
+            raise StorageError(path, f"cannot delete: {e}") from e
+
+    def delete_empty_dir(self, path: str) -> bool:
+        if self.scheme != "file":
+            # Object stores have no real directories; Paimon's cleanup of "empty directories" does
+            # nothing useful there (and is off by default, PR #3749).
+            return False
+        try:
+            os.rmdir(self._native(path))
+            return True
+        except FileNotFoundError:
+            return False
+        except OSError:
+            return False
+
+    def write_atomic(self, path: str, data: bytes) -> None:
+        native = self._native(path)
+        try:
+            if self.scheme == "file":
+                parent = os.path.dirname(native)
+                os.makedirs(parent, exist_ok=True)
+                tmp = os.path.join(parent, f".{os.path.basename(native)}.{uuid.uuid4().hex}.tmp")
+                with open(tmp, "wb") as f:
+                    f.write(data)
+                    f.flush()
+                    os.fsync(f.fileno())
+                os.replace(tmp, native)
+            else:
+                with self.fs.open_output_stream(native) as f:  # a PUT is atomic
+                    f.write(data)
+        except OSError as e:
+            raise StorageError(path, f"cannot write: {e}") from e
+
+
+def _is_not_found(e: OSError) -> bool:
+    text = str(e).lower()
+    return isinstance(e, FileNotFoundError) or "not found" in text or "no such file" in text or "nosuchkey" in text
+
+
+class MemoryFileIO(FileIO):
+    """An in-memory file system for unit tests. Directories exist while they hold files, or when made empty."""
+
+    scheme = "memory"
+
+    def __init__(self, clock=None):
+        self.files: dict[str, tuple[bytes, int]] = {}
+        self.empty_dirs: set[str] = set()
+        self._clock = clock or (lambda: int(time.time() * 1000))
+
+    def put(self, path: str, data: bytes, mtime_ms: int | None = None) -> None:
+        self.files[path] = (bytes(data), self._clock() if mtime_ms is None else mtime_ms)
+
+    def read_bytes(self, path: str) -> bytes:
+        if path not in self.files:
+            raise FileNotFoundError(path)
+        return self.files[path][0]
+
+    def info(self, path: str) -> FileInfo | None:
+        if path in self.files:
+            data, mtime = self.files[path]
+            return FileInfo(path, len(data), mtime)
+        if path in self.empty_dirs or any(p.startswith(path.rstrip("/") + "/") for p in self.files):
+            return FileInfo(path, 0, None, True)
+        return None
+
+    def exists(self, path: str) -> bool:
+        return self.info(path) is not None
+
+    def list(self, path: str, *, recursive: bool = False) -> list[FileInfo]:
+        prefix = path.rstrip("/") + "/"
+        out: dict[str, FileInfo] = {}
+        for p, (data, mtime) in self.files.items():
+            if not p.startswith(prefix):
+                continue
+            rest = p[len(prefix):]
+            if recursive or "/" not in rest:
+                out[p] = FileInfo(p, len(data), mtime)
+            else:
+                d = prefix + rest.split("/", 1)[0]
+                out.setdefault(d, FileInfo(d, 0, None, True))
+        for d in self.empty_dirs:
+            if d.startswith(prefix) and (recursive or "/" not in d[len(prefix):]):
+                out.setdefault(d, FileInfo(d, 0, None, True))
+        return sorted(out.values(), key=lambda f: f.path)
+
+    def delete(self, path: str) -> DeleteOutcome:
+        if path in self.files:
+            del self.files[path]
+            parent = posixpath.dirname(path)
+            if not any(p.startswith(parent + "/") for p in self.files):
+                self.empty_dirs.add(parent)
+            return DeleteOutcome.DELETED
+        if self.info(path) is not None:
+            raise StorageError(path, "is a directory; lakesweep deletes files only")
+        return DeleteOutcome.ALREADY_ABSENT
+
+    def delete_empty_dir(self, path: str) -> bool:
+        path = path.rstrip("/")
+        if any(p.startswith(path + "/") for p in self.files):
+            return False
+        if any(d.startswith(path + "/") for d in self.empty_dirs):
+            return False
+        if path in self.empty_dirs:
+            self.empty_dirs.discard(path)
+            parent = posixpath.dirname(path)
+            if parent and not any(p.startswith(parent + "/") for p in self.files):
+                self.empty_dirs.add(parent)
+            return True
+        return False
+
+    def write_atomic(self, path: str, data: bytes) -> None:
+        self.put(path, data)
+
+
+def fileio_for(location: str, properties: Mapping[str, str] | None = None) -> FileIO:
+    """The FileIO that serves a normalized location."""
+    if location.startswith("s3://"):
+        return ArrowFileIO("s3", properties)
+    return ArrowFileIO("file", properties)

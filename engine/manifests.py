@@ -1,0 +1,152 @@
+"""Decoding Paimon's Avro manifest lists, manifests and index manifests (fastavro).
+
+Fields are read by name from the file's own writer schema, so files of 0.9 (16 DataFileMeta fields)
+and later versions (more trailing fields) read alike. Anything that does not decode raises
+``CorruptMetadata`` naming the file.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import io
+
+import fastavro
+
+from engine.errors import CorruptMetadata
+from engine.model import (
+    DataFileMeta,
+    DeletionVectorRange,
+    FileKind,
+    IndexFileMeta,
+    IndexManifestEntry,
+    ManifestEntry,
+    ManifestFileMeta,
+)
+
+AVRO_MAGIC = b"Obj\x01"
+
+
+def _records(path: str, data: bytes) -> list[dict]:
+    if not data.startswith(AVRO_MAGIC):
+        raise CorruptMetadata(path, "not an Avro object container file (lakesweep reads Avro manifests only)")
+    try:
+        return list(fastavro.reader(io.BytesIO(data)))
+    except Exception as e:  # fastavro raises many types for truncated or garbled input
+        raise CorruptMetadata(path, f"cannot decode Avro: {type(e).__name__}: {e}") from e
+
+
+def _millis(v) -> int | None:
+    if v is None:
+        return None
+    if isinstance(v, _dt.datetime):
+        if v.tzinfo is None:
+            v = v.replace(tzinfo=_dt.timezone.utc)
+        delta = v - _dt.datetime(1970, 1, 1, tzinfo=_dt.timezone.utc)
+        return (delta.days * 86_400_000) + delta.seconds * 1000 + delta.microseconds // 1000
+    return int(v)
+
+
+def _kind(path: str, v) -> FileKind:
+    try:
+        return FileKind(int(v))
+    except (TypeError, ValueError) as e:
+        raise CorruptMetadata(path, f"unknown file kind {v!r}") from e
+
+
+def _check_version(path: str, rec: dict, allowed: tuple[int, ...], what: str) -> None:
+    v = rec.get("_VERSION")
+    if v not in allowed:
+        raise CorruptMetadata(path, f"{what} version {v!r} is not supported (expected {allowed})")
+
+
+def parse_manifest_list(path: str, data: bytes) -> list[ManifestFileMeta]:
+    out = []
+    for rec in _records(path, data):
+        _check_version(path, rec, (2,), "manifest list")
+        try:
+            out.append(
+                ManifestFileMeta(
+                    file_name=rec["_FILE_NAME"],
+                    file_size=int(rec["_FILE_SIZE"]),
+                    num_added_files=int(rec["_NUM_ADDED_FILES"]),
+                    num_deleted_files=int(rec["_NUM_DELETED_FILES"]),
+                    schema_id=int(rec["_SCHEMA_ID"]),
+                    version=rec["_VERSION"],
+                )
+            )
+        except (KeyError, TypeError, ValueError) as e:
+            raise CorruptMetadata(path, f"malformed manifest list entry: {e!r}") from e
+    return out
+
+
+def _data_file(path: str, f: dict) -> DataFileMeta:
+    return DataFileMeta(
+        file_name=f["_FILE_NAME"],
+        file_size=int(f["_FILE_SIZE"]),
+        row_count=int(f["_ROW_COUNT"]),
+        level=int(f["_LEVEL"]),
+        schema_id=int(f["_SCHEMA_ID"]),
+        min_sequence_number=int(f.get("_MIN_SEQUENCE_NUMBER") or 0),
+        max_sequence_number=int(f.get("_MAX_SEQUENCE_NUMBER") or 0),
+        extra_files=tuple(f.get("_EXTRA_FILES") or ()),
+        creation_time_ms=_millis(f.get("_CREATION_TIME")),
+        delete_row_count=f.get("_DELETE_ROW_COUNT"),
+        embedded_index=f.get("_EMBEDDED_FILE_INDEX"),
+        file_source=f.get("_FILE_SOURCE"),
+        external_path=f.get("_EXTERNAL_PATH"),
+        first_row_id=f.get("_FIRST_ROW_ID"),
+    )
+
+
+def parse_manifest(path: str, data: bytes) -> list[ManifestEntry]:
+    out = []
+    for rec in _records(path, data):
+        _check_version(path, rec, (2,), "manifest entry")
+        try:
+            out.append(
+                ManifestEntry(
+                    kind=_kind(path, rec["_KIND"]),
+                    partition=bytes(rec["_PARTITION"]),
+                    bucket=int(rec["_BUCKET"]),
+                    total_buckets=int(rec["_TOTAL_BUCKETS"]),
+                    file=_data_file(path, rec["_FILE"]),
+                )
+            )
+        except CorruptMetadata:
+            raise
+        except (KeyError, TypeError, ValueError) as e:
+            raise CorruptMetadata(path, f"malformed manifest entry: {e!r}") from e
+    return out
+
+
+def parse_index_manifest(path: str, data: bytes) -> list[IndexManifestEntry]:
+    out = []
+    for rec in _records(path, data):
+        _check_version(path, rec, (1,), "index manifest entry")
+        try:
+            ranges = rec.get("_DELETIONS_VECTORS_RANGES")
+            dv = None
+            if ranges is not None:
+                dv = tuple(
+                    DeletionVectorRange(r["f0"], int(r["f1"]), int(r["f2"]), r.get("_CARDINALITY")) for r in ranges
+                )
+            out.append(
+                IndexManifestEntry(
+                    kind=_kind(path, rec["_KIND"]),
+                    partition=bytes(rec["_PARTITION"]),
+                    bucket=int(rec["_BUCKET"]),
+                    index_file=IndexFileMeta(
+                        index_type=rec["_INDEX_TYPE"],
+                        file_name=rec["_FILE_NAME"],
+                        file_size=int(rec["_FILE_SIZE"]),
+                        row_count=int(rec["_ROW_COUNT"]),
+                        dv_ranges=dv,
+                        external_path=rec.get("_EXTERNAL_PATH"),
+                    ),
+                )
+            )
+        except CorruptMetadata:
+            raise
+        except (KeyError, TypeError, ValueError) as e:
+            raise CorruptMetadata(path, f"malformed index manifest entry: {e!r}") from e
+    return out

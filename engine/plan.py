@@ -1,0 +1,254 @@
+"""The CleanupPlan: a reviewed list of actions plus the preconditions under which they are safe.
+
+A plan is plain data. Its id is a hash of its canonical content, so a changed byte changes the id and
+apply refuses it. Actions are sorted canonically (phase, kind, path) and numbered from 0; that number
+is the action's stable id.
+"""
+
+from __future__ import annotations
+
+import enum
+import hashlib
+import json
+from dataclasses import dataclass, field, replace
+from typing import Any, Mapping, Sequence
+
+FORMAT_VERSION = 1
+
+
+class Phase(enum.IntEnum):
+    """Apply runs phases in this order, with a barrier between them (Java's deletion order)."""
+
+    DATA_FILES = 1
+    CHANGELOG_FILES = 2
+    EMPTY_DIRS = 3
+    METADATA = 4
+    CHANGELOG_METADATA = 5
+    SNAPSHOTS = 6
+    HINT = 7
+
+
+class ActionKind(enum.StrEnum):
+    DATA_FILE = "data-file"
+    EXTRA_FILE = "extra-file"
+    CHANGELOG_FILE = "changelog-file"
+    EMPTY_DIR = "empty-dir"
+    MANIFEST = "manifest"
+    MANIFEST_LIST = "manifest-list"
+    INDEX_FILE = "index-file"
+    INDEX_MANIFEST = "index-manifest"
+    STATISTICS = "statistics"
+    WRITE_CHANGELOG = "write-changelog"  # copy snapshot-N to changelog/changelog-N (decoupled lifecycle)
+    SNAPSHOT = "snapshot"
+    WRITE_EARLIEST_HINT = "write-earliest-hint"
+
+    @property
+    def phase(self) -> Phase:
+        return _PHASE[self]
+
+    @property
+    def deletes(self) -> bool:
+        return self not in (ActionKind.WRITE_CHANGELOG, ActionKind.WRITE_EARLIEST_HINT)
+
+
+_PHASE = {
+    ActionKind.DATA_FILE: Phase.DATA_FILES,
+    ActionKind.EXTRA_FILE: Phase.DATA_FILES,
+    ActionKind.CHANGELOG_FILE: Phase.CHANGELOG_FILES,
+    ActionKind.EMPTY_DIR: Phase.EMPTY_DIRS,
+    ActionKind.MANIFEST: Phase.METADATA,
+    ActionKind.MANIFEST_LIST: Phase.METADATA,
+    ActionKind.INDEX_FILE: Phase.METADATA,
+    ActionKind.INDEX_MANIFEST: Phase.METADATA,
+    ActionKind.STATISTICS: Phase.METADATA,
+    ActionKind.WRITE_CHANGELOG: Phase.CHANGELOG_METADATA,
+    ActionKind.SNAPSHOT: Phase.SNAPSHOTS,
+    ActionKind.WRITE_EARLIEST_HINT: Phase.HINT,
+}
+
+_KIND_ORDER = {k: i for i, k in enumerate(ActionKind)}
+
+
+@dataclass(frozen=True, slots=True)
+class Action:
+    """One thing apply does. ``path`` is relative to the table root, or a full URI for external files.
+
+    ``snapshot_id`` is the snapshot whose expiry causes the action (for the EARLIEST hint: the new
+    value; for empty directories: none). ``depth`` orders empty-directory deletes, deepest first.
+    """
+
+    kind: ActionKind
+    path: str
+    snapshot_id: int | None = None
+    partition: str | None = None
+    bucket: int | None = None
+    size: int | None = None
+    source: str | None = None  # WRITE_CHANGELOG: the snapshot file copied
+    depth: int = 0
+    action_id: int = -1
+
+    def __post_init__(self):
+        if not self.path:
+            raise ValueError("an action needs a path")
+        if self.kind == ActionKind.WRITE_CHANGELOG and not self.source:
+            raise ValueError("write-changelog needs a source snapshot file")
+        if self.kind == ActionKind.WRITE_EARLIEST_HINT and self.snapshot_id is None:
+            raise ValueError("the EARLIEST hint action needs the new value as snapshot_id")
+
+    @property
+    def phase(self) -> Phase:
+        return self.kind.phase
+
+    def sort_key(self):
+        # Snapshots go in ascending id order; empty directories deepest first; the rest by path.
+        if self.kind == ActionKind.SNAPSHOT or self.kind == ActionKind.WRITE_CHANGELOG:
+            return (self.phase, _KIND_ORDER[self.kind], self.snapshot_id or 0, self.path)
+        if self.kind == ActionKind.EMPTY_DIR:
+            return (self.phase, _KIND_ORDER[self.kind], -self.depth, self.path)
+        return (self.phase, _KIND_ORDER[self.kind], 0, self.path)
+
+
+def canonical_actions(actions: Sequence[Action]) -> tuple[Action, ...]:
+    """Sort, de-duplicate by (kind, path), and number the actions.
+
+    A file planned by several snapshots keeps the earliest snapshot as its cause.
+    """
+    by_key: dict[tuple[str, str], Action] = {}
+    for a in actions:
+        key = (a.kind.value, a.path)
+        old = by_key.get(key)
+        if old is None or (a.snapshot_id or 0) < (old.snapshot_id or 0):
+            by_key[key] = a
+    ordered = sorted(by_key.values(), key=Action.sort_key)
+    return tuple(replace(a, action_id=i) for i, a in enumerate(ordered))
+
+
+@dataclass(frozen=True, slots=True)
+class OptionValue:
+    value: Any
+    source: str  # "flag", "table", "default"
+
+
+@dataclass(frozen=True, slots=True)
+class Fingerprint:
+    """What apply re-checks against the live table before touching anything."""
+
+    earliest: int | None
+    latest: int | None
+    schema_id: int
+    tags: Mapping[str, int]  # tag name -> snapshot id
+    consumers: Mapping[str, int]  # consumer id -> next snapshot
+    branches: Mapping[str, int | None]  # branch name -> its latest snapshot id (None: no snapshot)
+
+    def to_json(self) -> dict:
+        return {
+            "earliest": self.earliest,
+            "latest": self.latest,
+            "schema_id": self.schema_id,
+            "tags": dict(sorted(self.tags.items())),
+            "consumers": dict(sorted(self.consumers.items())),
+            "branches": dict(sorted(self.branches.items())),
+        }
+
+    @staticmethod
+    def from_json(obj: Mapping) -> "Fingerprint":
+        return Fingerprint(
+            earliest=obj["earliest"],
+            latest=obj["latest"],
+            schema_id=obj["schema_id"],
+            tags=dict(obj["tags"]),
+            consumers=dict(obj["consumers"]),
+            branches=dict(obj["branches"]),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class CleanupPlan:
+    """A deterministic plan: same table + options + now give the same plan (and the same bytes)."""
+
+    kind: str  # "expire"
+    table_location: str
+    table_identity: str
+    branch: str
+    now_ms: int
+    options: Mapping[str, OptionValue]
+    begin: int | None  # the range [begin, end) of expired snapshots
+    end: int | None
+    earliest_hint: int | None  # the EARLIEST value apply writes last (None: not written)
+    fingerprint: Fingerprint
+    actions: tuple[Action, ...]
+    stats: Mapping[str, Any] = field(default_factory=dict)  # protected counts, bound, warnings
+    format_version: int = FORMAT_VERSION
+
+    def __post_init__(self):
+        if self.begin is not None and self.end is not None and self.begin > self.end:
+            raise ValueError(f"range [{self.begin}, {self.end}) is inverted")
+        ids = [a.action_id for a in self.actions]
+        if ids != list(range(len(ids))):
+            raise ValueError("actions must be canonical (numbered 0..n-1 in order); use canonical_actions")
+
+    @property
+    def is_empty(self) -> bool:
+        return not self.actions
+
+    @property
+    def deletes_anything(self) -> bool:
+        return any(a.kind.deletes for a in self.actions)
+
+    def header(self) -> dict:
+        """Everything but the actions, as JSON-ready data (without the plan id)."""
+        return {
+            "format_version": self.format_version,
+            "plan_kind": self.kind,
+            "table": {"location": self.table_location, "identity": self.table_identity, "branch": self.branch},
+            "now_ms": self.now_ms,
+            "options": {k: {"value": v.value, "source": v.source} for k, v in sorted(self.options.items())},
+            "range": {"begin": self.begin, "end": self.end},
+            "earliest_hint": self.earliest_hint,
+            "fingerprint": self.fingerprint.to_json(),
+            "stats": _jsonable(self.stats),
+        }
+
+    @property
+    def plan_id(self) -> str:
+        return compute_plan_id(self.header(), self.actions)
+
+
+def _jsonable(obj):
+    return json.loads(json.dumps(obj, sort_keys=True))
+
+
+def action_row(a: Action) -> list:
+    return [a.action_id, int(a.phase), a.kind.value, a.path, a.snapshot_id, a.partition, a.bucket, a.size, a.source, a.depth]
+
+
+def compute_plan_id(header: Mapping, actions: Sequence[Action]) -> str:
+    h = hashlib.sha256()
+    h.update(json.dumps(header, sort_keys=True, separators=(",", ":")).encode())
+    for a in actions:
+        h.update(b"\n")
+        h.update(json.dumps(action_row(a), separators=(",", ":")).encode())
+    return h.hexdigest()[:32]
+
+
+def summarize(actions: Sequence[Action]) -> dict:
+    """Counts and bytes per action kind and per partition."""
+    by_kind: dict[str, dict[str, int]] = {}
+    by_partition: dict[str, dict[str, int]] = {}
+    for a in actions:
+        k = by_kind.setdefault(a.kind.value, {"count": 0, "bytes": 0, "unknown_size": 0})
+        k["count"] += 1
+        if a.size is None:
+            k["unknown_size"] += 1
+        else:
+            k["bytes"] += a.size
+        if a.kind in (ActionKind.DATA_FILE, ActionKind.EXTRA_FILE, ActionKind.CHANGELOG_FILE):
+            p = by_partition.setdefault(a.partition or "", {"count": 0, "bytes": 0})
+            p["count"] += 1
+            p["bytes"] += a.size or 0
+    return {
+        "by_kind": dict(sorted(by_kind.items())),
+        "by_partition": dict(sorted(by_partition.items())),
+        "files": sum(1 for a in actions if a.kind.deletes and a.kind != ActionKind.EMPTY_DIR),
+        "bytes": sum(a.size or 0 for a in actions if a.kind.deletes),
+    }

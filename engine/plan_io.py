@@ -1,0 +1,152 @@
+"""The CleanupPlan as a Parquet file: one row per action, the header in the key-value metadata.
+
+Writing is deterministic: the same plan gives the same bytes (for one pyarrow version). Reading checks
+the format version and that the plan id still matches the content, so an edited plan is refused.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from engine.errors import PlanRejected
+from engine.fileio import FileIO, fileio_for, normalize_location
+from engine.plan import (
+    FORMAT_VERSION,
+    Action,
+    ActionKind,
+    CleanupPlan,
+    Fingerprint,
+    OptionValue,
+    compute_plan_id,
+)
+
+HEADER_KEY = b"lakesweep.plan.header"
+ID_KEY = b"lakesweep.plan.id"
+
+SCHEMA = pa.schema(
+    [
+        pa.field("action_id", pa.int64(), nullable=False),
+        pa.field("phase", pa.int8(), nullable=False),
+        pa.field("kind", pa.string(), nullable=False),
+        pa.field("path", pa.string(), nullable=False),
+        pa.field("snapshot_id", pa.int64()),
+        pa.field("partition", pa.string()),
+        pa.field("bucket", pa.int32()),
+        pa.field("size", pa.int64()),
+        pa.field("source", pa.string()),
+        pa.field("depth", pa.int32(), nullable=False),
+    ]
+)
+
+
+def plan_to_bytes(plan: CleanupPlan) -> bytes:
+    cols = {name: [] for name in SCHEMA.names}
+    for a in plan.actions:
+        cols["action_id"].append(a.action_id)
+        cols["phase"].append(int(a.phase))
+        cols["kind"].append(a.kind.value)
+        cols["path"].append(a.path)
+        cols["snapshot_id"].append(a.snapshot_id)
+        cols["partition"].append(a.partition)
+        cols["bucket"].append(a.bucket)
+        cols["size"].append(a.size)
+        cols["source"].append(a.source)
+        cols["depth"].append(a.depth)
+    header = plan.header()
+    table = pa.Table.from_pydict(cols, schema=SCHEMA).replace_schema_metadata(
+        {
+            HEADER_KEY: json.dumps(header, sort_keys=True, separators=(",", ":")).encode(),
+            ID_KEY: plan.plan_id.encode(),
+        }
+    )
+    sink = pa.BufferOutputStream()
+    pq.write_table(table, sink, compression="zstd", write_statistics=False, store_schema=True)
+    return sink.getvalue().to_pybytes()
+
+
+def write_plan(plan: CleanupPlan, location: str, fileio: FileIO | None = None) -> str:
+    """Write the plan atomically; returns the plan id."""
+    location = normalize_location(location)
+    (fileio or fileio_for(location)).write_atomic(location, plan_to_bytes(plan))
+    return plan.plan_id
+
+
+def plan_from_bytes(data: bytes, *, source: str = "<bytes>") -> CleanupPlan:
+    try:
+        # Single-threaded: pyarrow's CPU pool together with the zstandard module (which fastavro loads)
+        # aborts the interpreter at exit with pyarrow 19 ("terminate called without an active exception").
+        table = pq.read_table(pa.BufferReader(data), use_threads=False)
+    except (pa.ArrowInvalid, OSError) as e:
+        raise PlanRejected(f"{source} is not a lakesweep plan (not a readable Parquet file: {e})") from e
+    meta = table.schema.metadata or {}
+    if HEADER_KEY not in meta or ID_KEY not in meta:
+        raise PlanRejected(f"{source} is a Parquet file but not a lakesweep plan (no plan header)")
+    try:
+        header = json.loads(meta[HEADER_KEY])
+    except json.JSONDecodeError as e:
+        raise PlanRejected(f"{source}: the plan header is not valid JSON") from e
+    version = header.get("format_version")
+    if version != FORMAT_VERSION:
+        raise PlanRejected(
+            f"{source}: plan format version {version!r} is not supported by this lakesweep "
+            f"(it reads version {FORMAT_VERSION}); re-run 'lakesweep plan'"
+        )
+    if table.schema.remove_metadata() != SCHEMA.remove_metadata():
+        raise PlanRejected(f"{source}: the plan's columns are not the ones lakesweep writes")
+    rows = table.to_pylist()
+    try:
+        actions = tuple(
+            Action(
+                kind=ActionKind(r["kind"]),
+                path=r["path"],
+                snapshot_id=r["snapshot_id"],
+                partition=r["partition"],
+                bucket=r["bucket"],
+                size=r["size"],
+                source=r["source"],
+                depth=r["depth"],
+                action_id=r["action_id"],
+            )
+            for r in rows
+        )
+        for a, r in zip(actions, rows):
+            if int(a.phase) != r["phase"]:
+                raise ValueError(f"action {a.action_id} has phase {r['phase']}, its kind belongs to {int(a.phase)}")
+        t = header["table"]
+        plan = CleanupPlan(
+            kind=header["plan_kind"],
+            table_location=t["location"],
+            table_identity=t["identity"],
+            branch=t["branch"],
+            now_ms=header["now_ms"],
+            options={k: OptionValue(v["value"], v["source"]) for k, v in header["options"].items()},
+            begin=header["range"]["begin"],
+            end=header["range"]["end"],
+            earliest_hint=header["earliest_hint"],
+            fingerprint=Fingerprint.from_json(header["fingerprint"]),
+            actions=actions,
+            stats=header.get("stats") or {},
+            format_version=version,
+        )
+    except (KeyError, TypeError, ValueError) as e:
+        raise PlanRejected(f"{source}: the plan is malformed ({e}); re-run 'lakesweep plan'") from e
+    stored_id = meta[ID_KEY].decode()
+    actual = compute_plan_id(header, actions)
+    if stored_id != actual:
+        raise PlanRejected(
+            f"{source}: the plan's content does not match its id {stored_id} (content hash {actual}): "
+            "the file was modified after it was written; re-run 'lakesweep plan'"
+        )
+    return plan
+
+
+def read_plan(location: str, fileio: FileIO | None = None) -> CleanupPlan:
+    location = normalize_location(location)
+    try:
+        data = (fileio or fileio_for(location)).read_bytes(location)
+    except FileNotFoundError as e:
+        raise PlanRejected(f"plan file {location} does not exist") from e
+    return plan_from_bytes(data, source=location)

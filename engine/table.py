@@ -1,0 +1,376 @@
+"""A read-only view of one Paimon table (one branch of it) on a FileIO.
+
+Resolution of EARLIEST/LATEST follows ``SnapshotManager`` (§3 of the spec): the LATEST hint may lag but
+never lead, the EARLIEST hint is trusted when its snapshot exists. Every read that fails raises a typed
+error naming the path; "not found" and "cannot read" are never confused.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from typing import Callable, Iterable, TypeVar
+
+from engine.errors import CorruptMetadata, MetadataNotFound, StorageError, UnsupportedTable
+from engine.fileio import FileIO, fileio_for, join, normalize_location
+from engine.manifests import parse_index_manifest, parse_manifest, parse_manifest_list
+from engine.model import (
+    Consumer,
+    FileKind,
+    IndexManifestEntry,
+    ManifestEntry,
+    ManifestFileMeta,
+    Snapshot,
+    TableSchema,
+    Tag,
+)
+from engine.paths import PATH_SHAPING_OPTIONS, PathFactory, check_path_options_stable
+
+T = TypeVar("T")
+
+MAIN_BRANCH = "main"
+SNAPSHOT_PREFIX = "snapshot-"
+CHANGELOG_PREFIX = "changelog-"
+SCHEMA_PREFIX = "schema-"
+TAG_PREFIX = "tag-"
+CONSUMER_PREFIX = "consumer-"
+BRANCH_PREFIX = "branch-"
+
+
+def _versioned_ids(files, prefix: str) -> list[int]:
+    """Ids of ``{prefix}{id}`` names; names whose rest is not a number are ignored (master behaviour, T-19)."""
+    ids = []
+    for f in files:
+        if f.is_dir:
+            continue
+        name = f.path.rsplit("/", 1)[-1]
+        if name.startswith(prefix):
+            rest = name[len(prefix):]
+            if rest.isdigit():
+                ids.append(int(rest))
+    return sorted(ids)
+
+
+class PaimonTable:
+    """Metadata of one branch of a Paimon table. Data files are never opened."""
+
+    def __init__(self, location: str, fileio: FileIO | None = None, branch: str = MAIN_BRANCH):
+        self.location = normalize_location(location) if fileio is None or fileio.scheme != "memory" else location
+        self.fileio = fileio or fileio_for(self.location)
+        self.branch = branch
+        self.base = self.location if branch == MAIN_BRANCH else join(self.location, "branch", BRANCH_PREFIX + branch)
+        self._cache: dict[tuple[str, str], object] = {}
+        self._lock = threading.Lock()
+        self._schema: TableSchema | None = None
+        self._paths: PathFactory | None = None
+
+    def __repr__(self):
+        return f"PaimonTable({self.location!r}, branch={self.branch!r})"
+
+    # -- low level reads -----------------------------------------------------------------------
+
+    def _read(self, path: str, what: str) -> bytes:
+        try:
+            return self.fileio.read_bytes(path)
+        except FileNotFoundError as e:
+            raise MetadataNotFound(path, what) from e
+
+    def _json(self, path: str, what: str) -> dict:
+        data = self._read(path, what)
+        try:
+            obj = json.loads(data.decode("utf-8"))
+        except (UnicodeDecodeError, json.JSONDecodeError) as e:
+            raise CorruptMetadata(path, f"malformed {what} JSON: {e}") from e
+        if not isinstance(obj, dict):
+            raise CorruptMetadata(path, f"{what} JSON is not an object")
+        return obj
+
+    def _cached(self, kind: str, name: str, load: Callable[[], T]) -> T:
+        key = (kind, name)
+        with self._lock:
+            if key in self._cache:
+                return self._cache[key]  # type: ignore[return-value]
+        value = load()  # only successful reads are cached (trap T-3)
+        with self._lock:
+            self._cache[key] = value
+        return value
+
+    # -- schema and paths ----------------------------------------------------------------------
+
+    def schema_ids(self) -> list[int]:
+        return _versioned_ids(self.fileio.list(join(self.base, "schema")), SCHEMA_PREFIX)
+
+    def read_schema(self, schema_id: int) -> TableSchema:
+        path = join(self.base, "schema", f"{SCHEMA_PREFIX}{schema_id}")
+
+        def load():
+            obj = self._json(path, "schema")
+            try:
+                return TableSchema.from_json(obj)
+            except (KeyError, TypeError, ValueError) as e:
+                raise CorruptMetadata(path, f"malformed schema: {e!r}") from e
+
+        return self._cached("schema", path, load)
+
+    @property
+    def schema(self) -> TableSchema:
+        """The latest schema (max id): its options and partition types are what Java uses."""
+        if self._schema is None:
+            ids = self.schema_ids()
+            if not ids:
+                raise MetadataNotFound(join(self.base, "schema"), "schema (is this a Paimon table?)")
+            self._schema = self.read_schema(ids[-1])
+        return self._schema
+
+    @property
+    def options(self):
+        return self.schema.options
+
+    def check_supported(self) -> None:
+        """Refuse what lakesweep cannot handle exactly like Paimon (fail closed)."""
+        opts = self.options
+        fmt = opts.get("manifest.format", "avro").lower()
+        if fmt != "avro":
+            raise UnsupportedTable(f"{self.location}: manifest.format={fmt}; lakesweep reads Avro manifests only")
+        if opts.get("type", "table").lower() not in ("table", "paimon"):
+            raise UnsupportedTable(f"{self.location}: table type '{opts.get('type')}' is not a Paimon file store table")
+        if opts.get("metastore.type") or opts.get("snapshot.loader"):
+            pass
+        check_path_options_stable([self.read_schema(i) for i in self.schema_ids()], PATH_SHAPING_OPTIONS)
+        for k, t in zip(self.schema.partition_keys, self.schema.partition_types):
+            if not t.is_atomic or t.root == "UNKNOWN":
+                raise UnsupportedTable(f"{self.location}: partition field '{k}' has an unsupported type {t.raw}")
+
+    @property
+    def paths(self) -> PathFactory:
+        if self._paths is None:
+            s = self.schema
+            self._paths = PathFactory(self.location, s.partition_keys, s.partition_types, s.options)
+        return self._paths
+
+    # -- snapshots -----------------------------------------------------------------------------
+
+    @property
+    def snapshot_dir(self) -> str:
+        return join(self.base, "snapshot")
+
+    def snapshot_path(self, snapshot_id: int) -> str:
+        return join(self.snapshot_dir, f"{SNAPSHOT_PREFIX}{snapshot_id}")
+
+    def list_snapshot_ids(self) -> list[int]:
+        return _versioned_ids(self.fileio.list(self.snapshot_dir), SNAPSHOT_PREFIX)
+
+    def read_hint(self, name: str, directory: str | None = None) -> int | None:
+        """The id in a hint file; ``None`` when the file is absent. A hint that exists but does not parse
+        raises: Java would fall back to listing, lakesweep refuses to guess."""
+        path = join(directory or self.snapshot_dir, name)
+        try:
+            data = self.fileio.read_bytes(path)
+        except FileNotFoundError:
+            return None
+        text = data.decode("utf-8", errors="replace").strip()
+        if not text.lstrip("-").isdigit():
+            raise CorruptMetadata(path, f"hint file holds {text[:40]!r}, not a snapshot id")
+        return int(text)
+
+    def _resolve(self, directory: str, prefix: str, listed: list[int] | None = None) -> tuple[int | None, int | None]:
+        def exists(i):
+            return self.fileio.exists(join(directory, f"{prefix}{i}"))
+
+        ids = listed
+        latest_hint = self.read_hint("LATEST", directory)
+        if latest_hint is not None and latest_hint > 0 and not exists(latest_hint + 1):
+            latest = latest_hint
+        else:
+            ids = ids if ids is not None else _versioned_ids(self.fileio.list(directory), prefix)
+            latest = ids[-1] if ids else None
+        earliest_hint = self.read_hint("EARLIEST", directory)
+        if earliest_hint is not None and exists(earliest_hint):
+            earliest = earliest_hint
+        else:
+            ids = ids if ids is not None else _versioned_ids(self.fileio.list(directory), prefix)
+            earliest = ids[0] if ids else None
+        return earliest, latest
+
+    def earliest_latest(self) -> tuple[int | None, int | None]:
+        """``(earliestSnapshotId, latestSnapshotId)`` as Java's SnapshotManager resolves them."""
+        return self._resolve(self.snapshot_dir, SNAPSHOT_PREFIX)
+
+    def snapshot(self, snapshot_id: int) -> Snapshot:
+        return self._read_snapshot_like(self.snapshot_path(snapshot_id), "snapshot")
+
+    def try_snapshot(self, snapshot_id: int) -> Snapshot | None:
+        """The snapshot, or ``None`` only when its file does not exist. Unreadable files raise."""
+        try:
+            return self.snapshot(snapshot_id)
+        except MetadataNotFound:
+            return None
+
+    def _read_snapshot_like(self, path: str, what: str) -> Snapshot:
+        def load():
+            obj = self._json(path, what)
+            try:
+                return Snapshot.from_json(obj)
+            except (KeyError, TypeError, ValueError) as e:
+                raise CorruptMetadata(path, f"malformed {what}: {e}") from e
+
+        return self._cached(what, path, load)
+
+    # -- changelogs (decoupled lifecycle) ------------------------------------------------------
+
+    @property
+    def changelog_dir(self) -> str:
+        return join(self.base, "changelog")
+
+    def changelog_path(self, changelog_id: int) -> str:
+        return join(self.changelog_dir, f"{CHANGELOG_PREFIX}{changelog_id}")
+
+    def list_changelog_ids(self) -> list[int]:
+        return _versioned_ids(self.fileio.list(self.changelog_dir), CHANGELOG_PREFIX)
+
+    def changelog_earliest_latest(self) -> tuple[int | None, int | None]:
+        return self._resolve(self.changelog_dir, CHANGELOG_PREFIX)
+
+    def changelog(self, changelog_id: int) -> Snapshot:
+        return self._read_snapshot_like(self.changelog_path(changelog_id), "changelog")
+
+    # -- manifests -----------------------------------------------------------------------------
+
+    def manifest_list(self, name: str) -> list[ManifestFileMeta]:
+        path = self.paths.manifest(name)
+        return self._cached("list", path, lambda: parse_manifest_list(path, self._read(path, "manifest list")))
+
+    def manifest(self, name: str) -> list[ManifestEntry]:
+        path = self.paths.manifest(name)
+        return self._cached("manifest", path, lambda: parse_manifest(path, self._read(path, "manifest")))
+
+    def index_manifest(self, name: str) -> list[IndexManifestEntry]:
+        path = self.paths.manifest(name)
+        return self._cached(
+            "index", path, lambda: parse_index_manifest(path, self._read(path, "index manifest"))
+        )
+
+    def data_manifests(self, snapshot: Snapshot) -> list[ManifestFileMeta]:
+        """Base then delta manifests of a snapshot; raises if either list is missing or unreadable."""
+        return self.manifest_list(snapshot.base_manifest_list) + self.manifest_list(snapshot.delta_manifest_list)
+
+    def entries(self, manifests: Iterable[ManifestFileMeta]) -> list[ManifestEntry]:
+        out: list[ManifestEntry] = []
+        for m in manifests:
+            out.extend(self.manifest(m.file_name))
+        return out
+
+    def live_entries(self, snapshot: Snapshot) -> list[ManifestEntry]:
+        """The merged ADD entries of base + delta (``FileEntry.mergeEntries``): the files a reader reads."""
+        return merge_entries(self.entries(self.data_manifests(snapshot)))
+
+    # -- tags, consumers, branches -------------------------------------------------------------
+
+    @property
+    def tag_dir(self) -> str:
+        return join(self.base, "tag")
+
+    def tag_names(self) -> list[str]:
+        return sorted(
+            f.path.rsplit("/", 1)[-1][len(TAG_PREFIX):]
+            for f in self.fileio.list(self.tag_dir)
+            if not f.is_dir and f.path.rsplit("/", 1)[-1].startswith(TAG_PREFIX)
+        )
+
+    def tag(self, name: str) -> Tag:
+        path = join(self.tag_dir, TAG_PREFIX + name)
+        obj = self._json(path, "tag")
+        try:
+            snap = Snapshot.from_json(obj)
+        except (KeyError, TypeError, ValueError) as e:
+            raise CorruptMetadata(path, f"malformed tag: {e}") from e
+        create = obj.get("tagCreateTime")
+        return Tag(
+            name=name,
+            snapshot=snap,
+            create_time=tuple(create) if isinstance(create, list) else None,
+            time_retained=None if obj.get("tagTimeRetained") is None else str(obj.get("tagTimeRetained")),
+        )
+
+    def tags(self) -> list[Tag]:
+        """Every tag, sorted by snapshot id then name. A tag file listed but gone when read is skipped (as
+        in Java); a tag that exists but cannot be read raises."""
+        out = []
+        for name in self.tag_names():
+            try:
+                out.append(self.tag(name))
+            except MetadataNotFound:
+                continue
+        return sorted(out, key=lambda t: (t.snapshot.id, t.name))
+
+    @property
+    def consumer_dir(self) -> str:
+        return join(self.base, "consumer")
+
+    def consumers(self) -> list[Consumer]:
+        """Every consumer. An empty or malformed consumer file raises (it blocks expiry, as in Java, T-16)."""
+        out = []
+        for f in self.fileio.list(self.consumer_dir):
+            name = f.path.rsplit("/", 1)[-1]
+            if f.is_dir or not name.startswith(CONSUMER_PREFIX):
+                continue
+            try:
+                obj = self._json(f.path, "consumer")
+            except MetadataNotFound:
+                continue
+            nxt = obj.get("nextSnapshot")
+            if not isinstance(nxt, int) or isinstance(nxt, bool):
+                raise CorruptMetadata(f.path, f"consumer has no integer nextSnapshot: {obj!r}")
+            out.append(Consumer(name[len(CONSUMER_PREFIX):], nxt))
+        return sorted(out, key=lambda c: c.consumer_id)
+
+    def branch_names(self) -> list[str]:
+        """Branches other than main (directories ``branch/branch-<name>``)."""
+        if self.branch != MAIN_BRANCH:
+            return []
+        out = []
+        for f in self.fileio.list(join(self.location, "branch")):
+            name = f.path.rsplit("/", 1)[-1]
+            if f.is_dir and name.startswith(BRANCH_PREFIX):
+                out.append(name[len(BRANCH_PREFIX):])
+        return sorted(out)
+
+    def branch_table(self, name: str) -> "PaimonTable":
+        t = PaimonTable(self.location, self.fileio, branch=name)
+        if not t.schema_ids():
+            raise CorruptMetadata(t.base, f"branch '{name}' has no schema")
+        # Branch data shares the main table's directories; paths use the main table's factory.
+        t._paths = self.paths
+        return t
+
+
+def merge_entries(entries: Iterable[ManifestEntry]) -> list[ManifestEntry]:
+    """``FileEntry.mergeEntries``, then the ADD survivors: the files a reader of these entries reads.
+
+    As in Java: an ADD of an identifier already in the map is corrupt metadata; a DELETE removes whatever
+    the map holds for its identifier, or is remembered (its ADD is in an earlier manifest).
+    """
+    merged: dict[tuple, ManifestEntry] = {}
+    for e in entries:
+        ident = e.identifier
+        if e.kind == FileKind.ADD:
+            if ident in merged:
+                raise CorruptMetadata(
+                    e.file.file_name, "the same file is added twice without a delete in between"
+                )
+            merged[ident] = e
+        elif ident in merged:
+            del merged[ident]
+        else:
+            merged[ident] = e
+    return [e for e in merged.values() if e.kind == FileKind.ADD]
+
+
+def open_table(location: str, fileio: FileIO | None = None, branch: str = MAIN_BRANCH) -> PaimonTable:
+    """Open a table for reading and check that lakesweep supports it."""
+    table = PaimonTable(location, fileio, branch)
+    try:
+        table.check_supported()
+    except StorageError:
+        raise
+    return table

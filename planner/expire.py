@@ -1,0 +1,372 @@
+"""Snapshot expiration planning with Apache Paimon's exact semantics.
+
+``plan_expire(table, now_ms=..., options=...)`` mirrors ``ExpireSnapshotsImpl#expire`` and
+``#expireUntil`` (master, §4 of the maintenance spec) but only *plans*: it reads metadata through the
+table view, reads no clock, writes nothing, and returns a deterministic ``CleanupPlan``.
+
+Where Java tolerates an unreadable file by keeping what depends on it, the planner does the same only
+with ``skip_unreadable``; by default it raises naming the file (fail closed).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from engine.errors import MetadataNotFound, TableFormatError
+from engine.model import FileKind, FileSource, ManifestEntry, Snapshot, Tag
+from engine.plan import Action, ActionKind, CleanupPlan, canonical_actions, summarize
+from engine.table import PaimonTable
+from planner.fingerprint import table_fingerprint, table_identity
+from planner.guard import assert_unreachable
+from planner.options import TIME_RULE_OWN, ExpireOptions
+
+
+@dataclass
+class _Notes:
+    """What the planner saw on the way: warnings for the reviewer, counts for ``show``."""
+
+    strict: bool
+    warnings: list[str] = field(default_factory=list)
+    protected_by_tags: int = 0
+    deferred_to_changelog: int = 0
+    skipped_snapshots: list[int] = field(default_factory=list)
+
+    def tolerate(self, error: TableFormatError, consequence: str) -> None:
+        """Java keeps what depends on an unreadable file; lakesweep raises unless told to skip."""
+        if self.strict:
+            raise error
+        self.warnings.append(f"{error} -> {consequence}")
+
+
+def compute_end(table: PaimonTable, earliest: int, latest: int, opts: ExpireOptions, now_ms: int, consumers) -> tuple[int, str]:
+    """The first snapshot to keep (``endExclusive``) and what bounded it (§4.2)."""
+    older_than = now_ms - opts.time_retained_ms
+    low = max(latest - opts.retain_max + 1, earliest)
+    end, bound = latest - opts.retain_min + 1, "retain-min"
+    if not opts.consumer_changelog_only and consumers:
+        slowest = min(c.next_snapshot for c in consumers)
+        if slowest < end:
+            end, bound = slowest, "consumer"
+    if earliest + opts.max_deletes < end:
+        end, bound = earliest + opts.max_deletes, "expire-limit"
+    for sid in range(low, end):
+        if opts.time_rule == TIME_RULE_OWN:
+            snap = table.try_snapshot(sid)  # Paimon < 2.0: the snapshot's own time
+        else:
+            snap = table.try_snapshot(sid + 1)  # Paimon 2.0: its successor's time
+        if snap is not None and older_than <= snap.time_millis:
+            return sid, "time-retained"
+    return end, bound
+
+
+def find_skipping_tags(tags: list[Tag], begin: int, end: int) -> list[Tag]:
+    """``SnapshotManager.findSkippingTags``: the last tag at or before ``begin`` and every tag inside."""
+    right = max((i for i, t in enumerate(tags) if t.snapshot.id < end), default=-1)
+    if right < 0:
+        return []
+    left = max(max((i for i, t in enumerate(tags) if t.snapshot.id <= begin), default=-1), 0)
+    return tags[left:right + 1]
+
+
+def _previous_tag(tags: list[Tag], snapshot_id: int) -> Tag | None:
+    prev = None
+    for t in tags:
+        if t.snapshot.id < snapshot_id:
+            prev = t
+        else:
+            break
+    return prev
+
+
+class _Planner:
+    def __init__(self, table: PaimonTable, opts: ExpireOptions, notes: _Notes):
+        self.table = table
+        self.paths = table.paths
+        self.opts = opts
+        self.notes = notes
+        self.actions: list[Action] = []
+        self.deletion_buckets: dict[bytes, set[int]] = {}
+        self._tag_files: dict[int, frozenset | None] = {}
+
+    # -- helpers --------------------------------------------------------------------------------
+
+    def _add(self, kind: ActionKind, full_path: str, **kw) -> None:
+        self.actions.append(Action(kind, self.paths.relative(full_path), **kw))
+
+    def _partition(self, entry_partition: bytes) -> str:
+        return self.paths.partition_path(entry_partition).rstrip("/")
+
+    def _tag_live_files(self, tag: Tag) -> frozenset | None:
+        """``(partition, bucket, fileName)`` of the tag's merged live files; ``None`` if unreadable."""
+        if tag.snapshot.id not in self._tag_files:
+            try:
+                entries = self.table.live_entries(tag.snapshot)
+                self._tag_files[tag.snapshot.id] = frozenset(
+                    (e.partition, e.bucket, e.file.file_name) for e in entries
+                )
+            except TableFormatError as e:
+                self.notes.tolerate(e, f"data files of snapshots after tag '{tag.name}' are kept")
+                self._tag_files[tag.snapshot.id] = None
+        return self._tag_files[tag.snapshot.id]
+
+    # -- (3) data files ------------------------------------------------------------------------
+
+    def plan_data_files(self, snapshots: list[Snapshot], begin: int, tags: list[Tag]) -> None:
+        defer_append = self.opts.changelog_decoupled and self.opts.changelog_producer == "none"
+        for s in snapshots:
+            if s.id == begin:
+                continue
+            tag = _previous_tag(tags, s.id)
+            protected = self._tag_live_files(tag) if tag is not None else frozenset()
+            if protected is None:
+                self.notes.skipped_snapshots.append(s.id)
+                continue
+            try:
+                to_delete = self._deleted_in_delta(s)
+            except TableFormatError as e:
+                self.notes.tolerate(e, f"data files deleted by snapshot {s.id} are kept")
+                self.notes.skipped_snapshots.append(s.id)
+                continue
+            for path, entry in to_delete.items():
+                if (entry.partition, entry.bucket, entry.file.file_name) in protected:
+                    self.notes.protected_by_tags += 1
+                    continue
+                if defer_append and (entry.file.file_source is None or entry.file.file_source == FileSource.APPEND):
+                    self.notes.deferred_to_changelog += 1
+                    continue
+                part = self._partition(entry.partition)
+                self._add(ActionKind.DATA_FILE, path, snapshot_id=s.id, partition=part, bucket=entry.bucket,
+                          size=entry.file.file_size)
+                for extra in entry.file.extra_files:
+                    self._add(ActionKind.EXTRA_FILE, self.paths.extra_file(entry.partition, entry.bucket, entry.file, extra),
+                              snapshot_id=s.id, partition=part, bucket=entry.bucket)
+                self.deletion_buckets.setdefault(entry.partition, set()).add(entry.bucket)
+
+    def _deleted_in_delta(self, s: Snapshot) -> dict[str, ManifestEntry]:
+        """``planDeletedInDeltaManifest``: DELETE entries of the delta keyed by resolved path; a later
+        ADD of the same path (an upgrade) cancels the DELETE (trap T-2). Any read error raises."""
+        to_delete: dict[str, ManifestEntry] = {}
+        for meta in self.table.manifest_list(s.delta_manifest_list):
+            for entry in self.table.manifest(meta.file_name):
+                path = self.paths.data_file(entry.partition, entry.bucket, entry.file)
+                if entry.kind == FileKind.ADD:
+                    to_delete.pop(path, None)
+                else:
+                    to_delete[path] = entry
+        return to_delete
+
+    # -- (4) changelog files -------------------------------------------------------------------
+
+    def plan_changelog_files(self, expiring: list[Snapshot]) -> None:
+        for s in expiring:
+            if not s.changelog_manifest_list:
+                continue
+            try:
+                metas = self.table.manifest_list(s.changelog_manifest_list)
+            except TableFormatError as e:
+                self.notes.tolerate(e, f"changelog files of snapshot {s.id} are kept")
+                continue
+            for meta in metas:
+                try:
+                    entries = self.table.manifest(meta.file_name)
+                except TableFormatError as e:
+                    self.notes.tolerate(e, f"changelog files listed in it (snapshot {s.id}) are kept")
+                    continue
+                for entry in entries:
+                    if entry.kind != FileKind.ADD:
+                        continue
+                    self._add(ActionKind.CHANGELOG_FILE, self.paths.data_file(entry.partition, entry.bucket, entry.file),
+                              snapshot_id=s.id, partition=self._partition(entry.partition), bucket=entry.bucket,
+                              size=entry.file.file_size)
+                    self.deletion_buckets.setdefault(entry.partition, set()).add(entry.bucket)
+
+    # -- (5) empty directories -----------------------------------------------------------------
+
+    def plan_empty_dirs(self) -> None:
+        """Bucket directories, then partition directories deepest first (``cleanEmptyDirectories``).
+
+        Apply deletes a directory only if it is empty, never recursively.
+        """
+        for partition in sorted(self.deletion_buckets):
+            for bucket in sorted(self.deletion_buckets[partition]):
+                rel = self.paths.relative_bucket_dir(partition, bucket)
+                self.actions.append(Action(ActionKind.EMPTY_DIR, rel, bucket=bucket, depth=rel.count("/") + 1,
+                                           partition=self._partition(partition)))
+            for d in self.paths.partition_dirs(partition):
+                rel = self.paths.relative(d)
+                self.actions.append(Action(ActionKind.EMPTY_DIR, rel, depth=rel.count("/") + 1,
+                                           partition=self._partition(partition)))
+
+    # -- (6) manifests, index files, statistics ------------------------------------------------
+
+    def skipping_set(self, keep: list[Snapshot]) -> set[str] | None:
+        """``manifestSkippingSet``: every metadata name the kept snapshots and skipping tags use."""
+        names: set[str] = set()
+        for s in keep:
+            try:
+                names.add(s.base_manifest_list)
+                names.add(s.delta_manifest_list)
+                names.update(m.file_name for m in self.table.data_manifests(s))
+                if s.index_manifest:
+                    names.add(s.index_manifest)
+                    names.update(e.index_file.file_name for e in self.table.index_manifest(s.index_manifest))
+                if s.statistics:
+                    names.add(s.statistics)
+            except TableFormatError as e:
+                self.notes.tolerate(e, "no manifest, index or statistics file is deleted")
+                return None
+        return names
+
+    def plan_metadata(self, expiring: list[Snapshot], skip: set[str]) -> None:
+        decoupled = self.opts.changelog_decoupled
+        delete_data_lists = not decoupled or self.opts.changelog_producer != "none"
+        delete_changelog = not decoupled
+        for s in expiring:
+            if delete_data_lists:
+                self._manifest_list(s, s.base_manifest_list, s.base_manifest_list_size, skip)
+                self._manifest_list(s, s.delta_manifest_list, s.delta_manifest_list_size, skip)
+            if delete_changelog and s.changelog_manifest_list:
+                self._manifest_list(s, s.changelog_manifest_list, s.changelog_manifest_list_size, skip)
+            if s.index_manifest:
+                try:
+                    entries = self.table.index_manifest(s.index_manifest)
+                except MetadataNotFound:
+                    entries = None  # Java: FileNotFound -> nothing to do for this index manifest
+                except TableFormatError:
+                    raise  # Java: any other IOException fails the run
+                if entries is not None:
+                    for e in entries:
+                        f = e.index_file
+                        if f.file_name not in skip:
+                            skip.add(f.file_name)
+                            self._add(ActionKind.INDEX_FILE,
+                                      self.paths.index_file(e.partition, e.bucket, f.file_name, f.external_path),
+                                      snapshot_id=s.id, partition=self._partition(e.partition), bucket=e.bucket,
+                                      size=f.file_size)
+                    if s.index_manifest not in skip:
+                        skip.add(s.index_manifest)
+                        self._add(ActionKind.INDEX_MANIFEST, self.paths.manifest(s.index_manifest), snapshot_id=s.id)
+            if s.statistics and s.statistics not in skip:
+                skip.add(s.statistics)
+                self._add(ActionKind.STATISTICS, self.paths.statistics(s.statistics), snapshot_id=s.id)
+
+    def _manifest_list(self, s: Snapshot, name: str, size: int | None, skip: set[str]) -> None:
+        try:
+            metas = self.table.manifest_list(name)
+        except TableFormatError as e:
+            # Java's tryReadManifestList: the list's manifests leak, the list itself is still deleted.
+            self.notes.tolerate(e, f"the manifests it lists (snapshot {s.id}) are kept")
+            metas = []
+        for m in metas:
+            if m.file_name not in skip:
+                skip.add(m.file_name)
+                self._add(ActionKind.MANIFEST, self.paths.manifest(m.file_name), snapshot_id=s.id, size=m.file_size)
+        if name not in skip:
+            skip.add(name)
+            self._add(ActionKind.MANIFEST_LIST, self.paths.manifest(name), snapshot_id=s.id, size=size)
+
+    # -- (7) snapshot files and the hint -------------------------------------------------------
+
+    def plan_snapshots(self, expiring: list[Snapshot], end: int) -> None:
+        for s in expiring:
+            snap_path = self.table.snapshot_path(s.id)
+            if self.opts.changelog_decoupled:
+                self._add(ActionKind.WRITE_CHANGELOG, self.table.changelog_path(s.id), snapshot_id=s.id,
+                          source=self.paths.relative(snap_path))
+            self._add(ActionKind.SNAPSHOT, snap_path, snapshot_id=s.id)
+        self.plan_hint(end)
+
+    def plan_hint(self, value: int) -> None:
+        from engine.fileio import join
+
+        self._add(ActionKind.WRITE_EARLIEST_HINT, join(self.table.snapshot_dir, "EARLIEST"), snapshot_id=value)
+
+
+def plan_expire(table: PaimonTable, *, now_ms: int, options: ExpireOptions) -> CleanupPlan:
+    """Plan a snapshot expiration of ``table`` as Paimon would run it at ``now_ms``.
+
+    Pure: reads only through ``table``, no clock, no writes. Raises ``TableFormatError`` (naming the
+    file) when metadata it needs cannot be read, unless ``options.skip_unreadable``;
+    ``PlannerInvariantViolated`` if a planned path is still reachable (a bug, never silenced).
+    """
+    notes = _Notes(strict=not options.skip_unreadable)
+    fingerprint = table_fingerprint(table)
+    earliest, latest = fingerprint.earliest, fingerprint.latest
+    consumers = table.consumers()
+    tags = table.tags()
+    planner = _Planner(table, options, notes)
+
+    def finish(begin, end, hint, bound):
+        actions = canonical_actions(planner.actions)
+        if actions:
+            assert_unreachable(table, actions, end=end, tags=tags)
+        stats = {
+            "bound": bound,
+            "protected_by_tags": notes.protected_by_tags,
+            "deferred_to_changelog": notes.deferred_to_changelog,
+            "skipped_snapshots": sorted(set(notes.skipped_snapshots)),
+            "warnings": notes.warnings,
+            "changelog_decoupled": options.changelog_decoupled,
+            "summary": summarize(actions),
+        }
+        return CleanupPlan(
+            kind="expire",
+            table_location=table.location,
+            table_identity=table_identity(table),
+            branch=table.branch,
+            now_ms=now_ms,
+            options=dict(options.sources),
+            begin=begin,
+            end=end,
+            earliest_hint=hint,
+            fingerprint=fingerprint,
+            actions=actions,
+            stats=stats,
+        )
+
+    if latest is None or earliest is None:
+        return finish(None, None, None, "no-snapshots")
+
+    end, bound = compute_end(table, earliest, latest, options, now_ms, consumers)
+    if end > latest:  # impossible with retain-min >= 1; checked because it would expire everything (T-18)
+        raise AssertionError(f"end {end} is beyond the latest snapshot {latest}")
+
+    if end <= earliest:
+        hint = None
+        if table.read_hint("EARLIEST") is None:
+            planner.plan_hint(earliest)  # Java writes a missing EARLIEST hint even when nothing expires
+            hint = earliest
+        return finish(earliest, earliest, hint, bound)
+
+    snapshots = []
+    for sid in range(earliest, end + 1):
+        s = table.try_snapshot(sid)
+        if s is None:
+            notes.warnings.append(f"snapshot {sid} is missing: the files it deleted are left for orphan cleaning")
+        else:
+            snapshots.append(s)
+    if not snapshots:
+        return finish(None, end, None, bound)
+    begin = snapshots[0].id
+    expiring = [s for s in snapshots if s.id != end]
+
+    planner.plan_data_files(snapshots, begin, tags)
+    if not options.changelog_decoupled:
+        planner.plan_changelog_files(expiring)
+    if options.clean_empty_dirs:
+        planner.plan_empty_dirs()
+
+    if snapshots[-1].id != end:
+        # Java stops here: data is deleted, manifests and snapshot files stay for the next run (L-3).
+        notes.tolerate(
+            MetadataNotFound(table.snapshot_path(end), "end snapshot"),
+            "manifests and snapshot files are kept; only data files are deleted",
+        )
+        return finish(begin, end, None, bound)
+
+    keep = [t.snapshot for t in find_skipping_tags(tags, begin, end)] + [snapshots[-1]]
+    skip = planner.skipping_set(keep)
+    if skip is not None:
+        planner.plan_metadata(expiring, skip)
+    planner.plan_snapshots(expiring, end)
+    return finish(begin, end, end, bound)

@@ -1,0 +1,187 @@
+"""Expire options: flags override the table's own options, which override Paimon's defaults.
+
+Defaults are master's (``CoreOptions``): retain-min 10, retain-max Integer.MAX_VALUE, time-retained 1 h,
+expire limit 50 (0.9 used 10). Every resolved value remembers where it came from.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import re
+from dataclasses import dataclass
+from typing import Mapping
+
+from engine.errors import PlanRejected
+from engine.plan import OptionValue
+
+INT_MAX = 2**31 - 1
+LONG_MAX = 2**63 - 1
+
+TIME_RULE_SUCCESSOR = "successor"  # Paimon 2.0+: a snapshot expires when its successor is older than the window
+TIME_RULE_OWN = "own"  # Paimon before 2.0: a snapshot expires when it is itself older than the window
+
+_UNITS = {
+    "ns": 1e-6, "nano": 1e-6, "nanos": 1e-6, "nanosecond": 1e-6, "nanoseconds": 1e-6,
+    "us": 1e-3, "µs": 1e-3, "micro": 1e-3, "micros": 1e-3, "microsecond": 1e-3, "microseconds": 1e-3,
+    "ms": 1, "milli": 1, "millis": 1, "millisecond": 1, "milliseconds": 1,
+    "s": 1000, "sec": 1000, "secs": 1000, "second": 1000, "seconds": 1000,
+    "m": 60_000, "min": 60_000, "mins": 60_000, "minute": 60_000, "minutes": 60_000,
+    "h": 3_600_000, "hour": 3_600_000, "hours": 3_600_000,
+    "d": 86_400_000, "day": 86_400_000, "days": 86_400_000,
+}
+
+_DURATION = re.compile(r"^\s*(\d+)\s*([a-zµ]*)\s*$", re.IGNORECASE)
+
+
+def parse_duration_ms(text: str) -> int:
+    """Paimon's ``TimeUtils.parseDuration``: ``1 h``, ``30 min``, ``0 s``, ``7 d``, ``500 ms``; no unit = ms."""
+    m = _DURATION.match(str(text))
+    if not m:
+        raise PlanRejected(f"'{text}' is not a duration: use a number and a unit, e.g. '1 h', '30 min', '7 d', '500 ms'")
+    value, unit = int(m.group(1)), m.group(2).lower()
+    if unit and unit not in _UNITS:
+        raise PlanRejected(f"'{text}': unknown time unit '{unit}' (use ms, s, min, h or d)")
+    return int(value * _UNITS[unit]) if unit else value
+
+
+def parse_time_ms(text: str) -> int:
+    """Epoch milliseconds, or an ISO-8601 date-time (a time without an offset is read as UTC)."""
+    t = str(text).strip()
+    if re.fullmatch(r"-?\d+", t):
+        return int(t)
+    try:
+        d = _dt.datetime.fromisoformat(t.replace("Z", "+00:00"))
+    except ValueError as e:
+        raise PlanRejected(f"'{text}' is neither epoch milliseconds nor an ISO-8601 time (e.g. 2024-05-01T12:00:00Z)") from e
+    if d.tzinfo is None:
+        d = d.replace(tzinfo=_dt.timezone.utc)
+    return int(d.timestamp() * 1000)
+
+
+def _bool(text: str, key: str) -> bool:
+    v = str(text).strip().lower()
+    if v in ("true", "false"):
+        return v == "true"
+    raise PlanRejected(f"option '{key}' must be true or false, not '{text}'")
+
+
+def _int(text, key: str) -> int:
+    try:
+        return int(str(text).strip())
+    except ValueError as e:
+        raise PlanRejected(f"option '{key}' must be an integer, not '{text}'") from e
+
+
+@dataclass(frozen=True, slots=True)
+class ExpireOptions:
+    """Resolved options for one expire plan."""
+
+    retain_min: int
+    retain_max: int
+    time_retained_ms: int
+    max_deletes: int
+    changelog_retain_min: int
+    changelog_retain_max: int
+    changelog_time_retained_ms: int
+    clean_empty_dirs: bool
+    changelog_producer: str
+    consumer_changelog_only: bool
+    time_rule: str
+    skip_unreadable: bool
+    sources: Mapping[str, OptionValue]
+
+    @property
+    def changelog_decoupled(self) -> bool:
+        """``ExpireConfig.isChangelogDecoupled``: changelogs outlive snapshots."""
+        return (
+            self.changelog_retain_max > self.retain_max
+            or self.changelog_retain_min > self.retain_min
+            or self.changelog_time_retained_ms > self.time_retained_ms
+        )
+
+
+def resolve_expire_options(
+    table_options: Mapping[str, str],
+    *,
+    retain_min: int | None = None,
+    retain_max: int | None = None,
+    time_retained: str | int | None = None,
+    max_deletes: int | None = None,
+    overrides: Mapping[str, str] | None = None,
+    time_rule: str = TIME_RULE_SUCCESSOR,
+    skip_unreadable: bool = False,
+) -> ExpireOptions:
+    """Resolve flags > ``--option`` overrides > table options > Paimon defaults, and validate them."""
+    merged_table = dict(table_options)
+    overrides = dict(overrides or {})
+    sources: dict[str, OptionValue] = {}
+
+    def pick(key: str, flag, default, parse, fallback_keys=()):
+        if flag is not None:
+            value, src = parse(flag, key) if isinstance(flag, str) else flag, "flag"
+        elif key in overrides:
+            value, src = parse(overrides[key], key), "flag"
+        else:
+            for k in (key, *fallback_keys):
+                if k in merged_table:
+                    value, src = parse(merged_table[k], k), "table"
+                    break
+            else:
+                value, src = default, "default"
+        sources[key] = OptionValue(value, src)
+        return value
+
+    def dur(text, key):
+        return parse_duration_ms(text)
+
+    rmin = pick("snapshot.num-retained.min", retain_min, 10, _int)
+    rmax = pick("snapshot.num-retained.max", retain_max, INT_MAX, _int)
+    tret = pick("snapshot.time-retained", time_retained, 3_600_000, dur)
+    limit = pick("snapshot.expire.limit", max_deletes, 50, _int)
+    # Changelog settings fall back to the *effective* snapshot settings, so that flags alone never make
+    # the lifecycle decoupled (Java's procedure never sets them; trap T-17). Decoupling comes from the
+    # table's explicit changelog.* options.
+    cmin = pick("changelog.num-retained.min", None, rmin, _int)
+    cmax = pick("changelog.num-retained.max", None, rmax, _int)
+    ctime = pick("changelog.time-retained", None, tret, dur)
+    clean = pick(
+        "snapshot.clean-empty-directories", None, False, _bool, ("snapshot.expire.clean-empty-directories",)
+    )
+    producer = pick("changelog-producer", None, "none", lambda v, k: str(v).strip().lower())
+    only = pick("consumer.changelog-only", None, False, _bool)
+    sources["time-rule"] = OptionValue(time_rule, "flag" if time_rule != TIME_RULE_SUCCESSOR else "default")
+    sources["skip-unreadable"] = OptionValue(skip_unreadable, "flag" if skip_unreadable else "default")
+
+    unknown = set(overrides) - set(sources)
+    if unknown:
+        raise PlanRejected(
+            f"--option {sorted(unknown)[0]} is not an expire option; known: "
+            + ", ".join(sorted(k for k in sources if "." in k or "-" in k))
+        )
+    if time_rule not in (TIME_RULE_SUCCESSOR, TIME_RULE_OWN):
+        raise PlanRejected(f"time rule '{time_rule}' is unknown: use '{TIME_RULE_SUCCESSOR}' or '{TIME_RULE_OWN}'")
+    if rmin < 1:
+        raise PlanRejected(f"retain-min is {rmin}: at least 1 snapshot must be retained (Paimon issue #1167)")
+    if rmax < rmin:
+        raise PlanRejected(f"retain-max ({rmax}) must be at least retain-min ({rmin})")
+    if limit < 1:
+        raise PlanRejected(f"the expire limit is {limit}: it must be at least 1")
+    if tret < 0:
+        raise PlanRejected("time-retained must not be negative")
+    if cmax < cmin:
+        raise PlanRejected(f"changelog.num-retained.max ({cmax}) must be at least changelog.num-retained.min ({cmin})")
+    return ExpireOptions(
+        retain_min=rmin,
+        retain_max=rmax,
+        time_retained_ms=tret,
+        max_deletes=limit,
+        changelog_retain_min=cmin,
+        changelog_retain_max=cmax,
+        changelog_time_retained_ms=ctime,
+        clean_empty_dirs=clean,
+        changelog_producer=producer,
+        consumer_changelog_only=only,
+        time_rule=time_rule,
+        skip_unreadable=skip_unreadable,
+        sources=sources,
+    )
