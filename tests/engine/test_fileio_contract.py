@@ -1,0 +1,122 @@
+"""One contract, every FileIO implementation (local files through pyarrow.fs, and the in-memory twin)."""
+
+import pickle
+
+import pytest
+
+from engine.errors import StorageError
+from engine.fileio import ArrowFileIO, DeleteOutcome, MemoryFileIO, join, normalize_location
+
+
+@pytest.fixture(params=["local", "memory"])
+def fio(request, tmp_path):
+    if request.param == "local":
+        return ArrowFileIO("file"), str(tmp_path)
+    return MemoryFileIO(clock=lambda: 1000), "/mem/root"
+
+
+def test_write_read_roundtrip(fio):
+    io, root = fio
+    p = join(root, "a", "b.txt")
+    io.write_atomic(p, b"hello")
+    assert io.read_bytes(p) == b"hello"
+    assert io.exists(p)
+    info = io.info(p)
+    assert info.size == 5 and not info.is_dir
+
+
+def test_overwrite_is_atomic_replacement(fio):
+    io, root = fio
+    p = join(root, "hint")
+    io.write_atomic(p, b"1")
+    io.write_atomic(p, b"22")
+    assert io.read_bytes(p) == b"22"
+    assert [f.path for f in io.list(root)] == [p]  # no temporary files left behind
+
+
+def test_missing_file_raises_file_not_found(fio):
+    io, root = fio
+    with pytest.raises(FileNotFoundError):
+        io.read_bytes(join(root, "nope"))
+    assert io.info(join(root, "nope")) is None
+    assert not io.exists(join(root, "nope"))
+
+
+def test_delete_is_idempotent(fio):
+    io, root = fio
+    p = join(root, "x", "f")
+    io.write_atomic(p, b"data")
+    assert io.delete(p) == DeleteOutcome.DELETED
+    assert io.delete(p) == DeleteOutcome.ALREADY_ABSENT
+    assert not io.exists(p)
+
+
+def test_delete_refuses_directories(fio):
+    io, root = fio
+    io.write_atomic(join(root, "d", "f"), b"1")
+    with pytest.raises(StorageError, match="is a directory"):
+        io.delete(join(root, "d"))
+    assert io.exists(join(root, "d", "f"))
+
+
+def test_list_direct_children_and_recursive(fio):
+    io, root = fio
+    for name in ("b", "a", "sub/c", "sub/deeper/d"):
+        io.write_atomic(join(root, name), name.encode())
+    direct = io.list(root)
+    assert [f.path for f in direct] == [join(root, "a"), join(root, "b"), join(root, "sub")]
+    assert [f.is_dir for f in direct] == [False, False, True]
+    files = [f.path for f in io.list(root, recursive=True) if not f.is_dir]
+    assert files == sorted(join(root, n) for n in ("a", "b", "sub/c", "sub/deeper/d"))
+
+
+def test_listing_a_missing_directory_is_empty(fio):
+    io, root = fio
+    assert io.list(join(root, "absent")) == []
+
+
+def test_delete_empty_dir_is_never_recursive(fio):
+    io, root = fio
+    io.write_atomic(join(root, "p", "bucket-0", "f"), b"1")
+    assert io.delete_empty_dir(join(root, "p", "bucket-0")) is False
+    assert io.delete_empty_dir(join(root, "p")) is False
+    assert io.exists(join(root, "p", "bucket-0", "f"))
+    io.delete(join(root, "p", "bucket-0", "f"))
+    assert io.delete_empty_dir(join(root, "p", "bucket-0")) is True
+    assert io.delete_empty_dir(join(root, "p")) is True
+    assert not io.exists(join(root, "p"))
+
+
+def test_arrow_fileio_pickles_and_works_after(tmp_path):
+    io = ArrowFileIO("file", {"region": "eu-west-1"})
+    p = str(tmp_path / "f")
+    io.write_atomic(p, b"x")
+    _ = io.fs  # a live pyarrow file system must not stop pickling
+    clone = pickle.loads(pickle.dumps(io))
+    assert clone == io
+    assert clone.read_bytes(p) == b"x"
+
+
+def test_s3_fileio_pickles_without_connecting():
+    io = ArrowFileIO("s3", {"endpoint": "http://127.0.0.1:1", "access_key": "k", "secret_key": "s"})
+    clone = pickle.loads(pickle.dumps(io))
+    assert clone.scheme == "s3" and clone.properties == io.properties
+    assert "secret" not in repr(clone)
+
+
+@pytest.mark.parametrize(
+    "given, expected",
+    [
+        ("file:///tmp/t/", "/tmp/t"),
+        ("file:/tmp/t", "/tmp/t"),
+        ("s3://bucket/wh/t/", "s3://bucket/wh/t"),
+        ("s3a://bucket/t", "s3://bucket/t"),
+    ],
+)
+def test_normalize_location(given, expected):
+    assert normalize_location(given) == expected
+
+
+def test_normalize_location_rejects_other_schemes():
+    with pytest.raises(ValueError, match="unsupported scheme 'hdfs'"):
+        normalize_location("hdfs://nn/t")

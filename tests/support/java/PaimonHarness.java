@@ -1,0 +1,795 @@
+/*
+ * Test harness driving Apache Paimon 0.9's own Java core for lakesweep's tests.
+ *
+ * Protocol: one JSON object per line on stdin, one JSON object per line on stdout.
+ * Everything else (logs, library noise) goes to stderr.
+ *
+ * Commands:
+ *   {"cmd":"ping"}
+ *   {"cmd":"generate","table":DIR,"seed":N,"kind":"append"|"pk","steps":N,
+ *        "options":{...}, "ops":{"write":w,...}}
+ *   {"cmd":"expire","table":DIR,"retainMin":N,"retainMax":N,
+ *        "timeRetainedMs":N | "olderThanMs":N,"maxDeletes":N}
+ *   {"cmd":"live_files","table":DIR}
+ *   {"cmd":"read_rows","table":DIR,"snapshot":N | "tag":NAME}
+ *
+ * Every answer carries "ok"; failures are {"ok":false,"error":"<class>: <message>","trace":...}.
+ */
+
+import org.apache.paimon.CoreOptions;
+import org.apache.paimon.Snapshot;
+import org.apache.paimon.append.UnawareAppendCompactionTask;
+import org.apache.paimon.consumer.Consumer;
+import org.apache.paimon.consumer.ConsumerManager;
+import org.apache.paimon.data.BinaryRow;
+import org.apache.paimon.data.BinaryString;
+import org.apache.paimon.data.GenericRow;
+import org.apache.paimon.data.InternalRow;
+import org.apache.paimon.deletionvectors.DeletionVectorsIndexFile;
+import org.apache.paimon.disk.IOManager;
+import org.apache.paimon.fs.Path;
+import org.apache.paimon.fs.local.LocalFileIO;
+import org.apache.paimon.index.HashIndexFile;
+import org.apache.paimon.index.IndexFileMeta;
+import org.apache.paimon.io.CompactIncrement;
+import org.apache.paimon.io.DataFileMeta;
+import org.apache.paimon.io.DataIncrement;
+import org.apache.paimon.io.IndexIncrement;
+import org.apache.paimon.operation.AppendOnlyFileStoreWrite;
+import org.apache.paimon.options.ExpireConfig;
+import org.apache.paimon.reader.RecordReader;
+import org.apache.paimon.schema.Schema;
+import org.apache.paimon.schema.SchemaManager;
+import org.apache.paimon.shade.jackson2.com.fasterxml.jackson.databind.JsonNode;
+import org.apache.paimon.shade.jackson2.com.fasterxml.jackson.databind.ObjectMapper;
+import org.apache.paimon.shade.jackson2.com.fasterxml.jackson.databind.node.ArrayNode;
+import org.apache.paimon.shade.jackson2.com.fasterxml.jackson.databind.node.ObjectNode;
+import org.apache.paimon.table.FileStoreTable;
+import org.apache.paimon.table.FileStoreTableFactory;
+import org.apache.paimon.table.sink.CommitMessage;
+import org.apache.paimon.table.sink.CommitMessageImpl;
+import org.apache.paimon.table.sink.TableCommitImpl;
+import org.apache.paimon.table.sink.TableWriteImpl;
+import org.apache.paimon.table.source.DataSplit;
+import org.apache.paimon.table.source.DeletionFile;
+import org.apache.paimon.table.source.ReadBuilder;
+import org.apache.paimon.table.source.ScanMode;
+import org.apache.paimon.table.source.Split;
+import org.apache.paimon.table.source.snapshot.SnapshotReader;
+import org.apache.paimon.types.DataField;
+import org.apache.paimon.types.DataTypes;
+import org.apache.paimon.types.RowKind;
+import org.apache.paimon.types.RowType;
+import org.apache.paimon.utils.SnapshotManager;
+
+import java.io.BufferedReader;
+import java.io.File;
+import java.io.FileDescriptor;
+import java.io.FileOutputStream;
+import java.io.InputStreamReader;
+import java.io.PrintStream;
+import java.io.PrintWriter;
+import java.io.StringWriter;
+import java.nio.charset.StandardCharsets;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.Collections;
+import java.util.HashMap;
+import java.util.Iterator;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.Random;
+import java.util.SortedMap;
+import java.util.TreeMap;
+import java.util.TreeSet;
+
+public class PaimonHarness {
+
+    private static final ObjectMapper JSON = new ObjectMapper();
+
+    /** Number of distinct primary-key values per partition; small so upserts/deletes overlap. */
+    private static final int KEY_SPACE = 40;
+
+    private static final String[] OP_NAMES = {
+        "write", "delete", "compact", "overwrite", "tag", "untag", "consumer"
+    };
+
+    public static void main(String[] args) throws Exception {
+        // Keep the protocol channel clean: anything printed by libraries lands on stderr.
+        PrintStream out =
+                new PrintStream(new FileOutputStream(FileDescriptor.out), true, "UTF-8");
+        System.setOut(System.err);
+        BufferedReader in =
+                new BufferedReader(new InputStreamReader(System.in, StandardCharsets.UTF_8));
+        String line;
+        while ((line = in.readLine()) != null) {
+            if (line.trim().isEmpty()) {
+                continue;
+            }
+            ObjectNode result;
+            try {
+                JsonNode cmd = JSON.readTree(line);
+                result = JSON.createObjectNode();
+                result.put("ok", true);
+                result.setAll(dispatch(cmd));
+            } catch (Throwable t) {
+                result = JSON.createObjectNode();
+                result.put("ok", false);
+                result.put("error", t.getClass().getName() + ": " + t.getMessage());
+                StringWriter sw = new StringWriter();
+                t.printStackTrace(new PrintWriter(sw));
+                result.put("trace", sw.toString());
+            }
+            out.println(JSON.writeValueAsString(result));
+            out.flush();
+        }
+    }
+
+    private static ObjectNode dispatch(JsonNode cmd) throws Exception {
+        String name = cmd.path("cmd").asText("");
+        switch (name) {
+            case "ping":
+                ObjectNode pong = JSON.createObjectNode();
+                pong.put("java", System.getProperty("java.version"));
+                return pong;
+            case "generate":
+                return generate(cmd);
+            case "expire":
+                return expire(cmd);
+            case "live_files":
+                return liveFiles(cmd);
+            case "read_rows":
+                return readRows(cmd);
+            default:
+                throw new IllegalArgumentException("unknown command '" + name + "'");
+        }
+    }
+
+    // ------------------------------------------------------------------ helpers
+
+    private static String requireText(JsonNode cmd, String field) {
+        JsonNode n = cmd.get(field);
+        if (n == null || n.isNull() || !n.isTextual()) {
+            throw new IllegalArgumentException("missing string field '" + field + "'");
+        }
+        return n.asText();
+    }
+
+    private static Path tablePath(JsonNode cmd) {
+        return new Path(new File(requireText(cmd, "table")).getAbsolutePath());
+    }
+
+    private static FileStoreTable open(Path path) {
+        return FileStoreTableFactory.create(LocalFileIO.create(), path);
+    }
+
+    /** Path of {@code p} relative to the table root, e.g. {@code dt=a/bucket-0/data-x.orc}. */
+    private static String relative(Path root, String p) {
+        String rootStr = root.toUri().getPath();
+        String s = new Path(p).toUri().getPath();
+        if (!rootStr.endsWith("/")) {
+            rootStr = rootStr + "/";
+        }
+        if (!s.startsWith(rootStr)) {
+            throw new IllegalStateException("path " + s + " is outside table root " + rootStr);
+        }
+        return s.substring(rootStr.length());
+    }
+
+    private static void sleepBetweenCommits() throws InterruptedException {
+        Thread.sleep(6);
+    }
+
+    // ------------------------------------------------------------------ generate
+
+    /** State shared by the steps of one generate command. */
+    private static final class Gen {
+        final Random r;
+        final boolean pk;
+        final boolean unawareBucket;
+        final FileStoreTable table;
+        final IOManager ioManager;
+        final String user;
+        final List<String> partitions;
+        long identifier = 1;
+        int tagCounter = 0;
+
+        Gen(
+                Random r,
+                boolean pk,
+                boolean unawareBucket,
+                FileStoreTable table,
+                IOManager ioManager,
+                String user,
+                List<String> partitions) {
+            this.r = r;
+            this.pk = pk;
+            this.unawareBucket = unawareBucket;
+            this.table = table;
+            this.ioManager = ioManager;
+            this.user = user;
+            this.partitions = partitions;
+        }
+
+        Long latest() {
+            return table.snapshotManager().latestSnapshotId();
+        }
+
+        Long earliest() {
+            return table.snapshotManager().earliestSnapshotId();
+        }
+
+        GenericRow randomRow(RowKind kind, String dt) {
+            return GenericRow.ofKind(
+                    kind,
+                    BinaryString.fromString(dt),
+                    r.nextInt(KEY_SPACE),
+                    r.nextInt(1000),
+                    BinaryString.fromString("s" + r.nextInt(50)));
+        }
+
+        String randomPartition() {
+            return partitions.get(r.nextInt(partitions.size()));
+        }
+
+        TableWriteImpl<?> newWrite() {
+            return table.newWrite(user).withIOManager(ioManager);
+        }
+    }
+
+    private static ObjectNode generate(JsonNode cmd) throws Exception {
+        Path path = tablePath(cmd);
+        long seed = cmd.path("seed").asLong(0);
+        String kind = cmd.path("kind").asText("append");
+        int steps = cmd.path("steps").asInt(20);
+        if (!kind.equals("append") && !kind.equals("pk")) {
+            throw new IllegalArgumentException("kind must be 'append' or 'pk', got " + kind);
+        }
+        boolean pk = kind.equals("pk");
+        LocalFileIO fileIO = LocalFileIO.create();
+        if (fileIO.exists(new Path(path, "schema"))) {
+            throw new IllegalStateException("table already exists at " + path);
+        }
+
+        Random r = new Random(seed);
+        String[] formats = {"parquet", "orc", "avro"};
+        Map<String, String> options = new TreeMap<>();
+        options.put("file.format", formats[r.nextInt(formats.length)]);
+        options.put("manifest.merge-min-count", String.valueOf(2 + r.nextInt(3)));
+        // Paimon must never expire anything by itself while we build the history.
+        options.put("snapshot.num-retained.min", "1000");
+        options.put("snapshot.num-retained.max", "2000");
+        options.put("snapshot.time-retained", "365 d");
+        if (pk) {
+            options.put("bucket", String.valueOf(2 + r.nextInt(2)));
+            boolean dv = r.nextInt(3) == 0;
+            String[] producers =
+                    dv
+                            ? new String[] {"none", "input", "lookup"}
+                            : new String[] {"none", "input", "lookup", "full-compaction"};
+            options.put("changelog-producer", producers[r.nextInt(producers.length)]);
+            if (dv) {
+                options.put("deletion-vectors.enabled", "true");
+            }
+            options.put("num-sorted-run.compaction-trigger", String.valueOf(3 + r.nextInt(3)));
+        } else {
+            if (r.nextBoolean()) {
+                options.put("bucket", "-1");
+            } else {
+                options.put("bucket", String.valueOf(1 + r.nextInt(3)));
+                options.put("bucket-key", "id");
+                options.put("compaction.min.file-num", String.valueOf(3 + r.nextInt(3)));
+            }
+        }
+        JsonNode overrides = cmd.get("options");
+        if (overrides != null && overrides.isObject()) {
+            Iterator<Map.Entry<String, JsonNode>> it = overrides.fields();
+            while (it.hasNext()) {
+                Map.Entry<String, JsonNode> e = it.next();
+                if (e.getValue().isNull()) {
+                    options.remove(e.getKey());
+                } else {
+                    options.put(e.getKey(), e.getValue().asText());
+                }
+            }
+        }
+
+        int[] weights =
+                pk ? new int[] {40, 14, 12, 8, 12, 5, 9} : new int[] {50, 0, 14, 10, 12, 5, 9};
+        JsonNode ops = cmd.get("ops");
+        if (ops != null && ops.isObject()) {
+            Iterator<Map.Entry<String, JsonNode>> it = ops.fields();
+            while (it.hasNext()) {
+                Map.Entry<String, JsonNode> e = it.next();
+                int idx = java.util.Arrays.asList(OP_NAMES).indexOf(e.getKey());
+                if (idx < 0) {
+                    throw new IllegalArgumentException("unknown op '" + e.getKey() + "'");
+                }
+                weights[idx] = e.getValue().asInt();
+            }
+        }
+        if (!pk) {
+            weights[1] = 0; // deletes need a primary key
+        }
+        int totalWeight = 0;
+        for (int w : weights) {
+            totalWeight += w;
+        }
+        if (weights[0] <= 0) {
+            throw new IllegalArgumentException("the 'write' op weight must be positive");
+        }
+
+        int numPartitions = 2 + r.nextInt(2);
+        List<String> partitions = new ArrayList<>();
+        for (int i = 0; i < numPartitions; i++) {
+            partitions.add("2024-01-0" + (i + 1));
+        }
+
+        Schema.Builder sb =
+                Schema.newBuilder()
+                        .column("dt", DataTypes.STRING())
+                        .column("id", DataTypes.INT())
+                        .column("v", DataTypes.INT())
+                        .column("s", DataTypes.STRING())
+                        .partitionKeys("dt")
+                        .options(options);
+        if (pk) {
+            sb.primaryKey("dt", "id");
+        }
+        new SchemaManager(fileIO, path).createTable(sb.build());
+        FileStoreTable table = open(path);
+        boolean unaware = !pk && table.coreOptions().bucket() == -1;
+
+        List<String> opLog = new ArrayList<>();
+        try (IOManager ioManager = IOManager.create(System.getProperty("java.io.tmpdir"))) {
+            Gen g = new Gen(r, pk, unaware, table, ioManager, "lakesweep-gen-" + seed, partitions);
+            for (int step = 0; step < steps; step++) {
+                String op = "write";
+                if (step > 0) {
+                    int pick = r.nextInt(totalWeight);
+                    for (int i = 0; i < weights.length; i++) {
+                        if (pick < weights[i]) {
+                            op = OP_NAMES[i];
+                            break;
+                        }
+                        pick -= weights[i];
+                    }
+                }
+                opLog.add(runOp(g, op));
+            }
+        }
+
+        // ---- describe the outcome
+        table = open(path);
+        ObjectNode res = JSON.createObjectNode();
+        SnapshotManager sm = table.snapshotManager();
+        ArrayNode snaps = res.putArray("snapshots");
+        Long earliest = sm.earliestSnapshotId();
+        Long latest = sm.latestSnapshotId();
+        TreeSet<String> bucketDirs = new TreeSet<>();
+        if (earliest != null) {
+            for (long id = earliest; id <= latest; id++) {
+                if (!sm.snapshotExists(id)) {
+                    continue;
+                }
+                Snapshot s = sm.snapshot(id);
+                ObjectNode n = snaps.addObject();
+                n.put("id", s.id());
+                n.put("timeMillis", s.timeMillis());
+                n.put("commitKind", s.commitKind().name());
+                n.put("schemaId", s.schemaId());
+                n.put("baseManifestList", s.baseManifestList());
+                n.put("deltaManifestList", s.deltaManifestList());
+                n.put("changelogManifestList", s.changelogManifestList());
+                n.put("indexManifest", s.indexManifest());
+                n.put("totalRecordCount", s.totalRecordCount());
+                for (String f : filesOf(table, path, s, ScanMode.ALL, false)) {
+                    bucketDirs.add(f.substring(0, f.lastIndexOf('/')));
+                }
+                if (s.changelogManifestList() != null) {
+                    for (String f : filesOf(table, path, s, ScanMode.CHANGELOG, false)) {
+                        bucketDirs.add(f.substring(0, f.lastIndexOf('/')));
+                    }
+                }
+            }
+        }
+        ObjectNode tags = res.putObject("tags");
+        for (Map.Entry<Snapshot, List<String>> e : table.tagManager().tags().entrySet()) {
+            for (String name : e.getValue()) {
+                tags.put(name, e.getKey().id());
+            }
+        }
+        ObjectNode consumers = res.putObject("consumers");
+        for (Map.Entry<String, Long> e :
+                new TreeMap<>(new ConsumerManager(fileIO, path).consumers()).entrySet()) {
+            consumers.put(e.getKey(), e.getValue());
+        }
+        ObjectNode opts = res.putObject("options");
+        for (Map.Entry<String, String> e : new TreeMap<>(table.schema().options()).entrySet()) {
+            opts.put(e.getKey(), e.getValue());
+        }
+        res.put("kind", kind);
+        res.put("bucket", table.coreOptions().bucket());
+        ArrayNode parts = res.putArray("partitions");
+        partitions.forEach(parts::add);
+        ArrayNode dirs = res.putArray("bucketDirs");
+        bucketDirs.forEach(dirs::add);
+        ArrayNode opsDone = res.putArray("ops");
+        opLog.forEach(opsDone::add);
+        return res;
+    }
+
+    /** Runs one random operation; returns a short description (falls back to a write). */
+    private static String runOp(Gen g, String op) throws Exception {
+        Long latest = g.latest();
+        switch (op) {
+            case "delete":
+                return latest == null ? doWrite(g) : doDelete(g);
+            case "compact":
+                if (latest != null) {
+                    String done = doCompact(g);
+                    if (done != null) {
+                        return done;
+                    }
+                }
+                return doWrite(g);
+            case "overwrite":
+                return doOverwrite(g);
+            case "tag":
+                if (latest == null) {
+                    return doWrite(g);
+                }
+                long earliest = g.earliest();
+                long target = earliest + g.r.nextInt((int) (latest - earliest + 1));
+                String name = "tag-" + (++g.tagCounter);
+                g.table.createTag(name, target);
+                return "tag " + name + "@" + target;
+            case "untag":
+                List<String> names = new ArrayList<>(new TreeSet<>(g.table.tagManager().allTagNames()));
+                if (names.isEmpty()) {
+                    return doWrite(g);
+                }
+                String victim = names.get(g.r.nextInt(names.size()));
+                g.table.deleteTag(victim);
+                return "untag " + victim;
+            case "consumer":
+                if (latest == null) {
+                    return doWrite(g);
+                }
+                long first = g.earliest();
+                long next = first + g.r.nextInt((int) (latest - first + 2));
+                String id = "consumer-" + g.r.nextInt(3);
+                new ConsumerManager(g.table.fileIO(), g.table.location())
+                        .resetConsumer(id, new Consumer(next));
+                return "consumer " + id + "=" + next;
+            case "write":
+            default:
+                return doWrite(g);
+        }
+    }
+
+    private static String doWrite(Gen g) throws Exception {
+        int n = 3 + g.r.nextInt(20);
+        List<CommitMessage> messages;
+        try (TableWriteImpl<?> write = g.newWrite()) {
+            for (int i = 0; i < n; i++) {
+                write.write(g.randomRow(RowKind.INSERT, g.randomPartition()));
+            }
+            messages = write.prepareCommit(true, g.identifier);
+        }
+        commitSplit(g, messages);
+        return "write " + n;
+    }
+
+    private static String doDelete(Gen g) throws Exception {
+        int n = 1 + g.r.nextInt(8);
+        List<CommitMessage> messages;
+        try (TableWriteImpl<?> write = g.newWrite()) {
+            for (int i = 0; i < n; i++) {
+                write.write(g.randomRow(RowKind.DELETE, g.randomPartition()));
+            }
+            messages = write.prepareCommit(true, g.identifier);
+        }
+        commitSplit(g, messages);
+        return "delete " + n;
+    }
+
+    private static String doOverwrite(Gen g) throws Exception {
+        String dt = g.randomPartition();
+        // one time in ten the partition is overwritten with nothing (i.e. truncated)
+        int n = g.r.nextInt(10) == 0 ? 0 : 3 + g.r.nextInt(15);
+        List<CommitMessage> messages;
+        try (TableWriteImpl<?> write = g.newWrite().withIgnorePreviousFiles(true)) {
+            for (int i = 0; i < n; i++) {
+                write.write(g.randomRow(RowKind.INSERT, dt));
+            }
+            messages = write.prepareCommit(true, g.identifier);
+        }
+        Map<String, String> spec = new HashMap<>();
+        spec.put("dt", dt);
+        try (TableCommitImpl commit = g.table.newCommit(g.user).withOverwrite(spec)) {
+            commit.commit(g.identifier++, messages);
+        }
+        sleepBetweenCommits();
+        return "overwrite " + dt + " " + n;
+    }
+
+    /** Full compaction of one random partition, or null when there is nothing to compact. */
+    private static String doCompact(Gen g) throws Exception {
+        List<DataSplit> splits = g.table.newSnapshotReader().read().dataSplits();
+        TreeMap<String, BinaryRow> partRows = new TreeMap<>();
+        Map<String, TreeSet<Integer>> buckets = new HashMap<>();
+        Map<String, List<DataFileMeta>> files = new HashMap<>();
+        for (DataSplit split : splits) {
+            String dt = split.partition().getString(0).toString();
+            partRows.put(dt, split.partition());
+            buckets.computeIfAbsent(dt, k -> new TreeSet<>()).add(split.bucket());
+            files.computeIfAbsent(dt, k -> new ArrayList<>()).addAll(split.dataFiles());
+        }
+        if (partRows.isEmpty()) {
+            return null;
+        }
+        List<String> dts = new ArrayList<>(partRows.keySet());
+        String dt = dts.get(g.r.nextInt(dts.size()));
+        BinaryRow partition = partRows.get(dt);
+        List<CommitMessage> messages = new ArrayList<>();
+        if (g.unawareBucket) {
+            // bucket=-1 tables are compacted by a dedicated job in Paimon; do what it does.
+            List<DataFileMeta> before = files.get(dt);
+            if (before.size() < 2) {
+                return null;
+            }
+            AppendOnlyFileStoreWrite write =
+                    (AppendOnlyFileStoreWrite) g.table.store().newWrite(g.user);
+            try {
+                write.withIOManager(g.ioManager);
+                messages.add(
+                        new UnawareAppendCompactionTask(partition, new ArrayList<>(before))
+                                .doCompact(g.table, write));
+            } finally {
+                write.close();
+            }
+        } else {
+            try (TableWriteImpl<?> write = g.newWrite()) {
+                for (int bucket : buckets.get(dt)) {
+                    write.compact(partition, bucket, true);
+                }
+                messages.addAll(write.prepareCommit(true, g.identifier));
+            }
+        }
+        commitSplit(g, messages);
+        return "compact " + dt;
+    }
+
+    /**
+     * Commits the messages the way Paimon would (APPEND snapshot, then COMPACT snapshot), but as
+     * two separate commits with a pause in between so every snapshot gets its own timestamp.
+     */
+    private static void commitSplit(Gen g, List<CommitMessage> messages) throws Exception {
+        List<CommitMessage> append = new ArrayList<>();
+        List<CommitMessage> compact = new ArrayList<>();
+        for (CommitMessage m0 : messages) {
+            CommitMessageImpl m = (CommitMessageImpl) m0;
+            List<IndexFileMeta> hashNew = new ArrayList<>();
+            List<IndexFileMeta> dvNew = new ArrayList<>();
+            for (IndexFileMeta f : m.indexIncrement().newIndexFiles()) {
+                if (HashIndexFile.HASH_INDEX.equals(f.indexType())) {
+                    hashNew.add(f);
+                } else if (DeletionVectorsIndexFile.DELETION_VECTORS_INDEX.equals(f.indexType())) {
+                    dvNew.add(f);
+                } else {
+                    throw new IllegalStateException("unknown index type " + f.indexType());
+                }
+            }
+            List<IndexFileMeta> deleted = m.indexIncrement().deletedIndexFiles();
+            if (!m.newFilesIncrement().isEmpty() || !hashNew.isEmpty()) {
+                append.add(
+                        new CommitMessageImpl(
+                                m.partition(),
+                                m.bucket(),
+                                m.newFilesIncrement(),
+                                CompactIncrement.emptyIncrement(),
+                                new IndexIncrement(hashNew)));
+            }
+            if (!m.compactIncrement().isEmpty() || !dvNew.isEmpty() || !deleted.isEmpty()) {
+                compact.add(
+                        new CommitMessageImpl(
+                                m.partition(),
+                                m.bucket(),
+                                DataIncrement.emptyIncrement(),
+                                m.compactIncrement(),
+                                new IndexIncrement(dvNew, deleted)));
+            }
+        }
+        try (TableCommitImpl commit = g.table.newCommit(g.user)) {
+            if (!append.isEmpty()) {
+                commit.commit(g.identifier++, append);
+                sleepBetweenCommits();
+            }
+            if (!compact.isEmpty()) {
+                commit.commit(g.identifier++, compact);
+                sleepBetweenCommits();
+            }
+        }
+        if (append.isEmpty() && compact.isEmpty()) {
+            g.identifier++;
+        }
+    }
+
+    // ------------------------------------------------------------------ expire
+
+    private static ObjectNode expire(JsonNode cmd) throws Exception {
+        Path path = tablePath(cmd);
+        FileStoreTable table = open(path);
+        ExpireConfig.Builder b = ExpireConfig.builder();
+        if (cmd.hasNonNull("retainMin")) {
+            b.snapshotRetainMin(cmd.get("retainMin").asInt());
+        }
+        if (cmd.hasNonNull("retainMax")) {
+            b.snapshotRetainMax(cmd.get("retainMax").asInt());
+        }
+        if (cmd.hasNonNull("maxDeletes")) {
+            b.snapshotMaxDeletes(cmd.get("maxDeletes").asInt());
+        }
+        boolean hasRetained = cmd.hasNonNull("timeRetainedMs");
+        boolean hasOlderThan = cmd.hasNonNull("olderThanMs");
+        if (hasRetained && hasOlderThan) {
+            throw new IllegalArgumentException("give timeRetainedMs or olderThanMs, not both");
+        }
+        if (hasRetained) {
+            b.snapshotTimeRetain(Duration.ofMillis(cmd.get("timeRetainedMs").asLong()));
+        }
+        if (hasOlderThan) {
+            // ExpireSnapshotsImpl computes olderThan = now - timeRetained; the clock moves on
+            // a little between the two reads, which can only make the cut-off later by a few ms.
+            long retained = System.currentTimeMillis() - cmd.get("olderThanMs").asLong();
+            b.snapshotTimeRetain(Duration.ofMillis(retained));
+        }
+        int expired = table.newExpireSnapshots().config(b.build()).expire();
+        ObjectNode res = JSON.createObjectNode();
+        res.put("expired", expired);
+        return res;
+    }
+
+    // ------------------------------------------------------------------ live files
+
+    /** Files of one snapshot as reported by Paimon's SnapshotReader, relative to the root. */
+    private static TreeSet<String> filesOf(
+            FileStoreTable table, Path root, Snapshot snapshot, ScanMode mode, boolean withDv) {
+        SnapshotReader reader = table.newSnapshotReader().withSnapshot(snapshot).withMode(mode);
+        TreeSet<String> out = new TreeSet<>();
+        for (DataSplit split : reader.read().dataSplits()) {
+            String bucketDir = relative(root, split.bucketPath());
+            for (DataFileMeta f : split.dataFiles()) {
+                out.add(bucketDir + "/" + f.fileName());
+                for (String extra : f.extraFiles()) {
+                    out.add(bucketDir + "/" + extra);
+                }
+            }
+            if (withDv && split.deletionFiles().isPresent()) {
+                for (DeletionFile df : split.deletionFiles().get()) {
+                    if (df != null) {
+                        out.add(relative(root, df.path()));
+                    }
+                }
+            }
+        }
+        return out;
+    }
+
+    private static ArrayNode toArray(TreeSet<String> files) {
+        ArrayNode a = JSON.createArrayNode();
+        files.forEach(a::add);
+        return a;
+    }
+
+    private static ObjectNode liveFiles(JsonNode cmd) throws Exception {
+        Path path = tablePath(cmd);
+        FileStoreTable table = open(path);
+        SnapshotManager sm = table.snapshotManager();
+        ObjectNode res = JSON.createObjectNode();
+        ObjectNode snaps = res.putObject("snapshots");
+        ObjectNode changelogs = res.putObject("changelogs");
+        Long earliest = sm.earliestSnapshotId();
+        Long latest = sm.latestSnapshotId();
+        if (earliest != null && latest != null) {
+            for (long id = earliest; id <= latest; id++) {
+                if (!sm.snapshotExists(id)) {
+                    continue;
+                }
+                Snapshot s = sm.snapshot(id);
+                snaps.set(String.valueOf(id), toArray(filesOf(table, path, s, ScanMode.ALL, true)));
+                if (s.changelogManifestList() != null) {
+                    changelogs.set(
+                            String.valueOf(id),
+                            toArray(filesOf(table, path, s, ScanMode.CHANGELOG, false)));
+                }
+            }
+        }
+        ObjectNode tags = res.putObject("tags");
+        SortedMap<Snapshot, List<String>> tagged = table.tagManager().tags();
+        TreeMap<String, Snapshot> byName = new TreeMap<>();
+        for (Map.Entry<Snapshot, List<String>> e : tagged.entrySet()) {
+            for (String name : e.getValue()) {
+                byName.put(name, e.getKey());
+            }
+        }
+        ObjectNode tagSnapshots = res.putObject("tagSnapshots");
+        for (Map.Entry<String, Snapshot> e : byName.entrySet()) {
+            tags.set(e.getKey(), toArray(filesOf(table, path, e.getValue(), ScanMode.ALL, true)));
+            tagSnapshots.put(e.getKey(), e.getValue().id());
+        }
+        return res;
+    }
+
+    // ------------------------------------------------------------------ read rows
+
+    private static ObjectNode readRows(JsonNode cmd) throws Exception {
+        Path path = tablePath(cmd);
+        FileStoreTable table = open(path);
+        Map<String, String> dyn = new HashMap<>();
+        boolean hasSnapshot = cmd.hasNonNull("snapshot");
+        boolean hasTag = cmd.hasNonNull("tag");
+        if (hasSnapshot && hasTag) {
+            throw new IllegalArgumentException("give snapshot or tag, not both");
+        }
+        if (hasSnapshot) {
+            long id = cmd.get("snapshot").asLong();
+            if (!table.snapshotManager().snapshotExists(id)) {
+                throw new IllegalArgumentException("snapshot " + id + " does not exist");
+            }
+            dyn.put(CoreOptions.SCAN_SNAPSHOT_ID.key(), String.valueOf(id));
+        } else if (hasTag) {
+            String tag = cmd.get("tag").asText();
+            if (!table.tagManager().tagExists(tag)) {
+                throw new IllegalArgumentException("tag '" + tag + "' does not exist");
+            }
+            dyn.put(CoreOptions.SCAN_TAG_NAME.key(), tag);
+        }
+        FileStoreTable t = dyn.isEmpty() ? table : table.copy(dyn);
+        RowType rowType = t.rowType();
+        List<DataField> fields = rowType.getFields();
+        InternalRow.FieldGetter[] getters = new InternalRow.FieldGetter[fields.size()];
+        for (int i = 0; i < getters.length; i++) {
+            getters[i] = InternalRow.createFieldGetter(fields.get(i).type(), i);
+        }
+        ReadBuilder rb = t.newReadBuilder();
+        List<Split> splits = rb.newScan().plan().splits();
+        List<String> rows = new ArrayList<>();
+        try (IOManager io = IOManager.create(System.getProperty("java.io.tmpdir"));
+                RecordReader<InternalRow> reader =
+                        rb.newRead().withIOManager(io).createReader(splits)) {
+            reader.forEachRemaining(
+                    row -> {
+                        Map<String, Object> m = new LinkedHashMap<>();
+                        for (int i = 0; i < getters.length; i++) {
+                            Object v = getters[i].getFieldOrNull(row);
+                            if (v instanceof BinaryString) {
+                                v = v.toString();
+                            } else if (v != null
+                                    && !(v instanceof Number)
+                                    && !(v instanceof Boolean)) {
+                                v = v.toString();
+                            }
+                            m.put(fields.get(i).name(), v);
+                        }
+                        if (row.getRowKind() != RowKind.INSERT) {
+                            m.put("_rowkind", row.getRowKind().shortString());
+                        }
+                        try {
+                            rows.add(JSON.writeValueAsString(m));
+                        } catch (Exception e) {
+                            throw new RuntimeException(e);
+                        }
+                    });
+        }
+        Collections.sort(rows);
+        ObjectNode res = JSON.createObjectNode();
+        ArrayNode arr = res.putArray("rows");
+        for (String row : rows) {
+            arr.add(JSON.readTree(row));
+        }
+        return res;
+    }
+}

@@ -1,0 +1,412 @@
+"""Drive Apache Paimon 0.9's own Java core from Python tests.
+
+The Java side is ``tests/support/java/PaimonHarness.java``: a single JVM that reads
+JSON-lines commands on stdin and answers one JSON line per command on stdout.
+It uses Paimon's core as shipped in the ``pypaimon==0.2.0`` source distribution
+(``deps/jars/paimon-python-java-bridge-0.9.0.jar``) plus the Hadoop client jars
+that come with pyspark.
+
+Typical use::
+
+    with ensure_harness() as h:
+        info = h.generate(tmp / "t", seed=7, kind="pk", steps=30)
+        live = h.live_files(tmp / "t")
+        h.expire(tmp / "t", retain_min=2, retain_max=2, max_deletes=1000)
+
+Nothing here ever skips silently: a missing/old JDK raises ``RuntimeError``.
+"""
+
+from __future__ import annotations
+
+import glob
+import hashlib
+import json
+import os
+import re
+import selectors
+import shutil
+import subprocess
+import sys
+import tarfile
+import tempfile
+import time
+from pathlib import Path
+from typing import Any, Iterable
+
+PYPAIMON_SDIST_VERSION = "0.2.0"
+JAR_MEMBER = f"pypaimon-{PYPAIMON_SDIST_VERSION}/deps/jars/paimon-python-java-bridge-0.9.0.jar"
+JAR_NAME = "paimon-python-java-bridge-0.9.0.jar"
+HARNESS_SOURCE = Path(__file__).resolve().parent / "java" / "PaimonHarness.java"
+HARNESS_CLASS = "PaimonHarness"
+MIN_JAVA = 17
+# jars taken from pyspark's jars directory, in classpath order
+PYSPARK_JAR_PATTERNS = (
+    "slf4j-api-*.jar",
+    "hadoop-client-api-*.jar",
+    "hadoop-client-runtime-*.jar",
+)
+DEFAULT_TIMEOUT_S = 300.0
+# Paimon 0.9 builds a new OrcFileFormat (two Hadoop Configuration objects, each parsing the
+# 150 KB core-default.xml) every time AbstractFileStore.pathFactory() is called, which made an
+# ORC history ~15x slower than a Parquet one.  Neither Paimon's LocalFileIO nor its ORC/Parquet
+# writers depend on those Hadoop defaults, so by default the harness puts an empty
+# core-default.xml first on the classpath.  Set LAKESWEEP_HARNESS_HADOOP_DEFAULTS=1 to keep
+# Hadoop's real defaults.
+LIGHT_HADOOP_ENV = "LAKESWEEP_HARNESS_HADOOP_DEFAULTS"
+_EMPTY_CORE_DEFAULT = """<?xml version="1.0"?>
+<!-- lakesweep test harness: shadows hadoop-client-api's core-default.xml (see paimon_java.py) -->
+<configuration>
+</configuration>
+"""
+
+_JDK_HINT = (
+    "Paimon's Java core needs a JDK >= 17 (java and javac on PATH). "
+    "Install it with: apt-get install -y openjdk-17-jdk-headless"
+)
+
+
+class HarnessError(RuntimeError):
+    """Raised when the Java harness answers ``ok: false`` (or dies)."""
+
+    def __init__(self, message: str, *, trace: str | None = None, command: dict | None = None):
+        super().__init__(message)
+        self.trace = trace
+        self.command = command
+
+
+# --------------------------------------------------------------------------- setup
+
+
+def cache_dir() -> Path:
+    base = os.environ.get("LAKESWEEP_TEST_CACHE")
+    path = Path(base) if base else Path.home() / ".cache" / "lakesweep-tests"
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def _java_major(tool: str) -> int:
+    exe = shutil.which(tool)
+    if exe is None:
+        raise RuntimeError(f"'{tool}' was not found on PATH. {_JDK_HINT}")
+    proc = subprocess.run([exe, "-version"], capture_output=True, text=True, check=False)
+    text = proc.stdout + proc.stderr
+    # java: 'openjdk version "17.0.15" ...' / 'java version "1.8.0_392"'; javac: 'javac 17.0.15'
+    m = re.search(r'(?:version "|javac )(\d+)(?:\.(\d+))?', text)
+    if proc.returncode != 0 or m is None:
+        raise RuntimeError(f"could not determine the version of '{exe}': {text.strip()!r}. {_JDK_HINT}")
+    major = int(m.group(1))
+    if major == 1 and m.group(2):  # "1.8" style
+        major = int(m.group(2))
+    return major
+
+
+def check_jdk() -> None:
+    for tool in ("java", "javac"):
+        major = _java_major(tool)
+        if major < MIN_JAVA:
+            raise RuntimeError(f"'{tool}' is Java {major}, older than {MIN_JAVA}. {_JDK_HINT}")
+
+
+def ensure_paimon_jar(cache: Path | None = None) -> Path:
+    """Return the Paimon 0.9 bridge jar, downloading the pypaimon 0.2.0 sdist once if needed."""
+    cache = cache or cache_dir()
+    jar = cache / "jars" / JAR_NAME
+    if jar.is_file() and jar.stat().st_size > 0:
+        return jar
+    jar.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=cache, prefix="download-") as tmp:
+        cmd = [
+            sys.executable, "-m", "pip", "download", "--no-deps", "--no-binary", ":all:",
+            "--disable-pip-version-check", f"pypaimon=={PYPAIMON_SDIST_VERSION}", "-d", tmp,
+        ]
+        proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
+        sdists = glob.glob(os.path.join(tmp, f"pypaimon-{PYPAIMON_SDIST_VERSION}.tar.gz"))
+        if proc.returncode != 0 or not sdists:
+            raise RuntimeError(
+                f"could not download pypaimon=={PYPAIMON_SDIST_VERSION} (needed for Paimon's Java core):\n"
+                f"$ {' '.join(cmd)}\n{proc.stdout}\n{proc.stderr}"
+            )
+        with tarfile.open(sdists[0], "r:gz") as tar:
+            member = tar.getmember(JAR_MEMBER)
+            src = tar.extractfile(member)
+            if src is None:
+                raise RuntimeError(f"{JAR_MEMBER} is not a regular file in {sdists[0]}")
+            part = jar.with_name(jar.name + f".part-{os.getpid()}")
+            with src, open(part, "wb") as dst:
+                shutil.copyfileobj(src, dst, 1 << 20)
+        os.replace(part, jar)
+    return jar
+
+
+def pyspark_jars_dir() -> Path:
+    try:
+        import pyspark  # noqa: PLC0415
+    except ImportError as exc:  # pragma: no cover - pyspark is a project dependency
+        raise RuntimeError("pyspark is needed for its Hadoop client jars (pip install pyspark)") from exc
+    return Path(pyspark.__file__).resolve().parent / "jars"
+
+
+def build_classpath(jar: Path) -> list[str]:
+    jars_dir = pyspark_jars_dir()
+    entries = []
+    for pattern in PYSPARK_JAR_PATTERNS:
+        found = sorted(jars_dir.glob(pattern))
+        if not found:
+            raise RuntimeError(f"no {pattern} in {jars_dir}; is pyspark installed completely?")
+        entries.append(str(found[-1]))
+    # slf4j-api first so Paimon's bundled (partial) slf4j 1.7 classes are shadowed
+    return [entries[0], str(jar), *entries[1:]]
+
+
+def light_hadoop_conf_dir(cache: Path | None = None) -> Path:
+    """Directory holding the empty core-default.xml that shadows Hadoop's."""
+    cache = cache or cache_dir()
+    conf_dir = cache / "hadoop-light-conf"
+    target = conf_dir / "core-default.xml"
+    if not target.is_file() or target.read_text() != _EMPTY_CORE_DEFAULT:
+        conf_dir.mkdir(parents=True, exist_ok=True)
+        part = target.with_name(f"core-default.xml.part-{os.getpid()}")
+        part.write_text(_EMPTY_CORE_DEFAULT)
+        os.replace(part, target)
+    return conf_dir
+
+
+def compile_harness(classpath: list[str], cache: Path | None = None) -> Path:
+    """Compile PaimonHarness.java into the cache (once per source/classpath hash)."""
+    cache = cache or cache_dir()
+    source = HARNESS_SOURCE.read_bytes()
+    digest = hashlib.sha256(source + "\0".join(Path(p).name for p in classpath).encode()).hexdigest()[:16]
+    out = cache / "classes" / digest
+    marker = out / ".complete"
+    if marker.is_file():
+        return out
+    out.parent.mkdir(parents=True, exist_ok=True)
+    if out.exists():  # left over from an interrupted run
+        shutil.rmtree(out, ignore_errors=True)
+    tmp = Path(tempfile.mkdtemp(dir=out.parent, prefix=f"{digest}.tmp-"))
+    try:
+        cmd = ["javac", "-nowarn", "-encoding", "UTF-8", "-cp", os.pathsep.join(classpath),
+               "-d", str(tmp), str(HARNESS_SOURCE)]
+        proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
+        if proc.returncode != 0:
+            raise RuntimeError(f"javac failed for {HARNESS_SOURCE}:\n{proc.stdout}\n{proc.stderr}")
+        (tmp / ".complete").write_text(digest)
+        os.chmod(tmp, 0o755)
+        try:
+            os.replace(tmp, out)
+        except OSError:
+            if not marker.is_file():  # somebody else won the race with a complete copy? else fail
+                raise
+    finally:
+        if tmp.exists():
+            shutil.rmtree(tmp, ignore_errors=True)
+    return out
+
+
+def ensure_harness(*, timeout_s: float = DEFAULT_TIMEOUT_S) -> "Harness":
+    """Prepare jar + compiled harness (cached) and start one JVM."""
+    check_jdk()
+    cache = cache_dir()
+    jar = ensure_paimon_jar(cache)
+    classpath = build_classpath(jar)
+    classes = compile_harness(classpath, cache)
+    prefix = [str(classes)]
+    if os.environ.get(LIGHT_HADOOP_ENV, "") in ("", "0"):
+        prefix.append(str(light_hadoop_conf_dir(cache)))
+    return Harness([*prefix, *classpath], timeout_s=timeout_s)
+
+
+# --------------------------------------------------------------------------- the JVM
+
+
+class Harness:
+    """One long-lived JVM running PaimonHarness; not thread-safe."""
+
+    def __init__(self, classpath: Iterable[str], *, timeout_s: float = DEFAULT_TIMEOUT_S):
+        self.timeout_s = timeout_s
+        self._stderr = tempfile.TemporaryFile(prefix="paimon-harness-", suffix=".log")
+        self._tmpdir = tempfile.mkdtemp(prefix="paimon-harness-io-")
+        cmd = [
+            "java",
+            "-Xmx1g",
+            "-XX:+UseSerialGC",
+            "-Dslf4j.internal.verbosity=ERROR",
+            f"-Djava.io.tmpdir={self._tmpdir}",
+            "-cp",
+            os.pathsep.join(classpath),
+            HARNESS_CLASS,
+        ]
+        self._proc: subprocess.Popen[bytes] | None = subprocess.Popen(
+            cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._stderr
+        )
+        self._buf = b""
+        try:
+            self.call({"cmd": "ping"}, timeout=120)
+        except BaseException:
+            self.close()
+            raise
+
+    # -- plumbing
+
+    def stderr_tail(self, limit: int = 4000) -> str:
+        self._stderr.flush()
+        self._stderr.seek(0, os.SEEK_END)
+        size = self._stderr.tell()
+        self._stderr.seek(max(0, size - limit))
+        return self._stderr.read().decode("utf-8", "replace")
+
+    def _read_line(self, timeout: float) -> bytes:
+        assert self._proc is not None and self._proc.stdout is not None
+        fd = self._proc.stdout.fileno()
+        deadline = time.monotonic() + timeout
+        with selectors.DefaultSelector() as sel:
+            sel.register(fd, selectors.EVENT_READ)
+            while b"\n" not in self._buf:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise TimeoutError
+                if not sel.select(left):
+                    continue
+                chunk = os.read(fd, 1 << 16)
+                if not chunk:
+                    raise EOFError
+                self._buf += chunk
+        line, _, self._buf = self._buf.partition(b"\n")
+        return line
+
+    def call(self, command: dict[str, Any], *, timeout: float | None = None) -> dict[str, Any]:
+        """Send one command, return the decoded answer; raise HarnessError unless ok."""
+        if self._proc is None:
+            raise HarnessError("harness is closed", command=command)
+        assert self._proc.stdin is not None
+        try:
+            self._proc.stdin.write(json.dumps(command).encode() + b"\n")
+            self._proc.stdin.flush()
+            line = self._read_line(self.timeout_s if timeout is None else timeout)
+        except TimeoutError:
+            self._kill()
+            raise HarnessError(
+                f"Paimon harness timed out on {command.get('cmd')!r}; stderr:\n{self.stderr_tail()}",
+                command=command,
+            ) from None
+        except (EOFError, BrokenPipeError, OSError) as exc:
+            code = self._proc.poll() if self._proc else None
+            tail = self.stderr_tail()
+            self._kill()
+            raise HarnessError(
+                f"Paimon harness JVM died (exit {code}) during {command.get('cmd')!r}: {exc!r}; stderr:\n{tail}",
+                command=command,
+            ) from None
+        answer = json.loads(line)
+        if not answer.get("ok"):
+            raise HarnessError(answer.get("error", "unknown error"), trace=answer.get("trace"), command=command)
+        return answer
+
+    def _kill(self) -> None:
+        proc, self._proc = self._proc, None
+        if proc is None:
+            return
+        if proc.poll() is None:
+            proc.kill()
+        proc.wait()
+        for stream in (proc.stdin, proc.stdout):
+            if stream is not None:
+                try:
+                    stream.close()
+                except OSError:
+                    pass
+
+    def close(self) -> None:
+        proc = self._proc
+        if proc is not None:
+            self._proc = None
+            try:
+                if proc.stdin is not None:
+                    proc.stdin.close()
+                proc.wait(timeout=30)
+            except (subprocess.TimeoutExpired, OSError):
+                proc.kill()
+                proc.wait()
+            if proc.stdout is not None:
+                proc.stdout.close()
+        if not self._stderr.closed:
+            self._stderr.close()
+        shutil.rmtree(self._tmpdir, ignore_errors=True)
+
+    def __enter__(self) -> "Harness":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __del__(self) -> None:  # best effort; tests should call close()
+        try:
+            self.close()
+        except Exception:
+            pass
+
+    # -- commands
+
+    def generate(
+        self,
+        table: str | os.PathLike[str],
+        *,
+        seed: int,
+        kind: str,
+        steps: int,
+        options: dict[str, Any] | None = None,
+        ops: dict[str, int] | None = None,
+    ) -> dict[str, Any]:
+        """Create a Paimon table at ``table`` and commit a seeded random history.
+
+        ``options`` overrides/extends the table options (a ``None`` value removes one);
+        ``ops`` overrides the weights of the random operations
+        (write, delete, compact, overwrite, tag, untag, consumer).
+        """
+        cmd: dict[str, Any] = {"cmd": "generate", "table": os.fspath(table), "seed": seed,
+                               "kind": kind, "steps": steps}
+        if options:
+            cmd["options"] = {k: (None if v is None else str(v)) for k, v in options.items()}
+        if ops:
+            cmd["ops"] = dict(ops)
+        return self.call(cmd)
+
+    def expire(
+        self,
+        table: str | os.PathLike[str],
+        *,
+        retain_min: int,
+        retain_max: int,
+        time_retained_ms: int | None = None,
+        older_than_ms: int | None = None,
+        max_deletes: int,
+    ) -> dict[str, Any]:
+        """Run Paimon's ExpireSnapshotsImpl with an explicit ExpireConfig."""
+        if time_retained_ms is not None and older_than_ms is not None:
+            raise ValueError("pass time_retained_ms or older_than_ms, not both")
+        cmd: dict[str, Any] = {"cmd": "expire", "table": os.fspath(table), "retainMin": retain_min,
+                               "retainMax": retain_max, "maxDeletes": max_deletes}
+        if time_retained_ms is not None:
+            cmd["timeRetainedMs"] = time_retained_ms
+        if older_than_ms is not None:
+            cmd["olderThanMs"] = older_than_ms
+        return self.call(cmd)
+
+    def live_files(self, table: str | os.PathLike[str]) -> dict[str, Any]:
+        """Files Paimon reads per snapshot / tag (``snapshots``, ``tags``), plus ``changelogs``."""
+        return self.call({"cmd": "live_files", "table": os.fspath(table)})
+
+    def read_rows(
+        self,
+        table: str | os.PathLike[str],
+        *,
+        snapshot: int | None = None,
+        tag: str | None = None,
+    ) -> list[dict[str, Any]]:
+        """All rows of a snapshot / tag (latest when neither is given), canonically sorted."""
+        cmd: dict[str, Any] = {"cmd": "read_rows", "table": os.fspath(table)}
+        if snapshot is not None:
+            cmd["snapshot"] = snapshot
+        if tag is not None:
+            cmd["tag"] = tag
+        return self.call(cmd)["rows"]
