@@ -299,7 +299,7 @@ def plan_expire(table: PaimonTable, *, now_ms: int, options: ExpireOptions) -> C
     def finish(begin, end, hint, bound):
         actions = canonical_actions(planner.actions)
         if actions:
-            assert_unreachable(table, actions, end=end, tags=tags)
+            assert_unreachable(table, actions, end=end, tags=tags, tolerate=None if notes.strict else notes.tolerate)
         stats = {
             "bound": bound,
             "protected_by_tags": notes.protected_by_tags,

@@ -11,9 +11,9 @@ A hit is a planner bug or a table state Paimon itself would break (a branch buil
 
 from __future__ import annotations
 
-from typing import Iterable, Sequence
+from typing import Callable, Iterable, Sequence
 
-from engine.errors import PlannerInvariantViolated
+from engine.errors import PlannerInvariantViolated, TableFormatError
 from engine.model import FileKind, Snapshot, Tag
 from engine.plan import Action, ActionKind
 from engine.table import PaimonTable
@@ -44,14 +44,20 @@ def reachable_paths(table: PaimonTable, snapshot: Snapshot, *, with_changelog: b
     return out
 
 
-def _holders(table: PaimonTable, end: int | None, tags: Sequence[Tag]) -> Iterable[tuple[str, PaimonTable, Snapshot, bool]]:
+def _holders(table: PaimonTable, end: int | None, tags: Sequence[Tag], tolerate) -> Iterable[tuple[str, PaimonTable, Snapshot, bool]]:
     earliest, latest = table.earliest_latest()
-    if latest is not None:
-        yield f"the latest snapshot {latest}", table, table.snapshot(latest), True
-    if end is not None and end != latest:
-        s = table.try_snapshot(end)
+    for sid, what in ((latest, f"the latest snapshot {latest}"), (end, f"the retained snapshot {end}")):
+        if sid is None or (sid == end and end == latest and what.startswith("the retained")):
+            continue
+        try:
+            s = table.try_snapshot(sid)
+        except TableFormatError as e:
+            if tolerate is None:
+                raise
+            tolerate(e, f"the guard could not check the plan against {what}")
+            continue
         if s is not None:
-            yield f"the retained snapshot {end}", table, s, True
+            yield what, table, s, True
     for t in tags:
         yield f"tag '{t.name}' (snapshot {t.snapshot.id})", table, t.snapshot, False
     for name in table.branch_names():
@@ -64,7 +70,19 @@ def _holders(table: PaimonTable, end: int | None, tags: Sequence[Tag]) -> Iterab
             yield f"tag '{t.name}' of branch '{name}' (snapshot {t.snapshot.id})", b, t.snapshot, False
 
 
-def assert_unreachable(table: PaimonTable, actions: Sequence[Action], *, end: int | None, tags: Sequence[Tag]) -> None:
+def assert_unreachable(
+    table: PaimonTable,
+    actions: Sequence[Action],
+    *,
+    end: int | None,
+    tags: Sequence[Tag],
+    tolerate: Callable[[TableFormatError, str], None] | None = None,
+) -> None:
+    """Raise ``PlannerInvariantViolated`` if a planned path is reachable from what the table keeps.
+
+    A holder whose metadata cannot be read raises its ``TableFormatError``; with ``tolerate`` (the
+    planner's skip-unreadable mode) it is reported through it instead and the other holders are checked.
+    """
     planned = {
         table.paths.absolute(a.path): a
         for a in actions
@@ -72,8 +90,15 @@ def assert_unreachable(table: PaimonTable, actions: Sequence[Action], *, end: in
     }
     if not planned:
         return
-    for what, holder_table, snapshot, with_changelog in _holders(table, end, tags):
-        for path in reachable_paths(holder_table, snapshot, with_changelog=with_changelog) & planned.keys():
+    for what, holder_table, snapshot, with_changelog in _holders(table, end, tags, tolerate):
+        try:
+            reachable = reachable_paths(holder_table, snapshot, with_changelog=with_changelog)
+        except TableFormatError as e:
+            if tolerate is None:
+                raise
+            tolerate(e, f"the guard could not check the plan against {what}")
+            continue
+        for path in reachable & planned.keys():
             a = planned[path]
             raise PlannerInvariantViolated(
                 f"refusing the plan: {a.kind.value} {a.path} (planned for snapshot {a.snapshot_id}) is still "
