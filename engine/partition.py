@@ -12,7 +12,6 @@ import datetime as _dt
 import math
 import struct
 from dataclasses import dataclass
-from decimal import Decimal
 from typing import Any, Sequence
 
 from engine.errors import UnsupportedTable
@@ -242,7 +241,13 @@ def _format_time(millis: int, precision: int) -> str:
 
 
 def _plain_decimal(v: DecimalValue) -> str:
-    return format(Decimal(v.unscaled).scaleb(-v.scale), "f")
+    """``BigDecimal.toPlainString`` (exact; no decimal context, which would round past 28 digits)."""
+    sign = "-" if v.unscaled < 0 else ""
+    digits = str(abs(v.unscaled))
+    if v.scale <= 0:
+        return sign + digits + "0" * (-v.scale) if v.unscaled else "0"
+    digits = digits.rjust(v.scale + 1, "0")
+    return f"{sign}{digits[:-v.scale]}.{digits[-v.scale:]}"
 
 
 def partition_value_str(value, t: DataType, *, legacy: bool, field: str) -> str | None:

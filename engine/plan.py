@@ -111,16 +111,25 @@ class Action:
 def canonical_actions(actions: Sequence[Action]) -> tuple[Action, ...]:
     """Sort, de-duplicate by (kind, path), and number the actions.
 
-    A file planned by several snapshots keeps the earliest snapshot as its cause.
+    A file planned by several snapshots keeps the earliest snapshot as its cause; any other tie is
+    broken on the remaining fields, so the result never depends on the input order.
     """
     by_key: dict[tuple[str, str], Action] = {}
     for a in actions:
         key = (a.kind.value, a.path)
         old = by_key.get(key)
-        if old is None or (a.snapshot_id or 0) < (old.snapshot_id or 0):
+        if old is None or _preference(a) < _preference(old):
             by_key[key] = a
     ordered = sorted(by_key.values(), key=Action.sort_key)
     return tuple(replace(a, action_id=i) for i, a in enumerate(ordered))
+
+
+def _preference(a: Action) -> tuple:
+    """A total order on everything but (kind, path): the earliest snapshot first, None after values."""
+    key: list = []
+    for v, empty in ((a.snapshot_id, 0), (a.partition, ""), (a.bucket, 0), (a.size, 0), (a.source, "")):
+        key += [v is None, empty if v is None else v]
+    return (*key, a.depth)
 
 
 @dataclass(frozen=True, slots=True)

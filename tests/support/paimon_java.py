@@ -47,14 +47,16 @@ PYSPARK_JAR_PATTERNS = (
 )
 DEFAULT_TIMEOUT_S = 300.0
 # Paimon 0.9 builds a new OrcFileFormat (two Hadoop Configuration objects, each parsing the
-# 150 KB core-default.xml) every time AbstractFileStore.pathFactory() is called, which made an
-# ORC history ~15x slower than a Parquet one.  Neither Paimon's LocalFileIO nor its ORC/Parquet
-# writers depend on those Hadoop defaults, so by default the harness puts an empty
-# core-default.xml first on the classpath.  Set LAKESWEEP_HARNESS_HADOOP_DEFAULTS=1 to keep
+# 150 KB core-default.xml, and once mapred's JobConf is loaded also mapred-default.xml and
+# yarn-default.xml) every time AbstractFileStore.pathFactory() is called, which made an ORC
+# history ~15x slower than a Parquet one.  Neither Paimon's LocalFileIO nor its ORC/Parquet
+# readers and writers depend on those Hadoop defaults, so by default the harness puts empty
+# copies of these three files first on the classpath.  Set LAKESWEEP_HARNESS_HADOOP_DEFAULTS=1 to keep
 # Hadoop's real defaults.
 LIGHT_HADOOP_ENV = "LAKESWEEP_HARNESS_HADOOP_DEFAULTS"
-_EMPTY_CORE_DEFAULT = """<?xml version="1.0"?>
-<!-- lakesweep test harness: shadows hadoop-client-api's core-default.xml (see paimon_java.py) -->
+_SHADOWED_HADOOP_DEFAULTS = ("core-default.xml", "mapred-default.xml", "yarn-default.xml")
+_EMPTY_HADOOP_DEFAULTS = """<?xml version="1.0"?>
+<!-- lakesweep test harness: shadows hadoop-client-api's defaults (see paimon_java.py) -->
 <configuration>
 </configuration>
 """
@@ -159,15 +161,16 @@ def build_classpath(jar: Path) -> list[str]:
 
 
 def light_hadoop_conf_dir(cache: Path | None = None) -> Path:
-    """Directory holding the empty core-default.xml that shadows Hadoop's."""
+    """Directory holding the empty *-default.xml files that shadow Hadoop's."""
     cache = cache or cache_dir()
     conf_dir = cache / "hadoop-light-conf"
-    target = conf_dir / "core-default.xml"
-    if not target.is_file() or target.read_text() != _EMPTY_CORE_DEFAULT:
-        conf_dir.mkdir(parents=True, exist_ok=True)
-        part = target.with_name(f"core-default.xml.part-{os.getpid()}")
-        part.write_text(_EMPTY_CORE_DEFAULT)
-        os.replace(part, target)
+    conf_dir.mkdir(parents=True, exist_ok=True)
+    for name in _SHADOWED_HADOOP_DEFAULTS:
+        target = conf_dir / name
+        if not target.is_file() or target.read_text() != _EMPTY_HADOOP_DEFAULTS:
+            part = target.with_name(f"{name}.part-{os.getpid()}")
+            part.write_text(_EMPTY_HADOOP_DEFAULTS)
+            os.replace(part, target)
     return conf_dir
 
 

@@ -1,0 +1,132 @@
+"""The plan's Parquet form: round trip, byte-identical determinism, refusal of edited or foreign files."""
+
+import json
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from engine.errors import PlanRejected
+from engine.plan import Action, ActionKind, CleanupPlan, Fingerprint, OptionValue, canonical_actions
+from engine.plan_io import HEADER_KEY, ID_KEY, plan_from_bytes, plan_to_bytes, read_plan, write_plan
+
+FP = Fingerprint(earliest=1, latest=9, schema_id=0, tags={"t": 2}, consumers={"c": 5}, branches={})
+
+
+def make(actions, **kw):
+    args = dict(
+        kind="expire", table_location="/wh/t", table_identity="schema:x", branch="main", now_ms=123,
+        options={"snapshot.num-retained.min": OptionValue(3, "flag")}, begin=1, end=4, earliest_hint=4,
+        fingerprint=FP, actions=canonical_actions(actions), stats={"warnings": []},
+    )
+    args.update(kw)
+    return CleanupPlan(**args)
+
+
+SAMPLE = [
+    Action(ActionKind.SNAPSHOT, "snapshot/snapshot-2", snapshot_id=2),
+    Action(ActionKind.DATA_FILE, "dt=a/bucket-0/data-1.parquet", snapshot_id=3, partition="dt=a", bucket=0, size=10),
+    Action(ActionKind.SNAPSHOT, "snapshot/snapshot-1", snapshot_id=1),
+    Action(ActionKind.MANIFEST, "manifest/manifest-x-0", snapshot_id=1, size=99),
+    Action(ActionKind.WRITE_EARLIEST_HINT, "snapshot/EARLIEST", snapshot_id=4),
+    Action(ActionKind.EMPTY_DIR, "dt=a", depth=1),
+    Action(ActionKind.EMPTY_DIR, "dt=a/bucket-0", depth=2),
+]
+
+
+def test_actions_are_in_phase_order_with_stable_ids():
+    plan = make(SAMPLE)
+    assert [a.kind for a in plan.actions] == [
+        ActionKind.DATA_FILE, ActionKind.EMPTY_DIR, ActionKind.EMPTY_DIR, ActionKind.MANIFEST,
+        ActionKind.SNAPSHOT, ActionKind.SNAPSHOT, ActionKind.WRITE_EARLIEST_HINT,
+    ]
+    assert [a.path for a in plan.actions if a.kind == ActionKind.EMPTY_DIR] == ["dt=a/bucket-0", "dt=a"]
+    assert [a.snapshot_id for a in plan.actions if a.kind == ActionKind.SNAPSHOT] == [1, 2]
+    assert [a.action_id for a in plan.actions] == list(range(7))
+
+
+def test_roundtrip_and_same_bytes(tmp_path):
+    plan = make(SAMPLE)
+    assert plan_to_bytes(plan) == plan_to_bytes(make(list(reversed(SAMPLE))))
+    path = tmp_path / "p.parquet"
+    assert write_plan(plan, str(path)) == plan.plan_id
+    assert read_plan(str(path)) == plan
+
+
+def test_an_empty_plan_is_valid():
+    plan = make([], begin=None, end=None, earliest_hint=None)
+    again = plan_from_bytes(plan_to_bytes(plan))
+    assert again == plan and again.is_empty and not again.deletes_anything
+
+
+def test_edited_action_is_refused(tmp_path):
+    plan = make(SAMPLE)
+    table = pq.read_table(pa.BufferReader(plan_to_bytes(plan)))
+    paths = table.column("path").to_pylist()
+    paths[0] = "dt=a/bucket-0/someone-elses-file.parquet"
+    edited = table.set_column(table.schema.get_field_index("path"), table.schema.field("path"), pa.array(paths))
+    sink = pa.BufferOutputStream()
+    pq.write_table(edited, sink)
+    with pytest.raises(PlanRejected, match=f"does not match its id {plan.plan_id}"):
+        plan_from_bytes(sink.getvalue().to_pybytes(), source="p.parquet")
+
+
+def test_edited_header_is_refused():
+    plan = make(SAMPLE)
+    table = pq.read_table(pa.BufferReader(plan_to_bytes(plan)))
+    meta = dict(table.schema.metadata)
+    header = json.loads(meta[HEADER_KEY])
+    header["table"]["location"] = "/wh/other"
+    meta[HEADER_KEY] = json.dumps(header).encode()
+    sink = pa.BufferOutputStream()
+    pq.write_table(table.replace_schema_metadata(meta), sink)
+    with pytest.raises(PlanRejected, match="the file was modified after it was written"):
+        plan_from_bytes(sink.getvalue().to_pybytes())
+
+
+def test_future_format_version_is_refused():
+    plan = make(SAMPLE)
+    table = pq.read_table(pa.BufferReader(plan_to_bytes(plan)))
+    meta = dict(table.schema.metadata)
+    header = json.loads(meta[HEADER_KEY])
+    header["format_version"] = 99
+    meta[HEADER_KEY] = json.dumps(header).encode()
+    sink = pa.BufferOutputStream()
+    pq.write_table(table.replace_schema_metadata(meta), sink)
+    with pytest.raises(PlanRejected, match="plan format version 99 is not supported"):
+        plan_from_bytes(sink.getvalue().to_pybytes())
+
+
+def test_other_files_are_refused(tmp_path):
+    with pytest.raises(PlanRejected, match="not a readable Parquet file"):
+        plan_from_bytes(b"hello")
+    sink = pa.BufferOutputStream()
+    pq.write_table(pa.table({"a": [1]}), sink)
+    with pytest.raises(PlanRejected, match="not a lakesweep plan"):
+        plan_from_bytes(sink.getvalue().to_pybytes())
+    with pytest.raises(PlanRejected, match="does not exist"):
+        read_plan(str(tmp_path / "missing.parquet"))
+    assert ID_KEY
+
+
+kinds = st.sampled_from([k for k in ActionKind if k not in (ActionKind.WRITE_CHANGELOG, ActionKind.WRITE_EARLIEST_HINT)])
+actions = st.builds(
+    Action,
+    kind=kinds,
+    path=st.text(alphabet="abc/=-_.0123", min_size=1, max_size=12),
+    snapshot_id=st.one_of(st.none(), st.integers(0, 2**40)),
+    partition=st.one_of(st.none(), st.text(max_size=8)),
+    bucket=st.one_of(st.none(), st.integers(-2, 100)),
+    size=st.one_of(st.none(), st.integers(0, 2**40)),
+    depth=st.integers(0, 5),
+)
+
+
+@given(st.lists(actions, max_size=30), st.integers(0, 2**50))
+def test_property_roundtrip_and_determinism(acts, now):
+    plan = make(acts, now_ms=now)
+    data = plan_to_bytes(plan)
+    assert plan_to_bytes(make(list(reversed(acts)), now_ms=now)) == data
+    assert plan_from_bytes(data) == plan
