@@ -180,5 +180,4 @@ def main():  # console script entry point
     app()
 
 
-if __name__ == "__main__":
-    main()
+from cli import apply_cmds  # noqa: E402,F401  (registers apply, resume and journal on the app)

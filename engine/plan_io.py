@@ -74,6 +74,29 @@ def write_plan(plan: CleanupPlan, location: str, fileio: FileIO | None = None) -
     return plan.plan_id
 
 
+def plan_from_header(header: dict, actions: tuple[Action, ...], *, source: str = "<plan>") -> CleanupPlan:
+    """Rebuild a plan from its header and actions (as stored in a plan file or the journal)."""
+    try:
+        t = header["table"]
+        return CleanupPlan(
+            kind=header["plan_kind"],
+            table_location=t["location"],
+            table_identity=t["identity"],
+            branch=t["branch"],
+            now_ms=header["now_ms"],
+            options={k: OptionValue(v["value"], v["source"]) for k, v in header["options"].items()},
+            begin=header["range"]["begin"],
+            end=header["range"]["end"],
+            earliest_hint=header["earliest_hint"],
+            fingerprint=Fingerprint.from_json(header["fingerprint"]),
+            actions=actions,
+            stats=header.get("stats") or {},
+            format_version=header["format_version"],
+        )
+    except (KeyError, TypeError, ValueError) as e:
+        raise PlanRejected(f"{source}: the plan is malformed ({e}); re-run 'lakesweep plan'") from e
+
+
 def plan_from_bytes(data: bytes, *, source: str = "<bytes>") -> CleanupPlan:
     try:
         # Single-threaded: pyarrow's CPU pool together with the zstandard module (which fastavro loads)
@@ -115,24 +138,9 @@ def plan_from_bytes(data: bytes, *, source: str = "<bytes>") -> CleanupPlan:
         for a, r in zip(actions, rows):
             if int(a.phase) != r["phase"]:
                 raise ValueError(f"action {a.action_id} has phase {r['phase']}, its kind belongs to {int(a.phase)}")
-        t = header["table"]
-        plan = CleanupPlan(
-            kind=header["plan_kind"],
-            table_location=t["location"],
-            table_identity=t["identity"],
-            branch=t["branch"],
-            now_ms=header["now_ms"],
-            options={k: OptionValue(v["value"], v["source"]) for k, v in header["options"].items()},
-            begin=header["range"]["begin"],
-            end=header["range"]["end"],
-            earliest_hint=header["earliest_hint"],
-            fingerprint=Fingerprint.from_json(header["fingerprint"]),
-            actions=actions,
-            stats=header.get("stats") or {},
-            format_version=version,
-        )
     except (KeyError, TypeError, ValueError) as e:
         raise PlanRejected(f"{source}: the plan is malformed ({e}); re-run 'lakesweep plan'") from e
+    plan = plan_from_header(header, actions, source=source)
     stored_id = meta[ID_KEY].decode()
     actual = compute_plan_id(header, actions)
     if stored_id != actual:
