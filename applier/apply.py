@@ -31,7 +31,7 @@ from journal.events import (
     HintWritten,
     PhaseCompleted,
 )
-from journal.projection import RunStatus, incomplete_applies, project
+from journal.projection import PlanStatus, RunStatus, incomplete_applies, plan_state, project
 from journal.recorder import Recorder
 
 from applier.actions import ActionResult, Outcome, execute_with_retry
@@ -163,6 +163,7 @@ def apply_plan(
     progress: Progress | None = None,
     clock: Callable[[], int] = lambda: int(time.time() * 1000),
     resume_apply_id: str | None = None,
+    skip_done: bool = False,
 ) -> ApplyReport:
     """Apply ``plan`` and journal it. Raises ``PlanRejected``/``StalePlan`` (after journaling the refusal)
     when the plan is foreign, tampered, escapes the table, or is no longer safe."""
@@ -201,15 +202,20 @@ def apply_plan(
                                       apply_id=resume_apply_id)])
         raise
 
+    # Actions whose latest record, in any apply of this plan, is not a failure.
+    latest: dict[int, FileRecord] = {}
+    for r in recorder.file_records(plan_id=plan.plan_id):
+        latest[r.action_id] = r
+    done_anywhere = frozenset(a for a, r in latest.items() if r.outcome != FileOutcome.FAILED)
     if resume_apply_id is None:
         apply_id = uuid.uuid4().hex[:16]
         recorder.append([ApplyStarted(apply_id=apply_id, plan_id=plan.plan_id, n_actions=len(plan.actions),
                                       bytes=sum(a.size or 0 for a in plan.actions), master=master,
                                       dry_run=False, started_ms=started)])
-        done: frozenset[int] = frozenset()
+        done = done_anywhere if skip_done else frozenset()
     else:
         apply_id = resume_apply_id
-        done = prior[apply_id].done
+        done = done_anywhere
 
     session = {"spark": spark}
 
@@ -313,14 +319,27 @@ def dry_run_plan(plan: CleanupPlan, *, fileio: FileIO | None = None, master: str
 
 
 def resume(recorder: Recorder, plan_id: str | None = None, **kwargs) -> list[ApplyReport]:
-    """Finish every unfinished apply (of ``plan_id`` if given), rebuilding each plan from the journal."""
+    """Finish every unfinished plan (or only ``plan_id``), rebuilding each plan from the journal.
+
+    A crashed apply (started, never ended) continues under its own id. A failed apply (a phase kept
+    failing) is followed by a new apply of the same plan that skips what earlier applies already did.
+    Plans that were refused (stale) are not resumed: they need a new plan.
+    """
     reports = []
-    for run in incomplete_applies(recorder):
-        if run.dry_run or (plan_id is not None and run.plan_id != plan_id):
+    for pid in ([plan_id] if plan_id is not None else recorder.plan_ids()):
+        status = plan_state(recorder, pid)
+        if status not in (PlanStatus.APPLYING, PlanStatus.FAILED):
+            if plan_id is not None and status != PlanStatus.APPLYING:
+                raise LakesweepError(f"plan {pid} is {status.value.lower()}: there is nothing to resume")
             continue
-        header = recorder.plan_header(run.plan_id)
-        plan = plan_from_header(header, recorder.plan_actions(run.plan_id), source=f"journal plan {run.plan_id}")
-        if plan.plan_id != run.plan_id:
-            raise LakesweepError(f"journal plan {run.plan_id} does not hash to its id; the journal is damaged")
-        reports.append(apply_plan(plan, recorder, resume_apply_id=run.apply_id, **kwargs))
+        plan = plan_from_header(recorder.plan_header(pid), recorder.plan_actions(pid), source=f"journal plan {pid}")
+        if plan.plan_id != pid:
+            raise LakesweepError(f"journal plan {pid} does not hash to its id; the journal is damaged")
+        running = [r for r in incomplete_applies(recorder) if r.plan_id == pid and not r.dry_run]
+        if running:
+            reports.append(apply_plan(plan, recorder, resume_apply_id=running[0].apply_id, **kwargs))
+        else:
+            report = apply_plan(plan, recorder, skip_done=True, **kwargs)
+            report.resumed = True
+            reports.append(report)
     return reports

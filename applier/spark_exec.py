@@ -22,6 +22,8 @@ def spark_session(master: str = "local[*]", conf: dict[str, str] | None = None):
     """A Spark session for applying plans (quiet: no UI, warnings only)."""
     from pyspark.sql import SparkSession
 
+    # Bind to loopback: Spark otherwise picks the first non-loopback interface for a local session.
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     builder = SparkSession.builder.appName("lakesweep-apply").master(master)
     defaults = {
         "spark.ui.enabled": "false",
