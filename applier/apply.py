@@ -229,15 +229,14 @@ def apply_plan(
     run = _Run(plan, recorder, apply_id, table.fileio, table.location, external_roots(table.options), progress,
                clock, spark_factory)
     report = ApplyReport(plan.plan_id, apply_id, "COMPLETED", resumed=resume_apply_id is not None)
-    all_results: list[ActionResult] = []
+    completed = set(prior[apply_id].completed_phases) if resume_apply_id is not None else set()
     for phase in Phase:
         actions = [a for a in plan.actions if a.phase == phase and a.action_id not in done]
-        if not any(a.phase == phase for a in plan.actions):
+        if int(phase) in completed or not any(a.phase == phase for a in plan.actions):
             continue
         progress.phase_started(phase, len(actions), sum(a.size or 0 for a in actions))
         results = run.run_phase(phase, actions)
         progress.phase_finished(phase)
-        all_results.extend(results)
         counts = _counts(results)
         reclaimed = sum(run.by_id[r.action_id].size or 0 for r in results if r.outcome == Outcome.DELETED)
         report.phases.append({"phase": phase.name.lower(), "actions": len(actions), **counts, "bytes": reclaimed})

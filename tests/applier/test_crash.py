@@ -1,0 +1,107 @@
+"""kill -9 of the applier at random points, then resume: same end state as an uninterrupted apply, and
+every file the plan deleted has a journal record."""
+
+import os
+import random
+import signal
+import subprocess
+import sys
+
+import pytest
+
+from applier.apply import resume
+from applier.local import apply_locally
+from engine.plan_io import write_plan
+from journal.duckdb_store import DuckDBRecorder
+from journal.events import FileOutcome
+from tests.applier.conftest import REPO, copy_table
+from tests.planner.conftest import make_plan
+from tests.support.table_builder import ADD, DELETE, E, TableBuilder, all_files
+
+STAGES = ("before-journal", "after-journal")
+
+
+def build(root: str, seed: int) -> TableBuilder:
+    rng = random.Random(seed)
+    b = TableBuilder(root, partition_keys=("dt",), partition_types=("STRING",),
+                     options={"snapshot.clean-empty-directories": "true"})
+    live = []
+    for s in range(8):
+        adds = [E(ADD, f"d{s}-{i}", (rng.choice("xyz"),), bucket=rng.randint(0, 1), size=5) for i in range(rng.randint(2, 6))]
+        dels = rng.sample(live, min(len(live), rng.randint(0, 4)))
+        b.commit(adds + [E(DELETE, d.name, d.partition, d.bucket, size=5) for d in dels])
+        live = [x for x in live if x not in dels] + adds
+        if rng.random() < 0.2:
+            b.tag(f"t{s}", s + 1)
+    return b
+
+
+def crash_then_resume(tmp_path, seed: int, stage: str, after: int, spark):
+    b = build(str(tmp_path / "t"), seed)
+    reference = copy_table(b.root, str(tmp_path / "ref"))
+    apply_locally(make_plan(reference, retain_min=2))
+    plan = make_plan(b.root, retain_min=2)
+    plan_file = str(tmp_path / "plan.parquet")
+    write_plan(plan, plan_file)
+    journal = str(tmp_path / "j.duckdb")
+    env = dict(os.environ, LAKESWEEP_TEST_CRASH=f"{stage}:{after}", PYTHONPATH=REPO)
+    proc = subprocess.run(
+        [sys.executable, "-m", "cli", "apply", plan_file, "--journal", journal, "--master", "local[1]", "-o", "json"],
+        env=env, capture_output=True, text=True, timeout=300,
+    )
+    n = len(plan.actions)
+    if after <= n:
+        assert proc.returncode == -signal.SIGKILL, proc.stderr[-2000:]
+    with DuckDBRecorder(journal) as rec:
+        reports = resume(rec, spark=spark)
+        assert [r.state for r in reports] in ([], ["COMPLETED"])
+        records = rec.file_records(plan_id=plan.plan_id)
+    assert all_files(b.root) == all_files(reference)
+    ok = (FileOutcome.DELETED, FileOutcome.ALREADY_ABSENT, FileOutcome.KEPT_NOT_EMPTY)
+    recorded = {r.action_id for r in records if r.outcome in ok}
+    assert recorded >= {a.action_id for a in plan.actions if a.kind.deletes}
+    assert all(r.outcome != FileOutcome.KEPT_NOT_EMPTY for r in records if r.kind != "empty-dir")
+    return proc, records
+
+
+@pytest.mark.parametrize("trial", range(20))
+def test_kill_9_then_resume_ends_like_an_uninterrupted_apply(tmp_path, spark, trial):
+    rng = random.Random(trial)
+    stage = STAGES[trial % 2]
+    crash_then_resume(tmp_path, seed=trial, stage=stage, after=rng.randint(1, 30), spark=spark)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("trial", range(20, 80))
+def test_kill_9_then_resume_many(tmp_path, spark, trial):
+    rng = random.Random(trial)
+    crash_then_resume(tmp_path, seed=trial, stage=rng.choice(STAGES), after=rng.randint(1, 40), spark=spark)
+
+
+def test_a_file_deleted_but_not_journaled_is_recorded_as_already_absent(tmp_path, spark):
+    proc, records = crash_then_resume(tmp_path, seed=3, stage="before-journal", after=1, spark=spark)
+    first = [r for r in records if r.action_id == 0]
+    assert [r.outcome for r in first] == [FileOutcome.ALREADY_ABSENT]
+
+
+def test_second_process_on_the_same_journal_gets_a_clear_error(tmp_path):
+    b = build(str(tmp_path / "t"), 1)
+    plan_file = str(tmp_path / "plan.parquet")
+    write_plan(make_plan(b.root, retain_min=2), plan_file)
+    journal = str(tmp_path / "j.duckdb")
+    holder = subprocess.Popen(
+        [sys.executable, "-c", "import duckdb,sys,time; c=duckdb.connect(sys.argv[1]); print('ready', flush=True); time.sleep(60)", journal],
+        stdout=subprocess.PIPE, text=True,
+    )
+    try:
+        assert holder.stdout.readline().strip() == "ready"
+        before = all_files(b.root)
+        proc = subprocess.run([sys.executable, "-m", "cli", "apply", plan_file, "--journal", journal],
+                              env=dict(os.environ, PYTHONPATH=REPO), capture_output=True, text=True, timeout=120)
+        assert proc.returncode == 1
+        assert "is in use by another" in proc.stderr
+        assert all_files(b.root) == before
+    finally:
+        holder.kill()
+        holder.wait()
+        holder.stdout.close()
