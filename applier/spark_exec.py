@@ -16,6 +16,7 @@ from engine.plan import Action, ActionKind
 from applier.actions import ActionResult, Outcome, execute_with_retry, resolve_action_path
 
 DEFAULT_BATCH = 500
+LOG4J = os.path.join(os.path.dirname(os.path.abspath(__file__)), "log4j2.properties")
 
 
 def spark_session(master: str = "local[*]", conf: dict[str, str] | None = None):
@@ -31,6 +32,7 @@ def spark_session(master: str = "local[*]", conf: dict[str, str] | None = None):
         "spark.driver.host": "127.0.0.1",
         "spark.driver.bindAddress": "127.0.0.1",
         "spark.python.worker.reuse": "true",
+        "spark.driver.extraJavaOptions": f"-Dlog4j2.configurationFile=file:{LOG4J}",
     }
     if os.environ.get("PYTHONPATH"):
         defaults["spark.executorEnv.PYTHONPATH"] = os.environ["PYTHONPATH"]

@@ -86,7 +86,7 @@ def render_report(report) -> None:
     t = Table()
     for col in ("phase", "actions", "deleted" if not report.dry_run else "would delete", "already absent",
                 "written", "kept (not empty)", "failed", "bytes"):
-        t.add_column(col, justify="right" if col != "phase" else "left")
+        t.add_column(col, justify="right" if col != "phase" else "left", no_wrap=col == "phase")
     for p in report.phases:
         t.add_row(p["phase"], str(p["actions"]), str(p["DELETED"]), str(p["ALREADY_ABSENT"]), str(p["WRITTEN"]),
                   str(p["KEPT_NOT_EMPTY"]), str(p["FAILED"]), render.human_bytes(p["bytes"]))

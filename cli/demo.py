@@ -1,4 +1,5 @@
-"""``lakesweep demo``: the whole story on a small real Paimon table written by pypaimon."""
+"""``lakesweep demo``: the whole story on a small real Paimon table written by pypaimon:
+write, inspect, plan, show, apply on local Spark, audit the DuckDB journal."""
 
 from __future__ import annotations
 
@@ -89,9 +90,37 @@ def run_demo(directory: Path, *, json_output: bool) -> dict:
     reread = read_plan(str(plan_path))
     if not json_output:
         render.render_plan(reread, files=True)
-    doc = {"table": location, "inspect": info, "plan_file": str(plan_path), "plan": render.plan_document(reread)}
+    from applier.apply import apply_plan
+    from cli.apply_cmds import RichProgress, render_report
+    from journal.audit import list_files, list_plans
+    from journal.duckdb_store import DuckDBRecorder
+
+    journal_path = directory / "journal.duckdb"
+    say(f"\n[bold]5. lakesweep apply {plan_path} --journal {journal_path}[/bold]  (local Spark)")
+    with DuckDBRecorder(str(journal_path)) as recorder:
+        with RichProgress(not json_output) as progress:
+            report = apply_plan(reread, recorder, master="local[*]", progress=progress)
+        if not json_output:
+            render_report(report)
+        say("\n[bold]6. lakesweep journal files --kind data-file[/bold]  (what was deleted, when, and why)")
+        files = list_files(recorder, plan_id=reread.plan_id, kind="data-file")
+        plans = list_plans(recorder)
+    for row in files:
+        say(f"  {render.fmt_time(row['time_ms'])}  {row['outcome']:<14} {row['path']}  "
+            f"(deleted by snapshot {row['snapshot_id']}'s expiry, plan {row['plan_id'][:12]})")
+    after = inspect_table(open_table(location))
+    say(f"\nThe table now starts at snapshot {after['earliest']} (EARLIEST hint {after['hints']['EARLIEST']}); "
+        f"the tag '{DEMO_TAG[0]}' still reads snapshot {DEMO_TAG[1]}.")
+    doc = {
+        "table": location, "inspect": info, "plan_file": str(plan_path), "plan": render.plan_document(reread),
+        "apply": report.to_json(), "journal": str(journal_path), "journal_plans": plans, "deleted_files": files,
+        "after": {"earliest": after["earliest"], "latest": after["latest"]},
+    }
     if json_output:
         render.emit_json(doc)
     else:
-        say(f"\nTry it yourself:\n  lakesweep inspect {location}\n  lakesweep show {plan_path} --files")
+        say(f"\nTry it yourself:\n  lakesweep inspect {location}\n  lakesweep show {plan_path} --files\n"
+            f"  lakesweep journal plans --journal {journal_path}\n"
+            f"  lakesweep journal query \"SELECT kind, outcome, count(*) FROM file_records GROUP BY ALL\" "
+            f"--journal {journal_path}")
     return doc

@@ -170,7 +170,8 @@ def demo(
                                    "and plan (recreated)."),
     output: Output = OutputOpt,
 ):
-    """Write a small Paimon table with pypaimon, inspect it, and plan and show its expiration."""
+    """The whole story on a demo table: write it with pypaimon, inspect, plan expire, show, apply on
+    local Spark with a DuckDB journal, and audit what was deleted."""
     from cli.demo import run_demo
 
     run_demo(directory, json_output=output == Output.json)

@@ -117,7 +117,7 @@ def test_show_refuses_a_non_plan(tmp_path):
 def test_console_script_runs_the_demo_end_to_end(tmp_path):
     env = dict(os.environ)
     r = subprocess.run(
-        [sys.executable, "-m", "cli.main", "demo", "--dir", str(tmp_path / "demo"), "--output", "json"],
+        [sys.executable, "-m", "cli", "demo", "--dir", str(tmp_path / "demo"), "--output", "json"],
         capture_output=True, text=True, env=env, timeout=300,
     )
     assert r.returncode == 0, r.stderr
@@ -126,3 +126,7 @@ def test_console_script_runs_the_demo_end_to_end(tmp_path):
     kinds = doc["plan"]["stats"]["summary"]["by_kind"]
     assert kinds["data-file"]["count"] == 1 and kinds["snapshot"]["count"] == 5
     assert doc["plan"]["stats"]["protected_by_tags"] == 1
+    assert doc["apply"]["state"] == "COMPLETED" and doc["apply"]["counts"]["DELETED"] == 14
+    assert doc["after"] == {"earliest": 6, "latest": 8}
+    assert [f["outcome"] for f in doc["deleted_files"]] == ["DELETED"]
+    assert [p["state"] for p in doc["journal_plans"]] == ["APPLIED"]
