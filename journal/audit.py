@@ -1,0 +1,151 @@
+"""Audit queries over the journal: "what deleted this file, when, and why".
+
+Every function returns plain values (lists of dicts, tuples); the CLI renders them.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import duckdb
+import pyarrow as pa
+
+from engine.errors import JournalError
+
+from journal.duckdb_store import FILE_AUDIT_SCHEMA, DuckDBRecorder, connect_journal, copy_to_parquet
+from journal.events import ApplyRefused, Event, FileOutcome, PlanRecorded
+from journal.projection import PlanStatus, RunStatus, plan_status, project
+from journal.recorder import FileQuery, Recorder
+
+_READ_ONLY_CONFIG = {"enable_external_access": False}  # a query reads the journal, not the file system
+
+
+def list_plans(recorder: Recorder) -> list[dict[str, Any]]:
+    """One row per plan, in recording order; plans refused without being recorded come last.
+
+    Counts use each action's latest record over the plan's applies (a resumed apply supersedes a failed
+    attempt); dry runs are left out. ``bytes_reclaimed`` sums the bytes of DELETED files.
+    """
+    by_plan: dict[str, list[Event]] = {pid: [] for pid in recorder.plan_ids()}
+    for ev in recorder.events():
+        by_plan.setdefault(ev.plan_id, []).append(ev)
+    return [_plan_row(recorder, plan_id, events) for plan_id, events in by_plan.items()]
+
+
+def _plan_row(recorder: Recorder, plan_id: str, events: list[Event]) -> dict[str, Any]:
+    recorded = next((e for e in events if isinstance(e, PlanRecorded)), None)
+    all_runs = project(events)
+    runs = [r for r in all_runs.values() if not r.dry_run]
+    dry = [aid for aid, r in all_runs.items() if r.dry_run]
+    state = plan_status(events)
+    totals = recorder.outcome_totals(plan_id, exclude_applies=dry)
+    started = [r.started_ms for r in runs if r.started_ms is not None]
+    if state == PlanStatus.APPLIED:
+        finished = [min(r.finished_ms for r in runs if r.state == RunStatus.COMPLETED)]
+    elif state in (PlanStatus.FAILED, PlanStatus.REFUSED):
+        finished = [r.finished_ms for r in runs if r.finished_ms is not None]
+        finished += [e.refused_ms for e in events if isinstance(e, ApplyRefused) and e.apply_id is None]
+    else:
+        finished = []
+    return {
+        "plan_id": plan_id,
+        "table": recorded.table_location if recorded else None,
+        "table_identity": recorded.table_identity if recorded else None,
+        "kind": recorded.plan_kind if recorded else None,
+        "state": state.value,
+        "n_actions": recorded.n_actions if recorded else None,
+        "planned_bytes": recorded.bytes if recorded else None,
+        "applies": len([r for r in runs if r.n_actions is not None]),
+        "deleted": totals[FileOutcome.DELETED][0],
+        "already_absent": totals[FileOutcome.ALREADY_ABSENT][0],
+        "failed": totals[FileOutcome.FAILED][0],
+        "written": totals[FileOutcome.WRITTEN][0],
+        "kept": totals[FileOutcome.KEPT_NOT_EMPTY][0],
+        "bytes_reclaimed": totals[FileOutcome.DELETED][1],
+        "recorded_ms": recorded.recorded_ms if recorded else None,
+        "started_ms": min(started) if started else None,
+        "finished_ms": max(finished) if finished else None,
+    }
+
+
+def list_files(
+    recorder: Recorder,
+    *,
+    plan_id: str | None = None,
+    apply_id: str | None = None,
+    table: str | None = None,
+    kind: str | None = None,
+    outcome: str | None = None,
+    since_ms: int | None = None,
+    path_glob: str | None = None,
+    limit: int | None = None,
+) -> list[dict[str, Any]]:
+    """Every file record (each attempt) with its plan's table and its action's snapshot id, oldest first.
+
+    ``table`` matches the table location or identity, ``since_ms`` keeps records at or after it, and
+    ``path_glob`` is a shell glob over the path as planned (``*`` also crosses ``/``).
+    """
+    query = FileQuery(plan_id=plan_id, apply_id=apply_id, table=table, kind=kind, outcome=outcome,
+                      since_ms=since_ms, path_glob=path_glob, limit=limit)
+    return recorder.file_rows(query)
+
+
+def list_events(recorder: Recorder, *, plan_id: str | None = None, apply_id: str | None = None) -> list[dict]:
+    """The event timeline: one dict per event (its type and its current-version payload), in order."""
+    return [{"event_type": e.EVENT_TYPE, "time_ms": e.time_ms, **e.to_payload()}
+            for e in recorder.events(plan_id=plan_id, apply_id=apply_id)]
+
+
+def run_query(db_path: str | os.PathLike, sql: str) -> tuple[list[str], list[tuple]]:
+    """Run one read-only query (SELECT, WITH, DESCRIBE, SHOW, SUMMARIZE...) against a DuckDB journal.
+
+    Anything else (DELETE, UPDATE, COPY, ATTACH, PRAGMA, SET, several statements...) is refused with
+    ``JournalError`` before it runs; the database is also opened read-only, without file-system access,
+    which is what makes it safe. The journal tables: events, plan_actions, file_records, meta, and the
+    file_audit view.
+    """
+    try:
+        statements = duckdb.extract_statements(sql)
+    except duckdb.Error as e:
+        raise JournalError(f"cannot parse the query: {e}") from e
+    if len(statements) != 1:
+        raise JournalError(f"give exactly one query, got {len(statements)} statements")
+    kind = statements[0].type
+    if kind != duckdb.StatementType.SELECT:
+        raise JournalError(f"only read-only queries (SELECT, WITH, DESCRIBE, SHOW) run against the journal, "
+                           f"not {kind.name}")
+    con = connect_journal(str(db_path), read_only=True, config=_READ_ONLY_CONFIG)
+    try:
+        cursor = con.execute(sql)
+        columns = [d[0] for d in cursor.description]
+        return columns, cursor.fetchall()
+    except duckdb.Error as e:
+        raise JournalError(f"query failed on journal {db_path}: {e}") from e
+    finally:
+        con.close()
+
+
+def export_files(recorder_or_path: Recorder | str | os.PathLike, out_path: str | os.PathLike) -> int:
+    """Write every file record, joined as in ``list_files``, to a Parquet file; returns the row count."""
+    if isinstance(recorder_or_path, DuckDBRecorder):
+        return recorder_or_path.export_file_audit(out_path)
+    if isinstance(recorder_or_path, Recorder):
+        rows = recorder_or_path.file_rows(FileQuery())
+        table = pa.Table.from_pylist(rows, schema=FILE_AUDIT_SCHEMA)
+        con = duckdb.connect()
+        try:
+            con.register("file_audit", table)
+            return copy_to_parquet(con, "SELECT * FROM file_audit ORDER BY seq", out_path)
+        finally:
+            con.close()
+    path = str(recorder_or_path)
+    if not os.path.exists(path):
+        raise JournalError(f"no journal at {path}")
+    con = connect_journal(path, read_only=True)
+    try:
+        return copy_to_parquet(con, "SELECT * FROM file_audit ORDER BY seq", out_path)
+    except duckdb.Error as e:
+        raise JournalError(f"cannot export journal {path}: {e}") from e
+    finally:
+        con.close()

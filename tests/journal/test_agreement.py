@@ -1,0 +1,172 @@
+"""Properties: projections equal a plain recount, and both recorders agree on every random journal."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
+
+from engine.errors import JournalError
+
+from journal.audit import list_files, list_plans
+from journal.duckdb_store import DuckDBRecorder
+from journal.events import ApplyFailed, ApplyRefused, FileOutcome, allowed_outcomes
+from journal.projection import incomplete_applies, plan_done_actions, project
+from journal.recorder import MemoryRecorder
+from tests.journal.builders import ACTIONS, completed, make_plan, phase_done, record, started
+
+_SETTINGS = settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+def _outcome(action, choice: int) -> FileOutcome:
+    options = sorted(allowed_outcomes(action.kind))
+    return options[choice % len(options)]
+
+
+applies_strategy = st.lists(
+    st.tuples(
+        st.booleans(),  # dry run
+        st.lists(st.tuples(st.integers(0, 20), st.integers(0, 3)), max_size=25),  # (action, outcome) attempts
+        st.sampled_from(["crash", "completed", "failed"]),
+    ),
+    min_size=1, max_size=3,
+)
+
+
+def _journal(recorder, plan, applies) -> list:
+    """Write the random applies; returns (apply_id, dry_run, records) as written, for the recount."""
+    recorder.record_plan(plan, recorded_ms=1)
+    written, t = [], 10
+    for i, (dry_run, attempts, end) in enumerate(applies):
+        aid = f"a{i}"
+        recorder.append([started(plan, aid, started_ms=t, dry_run=dry_run)])
+        tries: Counter = Counter()
+        records = []
+        for action_choice, outcome_choice in attempts:
+            action = plan.actions[action_choice % len(plan.actions)]
+            tries[action.action_id] += 1
+            t += 1
+            records.append(record(plan, action, apply_id=aid, outcome=_outcome(action, outcome_choice),
+                                  attempt=tries[action.action_id], time_ms=t))
+        for start in range(0, len(records), 8):  # the driver writes in batches
+            recorder.record_files(records[start:start + 8])
+        if end == "completed":
+            recorder.append([completed(plan, aid, finished_ms=t + 1)])
+        elif end == "failed":
+            recorder.append([ApplyFailed(aid, plan.plan_id, "executor lost", None, t + 1)])
+        written.append((aid, dry_run, records))
+    return written
+
+
+@_SETTINGS
+@given(subset=st.lists(st.integers(0, len(ACTIONS) - 1), min_size=1, unique=True), applies=applies_strategy)
+def test_projection_equals_a_recount_and_both_recorders_agree(subset, applies):
+    plan = make_plan([ACTIONS[i] for i in sorted(subset)])
+    with MemoryRecorder() as mem, DuckDBRecorder(":memory:") as db:
+        written = _journal(mem, plan, applies)
+        assert _journal(db, plan, applies) == written
+        runs = project(mem.events(), mem.file_records())
+        plan_latest = {}  # per action: the latest record, except that DELETED by any apply sticks
+        plan_done = {}
+        for aid, dry_run, records in written:
+            latest = {r.action_id: r for r in records}
+            if not dry_run:
+                plan_done.update(latest)
+                for r in records:
+                    a = r.action_id
+                    if plan_latest.get(a) is None or plan_latest[a].outcome != FileOutcome.DELETED:
+                        plan_latest[a] = r
+            recount = Counter(r.outcome for r in latest.values())
+            run = runs[aid]
+            assert run.counts == {o: recount[o] for o in FileOutcome}
+            assert run.done == {a for a, r in latest.items() if r.outcome != FileOutcome.FAILED}
+            assert run.failed == {a for a, r in latest.items() if r.outcome == FileOutcome.FAILED}
+            assert run.bytes_reclaimed == sum(r.bytes or 0 for r in latest.values() if r.outcome == "DELETED")
+        plan_recount = Counter(r.outcome for r in plan_latest.values())
+        [row] = list_plans(mem)
+        assert (row["deleted"], row["already_absent"], row["failed"], row["written"], row["kept"]) == (
+            plan_recount["DELETED"], plan_recount["ALREADY_ABSENT"], plan_recount["FAILED"],
+            plan_recount["WRITTEN"], plan_recount["KEPT_NOT_EMPTY"])
+        assert plan_done_actions(mem, plan.plan_id) == {a for a, r in plan_done.items() if r.outcome != "FAILED"}
+
+        assert project(db.events(), db.file_records()) == runs
+        assert list_plans(db) == list_plans(mem)
+        assert list_files(db) == list_files(mem)
+        assert incomplete_applies(db) == incomplete_applies(mem)
+        assert plan_done_actions(db, plan.plan_id) == plan_done_actions(mem, plan.plan_id)
+
+
+PLANS = (make_plan(), make_plan(ACTIONS[:4], table="/u", identity="schema:def"))
+
+
+class RecordersAgree(RuleBasedStateMachine):
+    """Random operations, legal or not, against both recorders: same results, same refusals."""
+
+    def __init__(self):
+        super().__init__()
+        self.mem, self.db = MemoryRecorder(), DuckDBRecorder(":memory:")
+        self.applies: list[tuple[str, int]] = []  # (apply id, plan index)
+        self.t = 0
+
+    def teardown(self):
+        self.mem.close()
+        self.db.close()
+
+    def both(self, op):
+        results = []
+        for recorder in (self.mem, self.db):
+            try:
+                results.append(("ok", op(recorder)))
+            except JournalError as e:
+                results.append((type(e).__name__, str(e)))
+        assert results[0] == results[1]
+        return results[0]
+
+    def tick(self) -> int:
+        self.t += 1
+        return self.t
+
+    @rule(p=st.sampled_from([0, 1]))
+    def record_plan(self, p):
+        t = self.tick()
+        self.both(lambda r: r.record_plan(PLANS[p], recorded_ms=t))
+
+    @rule(p=st.sampled_from([0, 1]), dry_run=st.booleans())
+    def start(self, p, dry_run):
+        aid, t = f"a{len(self.applies)}", self.tick()
+        if self.both(lambda r: r.append([started(PLANS[p], aid, started_ms=t, dry_run=dry_run)]))[0] == "ok":
+            self.applies.append((aid, p))
+
+    @precondition(lambda self: self.applies)
+    @rule(a=st.integers(0, 10), actions=st.lists(st.tuples(st.integers(0, 9), st.integers(0, 3)), max_size=5))
+    def record_files(self, a, actions):
+        aid, p = self.applies[a % len(self.applies)]
+        plan = PLANS[p]
+        picked = [plan.actions[i % len(plan.actions)] for i, _ in actions]
+        recs = [record(plan, act, apply_id=aid, outcome=_outcome(act, o), time_ms=self.tick())
+                for act, (_, o) in zip(picked, actions)]
+        self.both(lambda r: r.record_files(recs))
+
+    @precondition(lambda self: self.applies)
+    @rule(a=st.integers(0, 10), phase=st.integers(1, 7), end=st.sampled_from(["phase", "done", "fail", "refuse"]))
+    def lifecycle(self, a, phase, end):
+        aid, p = self.applies[a % len(self.applies)]
+        plan, t = PLANS[p], self.tick()
+        event = {"phase": phase_done(plan, phase, aid, finished_ms=t), "done": completed(plan, aid, finished_ms=t),
+                 "fail": ApplyFailed(aid, plan.plan_id, "boom", phase, t),
+                 "refuse": ApplyRefused(plan.plan_id, "stale", t, apply_id=aid)}[end]
+        self.both(lambda r: r.append([event]))
+
+    @invariant()
+    def same_journal(self):
+        assert self.db.events() == self.mem.events()
+        assert self.db.file_records() == self.mem.file_records()
+        self.both(lambda r: project(r.events(), r.file_records()))
+        self.both(list_plans)
+
+
+RecordersAgree.TestCase.settings = settings(max_examples=12, stateful_step_count=10, deadline=None,
+                                            suppress_health_check=[HealthCheck.too_slow])
+TestRecordersAgree = RecordersAgree.TestCase

@@ -1,0 +1,388 @@
+"""One contract, every recorder: the in-memory twin and the DuckDB journal run the same tests."""
+
+from __future__ import annotations
+
+import dataclasses
+import fnmatch
+
+import pyarrow.parquet as pq
+import pytest
+
+from engine.errors import JournalConflict, JournalError
+from engine.plan import Action, ActionKind, Phase
+
+from journal.audit import export_files, list_events, list_files, list_plans
+from journal.duckdb_store import DuckDBRecorder
+from journal.events import (
+    ApplyFailed,
+    ApplyRefused,
+    ApplyStarted,
+    FileOutcome,
+    HintWritten,
+    PlanRecorded,
+)
+from journal.projection import (
+    PlanStatus,
+    RunStatus,
+    incomplete_applies,
+    plan_done_actions,
+    plan_state,
+    project_apply,
+)
+from journal.recorder import FILE_COLUMNS, MemoryRecorder, StoredEvent
+from tests.journal.builders import ACTIONS, completed, make_plan, phase_done, record, started
+
+PLAN = make_plan()
+A = PLAN.actions
+
+
+def _other_content(plan, **changes) -> PlanRecorded:
+    """A PlanRecorded row that claims ``plan``'s id for other content (what a tampered journal holds)."""
+    other = make_plan(**changes)
+    return dataclasses.replace(_recorded_event(other), plan_id=plan.plan_id)
+
+
+def _recorded_event(plan) -> PlanRecorded:
+    return MemoryRecorder().record_plan(plan, recorded_ms=5)
+
+
+def _run_everything(recorder, plan=PLAN, apply_id="a1"):
+    recorder.append([started(plan, apply_id)])
+    recorder.record_files([record(plan, a, apply_id=apply_id, time_ms=100 + a.action_id) for a in plan.actions])
+    recorder.append([phase_done(plan, p, apply_id) for p in sorted({int(a.phase) for a in plan.actions})])
+    recorder.append([HintWritten(apply_id, plan.plan_id, 3, 250), completed(plan, apply_id)])
+
+
+class RecorderContract:
+    @pytest.fixture
+    def recorder(self):
+        raise NotImplementedError
+
+    # -- plans -------------------------------------------------------------------------------------
+
+    def test_recorded_plan_round_trips_its_actions_and_header(self, recorder):
+        event = recorder.record_plan(PLAN, recorded_ms=5)
+        assert recorder.plan_actions(PLAN.plan_id) == PLAN.actions
+        assert recorder.plan_header(PLAN.plan_id) == PLAN.header()
+        assert recorder.plan_ids() == [PLAN.plan_id]
+        assert recorder.events() == [event]
+        assert (event.table_location, event.table_identity, event.plan_kind) == ("/t", "schema:abc", "expire")
+        assert (event.n_actions, event.bytes, event.now_ms, event.recorded_ms) == (10, 187, 1, 5)
+
+    def test_recording_the_same_plan_again_changes_nothing(self, recorder):
+        first = recorder.record_plan(PLAN, recorded_ms=5)
+        again = recorder.record_plan(PLAN, recorded_ms=99)
+        assert again == first
+        assert recorder.events() == [first]
+        assert recorder.plan_actions(PLAN.plan_id) == PLAN.actions
+
+    def test_same_plan_id_with_other_header_is_a_conflict(self, recorder):
+        recorder._insert_plan(StoredEvent.of(_other_content(PLAN, now_ms=2)), PLAN.actions)
+        with pytest.raises(JournalConflict, match=rf"plan {PLAN.plan_id} is already in the journal with different "
+                                                  r"content \(header fields \['now_ms'\] differ\); the journal or "
+                                                  r"the plan file was altered: re-run 'lakesweep plan'"):
+            recorder.record_plan(PLAN, recorded_ms=5)
+
+    def test_same_plan_id_with_other_actions_is_a_conflict(self, recorder):
+        tampered = (dataclasses.replace(A[0], path="dt=1/bucket-0/other.parquet"),) + A[1:]
+        recorder._insert_plan(StoredEvent.of(_recorded_event(PLAN)), tampered)
+        with pytest.raises(JournalConflict, match=r"action 0 differs: recorded data-file 'dt=1/bucket-0/other.parquet'"):
+            recorder.record_plan(PLAN, recorded_ms=5)
+        with pytest.raises(JournalError, match=rf"plan {PLAN.plan_id}: the journal's copy no longer matches its id"):
+            recorder.plan_actions(PLAN.plan_id)
+
+    def test_an_empty_plan_round_trips(self, recorder):
+        empty = make_plan(())
+        recorder.record_plan(empty, recorded_ms=5)
+        assert recorder.plan_actions(empty.plan_id) == ()
+        assert plan_state(recorder, empty.plan_id) == PlanStatus.RECORDED
+
+    def test_unknown_plan_is_an_error_not_an_empty_plan(self, recorder):
+        with pytest.raises(JournalError, match="plan nope is not in the journal"):
+            recorder.plan_actions("nope")
+        with pytest.raises(JournalError, match="plan nope is not in the journal"):
+            plan_state(recorder, "nope")
+
+    # -- events ------------------------------------------------------------------------------------
+
+    def test_events_come_back_in_order_with_increasing_sequence_numbers(self, recorder):
+        other = make_plan(table="/u")
+        recorder.record_plan(PLAN, recorded_ms=5)
+        recorder.record_plan(other, recorded_ms=6)
+        s1 = recorder.append([started(PLAN), phase_done(PLAN, 1)])
+        f1 = recorder.record_files([record(PLAN, A[0]), record(PLAN, A[1])])
+        s2 = recorder.append([started(other, "b1"), phase_done(PLAN, 3), completed(PLAN)])
+        seqs = s1 + f1 + s2
+        assert seqs == sorted(seqs) and len(set(seqs)) == 7
+        assert recorder.events(apply_id="a1") == [started(PLAN), phase_done(PLAN, 1), phase_done(PLAN, 3),
+                                                  completed(PLAN)]
+        assert [type(e) for e in recorder.events(plan_id=other.plan_id)] == [PlanRecorded, ApplyStarted]
+        assert recorder.events(plan_id=other.plan_id, apply_id="a1") == []
+        assert recorder.append([]) == []
+
+    def test_a_refused_batch_writes_nothing(self, recorder):
+        recorder.record_plan(PLAN, recorded_ms=5)
+        with pytest.raises(JournalError, match="apply a1: ApplyCompleted does not fit: the apply is already COMPLETED"):
+            recorder.append([started(PLAN), completed(PLAN), completed(PLAN)])
+        assert [type(e) for e in recorder.events()] == [PlanRecorded]
+
+    @pytest.mark.parametrize("batches, message", [
+        ([[completed(PLAN)]], "apply a1: ApplyCompleted does not fit: the apply never started"),
+        ([[started(PLAN), completed(PLAN)], [phase_done(PLAN, 1)]],
+         r"apply a1: PhaseCompleted \(phase 1\) does not fit: the apply is already COMPLETED"),
+        ([[started(PLAN)], [started(PLAN)]], r"apply a1: ApplyStarted does not fit: the apply already exists \(RUNNING\)"),
+        ([[started(PLAN), phase_done(PLAN, 3)], [phase_done(PLAN, 1)]],
+         r"apply a1: PhaseCompleted \(phase 1\) does not fit: phases run in order and phase 3 is already complete"),
+        ([[started(PLAN), ApplyFailed("a1", PLAN.plan_id, "boom", 1, 50)], [completed(PLAN)]],
+         "apply a1: ApplyCompleted does not fit: the apply is already FAILED"),
+        ([[dataclasses.replace(started(PLAN), n_actions=3)]],
+         f"apply a1: ApplyStarted counts 3 actions, plan {PLAN.plan_id} has 10"),
+        ([[dataclasses.replace(started(PLAN), plan_id="p-unknown")]],
+         "apply a1: plan p-unknown is not recorded; record_plan comes first"),
+        ([[_recorded_event(PLAN)]], f"plan {PLAN.plan_id}: PlanRecorded is written by record_plan"),
+    ])
+    def test_illegal_transitions_are_refused(self, recorder, batches, message):
+        recorder.record_plan(PLAN, recorded_ms=5)
+        for batch in batches[:-1]:
+            recorder.append(batch)
+        before = recorder.events()
+        with pytest.raises(JournalError, match=message):
+            recorder.append(batches[-1])
+        assert recorder.events() == before
+
+    def test_old_payload_written_raw_is_upcast_on_read(self, recorder):
+        recorder.record_plan(PLAN, recorded_ms=5)
+        v1 = {"apply_id": "a1", "plan_id": PLAN.plan_id, "n_actions": 10, "bytes": 187, "dry_run": False,
+              "started_ms": 10}
+        recorder._append_rows([StoredEvent("ApplyStarted", 1, PLAN.plan_id, "a1", v1, 10)])
+        assert recorder.events(apply_id="a1") == [dataclasses.replace(started(PLAN), master=None)]
+        recorder.append([completed(PLAN)])  # the upcast event takes part in the guarded fold
+        assert project_apply(recorder, "a1").state == RunStatus.COMPLETED
+
+    def test_unreadable_events_fail_loudly(self, recorder):
+        recorder._append_rows([StoredEvent("ApplyStarted", 3, "p", "a1", {}, 10)])
+        with pytest.raises(JournalError, match=r"ApplyStarted v3 is newer than this lakesweep understands \(v2\)"):
+            recorder.events()
+
+    # -- file records and projections --------------------------------------------------------------
+
+    def test_a_later_record_supersedes_an_earlier_one_and_all_are_kept(self, recorder):
+        recorder.record_plan(PLAN, recorded_ms=5)
+        recorder.append([started(PLAN)])
+        rows = [record(PLAN, A[0], outcome="FAILED", time_ms=100), record(PLAN, A[1], outcome="ALREADY_ABSENT"),
+                record(PLAN, A[3], outcome="KEPT_NOT_EMPTY"), record(PLAN, A[2], outcome="FAILED")]
+        recorder.record_files(rows)
+        recorder.record_files([record(PLAN, A[0], attempt=2, time_ms=110)])
+        assert recorder.file_records(apply_id="a1") == rows + [record(PLAN, A[0], attempt=2, time_ms=110)]
+        assert recorder.file_records(plan_id="other") == []
+        run = project_apply(recorder, "a1")
+        assert (run.state, run.done, run.failed) == (RunStatus.RUNNING, frozenset({0, 1, 3}), frozenset({2}))
+        assert run.counts == {FileOutcome.DELETED: 1, FileOutcome.ALREADY_ABSENT: 1, FileOutcome.KEPT_NOT_EMPTY: 1,
+                              FileOutcome.FAILED: 1, FileOutcome.WRITTEN: 0}
+        assert run.bytes_reclaimed == 10
+        assert recorder.outcome_totals(PLAN.plan_id)[FileOutcome.DELETED] == (1, 10)
+
+    def test_large_batches_round_trip(self, recorder):
+        big = make_plan([Action(ActionKind.DATA_FILE, f"dt={i % 7}/bucket-0/data-{i}.parquet", snapshot_id=2,
+                                partition=f"dt={i % 7}", bucket=0, size=i) for i in range(300)])
+        recorder.record_plan(big, recorded_ms=5)
+        assert recorder.plan_actions(big.plan_id) == big.actions
+        recorder.append([started(big)])
+        rows = [record(big, a, outcome="FAILED" if a.action_id % 10 == 0 else None) for a in big.actions]
+        seqs = recorder.record_files(rows)
+        assert seqs == list(range(seqs[0], seqs[0] + 300))
+        assert recorder.file_records() == rows
+        run = project_apply(recorder, "a1")
+        assert (len(run.done), len(run.failed), run.bytes_reclaimed) == (
+            270, 30, sum(a.size for a in big.actions if a.action_id % 10))
+
+    @pytest.mark.parametrize("bad, message", [
+        (record(PLAN, A[0], apply_id="a9"), r"apply a9: file record for action 0 \(dt=1/bucket-0/data-1.parquet\) "
+                                            r"does not fit: the apply never started"),
+        (dataclasses.replace(record(PLAN, A[0]), path="dt=1/elsewhere.parquet"),
+         "apply a1: file record for action 0 names data-file 'dt=1/elsewhere.parquet', which is not that action"),
+        (dataclasses.replace(record(PLAN, A[0]), action_id=10), "does not fit: the plan has 10 actions"),
+    ])
+    def test_file_records_that_do_not_match_the_plan_are_refused(self, recorder, bad, message):
+        recorder.record_plan(PLAN, recorded_ms=5)
+        recorder.append([started(PLAN)])
+        with pytest.raises(JournalError, match=message):
+            recorder.record_files([record(PLAN, A[1]), bad])
+        assert recorder.file_records() == []
+
+    def test_no_file_records_after_the_end(self, recorder):
+        recorder.record_plan(PLAN, recorded_ms=5)
+        recorder.append([started(PLAN), completed(PLAN)])
+        with pytest.raises(JournalError, match="apply a1: file record for action 0 does not fit: "
+                                               "the apply is already COMPLETED"):
+            recorder.record_files([record(PLAN, A[0])])
+
+    def test_crashed_apply_is_incomplete(self, recorder):
+        recorder.record_plan(PLAN, recorded_ms=5)
+        recorder.append([started(PLAN), phase_done(PLAN, 1)])
+        recorder.record_files([record(PLAN, A[0]), record(PLAN, A[1], outcome="FAILED")])
+        [run] = incomplete_applies(recorder)
+        assert (run.apply_id, run.plan_id, run.state, run.done, run.failed) == (
+            "a1", PLAN.plan_id, RunStatus.RUNNING, frozenset({0}), frozenset({1}))
+        assert (run.completed_phases, run.started_ms, run.finished_ms, run.master) == ((1,), 10, None, "local[2]")
+        assert plan_state(recorder, PLAN.plan_id) == PlanStatus.APPLYING
+
+    def test_every_action_recorded_and_completed_is_a_completed_apply(self, recorder):
+        recorder.record_plan(PLAN, recorded_ms=5)
+        _run_everything(recorder)
+        run = project_apply(recorder, "a1")
+        assert (run.state, run.done, run.failed) == (RunStatus.COMPLETED, frozenset(range(10)), frozenset())
+        assert run.completed_phases == tuple(int(p) for p in Phase)
+        assert (run.hint, run.bytes_reclaimed, run.finished_ms) == (3, 187, 300)
+        assert run.counts[FileOutcome.DELETED] == 8 and run.counts[FileOutcome.WRITTEN] == 2
+        assert incomplete_applies(recorder) == []
+        assert plan_state(recorder, PLAN.plan_id) == PlanStatus.APPLIED
+        assert plan_done_actions(recorder, PLAN.plan_id) == frozenset(range(10))
+
+    def test_a_failed_apply_resumed_by_a_new_apply(self, recorder):
+        recorder.record_plan(PLAN, recorded_ms=5)
+        recorder.append([started(PLAN)])
+        recorder.record_files([record(PLAN, A[0]), record(PLAN, A[1], outcome="FAILED")])
+        recorder.append([ApplyFailed("a1", PLAN.plan_id, "executor lost", 1, 50)])
+        assert plan_state(recorder, PLAN.plan_id) == PlanStatus.FAILED
+        assert plan_done_actions(recorder, PLAN.plan_id) == frozenset({0})
+        failed = project_apply(recorder, "a1")
+        assert (failed.state, failed.reason, failed.failed_phase) == (RunStatus.FAILED, "executor lost", 1)
+        recorder.append([started(PLAN, "a2", started_ms=60)])
+        recorder.record_files([record(PLAN, A[1], apply_id="a2", attempt=2, time_ms=70)])
+        assert plan_done_actions(recorder, PLAN.plan_id) == frozenset({0, 1})
+        assert recorder.outcome_totals(PLAN.plan_id)[FileOutcome.FAILED] == (0, 0)
+        assert recorder.outcome_totals(PLAN.plan_id, exclude_applies=["a2"])[FileOutcome.FAILED] == (1, 20)
+
+    def test_refusals_and_dry_runs(self, recorder):
+        recorder.record_plan(PLAN, recorded_ms=5)
+        assert plan_state(recorder, PLAN.plan_id) == PlanStatus.RECORDED
+        recorder.append([started(PLAN, "dry", dry_run=True), completed(PLAN, "dry")])
+        assert plan_state(recorder, PLAN.plan_id) == PlanStatus.RECORDED  # a dry run applies nothing
+        recorder.append([ApplyRefused(PLAN.plan_id, "tag 't1' now points into the range", 40)])
+        assert plan_state(recorder, PLAN.plan_id) == PlanStatus.REFUSED
+        recorder.append([ApplyRefused(PLAN.plan_id, "stale", 41, apply_id="a0")])
+        assert project_apply(recorder, "a0").state == RunStatus.REFUSED
+        with pytest.raises(JournalError, match="apply a0: file record .* the apply was refused before it started"):
+            recorder.record_files([record(PLAN, A[0], apply_id="a0")])
+        _run_everything(recorder)
+        recorder.append([ApplyRefused(PLAN.plan_id, "snapshot 1 is gone", 400)])
+        assert plan_state(recorder, PLAN.plan_id) == PlanStatus.APPLIED  # a later refusal does not un-apply
+
+    # -- audit -------------------------------------------------------------------------------------
+
+    def test_list_plans(self, recorder):
+        other = make_plan(table="/u", identity="schema:def")
+        recorder.record_plan(PLAN, recorded_ms=5)
+        recorder.record_plan(other, recorded_ms=6)
+        recorder.append([started(PLAN), phase_done(PLAN, 1)])
+        recorder.record_files([record(PLAN, A[0]), record(PLAN, A[1], outcome="ALREADY_ABSENT"),
+                               record(PLAN, A[2], outcome="FAILED")])
+        recorder.append([ApplyFailed("a1", PLAN.plan_id, "boom", 2, 150), ApplyRefused("p-tampered", "bad hash", 160)])
+        rows = list_plans(recorder)
+        assert rows == [
+            {"plan_id": PLAN.plan_id, "table": "/t", "table_identity": "schema:abc", "kind": "expire",
+             "state": "FAILED", "n_actions": 10, "planned_bytes": 187, "applies": 1, "deleted": 1,
+             "already_absent": 1, "failed": 1, "written": 0, "kept": 0, "bytes_reclaimed": 10, "recorded_ms": 5,
+             "started_ms": 10, "finished_ms": 150},
+            {"plan_id": other.plan_id, "table": "/u", "table_identity": "schema:def", "kind": "expire",
+             "state": "RECORDED", "n_actions": 10, "planned_bytes": 187, "applies": 0, "deleted": 0,
+             "already_absent": 0, "failed": 0, "written": 0, "kept": 0, "bytes_reclaimed": 0, "recorded_ms": 6,
+             "started_ms": None, "finished_ms": None},
+            {"plan_id": "p-tampered", "table": None, "table_identity": None, "kind": None, "state": "REFUSED",
+             "n_actions": None, "planned_bytes": None, "applies": 0, "deleted": 0, "already_absent": 0,
+             "failed": 0, "written": 0, "kept": 0, "bytes_reclaimed": 0, "recorded_ms": None,
+             "started_ms": None, "finished_ms": 160},
+        ]
+        assert [e["event_type"] for e in list_events(recorder, apply_id="a1")] == [
+            "ApplyStarted", "PhaseCompleted", "ApplyFailed"]
+
+    def _two_tables(self, recorder):
+        other = make_plan(table="/u", identity="schema:def")
+        for plan, aid, t in ((PLAN, "a1", 100), (other, "b1", 500)):
+            recorder.record_plan(plan, recorded_ms=5)
+            recorder.append([started(plan, aid)])
+            recorder.record_files([record(plan, a, apply_id=aid, time_ms=t + a.action_id) for a in plan.actions[:4]])
+        recorder.record_files([record(PLAN, A[3], outcome="FAILED", attempt=2, time_ms=600)])
+        return other
+
+    def test_list_files_joins_table_and_snapshot(self, recorder):
+        self._two_tables(recorder)
+        rows = list_files(recorder, plan_id=PLAN.plan_id)
+        assert rows[0] == {"seq": rows[0]["seq"], "plan_id": PLAN.plan_id, "apply_id": "a1", "table": "/t",
+                           "table_identity": "schema:abc", "action_id": 0, "path": "dt=1/bucket-0/data-1.parquet",
+                           "kind": "data-file", "phase": 1, "snapshot_id": 2, "outcome": "DELETED", "error": None,
+                           "attempt": 1, "bytes": 10, "time_ms": 100}
+        assert list(rows[0]) == list(FILE_COLUMNS)
+        assert [r["seq"] for r in rows] == sorted(r["seq"] for r in rows) and len(rows) == 5
+
+    @pytest.mark.parametrize("filters, expected", [
+        ({}, [("a1", 0), ("a1", 1), ("a1", 2), ("a1", 3), ("b1", 0), ("b1", 1), ("b1", 2), ("b1", 3), ("a1", 3)]),
+        ({"table": "/u"}, [("b1", 0), ("b1", 1), ("b1", 2), ("b1", 3)]),
+        ({"table": "schema:abc", "kind": "data-file"}, [("a1", 0), ("a1", 1)]),
+        ({"kind": "empty-dir"}, [("a1", 3), ("b1", 3), ("a1", 3)]),
+        ({"outcome": "FAILED"}, [("a1", 3)]),
+        ({"outcome": FileOutcome.DELETED, "since_ms": 502}, [("b1", 2), ("b1", 3)]),
+        ({"since_ms": 600}, [("a1", 3)]),
+        ({"path_glob": "dt=1/*"}, [("a1", 0), ("a1", 2), ("b1", 0), ("b1", 2)]),
+        ({"path_glob": "*/data-?.parquet", "apply_id": "b1"}, [("b1", 0), ("b1", 1)]),
+        ({"path_glob": "dt=[!1]/*"}, [("a1", 1), ("a1", 3), ("b1", 1), ("b1", 3), ("a1", 3)]),
+        ({"path_glob": "*.parquet", "limit": 3}, [("a1", 0), ("a1", 1), ("a1", 2)]),
+        ({"limit": 0}, []),
+    ])
+    def test_list_files_filters(self, recorder, filters, expected):
+        self._two_tables(recorder)
+        assert [(r["apply_id"], r["action_id"]) for r in list_files(recorder, **filters)] == expected
+
+    @pytest.mark.parametrize("filters, message", [
+        ({"kind": "datafile"}, "unknown kind 'datafile'; use one of: data-file, extra-file"),
+        ({"outcome": "deleted"}, "unknown outcome 'deleted'; use one of: DELETED, ALREADY_ABSENT"),
+        ({"path_glob": "dt=[9-1]/*"}, r"path glob 'dt=\[9-1\]/\*': range 9-1 is reversed"),
+        ({"limit": -1}, "limit must be >= 0, got -1"),
+    ])
+    def test_bad_filters_are_user_errors(self, recorder, filters, message):
+        with pytest.raises(JournalError, match=message):
+            list_files(recorder, **filters)
+
+    @pytest.mark.parametrize("pattern", ["*", "dt=1/*", "*/bucket-?/*", "dt=[12]/*", "dt=[!2]/*", "*[a-c]*.parquet",
+                                         "[*]x", "a.b", "x[", "?", "*-[]]*", "dt=1/bucket-0/data-1.parquet"])
+    def test_path_glob_has_fnmatch_semantics(self, recorder, pattern):
+        paths = ["dt=1/bucket-0/data-1.parquet", "dt=2/bucket-0/data-2.parquet", "*x", "axb", "a.b", "x[", "]",
+                 "a-]b", "dt=1"]
+        actions = [dataclasses.replace(ACTIONS[0], path=p) for p in paths]
+        plan = make_plan(actions)
+        recorder.record_plan(plan, recorded_ms=5)
+        recorder.append([started(plan)])
+        recorder.record_files([record(plan, a) for a in plan.actions])
+        got = sorted(r["path"] for r in list_files(recorder, path_glob=pattern))
+        assert got == sorted(p for p in paths if fnmatch.fnmatchcase(p, pattern))
+
+    def test_export_files_to_parquet(self, recorder, tmp_path):
+        self._two_tables(recorder)
+        out = tmp_path / "out" / "files.parquet"
+        assert export_files(recorder, out) == 9
+        table = pq.read_table(out)
+        assert table.num_rows == 9 and table.column_names == list(FILE_COLUMNS)
+        assert table.column("path").to_pylist() == [r["path"] for r in list_files(recorder)]
+
+    def test_a_closed_recorder_refuses_work(self, recorder):
+        recorder.close()
+        recorder.close()
+        with pytest.raises(JournalError, match="closed"):
+            recorder.events()
+        with pytest.raises(JournalError, match="closed"):
+            recorder.record_plan(PLAN, recorded_ms=5)
+
+
+class TestMemoryRecorder(RecorderContract):
+    @pytest.fixture
+    def recorder(self):
+        with MemoryRecorder() as r:
+            yield r
+
+
+class TestDuckDBRecorder(RecorderContract):
+    @pytest.fixture
+    def recorder(self, tmp_path):
+        with DuckDBRecorder(tmp_path / "state" / "journal.duckdb") as r:
+            yield r
