@@ -36,6 +36,7 @@ from typing import Any, Iterable
 PYPAIMON_SDIST_VERSION = "0.2.0"
 JAR_MEMBER = f"pypaimon-{PYPAIMON_SDIST_VERSION}/deps/jars/paimon-python-java-bridge-0.9.0.jar"
 JAR_NAME = "paimon-python-java-bridge-0.9.0.jar"
+JAR_SHA256 = "dc9048366715fc75d2b44e3f8ac1dbfab011b8c34aafc26ffa216500fb890b0e"
 HARNESS_SOURCE = Path(__file__).resolve().parent / "java" / "PaimonHarness.java"
 HARNESS_CLASS = "PaimonHarness"
 MIN_JAVA = 17
@@ -46,14 +47,25 @@ PYSPARK_JAR_PATTERNS = (
     "hadoop-client-runtime-*.jar",
 )
 DEFAULT_TIMEOUT_S = 300.0
+JVM_OPTIONS = (
+    "-Xmx1g",
+    "-XX:+UseSerialGC",
+    # commands are short; C1 alone roughly halves the first (cold) generate on 2 cores
+    "-XX:TieredStopAtLevel=1",
+    # JVM unified logging defaults to stdout, which is the protocol channel
+    "-Xlog:disable",
+    "-Xlog:all=warning:stderr",
+    "-Dslf4j.internal.verbosity=ERROR",
+)
+JVM_OPTS_ENV = "LAKESWEEP_HARNESS_JVM_OPTS"  # extra JVM options, whitespace separated
 # Paimon 0.9 builds a new OrcFileFormat (two Hadoop Configuration objects, each parsing the
 # 150 KB core-default.xml, and once mapred's JobConf is loaded also mapred-default.xml and
 # yarn-default.xml) every time AbstractFileStore.pathFactory() is called, which made an ORC
-# history ~15x slower than a Parquet one.  Neither Paimon's LocalFileIO nor its ORC/Parquet
+# history ~5x slower than a Parquet one.  Neither Paimon's LocalFileIO nor its ORC/Parquet
 # readers and writers depend on those Hadoop defaults, so by default the harness puts empty
-# copies of these three files first on the classpath.  Set LAKESWEEP_HARNESS_HADOOP_DEFAULTS=1 to keep
-# Hadoop's real defaults.
-LIGHT_HADOOP_ENV = "LAKESWEEP_HARNESS_HADOOP_DEFAULTS"
+# copies of these three files first on the classpath.  Set LAKESWEEP_HARNESS_HADOOP_DEFAULTS=1
+# to keep Hadoop's real defaults.
+HADOOP_DEFAULTS_ENV = "LAKESWEEP_HARNESS_HADOOP_DEFAULTS"
 _SHADOWED_HADOOP_DEFAULTS = ("core-default.xml", "mapred-default.xml", "yarn-default.xml")
 _EMPTY_HADOOP_DEFAULTS = """<?xml version="1.0"?>
 <!-- lakesweep test harness: shadows hadoop-client-api's defaults (see paimon_java.py) -->
@@ -134,8 +146,16 @@ def ensure_paimon_jar(cache: Path | None = None) -> Path:
             if src is None:
                 raise RuntimeError(f"{JAR_MEMBER} is not a regular file in {sdists[0]}")
             part = jar.with_name(jar.name + f".part-{os.getpid()}")
+            digest = hashlib.sha256()
             with src, open(part, "wb") as dst:
-                shutil.copyfileobj(src, dst, 1 << 20)
+                while chunk := src.read(1 << 20):
+                    digest.update(chunk)
+                    dst.write(chunk)
+        if digest.hexdigest() != JAR_SHA256:
+            part.unlink()
+            raise RuntimeError(
+                f"{JAR_MEMBER} from {sdists[0]} has sha256 {digest.hexdigest()}, expected {JAR_SHA256}"
+            )
         os.replace(part, jar)
     return jar
 
@@ -203,6 +223,11 @@ def compile_harness(classpath: list[str], cache: Path | None = None) -> Path:
     finally:
         if tmp.exists():
             shutil.rmtree(tmp, ignore_errors=True)
+    # drop builds of older harness sources (keep anything touched in the last hour: a
+    # concurrent session may still be compiling or running it)
+    for stale in out.parent.iterdir():
+        if stale != out and time.time() - stale.stat().st_mtime > 3600:
+            shutil.rmtree(stale, ignore_errors=True)
     return out
 
 
@@ -214,7 +239,7 @@ def ensure_harness(*, timeout_s: float = DEFAULT_TIMEOUT_S) -> "Harness":
     classpath = build_classpath(jar)
     classes = compile_harness(classpath, cache)
     prefix = [str(classes)]
-    if os.environ.get(LIGHT_HADOOP_ENV, "") in ("", "0"):
+    if os.environ.get(HADOOP_DEFAULTS_ENV, "") in ("", "0"):
         prefix.append(str(light_hadoop_conf_dir(cache)))
     return Harness([*prefix, *classpath], timeout_s=timeout_s)
 
@@ -227,23 +252,22 @@ class Harness:
 
     def __init__(self, classpath: Iterable[str], *, timeout_s: float = DEFAULT_TIMEOUT_S):
         self.timeout_s = timeout_s
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._buf = b""
+        self.stray_output: list[str] = []  # non-protocol lines seen on the JVM's stdout
         self._stderr = tempfile.TemporaryFile(prefix="paimon-harness-", suffix=".log")
         self._tmpdir = tempfile.mkdtemp(prefix="paimon-harness-io-")
         cmd = [
             "java",
-            "-Xmx1g",
-            "-XX:+UseSerialGC",
-            "-Dslf4j.internal.verbosity=ERROR",
+            *JVM_OPTIONS,
+            *os.environ.get(JVM_OPTS_ENV, "").split(),
             f"-Djava.io.tmpdir={self._tmpdir}",
             "-cp",
             os.pathsep.join(classpath),
             HARNESS_CLASS,
         ]
-        self._proc: subprocess.Popen[bytes] | None = subprocess.Popen(
-            cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._stderr
-        )
-        self._buf = b""
         try:
+            self._proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._stderr)
             self.call({"cmd": "ping"}, timeout=120)
         except BaseException:
             self.close()
@@ -282,10 +306,13 @@ class Harness:
         if self._proc is None:
             raise HarnessError("harness is closed", command=command)
         assert self._proc.stdin is not None
+        deadline = time.monotonic() + (self.timeout_s if timeout is None else timeout)
         try:
             self._proc.stdin.write(json.dumps(command).encode() + b"\n")
             self._proc.stdin.flush()
-            line = self._read_line(self.timeout_s if timeout is None else timeout)
+            answer = None
+            while answer is None:  # skip anything that is not a protocol line
+                answer = self._decode(self._read_line(deadline - time.monotonic()))
         except TimeoutError:
             self._kill()
             raise HarnessError(
@@ -293,17 +320,29 @@ class Harness:
                 command=command,
             ) from None
         except (EOFError, BrokenPipeError, OSError) as exc:
-            code = self._proc.poll() if self._proc else None
+            try:
+                code = self._proc.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                code = None
             tail = self.stderr_tail()
             self._kill()
             raise HarnessError(
                 f"Paimon harness JVM died (exit {code}) during {command.get('cmd')!r}: {exc!r}; stderr:\n{tail}",
                 command=command,
             ) from None
-        answer = json.loads(line)
         if not answer.get("ok"):
             raise HarnessError(answer.get("error", "unknown error"), trace=answer.get("trace"), command=command)
         return answer
+
+    def _decode(self, line: bytes) -> dict[str, Any] | None:
+        try:
+            answer = json.loads(line)
+        except ValueError:
+            answer = None
+        if isinstance(answer, dict) and "ok" in answer:
+            return answer
+        self.stray_output.append(line.decode("utf-8", "replace"))
+        return None
 
     def _kill(self) -> None:
         proc, self._proc = self._proc, None
@@ -343,10 +382,11 @@ class Harness:
         self.close()
 
     def __del__(self) -> None:  # best effort; tests should call close()
-        try:
-            self.close()
-        except Exception:
-            pass
+        if hasattr(self, "_tmpdir"):
+            try:
+                self.close()
+            except Exception:
+                pass
 
     # -- commands
 
@@ -364,7 +404,13 @@ class Harness:
 
         ``options`` overrides/extends the table options (a ``None`` value removes one);
         ``ops`` overrides the weights of the random operations
-        (write, delete, compact, overwrite, tag, untag, consumer).
+        (write, delete, compact, overwrite, tag, untag, consumer), e.g. ``{"consumer": 0}``.
+
+        Returns ``snapshots`` (list of dicts with id, timeMillis, commitKind, baseManifestList,
+        deltaManifestList, changelogManifestList, indexManifest, totalRecordCount, schemaId),
+        ``tags`` {name: snapshot id}, ``consumers`` {id: next snapshot}, ``options`` (as
+        persisted in schema-0), ``kind``, ``bucket``, ``partitions``, ``bucketDirs`` and ``ops``
+        (a log of what each step did).
         """
         cmd: dict[str, Any] = {"cmd": "generate", "table": os.fspath(table), "seed": seed,
                                "kind": kind, "steps": steps}
@@ -384,7 +430,13 @@ class Harness:
         older_than_ms: int | None = None,
         max_deletes: int,
     ) -> dict[str, Any]:
-        """Run Paimon's ExpireSnapshotsImpl with an explicit ExpireConfig."""
+        """Run Paimon's ExpireSnapshotsImpl with an explicit ExpireConfig; returns ``{"expired": n}``.
+
+        ``older_than_ms`` (absolute epoch ms) is turned into ``timeRetained = now - older_than_ms``
+        right before ``expire()``, which recomputes ``now - timeRetained``: the effective cut-off
+        can drift later by the (sub-millisecond) time in between.  With neither given, time does
+        not limit retention (Paimon's builder default).  Consumers always bound expiry.
+        """
         if time_retained_ms is not None and older_than_ms is not None:
             raise ValueError("pass time_retained_ms or older_than_ms, not both")
         cmd: dict[str, Any] = {"cmd": "expire", "table": os.fspath(table), "retainMin": retain_min,
@@ -396,7 +448,14 @@ class Harness:
         return self.call(cmd)
 
     def live_files(self, table: str | os.PathLike[str]) -> dict[str, Any]:
-        """Files Paimon reads per snapshot / tag (``snapshots``, ``tags``), plus ``changelogs``."""
+        """Files per snapshot and tag, from Paimon's own scan API, relative to the table root.
+
+        ``snapshots`` / ``tags``: data files (+ extra files + deletion-vector index files) that
+        ``newSnapshotReader().withSnapshot(..).read()`` returns (all levels, ScanMode.ALL);
+        ``changelogs``: changelog files (only snapshots with a changelog manifest list);
+        ``indexFiles`` / ``tagIndexFiles``: every file in the index manifest (also empty DV
+        index files no data file points at); ``tagSnapshots``: tag -> snapshot id.
+        """
         return self.call({"cmd": "live_files", "table": os.fspath(table)})
 
     def read_rows(

@@ -13,6 +13,27 @@
  *   {"cmd":"live_files","table":DIR}
  *   {"cmd":"read_rows","table":DIR,"snapshot":N | "tag":NAME}
  *
+ * generate creates the table with SchemaManager + FileStoreTableFactory over LocalFileIO
+ * (schema: dt STRING partition key, id INT, v INT, s STRING; pk tables have PRIMARY KEY (dt, id))
+ * and runs `steps` random operations drawn with the seed: write, delete (pk), full compaction,
+ * partition overwrite, tag create/delete, consumer reset.  Table options are drawn from the
+ * seed too (file.format, bucket, changelog-producer, deletion vectors, merge-min-count) and
+ * "options" overrides them (null removes one).  "ops" overrides the op weights.  Paimon never
+ * expires anything itself during generation (snapshot.num-retained.min/max = 1000/2000).
+ * Commit messages are committed in two commits (APPEND part, then COMPACT part), each followed
+ * by a short sleep, so that every snapshot gets a distinct timeMillis; Paimon itself would make
+ * the same two snapshots from one commit call.  The answer lists snapshots (id, timeMillis,
+ * commitKind, manifest lists, ...), tags, consumers, the persisted options, partitions,
+ * bucket, bucketDirs (relative bucket directories referenced by any snapshot) and ops (log).
+ *
+ * live_files answers, with paths relative to the table root:
+ *   snapshots/tags:          data files (+ extra files + deletion-vector index files) that
+ *                            Paimon's SnapshotReader returns for the snapshot/tag (ScanMode.ALL)
+ *   changelogs:              changelog files of snapshots that have a changelog manifest list
+ *   indexFiles/tagIndexFiles: every file of the snapshot's index manifest (this includes empty
+ *                            DV index files that no data file points at)
+ *   tagSnapshots:            tag name -> snapshot id
+ *
  * Every answer carries "ok"; failures are {"ok":false,"error":"<class>: <message>","trace":...}.
  */
 
@@ -30,11 +51,13 @@ import org.apache.paimon.disk.IOManager;
 import org.apache.paimon.fs.Path;
 import org.apache.paimon.fs.local.LocalFileIO;
 import org.apache.paimon.index.HashIndexFile;
+import org.apache.paimon.index.IndexFileHandler;
 import org.apache.paimon.index.IndexFileMeta;
 import org.apache.paimon.io.CompactIncrement;
 import org.apache.paimon.io.DataFileMeta;
 import org.apache.paimon.io.DataIncrement;
 import org.apache.paimon.io.IndexIncrement;
+import org.apache.paimon.manifest.IndexManifestEntry;
 import org.apache.paimon.operation.AppendOnlyFileStoreWrite;
 import org.apache.paimon.options.ExpireConfig;
 import org.apache.paimon.reader.RecordReader;
@@ -44,6 +67,7 @@ import org.apache.paimon.shade.jackson2.com.fasterxml.jackson.databind.JsonNode;
 import org.apache.paimon.shade.jackson2.com.fasterxml.jackson.databind.ObjectMapper;
 import org.apache.paimon.shade.jackson2.com.fasterxml.jackson.databind.node.ArrayNode;
 import org.apache.paimon.shade.jackson2.com.fasterxml.jackson.databind.node.ObjectNode;
+import org.apache.paimon.table.ExpireSnapshots;
 import org.apache.paimon.table.FileStoreTable;
 import org.apache.paimon.table.FileStoreTableFactory;
 import org.apache.paimon.table.sink.CommitMessage;
@@ -406,7 +430,9 @@ public class PaimonHarness {
             consumers.put(e.getKey(), e.getValue());
         }
         ObjectNode opts = res.putObject("options");
-        for (Map.Entry<String, String> e : new TreeMap<>(table.schema().options()).entrySet()) {
+        // the options as persisted in the schema file (without the runtime-only 'path')
+        Map<String, String> persisted = new SchemaManager(fileIO, path).latest().get().options();
+        for (Map.Entry<String, String> e : new TreeMap<>(persisted).entrySet()) {
             opts.put(e.getKey(), e.getValue());
         }
         res.put("kind", kind);
@@ -640,13 +666,14 @@ public class PaimonHarness {
         if (hasRetained) {
             b.snapshotTimeRetain(Duration.ofMillis(cmd.get("timeRetainedMs").asLong()));
         }
+        ExpireSnapshots expire = table.newExpireSnapshots();
         if (hasOlderThan) {
-            // ExpireSnapshotsImpl computes olderThan = now - timeRetained; the clock moves on
-            // a little between the two reads, which can only make the cut-off later by a few ms.
+            // ExpireSnapshotsImpl computes olderThan = now - timeRetained itself; compute the
+            // duration as late as possible so the effective cut-off drifts by well under 1 ms.
             long retained = System.currentTimeMillis() - cmd.get("olderThanMs").asLong();
             b.snapshotTimeRetain(Duration.ofMillis(retained));
         }
-        int expired = table.newExpireSnapshots().config(b.build()).expire();
+        int expired = expire.config(b.build()).expire();
         ObjectNode res = JSON.createObjectNode();
         res.put("expired", expired);
         return res;
@@ -678,6 +705,19 @@ public class PaimonHarness {
         return out;
     }
 
+    /** Every file listed in the snapshot's index manifest (DV / hash index files). */
+    private static TreeSet<String> indexFilesOf(FileStoreTable table, Path root, Snapshot s) {
+        TreeSet<String> out = new TreeSet<>();
+        if (s.indexManifest() == null) {
+            return out;
+        }
+        IndexFileHandler handler = table.store().newIndexFileHandler();
+        for (IndexManifestEntry e : handler.readManifest(s.indexManifest())) {
+            out.add(relative(root, handler.filePath(e.indexFile()).toString()));
+        }
+        return out;
+    }
+
     private static ArrayNode toArray(TreeSet<String> files) {
         ArrayNode a = JSON.createArrayNode();
         files.forEach(a::add);
@@ -691,6 +731,7 @@ public class PaimonHarness {
         ObjectNode res = JSON.createObjectNode();
         ObjectNode snaps = res.putObject("snapshots");
         ObjectNode changelogs = res.putObject("changelogs");
+        ObjectNode indexFiles = res.putObject("indexFiles");
         Long earliest = sm.earliestSnapshotId();
         Long latest = sm.latestSnapshotId();
         if (earliest != null && latest != null) {
@@ -700,6 +741,10 @@ public class PaimonHarness {
                 }
                 Snapshot s = sm.snapshot(id);
                 snaps.set(String.valueOf(id), toArray(filesOf(table, path, s, ScanMode.ALL, true)));
+                TreeSet<String> idx = indexFilesOf(table, path, s);
+                if (!idx.isEmpty()) {
+                    indexFiles.set(String.valueOf(id), toArray(idx));
+                }
                 if (s.changelogManifestList() != null) {
                     changelogs.set(
                             String.valueOf(id),
@@ -716,9 +761,14 @@ public class PaimonHarness {
             }
         }
         ObjectNode tagSnapshots = res.putObject("tagSnapshots");
+        ObjectNode tagIndexFiles = res.putObject("tagIndexFiles");
         for (Map.Entry<String, Snapshot> e : byName.entrySet()) {
             tags.set(e.getKey(), toArray(filesOf(table, path, e.getValue(), ScanMode.ALL, true)));
             tagSnapshots.put(e.getKey(), e.getValue().id());
+            TreeSet<String> idx = indexFilesOf(table, path, e.getValue());
+            if (!idx.isEmpty()) {
+                tagIndexFiles.set(e.getKey(), toArray(idx));
+            }
         }
         return res;
     }
