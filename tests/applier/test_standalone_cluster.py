@@ -1,0 +1,91 @@
+"""Apply on a real Spark standalone cluster: a master and a worker on loopback, started with the
+spark-class launcher shipped in the pyspark wheel."""
+
+import os
+import socket
+import subprocess
+import sys
+import time
+
+import pytest
+
+import pyspark
+from engine.plan_io import write_plan
+from engine.table import PaimonTable
+from journal.audit import list_files
+from journal.duckdb_store import DuckDBRecorder
+from tests.applier.conftest import REPO
+from tests.planner.conftest import make_plan
+from tests.support import pypaimon_tables as pt
+
+pytestmark = pytest.mark.spark
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_for(pred, timeout: float, what: str):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        if pred():
+            return
+        time.sleep(0.5)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    home = os.path.dirname(pyspark.__file__)
+    logs = tmp_path_factory.mktemp("spark-logs")
+    env = dict(os.environ, SPARK_HOME=home, SPARK_LOCAL_IP="127.0.0.1", SPARK_LOG_DIR=str(logs),
+               PYSPARK_PYTHON=sys.executable, SPARK_WORKER_DIR=str(logs / "work"))
+    mport, wport = free_port(), free_port()
+    spark_class = os.path.join(home, "bin", "spark-class")
+    master_log, worker_log = open(logs / "master.out", "wb"), open(logs / "worker.out", "wb")
+    master = subprocess.Popen([spark_class, "org.apache.spark.deploy.master.Master", "--host", "127.0.0.1",
+                               "--port", str(mport), "--webui-port", str(free_port())],
+                              env=env, stdout=master_log, stderr=subprocess.STDOUT)
+    url = f"spark://127.0.0.1:{mport}"
+    worker = subprocess.Popen([spark_class, "org.apache.spark.deploy.worker.Worker", url, "--host", "127.0.0.1",
+                               "--port", str(wport), "--webui-port", str(free_port()), "--cores", "1",
+                               "--memory", "1g"],
+                              env=env, stdout=worker_log, stderr=subprocess.STDOUT)
+    try:
+        wait_for(lambda: b"Successfully registered with master" in (logs / "worker.out").read_bytes(), 90,
+                 "the worker to register")
+        yield url
+    finally:
+        for p in (worker, master):
+            p.terminate()
+        for p in (worker, master):
+            try:
+                p.wait(20)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait()
+        master_log.close()
+        worker_log.close()
+
+
+def test_apply_on_a_standalone_master_and_worker(cluster, tmp_path):
+    w = pt.write_demo_table(str(tmp_path / "wh"))
+    plan = make_plan(w.path, retain_min=3)
+    plan_file = str(tmp_path / "plan.parquet")
+    write_plan(plan, plan_file)
+    journal = str(tmp_path / "j.duckdb")
+    env = dict(os.environ, PYTHONPATH=REPO, PYSPARK_PYTHON=sys.executable, SPARK_LOCAL_IP="127.0.0.1")
+    proc = subprocess.run(
+        [sys.executable, "-m", "cli", "apply", plan_file, "--journal", journal, "--master", cluster,
+         "--conf", "spark.executor.memory=512m", "--conf", "spark.cores.max=1", "-o", "json"],
+        env=env, capture_output=True, text=True, timeout=600,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert PaimonTable(w.path).earliest_latest() == (6, 8)
+    with DuckDBRecorder(journal) as rec:
+        started = [e for e in rec.events(plan_id=plan.plan_id) if e.EVENT_TYPE == "ApplyStarted"]
+        assert [e.master for e in started] == [cluster]
+        rows = list_files(rec, plan_id=plan.plan_id, kind="data-file")
+    assert [r["outcome"] for r in rows] == ["DELETED"]
