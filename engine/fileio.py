@@ -362,8 +362,22 @@ class MemoryFileIO(FileIO):
         self.put(path, data)
 
 
+def s3_properties_from_env(env: Mapping[str, str] | None = None) -> dict[str, str]:
+    """S3 settings from the usual AWS environment, captured on the driver so that a pickled FileIO
+    carries them to executors whose environment may differ."""
+    env = os.environ if env is None else env
+    found = {
+        "endpoint": env.get("AWS_ENDPOINT_URL_S3") or env.get("AWS_ENDPOINT_URL"),
+        "region": env.get("AWS_REGION") or env.get("AWS_DEFAULT_REGION"),
+        "access_key": env.get("AWS_ACCESS_KEY_ID"),
+        "secret_key": env.get("AWS_SECRET_ACCESS_KEY"),
+        "session_token": env.get("AWS_SESSION_TOKEN"),
+    }
+    return {k: v for k, v in found.items() if v}
+
+
 def fileio_for(location: str, properties: Mapping[str, str] | None = None) -> FileIO:
     """The FileIO that serves a normalized location."""
     if location.startswith("s3://"):
-        return ArrowFileIO("s3", properties)
+        return ArrowFileIO("s3", {**s3_properties_from_env(), **(properties or {})})
     return ArrowFileIO("file", properties)
