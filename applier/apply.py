@@ -217,12 +217,15 @@ def apply_plan(
         apply_id = resume_apply_id
         done = done_anywhere
 
-    session = {"spark": spark}
+    session = {"spark": spark, "owned": False}
 
     def spark_factory():
         if session["spark"] is None:
+            from pyspark.sql import SparkSession
+
             from applier.spark_exec import spark_session
 
+            session["owned"] = SparkSession.getActiveSession() is None  # never stop someone else's session
             session["spark"] = spark_session(master, conf)
         return session["spark"]
 
@@ -267,7 +270,7 @@ def apply_plan(
                                         failed=report.counts["FAILED"], written=report.counts["WRITTEN"],
                                         kept=report.counts["KEPT_NOT_EMPTY"], bytes_reclaimed=report.bytes_reclaimed,
                                         duration_ms=report.duration_ms, finished_ms=clock())])
-    if session["spark"] is not None and spark is None:
+    if session["owned"]:
         session["spark"].stop()
     return report
 
@@ -286,8 +289,11 @@ def dry_run_plan(plan: CleanupPlan, *, fileio: FileIO | None = None, master: str
     report = ApplyReport(plan.plan_id, None, "DRY_RUN", dry_run=True)
     bulk = [a for a in plan.actions if a.phase in BULK_PHASES]
     results: list[ActionResult] = []
-    own = None
+    own, owned = None, False
     if bulk:
+        from pyspark.sql import SparkSession
+
+        owned = spark is None and SparkSession.getActiveSession() is None
         own = spark if spark is not None else spark_session(master, conf)
         run_on_spark(own, table.fileio, table.location, external_roots(table.options), bulk,
                      on_batch=results.extend, dry_run=True)
@@ -312,7 +318,7 @@ def dry_run_plan(plan: CleanupPlan, *, fileio: FileIO | None = None, master: str
     report.bytes_reclaimed = sum(p["bytes"] for p in report.phases)
     report.duration_ms = int(time.time() * 1000) - started
     report.hint = plan.earliest_hint
-    if own is not None and spark is None:
+    if owned:
         own.stop()
     return report
 
