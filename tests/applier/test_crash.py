@@ -105,3 +105,29 @@ def test_second_process_on_the_same_journal_gets_a_clear_error(tmp_path):
         holder.kill()
         holder.wait()
         holder.stdout.close()
+
+
+def test_concurrent_applies_of_the_same_plan_with_separate_journals(tmp_path):
+    b = build(str(tmp_path / "t"), 11)
+    reference = copy_table(b.root, str(tmp_path / "ref"))
+    apply_locally(make_plan(reference, retain_min=2))
+    plan = make_plan(b.root, retain_min=2)
+    plan_file = str(tmp_path / "plan.parquet")
+    write_plan(plan, plan_file)
+    env = dict(os.environ, PYTHONPATH=REPO)
+    procs = [subprocess.Popen([sys.executable, "-m", "cli", "apply", plan_file, "--journal", str(tmp_path / f"j{i}.duckdb"),
+                               "--master", "local[1]", "-o", "json"], env=env, stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True) for i in range(2)]
+    outs = [p.communicate(timeout=300) for p in procs]
+    for p, (out, err) in zip(procs, outs):
+        assert p.returncode in (0, 1), err[-2000:]
+    assert all_files(b.root) == all_files(reference)
+    # Between them, every planned deletion is journaled as DELETED by exactly one of the two.
+    deleted = {}
+    for i in range(2):
+        with DuckDBRecorder(str(tmp_path / f"j{i}.duckdb")) as rec:
+            for r in rec.file_records(plan_id=plan.plan_id):
+                if r.outcome == FileOutcome.DELETED:
+                    deleted[r.action_id] = deleted.get(r.action_id, 0) + 1
+    files = {a.action_id for a in plan.actions if a.kind.deletes and a.kind != "empty-dir"}
+    assert {a for a in files if deleted.get(a) == 1} == files

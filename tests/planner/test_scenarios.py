@@ -392,3 +392,17 @@ def test_data_file_skipping_set_failure_keeps_everything(builder):
         make_plan(b.root, retain_min=1, retain_max=1)
     expire(b.root, retain_min=1, retain_max=1, skip_unreadable=True)
     assert exists(b, A) and exists(b, B)
+
+
+def test_data_file_path_directory_is_honoured(builder):
+    b = builder(options={"data-file.path-directory": "data", "snapshot.clean-empty-directories": "true"}, **P)
+    a = E(ADD, "a", ("x",))
+    b.commit([a])
+    b.commit([E(DELETE, "a", ("x",))])
+    b.commit([E(ADD, "b", ("y",))])
+    plan = expire(b.root, retain_min=1, retain_max=1)
+    assert [x.path for x in plan.actions if x.kind == ActionKind.DATA_FILE] == ["data/dt=x/bucket-0/a"]
+    assert not os.path.exists(os.path.join(b.root, "data", "dt=x", "bucket-0"))
+    # Java's partition-directory cleanup ignores the path directory (T-24): it only ever misses.
+    assert "dt=x" in [x.path for x in plan.actions if x.kind == ActionKind.EMPTY_DIR]
+    assert os.path.exists(os.path.join(b.root, "data", "dt=x"))
