@@ -6,7 +6,6 @@ already written is written again with the same content.
 
 from __future__ import annotations
 
-import enum
 import posixpath
 import random
 import time
@@ -16,14 +15,7 @@ from typing import Callable, Sequence
 from engine.errors import PlanRejected, StorageError
 from engine.fileio import DeleteOutcome, FileIO, join
 from engine.plan import Action, ActionKind
-
-
-class Outcome(enum.StrEnum):
-    DELETED = "DELETED"
-    ALREADY_ABSENT = "ALREADY_ABSENT"
-    WRITTEN = "WRITTEN"
-    KEPT_NOT_EMPTY = "KEPT_NOT_EMPTY"  # an empty-directory action found the directory in use
-    FAILED = "FAILED"
+from journal.events import FileOutcome as Outcome  # the journal's outcomes are the executor's
 
 
 @dataclass(frozen=True, slots=True)

@@ -117,7 +117,7 @@ class _Run:
             a = self.by_id[r.action_id]
             rows.append(FileRecord(
                 apply_id=self.apply_id, plan_id=self.plan.plan_id, action_id=a.action_id, path=a.path, kind=a.kind,
-                phase=int(a.phase), bytes=a.size, outcome=FileOutcome(r.outcome.value), error=r.error,
+                phase=int(a.phase), bytes=a.size, outcome=r.outcome, error=r.error,
                 attempt=r.attempts, time_ms=r.finished_ms or self.clock(),
             ))
         self.recorder.record_files(rows)

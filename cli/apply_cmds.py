@@ -11,7 +11,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from cli import render
-from cli.main import Output, OutputOpt, app, handle_errors
+from cli.main import Output, OutputOpt, app, handle_errors, key_values
 
 journal_app = typer.Typer(help="Audit what lakesweep did: plans, per-file outcomes, SQL over the journal.",
                           no_args_is_help=True)
@@ -30,13 +30,7 @@ def _journal_path(journal: Optional[Path]) -> str:
 
 
 def _conf(values: List[str]) -> dict:
-    conf = {}
-    for v in values or []:
-        if "=" not in v:
-            raise typer.BadParameter(f"'{v}' is not key=value", param_hint="--conf")
-        k, _, val = v.partition("=")
-        conf[k.strip()] = val.strip()
-    return conf
+    return key_values(values, "--conf")
 
 
 class RichProgress:

@@ -82,14 +82,15 @@ def inspect(
         render.render_inspect(info)
 
 
-def _parse_options(values: List[str]) -> dict:
-    opts = {}
+def key_values(values: List[str], param_hint: str) -> dict:
+    """``["k=v", ...]`` from a repeatable option into a dict; anything else is a usage error."""
+    out = {}
     for v in values or []:
         if "=" not in v:
-            raise typer.BadParameter(f"'{v}' is not key=value", param_hint="--option")
+            raise typer.BadParameter(f"'{v}' is not key=value", param_hint=param_hint)
         k, _, val = v.partition("=")
-        opts[k.strip()] = val.strip()
-    return opts
+        out[k.strip()] = val.strip()
+    return out
 
 
 @plan_app.command("expire")
@@ -132,7 +133,7 @@ def plan_expire_cmd(
         retain_max=retain_max,
         time_retained=time_retained,
         max_deletes=max_deletes,
-        overrides=_parse_options(option),
+        overrides=key_values(option, "--option"),
         time_rule=time_rule,
         skip_unreadable=skip_unreadable,
     )
