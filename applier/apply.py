@@ -34,7 +34,7 @@ from journal.events import (
 from journal.projection import PlanStatus, RunStatus, incomplete_applies, plan_state, project
 from journal.recorder import Recorder
 
-from applier.actions import ActionResult, Outcome, execute_with_retry
+from applier.actions import ActionResult, Outcome, execute_with_retry, resolve_action_path
 from applier.local import external_roots
 from applier.preconditions import check_not_stale, verify_paths, verify_table
 
@@ -287,6 +287,7 @@ def dry_run_plan(plan: CleanupPlan, *, fileio: FileIO | None = None, master: str
     verify_paths(plan, table)
     check_not_stale(plan, table)
     report = ApplyReport(plan.plan_id, None, "DRY_RUN", dry_run=True)
+    external = external_roots(table.options)
     bulk = [a for a in plan.actions if a.phase in BULK_PHASES]
     results: list[ActionResult] = []
     own, owned = None, False
@@ -295,16 +296,13 @@ def dry_run_plan(plan: CleanupPlan, *, fileio: FileIO | None = None, master: str
 
         owned = spark is None and SparkSession.getActiveSession() is None
         own = spark if spark is not None else spark_session(master, conf)
-        run_on_spark(own, table.fileio, table.location, external_roots(table.options), bulk,
-                     on_batch=results.extend, dry_run=True)
+        run_on_spark(own, table.fileio, table.location, external, bulk, on_batch=results.extend, dry_run=True)
     by_id = {a.action_id: a for a in plan.actions}
     for a in plan.actions:
         if a.phase in BULK_PHASES:
             continue
         if a.kind.deletes:
-            from applier.actions import resolve_action_path
-
-            exists = table.fileio.exists(resolve_action_path(table.location, a.path, external_roots(table.options)))
+            exists = table.fileio.exists(resolve_action_path(table.location, a.path, external))
             results.append(ActionResult(a.action_id, Outcome.DELETED if exists else Outcome.ALREADY_ABSENT, 0))
         else:
             results.append(ActionResult(a.action_id, Outcome.WRITTEN, 0))

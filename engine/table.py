@@ -11,7 +11,7 @@ import json
 import threading
 from typing import Callable, Iterable, TypeVar
 
-from engine.errors import CorruptMetadata, MetadataNotFound, StorageError, UnsupportedTable
+from engine.errors import CorruptMetadata, MetadataNotFound, UnsupportedTable
 from engine.fileio import FileIO, fileio_for, join, normalize_location
 from engine.manifests import parse_index_manifest, parse_manifest, parse_manifest_list
 from engine.model import (
@@ -134,8 +134,6 @@ class PaimonTable:
             raise UnsupportedTable(f"{self.location}: manifest.format={fmt}; lakesweep reads Avro manifests only")
         if opts.get("type", "table").lower() not in ("table", "paimon"):
             raise UnsupportedTable(f"{self.location}: table type '{opts.get('type')}' is not a Paimon file store table")
-        if opts.get("metastore.type") or opts.get("snapshot.loader"):
-            pass
         check_path_options_stable([self.read_schema(i) for i in self.schema_ids()], PATH_SHAPING_OPTIONS)
         for k, t in zip(self.schema.partition_keys, self.schema.partition_types):
             if not t.is_atomic or t.root == "UNKNOWN":
@@ -369,8 +367,5 @@ def merge_entries(entries: Iterable[ManifestEntry]) -> list[ManifestEntry]:
 def open_table(location: str, fileio: FileIO | None = None, branch: str = MAIN_BRANCH) -> PaimonTable:
     """Open a table for reading and check that lakesweep supports it."""
     table = PaimonTable(location, fileio, branch)
-    try:
-        table.check_supported()
-    except StorageError:
-        raise
+    table.check_supported()
     return table

@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from engine.errors import MetadataNotFound, TableFormatError
+from engine.fileio import join
 from engine.model import FileKind, FileSource, ManifestEntry, Snapshot, Tag
 from engine.plan import Action, ActionKind, CleanupPlan, canonical_actions, summarize
 from engine.table import PaimonTable
@@ -277,8 +278,6 @@ class _Planner:
         self.plan_hint(end)
 
     def plan_hint(self, value: int) -> None:
-        from engine.fileio import join
-
         self._add(ActionKind.WRITE_EARLIEST_HINT, join(self.table.snapshot_dir, "EARLIEST"), snapshot_id=value)
 
 
