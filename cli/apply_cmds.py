@@ -17,8 +17,8 @@ journal_app = typer.Typer(help="Audit what lakesweep did: plans, per-file outcom
                           no_args_is_help=True)
 app.add_typer(journal_app, name="journal")
 
-JournalOpt = typer.Option(None, "--journal", "-j", help="The DuckDB journal file [env LAKESWEEP_JOURNAL; default "
-                          "~/.local/share/lakesweep/journal.duckdb].")
+JournalOpt = typer.Option(None, "--journal", "-j", help="The DuckDB journal file (env LAKESWEEP_JOURNAL; default "
+                          "~/.local/share/lakesweep/journal.duckdb).")
 MasterOpt = typer.Option("local[*]", "--master", help="Spark master, e.g. local[*] or spark://host:7077.")
 ConfOpt = typer.Option([], "--conf", help="Spark configuration key=value (repeatable).")
 

@@ -99,13 +99,13 @@ def plan_expire_cmd(
     table: str = typer.Argument(..., help="Table location: a local path or s3://bucket/path."),
     out: Path = typer.Option(..., "--out", help="Where to write the plan (a Parquet file)."),
     retain_min: Optional[int] = typer.Option(None, help="Keep at least this many newest snapshots "
-                                             "[table: snapshot.num-retained.min, default 10]."),
+                                             "(table: snapshot.num-retained.min, default 10)."),
     retain_max: Optional[int] = typer.Option(None, help="Keep at most this many snapshots "
-                                             "[snapshot.num-retained.max, default unlimited]."),
+                                             "(snapshot.num-retained.max, default unlimited)."),
     time_retained: Optional[str] = typer.Option(None, help="Keep snapshots younger than this, e.g. '1 h', "
-                                                "'30 min', '7 d', '0 s' [snapshot.time-retained, default 1 h]."),
+                                                "'30 min', '7 d', '0 s' (snapshot.time-retained, default 1 h)."),
     max_deletes: Optional[int] = typer.Option(None, help="Expire at most this many snapshot ids in one plan "
-                                              "[snapshot.expire.limit, default 50]."),
+                                              "(snapshot.expire.limit, default 50)."),
     now: Optional[str] = typer.Option(None, help="Plan as of this time: epoch ms or ISO-8601 "
                                       "(default: the current time)."),
     option: List[str] = typer.Option([], "--option", help="Override a table option, key=value (repeatable)."),
