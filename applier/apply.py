@@ -31,7 +31,7 @@ from journal.events import (
     HintWritten,
     PhaseCompleted,
 )
-from journal.projection import PlanStatus, RunStatus, incomplete_applies, plan_state, project
+from journal.projection import PlanStatus, RunStatus, incomplete_applies, latest_by_action, plan_state, project
 from journal.recorder import Recorder
 
 from applier.actions import ActionResult, Outcome, execute_with_retry, resolve_action_path
@@ -145,6 +145,12 @@ class _Run:
         return results
 
 
+def _phase_summary(phase: Phase, n_actions: int, results: Sequence[ActionResult], by_id) -> dict:
+    """One row of the report: the phase, its action count, outcome counts and bytes deleted."""
+    deleted = sum(by_id[r.action_id].size or 0 for r in results if r.outcome == Outcome.DELETED)
+    return {"phase": phase.name.lower(), "actions": n_actions, **_counts(results), "bytes": deleted}
+
+
 def _counts(results: Sequence[ActionResult]) -> dict:
     c = {o.value: 0 for o in FileOutcome}
     for r in results:
@@ -172,7 +178,8 @@ def apply_plan(
     table = open_table(plan.table_location, fileio, branch=plan.branch)
     recorder.record_plan(plan, recorded_ms=started)
 
-    prior = project(recorder.events(plan_id=plan.plan_id), recorder.file_records(plan_id=plan.plan_id))
+    records = recorder.file_records(plan_id=plan.plan_id)  # every apply of this plan, in sequence order
+    prior = project(recorder.events(plan_id=plan.plan_id), records)
     if resume_apply_id is None:
         running = [r.apply_id for r in prior.values() if r.state == RunStatus.RUNNING and not r.dry_run]
         if running:
@@ -181,7 +188,7 @@ def apply_plan(
                 f"finish it with 'lakesweep resume {plan.plan_id}'"
             )
     done_snapshots = {
-        r.action_id for r in recorder.file_records(plan_id=plan.plan_id)
+        r.action_id for r in records
         if r.kind == ActionKind.SNAPSHOT and r.outcome in (FileOutcome.DELETED, FileOutcome.ALREADY_ABSENT)
     }
     done_snapshot_ids = {a.snapshot_id for a in plan.actions if a.action_id in done_snapshots}
@@ -203,10 +210,7 @@ def apply_plan(
         raise
 
     # Actions whose latest record, in any apply of this plan, is not a failure.
-    latest: dict[int, FileRecord] = {}
-    for r in recorder.file_records(plan_id=plan.plan_id):
-        latest[r.action_id] = r
-    done_anywhere = frozenset(a for a, r in latest.items() if r.outcome != FileOutcome.FAILED)
+    done_anywhere = frozenset(a for a, r in latest_by_action(records).items() if r.outcome != FileOutcome.FAILED)
     if resume_apply_id is None:
         apply_id = uuid.uuid4().hex[:16]
         recorder.append([ApplyStarted(apply_id=apply_id, plan_id=plan.plan_id, n_actions=len(plan.actions),
@@ -240,9 +244,8 @@ def apply_plan(
         progress.phase_started(phase, len(actions), sum(a.size or 0 for a in actions))
         results = run.run_phase(phase, actions)
         progress.phase_finished(phase)
-        counts = _counts(results)
-        reclaimed = sum(run.by_id[r.action_id].size or 0 for r in results if r.outcome == Outcome.DELETED)
-        report.phases.append({"phase": phase.name.lower(), "actions": len(actions), **counts, "bytes": reclaimed})
+        summary = _phase_summary(phase, len(actions), results, run.by_id)
+        report.phases.append(summary)
         failed = [r for r in results if r.outcome == Outcome.FAILED]
         if failed:
             first = run.by_id[failed[0].action_id]
@@ -252,9 +255,9 @@ def apply_plan(
             report.state, report.failed_phase, report.reason = "FAILED", phase.name.lower(), reason
             break
         recorder.append([PhaseCompleted(apply_id=apply_id, plan_id=plan.plan_id, phase=int(phase),
-                                        deleted=counts["DELETED"], already_absent=counts["ALREADY_ABSENT"],
-                                        failed=0, written=counts["WRITTEN"], kept=counts["KEPT_NOT_EMPTY"],
-                                        bytes=reclaimed, finished_ms=clock())])
+                                        deleted=summary["DELETED"], already_absent=summary["ALREADY_ABSENT"],
+                                        failed=0, written=summary["WRITTEN"], kept=summary["KEPT_NOT_EMPTY"],
+                                        bytes=summary["bytes"], finished_ms=clock())])
         if phase == Phase.HINT and plan.earliest_hint is not None:
             recorder.append([HintWritten(apply_id=apply_id, plan_id=plan.plan_id, value=plan.earliest_hint,
                                          written_ms=clock())])
@@ -309,9 +312,7 @@ def dry_run_plan(plan: CleanupPlan, *, fileio: FileIO | None = None, master: str
     for phase in Phase:
         rs = [r for r in results if by_id[r.action_id].phase == phase]
         if rs:
-            c = _counts(rs)
-            report.phases.append({"phase": phase.name.lower(), "actions": len(rs), **c,
-                                  "bytes": sum(by_id[r.action_id].size or 0 for r in rs if r.outcome == Outcome.DELETED)})
+            report.phases.append(_phase_summary(phase, len(rs), rs, by_id))
     report.counts = _counts(results)
     report.bytes_reclaimed = sum(p["bytes"] for p in report.phases)
     report.duration_ms = int(time.time() * 1000) - started

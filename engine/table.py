@@ -258,9 +258,13 @@ class PaimonTable:
             out.extend(self.manifest(m.file_name))
         return out
 
-    def live_entries(self, snapshot: Snapshot) -> list[ManifestEntry]:
-        """The merged ADD entries of base + delta (``FileEntry.mergeEntries``): the files a reader reads."""
-        return merge_entries(self.entries(self.data_manifests(snapshot)))
+    def live_entries(self, snapshot: Snapshot) -> tuple[ManifestEntry, ...]:
+        """The merged ADD entries of base + delta (``FileEntry.mergeEntries``): the files a reader reads.
+
+        Cached by the snapshot's manifest lists (immutable), so the planner's tag skipper, the guard and
+        inspect merge each snapshot or tag once."""
+        key = f"{snapshot.base_manifest_list}|{snapshot.delta_manifest_list}"
+        return self._cached("live", key, lambda: tuple(merge_entries(self.entries(self.data_manifests(snapshot)))))
 
     # -- tags, consumers, branches -------------------------------------------------------------
 
