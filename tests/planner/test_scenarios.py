@@ -1,13 +1,22 @@
 """Scenarios of Paimon's ExpireSnapshotsTest and FileDeletionTest (spec §11.1, §11.2), ported."""
 
+import concurrent.futures
+import dataclasses
+import json
 import os
+import random
+import time
 
 import pytest
 
-from engine.errors import CorruptMetadata, MetadataNotFound, PlanRejected
+from applier.local import apply_locally
+from engine.errors import CorruptMetadata, MetadataNotFound, PlanRejected, TableFormatError
+from engine.fileio import ArrowFileIO
 from engine.plan import ActionKind
 from engine.table import PaimonTable
-from tests.planner.conftest import expire, make_plan
+from planner.expire import plan_expire
+from planner.options import resolve_expire_options
+from tests.planner.conftest import FAR_FUTURE, expire, make_plan
 from tests.support.table_builder import ADD, DELETE, E, all_files
 
 P = dict(partition_keys=("dt",), partition_types=("STRING",))
@@ -281,6 +290,198 @@ def test_decoupled_changelog_keeps_append_files_and_lists(builder):
     assert b.snapshots[1]["deltaManifestList"] in {f.split("/")[-1] for f in files}
     with open(os.path.join(b.root, "changelog", "LATEST")) as f:
         assert f.read() == "4"
+
+
+# ---------------------------------------------------------------- assertCleaned ports (§11.1)
+
+
+def assert_cleaned(b, external=()):
+    """Paimon's ``TestFileStore#assertCleaned``: what is left is exactly the schema files, the hints,
+    the remaining snapshots and tags, and the files they use (the builder's own record, not lakesweep's
+    reading). Tags do not hold changelog files."""
+    expected = {os.path.join(b.root, "schema", "schema-0")}
+    expected |= {os.path.join(b.root, "snapshot", h) for h in ("EARLIEST", "LATEST")
+                 if os.path.exists(os.path.join(b.root, "snapshot", h))}
+    for sid in snapshot_ids(b):
+        expected.add(os.path.join(b.root, "snapshot", f"snapshot-{sid}"))
+        expected |= b.files_in_use(sid)
+    for name, sid in tagged(b).items():
+        expected.add(os.path.join(b.root, "tag", f"tag-{name}"))
+        expected |= b.files_in_use(sid, with_changelog=False)
+    actual = {os.path.join(b.root, f) for f in all_files(b.root)}
+    for root in external:
+        actual |= {os.path.join(root, f) for f in all_files(root)}
+    assert actual - expected == set(), "left behind"
+    assert expected - actual == set(), "deleted but in use"
+
+
+def tagged(b) -> dict[str, int]:
+    tag_dir = os.path.join(b.root, "tag")
+    if not os.path.isdir(tag_dir):
+        return {}
+    out = {}
+    for f in os.listdir(tag_dir):
+        with open(os.path.join(tag_dir, f)) as fh:
+            out[f.removeprefix("tag-")] = json.load(fh)["id"]
+    return out
+
+
+def readable(b, sid: int, *, with_changelog: bool = True) -> bool:
+    return all(os.path.exists(p) for p in b.files_in_use(sid, with_changelog=with_changelog))
+
+
+def random_history(b, rng: random.Random, commits: int, external=(), extras: bool = False) -> None:
+    """``commits`` snapshots over two partitions and two buckets: each adds files and deletes some live ones.
+    With ``external`` roots, data files go to them round robin (``data-file.external-paths``)."""
+    live: list[E] = []
+    n = 0
+    for s in range(commits):
+        adds = []
+        for _ in range(rng.randint(1, 4)):
+            part, bucket, name = (rng.choice("xy"),), rng.randint(0, 1), f"data-{s}-{n}.orc"
+            ext = None
+            if external:
+                ext = f"{external[n % len(external)]}/dt={part[0]}/bucket-{bucket}/{name}"
+            xs = (f"{name}.index",) if extras and rng.random() < 0.3 else ()
+            adds.append(E(ADD, name, part, bucket, extra_files=xs, external_path=ext))
+            n += 1
+        dels = rng.sample(live, min(len(live), rng.randint(0, 3)))
+        b.commit(adds + [dataclasses.replace(d, kind=DELETE) for d in dels])
+        live = [x for x in live if x not in dels] + adds
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_expire_with_missing_files(builder, seed):
+    """ExpireSnapshotsTest#testExpireWithMissingFiles: files the latest snapshot does not use are
+    removed behind Paimon's back. Paimon still expires down to the latest snapshot and it stays readable.
+    lakesweep stops and names a missing metadata file unless told to skip what it cannot read."""
+    rng = random.Random(seed)
+    b = builder(**P)
+    random_history(b, rng, 5, extras=True)
+    _missing_files_then_expire(b, rng, external=())
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_expire_with_missing_files_with_external_path(builder, tmp_path, seed):
+    """ExpireSnapshotsTest#testExpireWithMissingFilesWithExternalPath: the same, with data files written
+    round robin to two external roots."""
+    rng = random.Random(seed)
+    ext = [str(tmp_path / "ext0"), str(tmp_path / "ext1")]
+    b = builder(options={"data-file.external-paths": ",".join(ext)}, **P)
+    random_history(b, rng, 5, external=ext, extras=True)
+    _missing_files_then_expire(b, rng, external=ext)
+
+
+def _missing_files_then_expire(b, rng, external):
+    latest = max(b.snapshots)
+    in_use = b.files_in_use(latest)
+    everything = {os.path.join(b.root, f) for f in all_files(b.root)}
+    for root in external:
+        everything |= {os.path.join(root, f) for f in all_files(root)}
+    unused = sorted(p for p in everything - in_use
+                    if not os.path.basename(p).startswith(("snapshot", "schema")))
+    assert unused
+    removed = rng.sample(unused, rng.randrange(len(unused)))
+    for p in removed:
+        os.remove(p)
+    try:
+        make_plan(b.root, retain_min=1, retain_max=1)
+    except TableFormatError as e:  # strict: stops at a missing metadata file, and names it
+        assert e.path in {p.removeprefix(b.root + "/") for p in removed} | set(removed), e
+    plan = expire(b.root, retain_min=1, retain_max=1, skip_unreadable=True)
+    assert snapshot_ids(b) == [latest]
+    assert readable(b, latest)
+    assert plan.end == latest
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_mixed_snapshot_and_tag_deletion(builder, seed):
+    """ExpireSnapshotsTest#testMixedSnapshotAndTagDeletion: a tag on every snapshot, expire a random
+    number, then tags go away at random (lakesweep does not plan tag deletion; the tag files are removed
+    and expiry runs again). Every remaining snapshot and tag stays readable."""
+    rng = random.Random(seed)
+    b = builder(**P)
+    random_history(b, rng, rng.randint(30, 39), extras=True)
+    latest = max(b.snapshots)
+    for sid in range(1, latest + 1):
+        b.tag(f"tag{sid}", sid)
+    retained = latest - (rng.randrange(latest // 2) + 1)
+    expire(b.root, retain_min=retained, retain_max=retained)
+    assert snapshot_ids(b) == list(range(latest - retained + 1, latest + 1))
+    assert_cleaned(b)  # every tag still holds its files: nothing reclaimable but the snapshot files
+    for sid in range(1, latest + 1):
+        if rng.random() < 0.5:
+            os.remove(os.path.join(b.root, "tag", f"tag-tag{sid}"))
+    expire(b.root, retain_min=retained, retain_max=retained)
+    for sid in snapshot_ids(b):
+        assert readable(b, sid)
+    for sid in tagged(b).values():
+        assert readable(b, sid, with_changelog=False)
+
+
+def test_expire_with_tags_keeps_tagged_snapshots_readable(builder):
+    """ExpireSnapshotsTest#testExpireWithTagsAndConcurrentPlanningKeepsTaggedSnapshotsReadable: tags on
+    3 and 6, expire all but the latest."""
+    b = builder(**P)
+    random_history(b, random.Random(7), 8)
+    b.tag("tag3", 3)
+    b.tag("tag6", 6)
+    expire(b.root, retain_min=1, retain_max=1)
+    assert snapshot_ids(b) == [8]
+    assert readable(b, 3, with_changelog=False) and readable(b, 6, with_changelog=False)
+    assert_cleaned(b)
+
+
+def test_expire_with_zero_file_operation_threads_cleans_data_files(builder):
+    """ExpireSnapshotsTest#testExpireWithZeroFileOperationThreadNumCleansDataFiles: the option only
+    sizes Paimon's thread pool; lakesweep reads it as any other option and still cleans."""
+    b = builder(options={"file-operation.thread-num": "0"}, **P)
+    random_history(b, random.Random(3), 6)
+    plan = expire(b.root, retain_min=1, retain_max=1)
+    assert any(a.kind == ActionKind.DATA_FILE for a in plan.actions)
+    assert_cleaned(b)
+
+
+class SlowReads(ArrowFileIO):
+    """A local FileIO whose every read and listing waits, like an object store."""
+
+    def read_bytes(self, path):
+        time.sleep(0.002)
+        return super().read_bytes(path)
+
+    def list(self, path, *, recursive=False):
+        time.sleep(0.002)
+        return super().list(path, recursive=recursive)
+
+
+def test_expire_with_slow_object_store_fileio(builder, tmp_path):
+    """ExpireSnapshotsTest#testExpireWithSlowObjectStoreFileIO / #testExpireReadsTagsConcurrently...:
+    planning through a slow store yields the same plan, and applying it leaves the table cleaned."""
+    b = builder(**P)
+    random_history(b, random.Random(11), 10, extras=True)
+    b.tag("t4", 4)
+    opts = resolve_expire_options(PaimonTable(b.root).options, retain_min=2, retain_max=2, time_retained=0)
+    slow = plan_expire(PaimonTable(b.root, SlowReads("file")), now_ms=FAR_FUTURE, options=opts)
+    fast = plan_expire(PaimonTable(b.root), now_ms=FAR_FUTURE, options=opts)
+    assert slow == fast and slow.deletes_anything
+    results = apply_locally(slow, SlowReads("file"))
+    assert all(r.outcome != "FAILED" for r in results)
+    assert_cleaned(b)
+
+
+def test_concurrent_expirations_of_overlapping_ranges(builder):
+    """ExpireSnapshotsTest#testExpireEmptySnapshot: 100 commits, 11 threads expiring overlapping ranges
+    at once. Plans made from the same state, applied concurrently, raise nothing and end where the
+    widest plan alone would have."""
+    b = builder(**P)
+    random_history(b, random.Random(5), 100)
+    plans = [make_plan(b.root, retain_min=r, retain_max=r) for r in random.Random(6).sample(range(1, 60), 11)]
+    widest = min(plans, key=lambda p: -p.end)
+    with concurrent.futures.ThreadPoolExecutor(max_workers=11) as pool:
+        results = [r for rs in pool.map(apply_locally, plans) for r in rs]
+    assert all(r.outcome != "FAILED" for r in results)
+    assert snapshot_ids(b) == list(range(widest.end, 101))
+    assert_cleaned(b)
 
 
 # ---------------------------------------------------------------- FileDeletionTest (§11.2)

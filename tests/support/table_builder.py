@@ -149,6 +149,9 @@ class TableBuilder:
         self.snapshots: dict[int, dict] = {}
         self.base: list[dict] = []  # manifest list entries of the next base list
         self.index_entries: list[dict] = []
+        self.manifest_entries: dict[str, list[E]] = {}  # manifest name -> its entries, in order
+        self.list_manifests: dict[str, list[str]] = {}  # manifest list name -> its manifests
+        self.index_files: dict[str, list[str]] = {}  # index manifest name -> its index files
 
     # -- helpers ---------------------------------------------------------------------------------
 
@@ -200,6 +203,7 @@ class TableBuilder:
                 },
             })
         name = self._name("manifest")
+        self.manifest_entries[name] = list(entries)
         data = self._avro(MANIFEST_SCHEMA, records)
         self._write(os.path.join(self.root, "manifest", name), data)
         return {
@@ -211,6 +215,7 @@ class TableBuilder:
 
     def _list(self, metas: list[dict]) -> tuple[str, int]:
         name = self._name("manifest-list")
+        self.list_manifests[name] = [m["_FILE_NAME"] for m in metas]
         data = self._avro(MANIFEST_LIST_SCHEMA, metas)
         self._write(os.path.join(self.root, "manifest", name), data)
         return name, len(data)
@@ -253,6 +258,7 @@ class TableBuilder:
                                 "_BUCKET": bucket, "_INDEX_TYPE": "DELETION_VECTORS", "_FILE_NAME": name,
                                 "_FILE_SIZE": 2, "_ROW_COUNT": 1, "_DELETIONS_VECTORS_RANGES": None})
             iname = self._name("index-manifest")
+            self.index_files[iname] = [name for _, _, name in index_files]
             self._write(os.path.join(self.root, "manifest", iname), self._avro(INDEX_MANIFEST_SCHEMA, records))
             snap["indexManifest"] = iname
         if statistics is not None:
@@ -276,6 +282,44 @@ class TableBuilder:
 
         t = PaimonTable(self.root)
         return [m.file_name for m in t.manifest_list(self.snapshots[snapshot_id]["deltaManifestList"])]
+
+
+    def files_in_use(self, snapshot_id: int, *, with_changelog: bool = True) -> set[str]:
+        """Absolute paths of every file snapshot ``snapshot_id`` needs, from what this builder wrote.
+
+        The oracle of Paimon's ``TestFileStore#getFilesInUse``, computed without lakesweep's engine:
+        manifest lists and their manifests, the live data files (ADD/DELETE merged in manifest order,
+        keyed like Paimon's file identifier) with their extra files, the index manifest and its files,
+        statistics, and (``with_changelog``) the changelog list, its manifests and changelog files.
+        """
+        snap = self.snapshots[snapshot_id]
+        man = os.path.join(self.root, "manifest")
+        out = set()
+        live: dict[tuple, E] = {}
+        for key in ("baseManifestList", "deltaManifestList"):
+            out.add(os.path.join(man, snap[key]))
+            for m in self.list_manifests[snap[key]]:
+                out.add(os.path.join(man, m))
+                for e in self.manifest_entries[m]:
+                    ident = (e.partition, e.bucket, e.level, e.name, e.extra_files, e.external_path)
+                    if e.kind == ADD:
+                        live[ident] = e
+                    else:
+                        live.pop(ident, None)
+        for e in live.values():
+            out.add(self.data_path(e))
+            out.update(os.path.join(os.path.dirname(self.data_path(e)), x) for x in e.extra_files)
+        if with_changelog and snap.get("changelogManifestList"):
+            out.add(os.path.join(man, snap["changelogManifestList"]))
+            for m in self.list_manifests[snap["changelogManifestList"]]:
+                out.add(os.path.join(man, m))
+                out.update(self.data_path(e) for e in self.manifest_entries[m] if e.kind == ADD)
+        if snap.get("indexManifest"):
+            out.add(os.path.join(man, snap["indexManifest"]))
+            out.update(os.path.join(self.root, "index", n) for n in self.index_files[snap["indexManifest"]])
+        if snap.get("statistics"):
+            out.add(os.path.join(self.root, "statistics", snap["statistics"]))
+        return out
 
 
 def all_files(root: str) -> set[str]:

@@ -20,9 +20,9 @@
  * seed too (file.format, bucket, changelog-producer, deletion vectors, merge-min-count) and
  * "options" overrides them (null removes one).  "ops" overrides the op weights.  Paimon never
  * expires anything itself during generation (snapshot.num-retained.min/max = 1000/2000).
- * Commit messages are committed in two commits (APPEND part, then COMPACT part), each followed
- * by a short sleep, so that every snapshot gets a distinct timeMillis; Paimon itself would make
- * the same two snapshots from one commit call.  The answer lists snapshots (id, timeMillis,
+ * Commit messages are committed in two commits (APPEND or OVERWRITE part, then COMPACT part),
+ * each followed by a wait until the clock is 10 ms past the new snapshot, so that snapshot times
+ * are clearly distinct; Paimon itself would make the same two snapshots from one commit call.  The answer lists snapshots (id, timeMillis,
  * commitKind, manifest lists, ...), tags, consumers, the persisted options, partitions,
  * bucket, bucketDirs (relative bucket directories referenced by any snapshot) and ops (log).
  *
@@ -201,8 +201,22 @@ public class PaimonHarness {
         return s.substring(rootStr.length());
     }
 
-    private static void sleepBetweenCommits() throws InterruptedException {
-        Thread.sleep(6);
+    /** Smallest gap between the timeMillis of consecutive generated snapshots. */
+    private static final long MIN_SNAPSHOT_GAP_MS = 10;
+
+    /**
+     * Waits until the clock is at least MIN_SNAPSHOT_GAP_MS past the latest snapshot's time, so
+     * the next commit gets a clearly distinct timeMillis however long this one took.
+     */
+    private static void waitPastLatestSnapshot(Gen g) throws InterruptedException {
+        Snapshot latest = g.table.snapshotManager().latestSnapshot();
+        if (latest == null) {
+            return;
+        }
+        long until = latest.timeMillis() + MIN_SNAPSHOT_GAP_MS;
+        for (long now = System.currentTimeMillis(); now < until; now = System.currentTimeMillis()) {
+            Thread.sleep(until - now);
+        }
     }
 
     // ------------------------------------------------------------------ generate
@@ -534,10 +548,19 @@ public class PaimonHarness {
         }
         Map<String, String> spec = new HashMap<>();
         spec.put("dt", dt);
+        // Paimon's overwrite makes an OVERWRITE snapshot and then, when the write compacted, a
+        // COMPACT one, and commits no changelog; the same, as two commits.
+        Parts parts = parts(messages, true);
         try (TableCommitImpl commit = g.table.newCommit(g.user).withOverwrite(spec)) {
-            commit.commit(g.identifier++, messages);
+            commit.commit(g.identifier++, parts.append);
         }
-        sleepBetweenCommits();
+        waitPastLatestSnapshot(g);
+        if (!parts.compact.isEmpty()) {
+            try (TableCommitImpl commit = g.table.newCommit(g.user)) {
+                commit.commit(g.identifier++, parts.compact);
+            }
+            waitPastLatestSnapshot(g);
+        }
         return "overwrite " + dt + " " + n;
     }
 
@@ -588,13 +611,19 @@ public class PaimonHarness {
         return "compact " + dt;
     }
 
+    /** A commit's messages, parted into what Paimon commits as APPEND and as COMPACT. */
+    private static final class Parts {
+        final List<CommitMessage> append = new ArrayList<>();
+        final List<CommitMessage> compact = new ArrayList<>();
+    }
+
     /**
-     * Commits the messages the way Paimon would (APPEND snapshot, then COMPACT snapshot), but as
-     * two separate commits with a pause in between so every snapshot gets its own timestamp.
+     * Parts messages the way FileStoreCommitImpl does: new files and new hash index files make
+     * the APPEND (or OVERWRITE) snapshot; compaction and deletion-vector index changes make the
+     * COMPACT one.  dropChangelog leaves changelog files out, as Paimon's overwrite does.
      */
-    private static void commitSplit(Gen g, List<CommitMessage> messages) throws Exception {
-        List<CommitMessage> append = new ArrayList<>();
-        List<CommitMessage> compact = new ArrayList<>();
+    private static Parts parts(List<CommitMessage> messages, boolean dropChangelog) {
+        Parts out = new Parts();
         for (CommitMessage m0 : messages) {
             CommitMessageImpl m = (CommitMessageImpl) m0;
             List<IndexFileMeta> hashNew = new ArrayList<>();
@@ -609,36 +638,57 @@ public class PaimonHarness {
                 }
             }
             List<IndexFileMeta> deleted = m.indexIncrement().deletedIndexFiles();
-            if (!m.newFilesIncrement().isEmpty() || !hashNew.isEmpty()) {
-                append.add(
+            DataIncrement data = m.newFilesIncrement();
+            CompactIncrement compacted = m.compactIncrement();
+            if (dropChangelog) {
+                data =
+                        new DataIncrement(
+                                data.newFiles(), data.deletedFiles(), Collections.emptyList());
+                compacted =
+                        new CompactIncrement(
+                                compacted.compactBefore(),
+                                compacted.compactAfter(),
+                                Collections.emptyList());
+            }
+            if (!data.isEmpty() || !hashNew.isEmpty()) {
+                out.append.add(
                         new CommitMessageImpl(
                                 m.partition(),
                                 m.bucket(),
-                                m.newFilesIncrement(),
+                                data,
                                 CompactIncrement.emptyIncrement(),
                                 new IndexIncrement(hashNew)));
             }
-            if (!m.compactIncrement().isEmpty() || !dvNew.isEmpty() || !deleted.isEmpty()) {
-                compact.add(
+            if (!compacted.isEmpty() || !dvNew.isEmpty() || !deleted.isEmpty()) {
+                out.compact.add(
                         new CommitMessageImpl(
                                 m.partition(),
                                 m.bucket(),
                                 DataIncrement.emptyIncrement(),
-                                m.compactIncrement(),
+                                compacted,
                                 new IndexIncrement(dvNew, deleted)));
             }
         }
+        return out;
+    }
+
+    /**
+     * Commits the messages the way Paimon would (APPEND snapshot, then COMPACT snapshot), but as
+     * two separate commits with a pause in between so every snapshot gets its own timestamp.
+     */
+    private static void commitSplit(Gen g, List<CommitMessage> messages) throws Exception {
+        Parts parts = parts(messages, false);
         try (TableCommitImpl commit = g.table.newCommit(g.user)) {
-            if (!append.isEmpty()) {
-                commit.commit(g.identifier++, append);
-                sleepBetweenCommits();
+            if (!parts.append.isEmpty()) {
+                commit.commit(g.identifier++, parts.append);
+                waitPastLatestSnapshot(g);
             }
-            if (!compact.isEmpty()) {
-                commit.commit(g.identifier++, compact);
-                sleepBetweenCommits();
+            if (!parts.compact.isEmpty()) {
+                commit.commit(g.identifier++, parts.compact);
+                waitPastLatestSnapshot(g);
             }
         }
-        if (append.isEmpty() && compact.isEmpty()) {
+        if (parts.append.isEmpty() && parts.compact.isEmpty()) {
             g.identifier++;
         }
     }
