@@ -22,9 +22,10 @@
  * expires anything itself during generation (snapshot.num-retained.min/max = 1000/2000).
  * Commit messages are committed in two commits (APPEND or OVERWRITE part, then COMPACT part),
  * each followed by a wait until the clock is 10 ms past the new snapshot, so that snapshot times
- * are clearly distinct; Paimon itself would make the same two snapshots from one commit call.  The answer lists snapshots (id, timeMillis,
- * commitKind, manifest lists, ...), tags, consumers, the persisted options, partitions,
- * bucket, bucketDirs (relative bucket directories referenced by any snapshot) and ops (log).
+ * are clearly distinct; Paimon itself would make the same two snapshots from one commit call.
+ * The answer lists snapshots (id, timeMillis, commitKind, manifest lists, ...), tags,
+ * consumers, the persisted options, partitions, bucket, bucketDirs (relative bucket directories
+ * referenced by any snapshot) and ops (log).
  *
  * live_files answers, with paths relative to the table root:
  *   snapshots/tags:          data files (+ extra files + deletion-vector index files) that
