@@ -17,6 +17,7 @@ from journal.duckdb_store import DuckDBRecorder
 from tests.applier.conftest import REPO
 from tests.planner.conftest import make_plan
 from tests.support import pypaimon_tables as pt
+from tests.support.processes import stop
 
 pytestmark = pytest.mark.spark
 
@@ -58,14 +59,7 @@ def cluster(tmp_path_factory):
                  "the worker to register")
         yield url
     finally:
-        for p in (worker, master):
-            p.terminate()
-        for p in (worker, master):
-            try:
-                p.wait(20)
-            except subprocess.TimeoutExpired:
-                p.kill()
-                p.wait()
+        stop(worker, master)
         master_log.close()
         worker_log.close()
 

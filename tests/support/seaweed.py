@@ -10,6 +10,8 @@ import subprocess
 import time
 from contextlib import contextmanager
 
+from tests.support.processes import stop
+
 
 def _bindable(port: int) -> bool:
     with socket.socket() as s:
@@ -75,12 +77,7 @@ def seaweed_s3(workdir: str, bucket: str = "lake"):
         settings["fs"] = s3
         yield settings
     finally:
-        proc.terminate()
-        try:
-            proc.wait(20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        stop(proc)
         log.close()
 
 
