@@ -45,7 +45,11 @@ PYSPARK_JAR_PATTERNS = (
     "slf4j-api-*.jar",
     "hadoop-client-api-*.jar",
     "hadoop-client-runtime-*.jar",
+    # Avro's snappy codec (manifest_compression="snappy") calls org.xerial.snappy, which Paimon does not bundle
+    "snappy-java-*.jar",
 )
+# Avro codec names the harness can write manifests with (Paimon's default is zstd)
+MANIFEST_CODECS = ("zstd", "snappy", "deflate", "null")
 DEFAULT_TIMEOUT_S = 300.0
 JVM_OPTIONS = (
     "-Xmx1g",
@@ -399,12 +403,17 @@ class Harness:
         steps: int,
         options: dict[str, Any] | None = None,
         ops: dict[str, int] | None = None,
+        manifest_compression: str | None = None,
     ) -> dict[str, Any]:
         """Create a Paimon table at ``table`` and commit a seeded random history.
 
         ``options`` overrides/extends the table options (a ``None`` value removes one);
         ``ops`` overrides the weights of the random operations
         (write, delete, compact, overwrite, tag, untag, consumer), e.g. ``{"consumer": 0}``.
+        ``manifest_compression`` (one of ``MANIFEST_CODECS``, Avro's codec names) makes Paimon write
+        manifests, manifest lists and index manifests with that Avro codec: it sets
+        ``manifest.compression`` and, since Paimon 0.9 reaches codecs other than zstd only through
+        it, ``avro.codec`` (which Avro data files use too).  ``None`` keeps Paimon's default, zstd.
 
         Returns ``snapshots`` (list of dicts with id, timeMillis, commitKind, baseManifestList,
         deltaManifestList, changelogManifestList, indexManifest, totalRecordCount, schemaId),
@@ -418,6 +427,12 @@ class Harness:
             cmd["options"] = {k: (None if v is None else str(v)) for k, v in options.items()}
         if ops:
             cmd["ops"] = dict(ops)
+        if manifest_compression is not None:
+            if manifest_compression not in MANIFEST_CODECS:
+                raise ValueError(
+                    f"manifest_compression must be one of {MANIFEST_CODECS}, got {manifest_compression!r}"
+                )
+            cmd["manifestCompression"] = manifest_compression
         return self.call(cmd)
 
     def expire(

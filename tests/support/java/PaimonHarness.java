@@ -7,7 +7,8 @@
  * Commands:
  *   {"cmd":"ping"}
  *   {"cmd":"generate","table":DIR,"seed":N,"kind":"append"|"pk","steps":N,
- *        "options":{...}, "ops":{"write":w,...}}
+ *        "options":{...}, "ops":{"write":w,...},
+ *        "manifestCompression":"zstd"|"snappy"|"deflate"|"null"}
  *   {"cmd":"expire","table":DIR,"retainMin":N,"retainMax":N,
  *        "timeRetainedMs":N | "olderThanMs":N,"maxDeletes":N}
  *   {"cmd":"live_files","table":DIR}
@@ -18,7 +19,9 @@
  * and runs `steps` random operations drawn with the seed: write, delete (pk), full compaction,
  * partition overwrite, tag create/delete, consumer reset.  Table options are drawn from the
  * seed too (file.format, bucket, changelog-producer, deletion vectors, merge-min-count) and
- * "options" overrides them (null removes one).  "ops" overrides the op weights.  Paimon never
+ * "options" overrides them (null removes one).  "ops" overrides the op weights.
+ * "manifestCompression" picks the Avro codec of manifests, manifest lists and index manifests
+ * (see manifestCodecOptions).  Paimon never
  * expires anything itself during generation (snapshot.num-retained.min/max = 1000/2000).
  * Commit messages are committed in two commits (APPEND or OVERWRITE part, then COMPACT part),
  * each followed by a wait until the clock is 10 ms past the new snapshot, so that snapshot times
@@ -277,6 +280,36 @@ public class PaimonHarness {
         }
     }
 
+    /**
+     * Table options that make Paimon 0.9 write its Avro metadata files with the given codec.
+     *
+     * <p>Paimon 0.9's AvroFileFormat.createCodecFactory uses the format option "avro.codec" when
+     * it is set, else zstd when manifest.compression is "zstd", else Avro's default codec
+     * (snappy): manifest.compression alone reaches only zstd and snappy.  Later Paimon versions
+     * hand any other manifest.compression value to Avro's CodecFactory.fromString, so the table
+     * carries both options and states its codec the way either version reads it.  "avro.codec"
+     * applies to Avro data files too (file.format=avro).
+     */
+    private static Map<String, String> manifestCodecOptions(String codec) {
+        Map<String, String> out = new TreeMap<>();
+        switch (codec) {
+            case "zstd":
+                out.put("manifest.compression", "zstd");
+                out.put("avro.codec", null);
+                break;
+            case "snappy":
+            case "deflate":
+            case "null":
+                out.put("manifest.compression", codec);
+                out.put("avro.codec", codec);
+                break;
+            default:
+                throw new IllegalArgumentException(
+                        "manifestCompression must be zstd, snappy, deflate or null, got '" + codec + "'");
+        }
+        return out;
+    }
+
     private static ObjectNode generate(JsonNode cmd) throws Exception {
         Path path = tablePath(cmd);
         long seed = cmd.path("seed").asLong(0);
@@ -330,6 +363,21 @@ public class PaimonHarness {
                     options.remove(e.getKey());
                 } else {
                     options.put(e.getKey(), e.getValue().asText());
+                }
+            }
+        }
+
+        JsonNode codec = cmd.get("manifestCompression");
+        if (codec != null && !codec.isNull()) {
+            for (Map.Entry<String, String> e : manifestCodecOptions(codec.asText()).entrySet()) {
+                if (overrides != null && overrides.has(e.getKey())) {
+                    throw new IllegalArgumentException(
+                            "pass '" + e.getKey() + "' through manifestCompression or options, not both");
+                }
+                if (e.getValue() == null) {
+                    options.remove(e.getKey());
+                } else {
+                    options.put(e.getKey(), e.getValue());
                 }
             }
         }
