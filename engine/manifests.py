@@ -2,7 +2,8 @@
 
 Fields are read by name from the file's own writer schema, so files of 0.9 (16 DataFileMeta fields)
 and later versions (more trailing fields) read alike. Anything that does not decode raises
-``CorruptMetadata`` naming the file.
+``CorruptMetadata`` naming the file, and so does a file name (of a manifest, a data or extra file, an
+index file) that is not a plain file name: lakesweep joins these names to directories it knows.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from engine.model import (
     IndexManifestEntry,
     ManifestEntry,
     ManifestFileMeta,
+    plain_name_problem,
 )
 
 AVRO_MAGIC = b"Obj\x01"
@@ -53,6 +55,13 @@ def _kind(path: str, v) -> FileKind:
         raise CorruptMetadata(path, f"unknown file kind {v!r}") from e
 
 
+def _plain_name(path: str, what: str, column: str, name):
+    problem = plain_name_problem(name)
+    if problem is not None:
+        raise CorruptMetadata(path, f"malformed {what}: '{column}' is not a plain file name ({problem}): {name!r}")
+    return name
+
+
 def _check_version(path: str, rec: dict, allowed: tuple[int, ...], what: str) -> None:
     v = rec.get("_VERSION")
     if v not in allowed:
@@ -66,7 +75,7 @@ def parse_manifest_list(path: str, data: bytes) -> list[ManifestFileMeta]:
         try:
             out.append(
                 ManifestFileMeta(
-                    file_name=rec["_FILE_NAME"],
+                    file_name=_plain_name(path, "manifest list entry", "_FILE_NAME", rec["_FILE_NAME"]),
                     file_size=int(rec["_FILE_SIZE"]),
                     num_added_files=int(rec["_NUM_ADDED_FILES"]),
                     num_deleted_files=int(rec["_NUM_DELETED_FILES"]),
@@ -80,15 +89,16 @@ def parse_manifest_list(path: str, data: bytes) -> list[ManifestFileMeta]:
 
 
 def _data_file(path: str, f: dict) -> DataFileMeta:
+    what = "manifest entry"
     return DataFileMeta(
-        file_name=f["_FILE_NAME"],
+        file_name=_plain_name(path, what, "_FILE_NAME", f["_FILE_NAME"]),
         file_size=int(f["_FILE_SIZE"]),
         row_count=int(f["_ROW_COUNT"]),
         level=int(f["_LEVEL"]),
         schema_id=int(f["_SCHEMA_ID"]),
         min_sequence_number=int(f.get("_MIN_SEQUENCE_NUMBER") or 0),
         max_sequence_number=int(f.get("_MAX_SEQUENCE_NUMBER") or 0),
-        extra_files=tuple(f.get("_EXTRA_FILES") or ()),
+        extra_files=tuple(_plain_name(path, what, "_EXTRA_FILES", x) for x in f.get("_EXTRA_FILES") or ()),
         creation_time_ms=_millis(f.get("_CREATION_TIME")),
         delete_row_count=f.get("_DELETE_ROW_COUNT"),
         embedded_index=f.get("_EMBEDDED_FILE_INDEX"),
@@ -137,7 +147,7 @@ def parse_index_manifest(path: str, data: bytes) -> list[IndexManifestEntry]:
                     bucket=int(rec["_BUCKET"]),
                     index_file=IndexFileMeta(
                         index_type=rec["_INDEX_TYPE"],
-                        file_name=rec["_FILE_NAME"],
+                        file_name=_plain_name(path, "index manifest entry", "_FILE_NAME", rec["_FILE_NAME"]),
                         file_size=int(rec["_FILE_SIZE"]),
                         row_count=int(rec["_ROW_COUNT"]),
                         dv_ranges=dv,

@@ -7,10 +7,100 @@ Field names follow Paimon's JSON/Avro names in snake_case. Parsing lives in ``en
 from __future__ import annotations
 
 import enum
+import json
+import re
 from dataclasses import dataclass, field
-from typing import Mapping
+from typing import Any, Mapping
 
 from engine.types import DataType, parse_type
+
+INT_MIN, INT_MAX = -(2**31), 2**31 - 1
+LONG_MIN, LONG_MAX = -(2**63), 2**63 - 1
+
+
+def _shown(value: Any) -> str:
+    text = json.dumps(value, ensure_ascii=False)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def _integer(key: str, value: Any, low: int = LONG_MIN, high: int = LONG_MAX, java: str = "long") -> int:
+    # bool is an int in Python, not in JSON; and Jackson would truncate 5.5 to 5: refuse both.
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ValueError(f"field '{key}' must be an integer, not {_shown(value)}")
+    if not low <= value <= high:
+        raise ValueError(f"field '{key}' is {value}, outside the range of a Java {java}")
+    return value
+
+
+def _java_int(key: str, value: Any) -> int:
+    return _integer(key, value, INT_MIN, INT_MAX, "int")
+
+
+def _string(key: str, value: Any) -> str:
+    if not isinstance(value, str):
+        raise ValueError(f"field '{key}' must be a string, not {_shown(value)}")
+    return value
+
+
+def plain_name_problem(name: Any) -> str | None:
+    """Why ``name`` is not a plain file name (``None`` when it is one).
+
+    Metadata names a file inside a known directory (``manifest/``, ``statistics/``, a bucket directory);
+    a name that is a path could point anywhere, e.g. ``../snapshot/snapshot-35``.
+    """
+    if not isinstance(name, str):
+        return f"it is {_shown(name)}, not a string"
+    if name == "":
+        return "it is empty"
+    if name in (".", ".."):
+        return f"it is '{name}'"
+    for sep in ("/", "\\"):
+        if sep in name:
+            return f"it contains '{sep}'"
+    if "\x00" in name:
+        return "it contains a NUL character"
+    return None
+
+
+def _file_name(key: str, value: Any) -> str:
+    problem = plain_name_problem(_string(key, value))
+    if problem is not None:
+        raise ValueError(f"field '{key}' is not a plain file name ({problem}): {value!r}")
+    return value
+
+
+def _string_map(key: str, value: Any) -> dict[str, str]:
+    if not isinstance(value, dict) or not all(isinstance(v, str) for v in value.values()):
+        raise ValueError(f"field '{key}' must map strings to strings, not {_shown(value)}")
+    return dict(value)
+
+
+def _long_map(key: str, value: Any) -> dict[str, int]:
+    """Java's ``Map<Integer, Long>``: JSON keys are decimal integers, values integers."""
+    ok = isinstance(value, dict) and all(
+        re.fullmatch(r"-?[0-9]+", k) and isinstance(v, int) and not isinstance(v, bool) and LONG_MIN <= v <= LONG_MAX
+        for k, v in value.items()
+    )
+    if not ok:
+        raise ValueError(f"field '{key}' must map integers to integers, not {_shown(value)}")
+    return dict(value)
+
+
+def _string_list(key: str, value: Any) -> tuple[str, ...]:
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise ValueError(f"field '{key}' must be a list of strings, not {_shown(value)}")
+    return tuple(value)
+
+
+def int_list(key: str, value: Any) -> tuple[int, ...]:
+    if not isinstance(value, list) or not all(isinstance(v, int) and not isinstance(v, bool) for v in value):
+        raise ValueError(f"field '{key}' must be a list of integers, not {_shown(value)}")
+    return tuple(value)
+
+
+def check_json_long(key: str, value: Any) -> int:
+    """A JSON field that Java reads as a ``long``; raises ``ValueError`` naming the field otherwise."""
+    return _integer(key, value)
 
 
 class FileKind(enum.IntEnum):
@@ -70,17 +160,37 @@ class TableSchema:
 
     @staticmethod
     def from_json(obj: Mapping) -> "TableSchema":
-        fields = tuple(DataField(int(f["id"]), str(f["name"]), parse_type(f["type"])) for f in obj["fields"])
+        """Parse schema JSON, checking every field's JSON type; raises ``ValueError`` naming the field."""
+        fields_json = obj.get("fields")
+        if not isinstance(fields_json, list) or not all(isinstance(f, dict) for f in fields_json):
+            raise ValueError(f"field 'fields' must be a list of objects, not {_shown(fields_json)}")
+        fields = []
+        for i, f in enumerate(fields_json):
+            for key in ("id", "name", "type"):
+                if key not in f:
+                    raise ValueError(f"field 'fields[{i}].{key}' is missing")
+            ftype = f["type"]
+            if not isinstance(ftype, (str, dict)):
+                raise ValueError(f"field 'fields[{i}].type' must be a string or an object, not {_shown(ftype)}")
+            fields.append(DataField(_java_int(f"fields[{i}].id", f["id"]), _string(f"fields[{i}].name", f["name"]),
+                                    parse_type(ftype)))
+
+        def optional(key, check, default=None):
+            value = obj.get(key)
+            return default if value is None else check(key, value)
+
+        if "id" not in obj:
+            raise ValueError("field 'id' is missing")
         return TableSchema(
-            id=int(obj["id"]),
-            fields=fields,
-            partition_keys=tuple(obj.get("partitionKeys") or ()),
-            primary_keys=tuple(obj.get("primaryKeys") or ()),
-            options=dict(obj.get("options") or {}),
-            highest_field_id=int(obj.get("highestFieldId", -1)),
-            version=obj.get("version"),
-            comment=obj.get("comment"),
-            time_millis=obj.get("timeMillis"),
+            id=_integer("id", obj["id"]),
+            fields=tuple(fields),
+            partition_keys=optional("partitionKeys", _string_list, ()),
+            primary_keys=optional("primaryKeys", _string_list, ()),
+            options=optional("options", _string_map, {}),
+            highest_field_id=optional("highestFieldId", _java_int, -1),
+            version=optional("version", _java_int),
+            comment=optional("comment", _string),
+            time_millis=optional("timeMillis", _integer),
         )
 
 
@@ -120,40 +230,44 @@ class Snapshot:
         if not self.base_manifest_list or not self.delta_manifest_list:
             raise ValueError(f"snapshot {self.id} has no base or delta manifest list")
 
+    # (attribute, JSON key, required, check): the JSON types of Java's Snapshot fields.
     _JSON_FIELDS = (
-        ("id", "id", True),
-        ("schema_id", "schemaId", True),
-        ("base_manifest_list", "baseManifestList", True),
-        ("delta_manifest_list", "deltaManifestList", True),
-        ("commit_user", "commitUser", True),
-        ("commit_identifier", "commitIdentifier", True),
-        ("commit_kind", "commitKind", True),
-        ("time_millis", "timeMillis", True),
-        ("version", "version", False),
-        ("changelog_manifest_list", "changelogManifestList", False),
-        ("index_manifest", "indexManifest", False),
-        ("statistics", "statistics", False),
-        ("total_record_count", "totalRecordCount", False),
-        ("delta_record_count", "deltaRecordCount", False),
-        ("changelog_record_count", "changelogRecordCount", False),
-        ("watermark", "watermark", False),
-        ("base_manifest_list_size", "baseManifestListSize", False),
-        ("delta_manifest_list_size", "deltaManifestListSize", False),
-        ("changelog_manifest_list_size", "changelogManifestListSize", False),
-        ("uuid", "uuid", False),
-        ("writer_version", "writerVersion", False),
-        ("properties", "properties", False),
-        ("next_row_id", "nextRowId", False),
-        ("operation", "operation", False),
-        ("log_offsets", "logOffsets", False),
+        ("id", "id", True, _integer),
+        ("schema_id", "schemaId", True, _integer),
+        ("base_manifest_list", "baseManifestList", True, _file_name),
+        ("delta_manifest_list", "deltaManifestList", True, _file_name),
+        ("commit_user", "commitUser", True, _string),
+        ("commit_identifier", "commitIdentifier", True, _integer),
+        ("commit_kind", "commitKind", True, _string),
+        ("time_millis", "timeMillis", True, _integer),
+        ("version", "version", False, _java_int),
+        ("changelog_manifest_list", "changelogManifestList", False, _file_name),
+        ("index_manifest", "indexManifest", False, _file_name),
+        ("statistics", "statistics", False, _file_name),
+        ("total_record_count", "totalRecordCount", False, _integer),
+        ("delta_record_count", "deltaRecordCount", False, _integer),
+        ("changelog_record_count", "changelogRecordCount", False, _integer),
+        ("watermark", "watermark", False, _integer),
+        ("base_manifest_list_size", "baseManifestListSize", False, _integer),
+        ("delta_manifest_list_size", "deltaManifestListSize", False, _integer),
+        ("changelog_manifest_list_size", "changelogManifestListSize", False, _integer),
+        ("uuid", "uuid", False, _string),
+        ("writer_version", "writerVersion", False, _string),
+        ("properties", "properties", False, _string_map),
+        ("next_row_id", "nextRowId", False, _integer),
+        ("operation", "operation", False, _string),
+        ("log_offsets", "logOffsets", False, _long_map),
     )
 
     @classmethod
     def from_json(cls, obj: Mapping) -> "Snapshot":
+        """Parse snapshot JSON (also a tag's or a changelog's), checking every field's JSON type and that
+        manifest list, index manifest and statistics names are plain file names. Raises ``ValueError``
+        naming the field; the caller names the file."""
         kwargs = {}
-        for attr, key, required in cls._JSON_FIELDS:
+        for attr, key, required, check in cls._JSON_FIELDS:
             if key in obj and obj[key] is not None:
-                kwargs[attr] = obj[key]
+                kwargs[attr] = check(key, obj[key])
             elif required:
                 raise ValueError(f"field '{key}' is missing")
         kwargs.setdefault("version", None)

@@ -8,6 +8,7 @@ error naming the path; "not found" and "cannot read" are never confused.
 from __future__ import annotations
 
 import json
+import re
 import threading
 from typing import Callable, Iterable, TypeVar
 
@@ -15,6 +16,7 @@ from engine.errors import CorruptMetadata, MetadataNotFound, UnsupportedTable
 from engine.fileio import FileIO, fileio_for, join, normalize_location
 from engine.manifests import parse_index_manifest, parse_manifest, parse_manifest_list
 from engine.model import (
+    LONG_MAX,
     Consumer,
     FileKind,
     IndexManifestEntry,
@@ -23,6 +25,8 @@ from engine.model import (
     Snapshot,
     TableSchema,
     Tag,
+    check_json_long,
+    int_list,
 )
 from engine.paths import PATH_SHAPING_OPTIONS, PathFactory, check_path_options_stable
 
@@ -37,17 +41,35 @@ CONSUMER_PREFIX = "consumer-"
 BRANCH_PREFIX = "branch-"
 
 
+_CANONICAL_ID = re.compile(r"0|[1-9][0-9]*")  # ASCII digits only: str.isdigit would take '²' and '１'
+_HINT = re.compile(r"[+-]?[0-9]+")
+
+
+def parse_versioned_id(rest: str) -> int | None:
+    """The id in the rest of a ``{prefix}{id}`` name, or ``None`` when it is not one.
+
+    Paimon master skips names that ``Long.parseLong`` rejects (T-19). ``parseLong`` also takes '01', '+1',
+    '１' (fullwidth) and '١' (Arabic-Indic) as 1, but the file Paimon then reads and deletes for id 1 is
+    ``{prefix}1``, never the listed one; such names are ignored here, so that no id is counted that no
+    file spells. An id beyond a Java long is ignored too (``parseLong`` rejects it).
+    """
+    if not _CANONICAL_ID.fullmatch(rest):
+        return None
+    value = int(rest)
+    return value if value <= LONG_MAX else None
+
+
 def _versioned_ids(files, prefix: str) -> list[int]:
-    """Ids of ``{prefix}{id}`` names; names whose rest is not a number are ignored (master behaviour, T-19)."""
+    """Ids of ``{prefix}{id}`` names; other names starting with the prefix are stray files, ignored."""
     ids = []
     for f in files:
         if f.is_dir:
             continue
         name = f.path.rsplit("/", 1)[-1]
         if name.startswith(prefix):
-            rest = name[len(prefix):]
-            if rest.isdigit():
-                ids.append(int(rest))
+            value = parse_versioned_id(name[len(prefix):])
+            if value is not None:
+                ids.append(value)
     return sorted(ids)
 
 
@@ -106,9 +128,11 @@ class PaimonTable:
         def load():
             obj = self._json(path, "schema")
             try:
-                return TableSchema.from_json(obj)
+                schema = TableSchema.from_json(obj)
             except (KeyError, TypeError, ValueError) as e:
-                raise CorruptMetadata(path, f"malformed schema: {e!r}") from e
+                raise CorruptMetadata(path, f"malformed schema: {e}") from e
+            _check_id_matches_name(path, "schema", schema.id, schema_id)
+            return schema
 
         return self._cached("schema", path, load)
 
@@ -167,7 +191,8 @@ class PaimonTable:
         except FileNotFoundError:
             return None
         text = data.decode("utf-8", errors="replace").strip()
-        if not text.lstrip("-").isdigit():
+        # Java's Long.parseLong would also read '１' as 1; Paimon only ever writes ASCII, so refuse.
+        if not _HINT.fullmatch(text) or not -LONG_MAX - 1 <= int(text) <= LONG_MAX:
             raise CorruptMetadata(path, f"hint file holds {text[:40]!r}, not a snapshot id")
         return int(text)
 
@@ -195,7 +220,9 @@ class PaimonTable:
         return self._resolve(self.snapshot_dir, SNAPSHOT_PREFIX)
 
     def snapshot(self, snapshot_id: int) -> Snapshot:
-        return self._read_snapshot_like(self.snapshot_path(snapshot_id), "snapshot")
+        """Snapshot ``snapshot_id``. Its JSON id must be the one its file name says: Paimon deletes by the
+        id it looped over, so a file that says otherwise is corrupt, not a different snapshot."""
+        return self._read_snapshot_like(self.snapshot_path(snapshot_id), "snapshot", snapshot_id)
 
     def try_snapshot(self, snapshot_id: int) -> Snapshot | None:
         """The snapshot, or ``None`` only when its file does not exist. Unreadable files raise."""
@@ -204,13 +231,15 @@ class PaimonTable:
         except MetadataNotFound:
             return None
 
-    def _read_snapshot_like(self, path: str, what: str) -> Snapshot:
+    def _read_snapshot_like(self, path: str, what: str, expected_id: int) -> Snapshot:
         def load():
             obj = self._json(path, what)
             try:
-                return Snapshot.from_json(obj)
+                snap = Snapshot.from_json(obj)
             except (KeyError, TypeError, ValueError) as e:
                 raise CorruptMetadata(path, f"malformed {what}: {e}") from e
+            _check_id_matches_name(path, what, snap.id, expected_id)
+            return snap
 
         return self._cached(what, path, load)
 
@@ -230,7 +259,7 @@ class PaimonTable:
         return self._resolve(self.changelog_dir, CHANGELOG_PREFIX)
 
     def changelog(self, changelog_id: int) -> Snapshot:
-        return self._read_snapshot_like(self.changelog_path(changelog_id), "changelog")
+        return self._read_snapshot_like(self.changelog_path(changelog_id), "changelog", changelog_id)
 
     # -- manifests -----------------------------------------------------------------------------
 
@@ -282,16 +311,22 @@ class PaimonTable:
     def tag(self, name: str) -> Tag:
         path = join(self.tag_dir, TAG_PREFIX + name)
         obj = self._json(path, "tag")
+        # A tag holds the JSON of the snapshot it points at (its id is that snapshot's, not a name's), plus
+        # Jackson's LocalDateTime array and Duration (decimal seconds) of the tag's own fields.
+        create, retained = obj.get("tagCreateTime"), obj.get("tagTimeRetained")
         try:
             snap = Snapshot.from_json(obj)
+            if create is not None:
+                create = int_list("tagCreateTime", create)
+            if retained is not None and (isinstance(retained, bool) or not isinstance(retained, (int, float, str))):
+                raise ValueError(f"field 'tagTimeRetained' must be a number or a string, not {json.dumps(retained)}")
         except (KeyError, TypeError, ValueError) as e:
             raise CorruptMetadata(path, f"malformed tag: {e}") from e
-        create = obj.get("tagCreateTime")
         return Tag(
             name=name,
             snapshot=snap,
-            create_time=tuple(create) if isinstance(create, list) else None,
-            time_retained=None if obj.get("tagTimeRetained") is None else str(obj.get("tagTimeRetained")),
+            create_time=create,
+            time_retained=None if retained is None else str(retained),
         )
 
     def tags(self) -> list[Tag]:
@@ -320,9 +355,12 @@ class PaimonTable:
                 obj = self._json(f.path, "consumer")
             except MetadataNotFound:
                 continue
-            nxt = obj.get("nextSnapshot")
-            if not isinstance(nxt, int) or isinstance(nxt, bool):
-                raise CorruptMetadata(f.path, f"consumer has no integer nextSnapshot: {obj!r}")
+            if "nextSnapshot" not in obj:
+                raise CorruptMetadata(f.path, "malformed consumer: field 'nextSnapshot' is missing")
+            try:
+                nxt = check_json_long("nextSnapshot", obj["nextSnapshot"])
+            except ValueError as e:
+                raise CorruptMetadata(f.path, f"malformed consumer: {e}") from e
             out.append(Consumer(name[len(CONSUMER_PREFIX):], nxt))
         return sorted(out, key=lambda c: c.consumer_id)
 
@@ -344,6 +382,14 @@ class PaimonTable:
         # Branch data shares the main table's directories; paths use the main table's factory.
         t._paths = self.paths
         return t
+
+
+def _check_id_matches_name(path: str, what: str, json_id: int, name_id: int) -> None:
+    if json_id != name_id:
+        raise CorruptMetadata(
+            path, f"the {what} JSON holds id {json_id}, but its file name says {name_id}; "
+            f"lakesweep will not guess which {what} this is"
+        )
 
 
 def merge_entries(entries: Iterable[ManifestEntry]) -> list[ManifestEntry]:
