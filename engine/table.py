@@ -12,7 +12,7 @@ import re
 import threading
 from typing import Callable, Iterable, TypeVar
 
-from engine.errors import CorruptMetadata, MetadataNotFound, UnsupportedTable
+from engine.errors import CorruptMetadata, MetadataNotFound, PlanRejected, UnsupportedTable
 from engine.fileio import FileIO, fileio_for, join, normalize_location
 from engine.manifests import parse_index_manifest, parse_manifest, parse_manifest_list
 from engine.model import (
@@ -59,6 +59,40 @@ def parse_versioned_id(rest: str) -> int | None:
     return value if value <= LONG_MAX else None
 
 
+def branch_name_problem(name: str) -> str | None:
+    """Why ``name`` cannot be a branch other than main (``None`` when it can).
+
+    Paimon's ``BranchManager.validateBranch`` refuses ``main``, a blank name and a name made only of
+    digits (``Character.isDigit``, i.e. any Unicode decimal digit). It does not refuse path separators or
+    ``..``, which would make ``branch/branch-<name>`` point somewhere else (``../../..`` is the table
+    root): lakesweep refuses those too, and NUL.
+    """
+    if not isinstance(name, str):
+        return "it is not a string"
+    if name == MAIN_BRANCH:
+        return f"'{MAIN_BRANCH}' is the default branch"
+    if not name.strip():
+        return "it is blank"
+    if name.isdecimal():
+        return "it is purely numeric (Paimon would read it as a snapshot id)"
+    if name in (".", ".."):
+        return f"it is '{name}'"
+    for bad, shown in (("/", "'/'"), ("\\", "'\\'"), ("\x00", "a NUL character")):
+        if bad in name:
+            return f"it contains {shown}"
+    return None
+
+
+def check_branch_name(name: str) -> str:
+    """``name`` if it names the main branch or a valid branch; ``PlanRejected`` otherwise."""
+    if name == MAIN_BRANCH:
+        return name
+    problem = branch_name_problem(name)
+    if problem is not None:
+        raise PlanRejected(f"branch name {name!r} is not a valid Paimon branch name: {problem}")
+    return name
+
+
 def _versioned_ids(files, prefix: str) -> list[int]:
     """Ids of ``{prefix}{id}`` names; other names starting with the prefix are stray files, ignored."""
     ids = []
@@ -79,7 +113,7 @@ class PaimonTable:
     def __init__(self, location: str, fileio: FileIO | None = None, branch: str = MAIN_BRANCH):
         self.location = normalize_location(location) if fileio is None or fileio.scheme != "memory" else location
         self.fileio = fileio or fileio_for(self.location)
-        self.branch = branch
+        self.branch = check_branch_name(branch)
         self.base = self.location if branch == MAIN_BRANCH else join(self.location, "branch", BRANCH_PREFIX + branch)
         self._cache: dict[tuple[str, str], object] = {}
         self._lock = threading.Lock()
@@ -365,14 +399,26 @@ class PaimonTable:
         return sorted(out, key=lambda c: c.consumer_id)
 
     def branch_names(self) -> list[str]:
-        """Branches other than main (directories ``branch/branch-<name>``)."""
+        """Branches other than main (directories ``branch/branch-<name>``).
+
+        Paimon lists every such directory as a branch, without checking its name. A directory whose name
+        Paimon would refuse to create (``branch-main``, ``branch-123``, ``branch-``) cannot be opened as a
+        branch here, and ignoring it would leave its files unprotected: it raises ``CorruptMetadata``.
+        """
         if self.branch != MAIN_BRANCH:
             return []
         out = []
         for f in self.fileio.list(join(self.location, "branch")):
-            name = f.path.rsplit("/", 1)[-1]
-            if f.is_dir and name.startswith(BRANCH_PREFIX):
-                out.append(name[len(BRANCH_PREFIX):])
+            dirname = f.path.rsplit("/", 1)[-1]
+            if f.is_dir and dirname.startswith(BRANCH_PREFIX):
+                name = dirname[len(BRANCH_PREFIX):]
+                problem = branch_name_problem(name)
+                if problem is not None:
+                    raise CorruptMetadata(
+                        f.path, f"branch directory for {name!r}, a name Paimon does not allow ({problem}); "
+                        "lakesweep cannot open it as a branch and protect its files: rename or remove it"
+                    )
+                out.append(name)
         return sorted(out)
 
     def branch_table(self, name: str) -> "PaimonTable":
