@@ -8,7 +8,15 @@ import time
 from pathlib import Path
 
 from cli import render
+from engine.errors import ForeignDirectory
 
+# A demo directory holds this file from the moment the demo starts writing into it; a later demo may
+# replace what the demo writes (DEMO_OUTPUTS) only in a directory that has it.
+DEMO_MARKER = ".lakesweep-demo"
+DEMO_WAREHOUSE = "warehouse"
+DEMO_PLAN = "expire-plan.parquet"
+DEMO_JOURNAL = "journal.duckdb"
+DEMO_OUTPUTS = (DEMO_WAREHOUSE, DEMO_PLAN, DEMO_JOURNAL, DEMO_JOURNAL + ".wal")
 DEMO_PARTITIONS = ("2024-01-01", "2024-01-02", "2024-01-03")
 # (partitions written, overwrite?) per commit: snapshot 5 overwrites 2024-01-01.
 DEMO_COMMITS = (
@@ -60,6 +68,42 @@ def write_demo_table(warehouse: Path) -> str:
     return str(warehouse / "demo.db" / "orders")
 
 
+def prepare_demo_dir(directory: Path) -> None:
+    """Make ``directory`` ready for a demo run, never deleting anything the demo did not write.
+
+    A missing or empty directory is created and marked. A previous demo's directory (it holds
+    ``DEMO_MARKER``) keeps everything except the demo's own outputs, which are removed. Anything
+    else raises ``ForeignDirectory`` and leaves the directory untouched."""
+    if directory.exists() and not directory.is_dir():
+        raise ForeignDirectory(str(directory), "not a directory; pass --dir with a new or empty directory")
+    if directory.is_dir() and any(directory.iterdir()):
+        if not (directory / DEMO_MARKER).is_file():
+            raise ForeignDirectory(
+                str(directory),
+                f"not empty and not made by 'lakesweep demo' (it has no {DEMO_MARKER} file); nothing was "
+                "removed. Pass --dir with a new or empty directory",
+            )
+        for name in DEMO_OUTPUTS:
+            path = directory / name
+            if path.is_symlink() or (path.exists() and path.is_dir() != (name == DEMO_WAREHOUSE)):
+                raise ForeignDirectory(
+                    str(directory), f"{name} in it was not written by 'lakesweep demo'; nothing was removed"
+                )
+        for name in DEMO_OUTPUTS:
+            path = directory / name
+            if path.is_dir():
+                shutil.rmtree(path)
+            elif path.exists():
+                path.unlink()
+    directory.mkdir(parents=True, exist_ok=True)
+    marker = directory / DEMO_MARKER
+    if not marker.is_file():
+        marker.write_text(
+            "Written by 'lakesweep demo'. A later demo with this --dir replaces only "
+            + ", ".join(DEMO_OUTPUTS) + " here.\n"
+        )
+
+
 def run_demo(directory: Path, *, json_output: bool) -> dict:
     from engine.inspect import inspect_table
     from engine.plan_io import read_plan, write_plan
@@ -68,20 +112,18 @@ def run_demo(directory: Path, *, json_output: bool) -> dict:
     from planner.options import resolve_expire_options
 
     directory = directory.resolve()
-    if directory.exists():
-        shutil.rmtree(directory)
-    directory.mkdir(parents=True)
+    prepare_demo_dir(directory)
     say = (lambda *a: None) if json_output else render.out.print
 
     say(f"[bold]1. Writing a Paimon table with pypaimon[/bold] under {directory}")
-    location = write_demo_table(directory / "warehouse")
+    location = write_demo_table(directory / DEMO_WAREHOUSE)
     table = open_table(location)
     info = inspect_table(table)
     say("\n[bold]2. lakesweep inspect[/bold]")
     if not json_output:
         render.render_inspect(info)
 
-    plan_path = directory / "expire-plan.parquet"
+    plan_path = directory / DEMO_PLAN
     say("\n[bold]3. lakesweep plan expire --retain-min 3 --time-retained '0 s'[/bold]")
     opts = resolve_expire_options(table.options, retain_min=3, time_retained="0 s")
     plan = plan_expire(table, now_ms=int(time.time() * 1000), options=opts)
@@ -95,7 +137,7 @@ def run_demo(directory: Path, *, json_output: bool) -> dict:
     from journal.audit import list_files, list_plans
     from journal.duckdb_store import DuckDBRecorder
 
-    journal_path = directory / "journal.duckdb"
+    journal_path = directory / DEMO_JOURNAL
     say(f"\n[bold]5. lakesweep apply {plan_path} --journal {journal_path}[/bold]  (local Spark)")
     with DuckDBRecorder(str(journal_path)) as recorder:
         with RichProgress(not json_output) as progress:

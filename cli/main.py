@@ -167,8 +167,9 @@ def show(
 @app.command()
 @handle_errors
 def demo(
-    directory: Path = typer.Option(Path("lakesweep-demo"), "--dir", help="Work directory for the demo table "
-                                   "and plan (recreated)."),
+    directory: Path = typer.Option(Path("lakesweep-demo"), "--dir", help="Work directory for the demo table, "
+                                   "plan and journal: a new or empty directory, or one a previous demo made (the "
+                                   "demo then replaces only its own files there)."),
     output: Output = OutputOpt,
 ):
     """The whole story on a demo table: write it with pypaimon, inspect, plan expire, show, apply on

@@ -64,3 +64,13 @@ class JournalError(LakesweepError):
 
 class JournalConflict(JournalError):
     """Another process holds the journal, or the journal already records a conflicting run."""
+
+
+class ForeignDirectory(LakesweepError):
+    """A directory lakesweep was asked to write into holds files lakesweep did not create there.
+
+    lakesweep refuses instead of removing or overwriting them; ``path`` names the directory."""
+
+    def __init__(self, path: str, message: str):
+        self.path = path
+        super().__init__(f"{path}: {message}")
