@@ -7,8 +7,13 @@ a few batches, and journals each batch as it arrives.
 
 from __future__ import annotations
 
+import contextlib
 import os
-from typing import Callable, Iterator, Sequence
+import re
+import socket
+import sys
+from dataclasses import dataclass
+from typing import Callable, Iterator, Mapping, Sequence
 
 from engine.fileio import FileIO
 from engine.plan import Action, ActionKind
@@ -19,10 +24,20 @@ DEFAULT_BATCH = 500
 LOG4J = os.path.join(os.path.dirname(os.path.abspath(__file__)), "log4j2.properties")
 
 
-def spark_session(master: str = "local[*]", conf: dict[str, str] | None = None):
-    """A Spark session for applying plans (quiet: no UI, warnings only)."""
+def spark_session(master: str = "local[*]", conf: dict[str, str] | None = None, *, preflight: bool = True):
+    """A Spark session for applying plans (quiet: no UI, warnings only).
+
+    The executors' Python is chosen as Spark documents it (``spark.pyspark.python``, then
+    ``PYSPARK_PYTHON``); when neither is set and the master runs on this machine, it is this very
+    interpreter, so the workers import the same lakesweep, pyarrow and Python as the driver. Unless
+    ``preflight`` is false, one task then checks that the executors can run lakesweep's tasks
+    (``applier.preflight.check_executors``) and the session is refused, and stopped if it was
+    created here, with ``ExecutorEnvironmentError`` when they cannot.
+    """
+    from pyspark import SparkContext
     from pyspark.sql import SparkSession
 
+    conf = dict(conf or {})
     # Bind to loopback: Spark otherwise picks the first non-loopback interface for a local session.
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     builder = SparkSession.builder.appName("lakesweep-apply").master(master)
@@ -36,11 +51,108 @@ def spark_session(master: str = "local[*]", conf: dict[str, str] | None = None):
     }
     if os.environ.get("PYTHONPATH"):
         defaults["spark.executorEnv.PYTHONPATH"] = os.environ["PYTHONPATH"]
-    for k, v in {**defaults, **(conf or {})}.items():
+    choice = executor_python(master, conf)
+    if choice.python is not None:
+        defaults["spark.pyspark.python"] = choice.python
+    if not conf.get("spark.pyspark.driver.python") and not os.environ.get("PYSPARK_DRIVER_PYTHON"):
+        defaults["spark.pyspark.driver.python"] = sys.executable
+    for k, v in {**defaults, **conf}.items():
         builder = builder.config(k, v)
-    spark = builder.getOrCreate()
+    created = SparkContext._active_spark_context is None
+    # A driver started as a plain Python process (not through spark-submit) takes the workers'
+    # interpreter from PYSPARK_PYTHON alone, read once when the SparkContext is made
+    # (pyspark/core/context.py); spark.pyspark.python only reaches it through spark-submit. So the
+    # choice above is handed over in the environment, for this call only.
+    with _environment(PYSPARK_PYTHON=choice.python):
+        spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
+    if preflight:
+        from applier.preflight import check_executors
+
+        try:
+            check_executors(spark, master=master, choice=choice)
+        except BaseException:
+            if created:
+                spark.stop()
+            raise
     return spark
+
+
+@dataclass(frozen=True, slots=True)
+class PythonChoice:
+    """The interpreter the executors are told to run (``None``: Spark's default, ``python3`` on their
+    ``PATH``) and where that choice came from, for messages."""
+
+    python: str | None
+    source: str
+
+
+_LOCAL_MASTER = re.compile(r"local(\[\s*(\*|\d+)\s*(,\s*\d+\s*)?\])?|local-cluster\[[^\]]*\]")
+
+
+def executor_python(master: str, conf: Mapping[str, str], env: Mapping[str, str] | None = None) -> PythonChoice:
+    """Spark's precedence (``spark.pyspark.python``, then ``PYSPARK_PYTHON``), then this interpreter
+    when the master runs on this machine: a local master, or a standalone master whose hosts are all
+    this machine's own names or addresses."""
+    env = os.environ if env is None else env
+    if conf.get("spark.pyspark.python"):
+        return PythonChoice(conf["spark.pyspark.python"], "--conf spark.pyspark.python")
+    if env.get("PYSPARK_PYTHON"):
+        return PythonChoice(env["PYSPARK_PYTHON"], "PYSPARK_PYTHON")
+    if master_on_this_machine(master):
+        return PythonChoice(sys.executable, "lakesweep's own interpreter (the master runs on this machine)")
+    return PythonChoice(None, "Spark's default: python3 on the executors' PATH")
+
+
+def master_on_this_machine(master: str) -> bool:
+    """``local``, ``local[N]``, ``local[N,F]``, ``local[*]``, ``local-cluster[...]``, or
+    ``spark://host:port[,host:port...]`` whose every host is this machine."""
+    m = master.strip()
+    if _LOCAL_MASTER.fullmatch(m):
+        return True
+    if not m.startswith("spark://"):
+        return False
+    hosts = []
+    for hostport in m[len("spark://"):].split(","):
+        host = hostport.rsplit(":", 1)[0] if ":" in hostport else hostport
+        hosts.append(host.strip().strip("[]"))
+    return bool(hosts) and all(_is_this_host(h) for h in hosts)
+
+
+def _is_this_host(host: str) -> bool:
+    """Whether every address ``host`` resolves to can be bound here, i.e. belongs to this machine."""
+    if not host:
+        return False
+    if host.lower() == "localhost" or host == socket.gethostname():
+        return True
+    try:
+        infos = socket.getaddrinfo(host, None, proto=socket.IPPROTO_TCP)
+    except (socket.gaierror, UnicodeError):
+        return False
+    addresses = {(family, sockaddr[0]) for family, _, _, _, sockaddr in infos}
+    for family, address in addresses:
+        try:
+            with socket.socket(family, socket.SOCK_STREAM) as s:
+                s.bind((address, 0))
+        except OSError:
+            return False
+    return bool(addresses)
+
+
+@contextlib.contextmanager
+def _environment(**values: str | None):
+    """Set the non-None ``values`` in ``os.environ`` for the duration of the block, then restore."""
+    saved = {k: os.environ.get(k) for k, v in values.items() if v is not None}
+    try:
+        for k in saved:
+            os.environ[k] = values[k]
+        yield
+    finally:
+        for k, old in saved.items():
+            if old is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = old
 
 
 def _row(a: Action) -> tuple:

@@ -66,11 +66,6 @@ class JournalConflict(JournalError):
     """Another process holds the journal, or the journal already records a conflicting run."""
 
 
-class ForeignDirectory(LakesweepError):
-    """A directory lakesweep was asked to write into holds files lakesweep did not create there.
-
-    lakesweep refuses instead of removing or overwriting them; ``path`` names the directory."""
-
-    def __init__(self, path: str, message: str):
-        self.path = path
-        super().__init__(f"{path}: {message}")
+class ExecutorEnvironmentError(LakesweepError):
+    """The Spark executors cannot run lakesweep's tasks: their Python is missing, lacks lakesweep or its
+    dependencies, or runs other versions than the driver. The message says how to provide it."""
