@@ -38,6 +38,16 @@ class UnsupportedTable(LakesweepError):
     """The table uses a feature lakesweep cannot handle exactly as Paimon does, so it refuses to touch it."""
 
 
+class InvalidLocation(LakesweepError):
+    """A location lakesweep cannot address safely: an unsupported scheme, a ``file://host/`` URI, a relative
+    path where an absolute one is required, ``.``/``..`` segments, or the file system root as a table or
+    external root."""
+
+    def __init__(self, location: str, message: str):
+        self.path = location
+        super().__init__(f"{location!r}: {message}")
+
+
 class StorageError(LakesweepError):
     """The file system or object store failed (permission denied, network, throttling...)."""
 
@@ -58,6 +68,10 @@ class PlannerInvariantViolated(LakesweepError):
     """The planner's own safety check found a planned path that is still reachable. This is a bug."""
 
 
+class SparkUnavailable(LakesweepError):
+    """A Spark session could not be started (bad master, bad configuration, unreachable cluster)."""
+
+
 class JournalError(LakesweepError):
     """The journal cannot be opened or written."""
 
@@ -69,3 +83,13 @@ class JournalConflict(JournalError):
 class ExecutorEnvironmentError(LakesweepError):
     """The Spark executors cannot run lakesweep's tasks: their Python is missing, lacks lakesweep or its
     dependencies, or runs other versions than the driver. The message says how to provide it."""
+
+
+class ForeignDirectory(LakesweepError):
+    """A directory lakesweep was asked to write into holds files lakesweep did not create there.
+
+    lakesweep refuses instead of removing or overwriting them; ``path`` names the directory."""
+
+    def __init__(self, path: str, message: str):
+        self.path = path
+        super().__init__(f"{path}: {message}")
