@@ -12,10 +12,32 @@ from dataclasses import dataclass
 from typing import Mapping
 
 from engine.errors import PlanRejected
+from engine.paths import PATH_SHAPING_OPTIONS
 from engine.plan import OptionValue
 
+INT_MIN = -(2**31)
 INT_MAX = 2**31 - 1
 LONG_MAX = 2**63 - 1
+
+# The times lakesweep can show and store: Python's datetime (years 1 to 9999, UTC), inside a Java long.
+MIN_TIME_MS = -62_135_596_800_000
+MAX_TIME_MS = 253_402_300_799_999
+
+# Options that describe how the table was written, with Paimon's defaults (CoreOptions). The planner
+# reads the table's files through them (which changelog files exist, which manifest lists retained
+# changelogs still need, where data and index files live); a different value would plan for a table that
+# is not there, e.g. changelog-producer=input on a 'none' table writes changelog-N files pointing at
+# manifest lists the same plan deletes. ``--option`` may repeat the table's value, never change it.
+TABLE_SHAPE_OPTIONS: Mapping[str, str | None] = {
+    "changelog-producer": "none",
+    "bucket": "-1",
+    "bucket-key": None,
+    **{
+        key: {"partition.legacy-name": "true", "partition.default-name": "__DEFAULT_PARTITION__",
+              "index-file-in-data-file-dir": "false"}.get(key)
+        for key in PATH_SHAPING_OPTIONS
+    },
+}
 
 TIME_RULE_SUCCESSOR = "successor"  # Paimon 2.0+: a snapshot expires when its successor is older than the window
 TIME_RULE_OWN = "own"  # Paimon before 2.0: a snapshot expires when it is itself older than the window
@@ -41,21 +63,31 @@ def parse_duration_ms(text: str) -> int:
     value, unit = int(m.group(1)), m.group(2).lower()
     if unit and unit not in _UNITS:
         raise PlanRejected(f"'{text}': unknown time unit '{unit}' (use ms, s, min, h or d)")
-    return int(value * _UNITS[unit]) if unit else value
+    ms = value * _UNITS[unit] if unit else value
+    if ms > LONG_MAX:
+        raise PlanRejected(f"'{text}' is too long a duration (at most {LONG_MAX} ms, as in Paimon)")
+    return int(ms)
 
 
 def parse_time_ms(text: str) -> int:
-    """Epoch milliseconds, or an ISO-8601 date-time (a time without an offset is read as UTC)."""
+    """Epoch milliseconds, or an ISO-8601 date-time (a time without an offset is read as UTC), between
+    the years 1 and 9999 (UTC)."""
     t = str(text).strip()
-    if re.fullmatch(r"-?\d+", t):
-        return int(t)
-    try:
-        d = _dt.datetime.fromisoformat(t.replace("Z", "+00:00"))
-    except ValueError as e:
-        raise PlanRejected(f"'{text}' is neither epoch milliseconds nor an ISO-8601 time (e.g. 2024-05-01T12:00:00Z)") from e
-    if d.tzinfo is None:
-        d = d.replace(tzinfo=_dt.timezone.utc)
-    return int(d.timestamp() * 1000)
+    if re.fullmatch(r"-?[0-9]+", t):
+        ms = int(t)
+    else:
+        try:
+            d = _dt.datetime.fromisoformat(t.replace("Z", "+00:00"))
+            if d.tzinfo is None:
+                d = d.replace(tzinfo=_dt.timezone.utc)
+            ms = (d - _dt.datetime(1970, 1, 1, tzinfo=_dt.timezone.utc)) // _dt.timedelta(milliseconds=1)
+        except (ValueError, OverflowError) as e:
+            raise PlanRejected(
+                f"'{text}' is neither epoch milliseconds nor an ISO-8601 time (e.g. 2024-05-01T12:00:00Z)"
+            ) from e
+    if not MIN_TIME_MS <= ms <= MAX_TIME_MS:
+        raise PlanRejected(f"'{text}' is outside the times lakesweep handles (the years 1 to 9999, UTC)")
+    return ms
 
 
 def _bool(text: str, key: str) -> bool:
@@ -66,10 +98,47 @@ def _bool(text: str, key: str) -> bool:
 
 
 def _int(text, key: str) -> int:
+    """A Java int option (every count option of expiry is one in Paimon's CoreOptions)."""
     try:
-        return int(str(text).strip())
+        value = int(str(text).strip())
     except ValueError as e:
         raise PlanRejected(f"option '{key}' must be an integer, not '{text}'") from e
+    if not INT_MIN <= value <= INT_MAX:
+        raise PlanRejected(f"option '{key}' is {value}, outside the range of a Java int (at most {INT_MAX})")
+    return value
+
+
+def _shape_value(key: str, value: str | None):
+    """A table-shape option's value as Paimon compares it: enums and booleans case-insensitively, the
+    bucket count as a number."""
+    if value is None:
+        return None
+    v = str(value).strip()
+    if key in ("changelog-producer", "partition.legacy-name", "index-file-in-data-file-dir"):
+        return v.lower()
+    if key == "bucket" and re.fullmatch(r"[+-]?[0-9]+", v):
+        return int(v)
+    return v
+
+
+def check_table_shape_overrides(table_options: Mapping[str, str], overrides: Mapping[str, str]) -> None:
+    """Refuse an ``--option`` that changes how the table was written (``TABLE_SHAPE_OPTIONS``)."""
+    for key in sorted(set(overrides) & set(TABLE_SHAPE_OPTIONS)):
+        given = overrides[key]
+        written = table_options.get(key)
+        default = TABLE_SHAPE_OPTIONS[key]
+        if _shape_value(key, given) == _shape_value(key, written if written is not None else default):
+            continue
+        if written is not None:
+            was = f"the table was written with {key}={written}"
+        elif default is not None:
+            was = f"the table was written with {key}={default} (Paimon's default; the table does not set it)"
+        else:
+            was = f"the table was written without {key}"
+        raise PlanRejected(
+            f"--option {key}={given}: {was}; an option that describes how a table was written cannot be "
+            "overridden (drop it, or pass the table's own value)"
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,9 +185,11 @@ def resolve_expire_options(
     overrides = dict(overrides or {})
     sources: dict[str, OptionValue] = {}
 
+    check_table_shape_overrides(merged_table, overrides)
+
     def pick(key: str, flag, default, parse, fallback_keys=()):
         if flag is not None:
-            value, src = parse(flag, key) if isinstance(flag, str) else flag, "flag"
+            value, src = parse(flag, key), "flag"
         elif key in overrides:
             value, src = parse(overrides[key], key), "flag"
         else:
@@ -152,7 +223,7 @@ def resolve_expire_options(
     sources["time-rule"] = OptionValue(time_rule, "flag" if time_rule != TIME_RULE_SUCCESSOR else "default")
     sources["skip-unreadable"] = OptionValue(skip_unreadable, "flag" if skip_unreadable else "default")
 
-    unknown = set(overrides) - set(sources)
+    unknown = set(overrides) - set(sources) - set(TABLE_SHAPE_OPTIONS)
     if unknown:
         raise PlanRejected(
             f"--option {sorted(unknown)[0]} is not an expire option; known: "
