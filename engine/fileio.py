@@ -17,7 +17,7 @@ import uuid
 from dataclasses import dataclass
 from typing import Mapping
 
-from engine.errors import StorageError
+from engine.errors import InvalidLocation, StorageError
 
 
 class DeleteOutcome(enum.StrEnum):
@@ -43,21 +43,64 @@ def join(base: str, *parts: str) -> str:
     return out
 
 
-def normalize_location(location: str) -> str:
-    """A canonical form of a table location: ``file:`` URIs become plain absolute paths, no trailing '/'."""
+def normalize_location(location: str, *, relative_ok: bool = True) -> str:
+    """The one canonical form of a location, used for table roots, external roots and external file paths.
+
+    ``/abs``, ``file:/abs`` and ``file:///abs`` become the plain absolute path; ``s3://``, ``s3a://`` and
+    ``s3n://`` become ``s3://bucket/key``. No trailing '/'. A relative path is made absolute against the
+    working directory only when ``relative_ok`` (a user's command-line input); locations read from
+    metadata must be absolute. ``.``/``..`` and empty segments are refused in URIs and absolute paths
+    rather than collapsed, so no location can name a different file than it spells. Anything else
+    (``http://``, ``file://host/``) raises ``InvalidLocation``.
+    """
+    if not isinstance(location, str) or not location.strip():
+        raise InvalidLocation(str(location), "an empty location")
     loc = location.strip()
-    if loc.startswith("file://"):
-        loc = loc[len("file://"):]
-        if not loc.startswith("/"):
-            raise ValueError(f"unsupported file URI with an authority: {location!r}")
-    elif loc.startswith("file:"):
-        loc = loc[len("file:"):]
+    if loc.startswith("file:"):
+        rest = loc[len("file:"):]
+        if rest.startswith("//"):
+            rest = rest[2:]
+            if not rest.startswith("/"):
+                raise InvalidLocation(location, "file URIs with a host (file://host/...) are not supported; "
+                                                "use file:///path or a plain path")
+        if not rest.startswith("/"):
+            raise InvalidLocation(location, "a file: URI must hold an absolute path")
+        return _plain_absolute(rest, location)
     if "://" in loc:
         scheme, rest = loc.split("://", 1)
-        if scheme.lower() not in ("s3", "s3a"):
-            raise ValueError(f"unsupported scheme {scheme!r} in {location!r}: use a local path or s3://")
-        return "s3://" + rest.rstrip("/")
-    return os.path.abspath(loc).rstrip("/") or "/"
+        if scheme.lower() not in ("s3", "s3a", "s3n"):
+            raise InvalidLocation(location, f"unsupported scheme {scheme!r}: use a local path or s3://bucket/path")
+        bucket, _, key = rest.partition("/")
+        if not bucket:
+            raise InvalidLocation(location, "no bucket")
+        key = key.rstrip("/")
+        if key:
+            _check_segments(key.split("/"), location)
+        return f"s3://{bucket}/{key}" if key else f"s3://{bucket}"
+    if not loc.startswith("/"):
+        if not relative_ok:
+            raise InvalidLocation(location, "not an absolute location")
+        return os.path.abspath(loc)
+    return _plain_absolute(loc, location)
+
+
+def _check_segments(segments, location: str) -> None:
+    for seg in segments:
+        if seg in ("", ".", ".."):
+            raise InvalidLocation(location, "'.', '..' and empty path segments are not allowed")
+
+
+def _plain_absolute(path: str, location: str) -> str:
+    trimmed = path.rstrip("/")
+    if not trimmed:
+        return "/"
+    _check_segments(trimmed.split("/")[1:], location)
+    return trimmed
+
+
+def is_filesystem_root(location: str) -> bool:
+    """``/`` (after normalizing): never acceptable as a table root or an external data root."""
+    return location == "/"
 
 
 class FileIO(abc.ABC):

@@ -9,8 +9,8 @@ from __future__ import annotations
 import posixpath
 from typing import Mapping, Sequence
 
-from engine.errors import CorruptMetadata, UnsupportedTable
-from engine.fileio import join
+from engine.errors import CorruptMetadata, InvalidLocation, UnsupportedTable
+from engine.fileio import is_filesystem_root, join, normalize_location
 from engine.model import DataFileMeta
 from engine.partition import (
     DEFAULT_PARTITION_NAME,
@@ -23,6 +23,37 @@ from engine.partition import (
 from engine.types import DataType
 
 POSTPONE_BUCKET = -2
+
+
+def external_roots(options: Mapping[str, str]) -> list[str]:
+    """The declared external data roots (``data-file.external-paths``, comma separated), normalized.
+
+    A root that does not normalize, or that is the file system root, is refused: everything would lie
+    inside it (``file:///`` once made every local path count as the table's).
+    """
+    raw = options.get("data-file.external-paths") or ""
+    roots = []
+    for part in raw.split(","):
+        if not part.strip():
+            continue
+        try:
+            root = normalize_location(part, relative_ok=False)
+        except InvalidLocation as e:
+            raise UnsupportedTable(f"data-file.external-paths holds {part.strip()!r}, which lakesweep cannot "
+                                   f"address: {e}") from e
+        if is_filesystem_root(root):
+            raise UnsupportedTable(f"data-file.external-paths holds {part.strip()!r}, the file system root; "
+                                   "lakesweep refuses a table whose files may lie anywhere")
+        roots.append(root)
+    return roots
+
+
+def external_location(path: str) -> str:
+    """An ``_EXTERNAL_PATH`` (``file:/dir/f``, ``file:///dir/f``, ``s3a://b/k``) as the file it names."""
+    try:
+        return normalize_location(path, relative_ok=False)
+    except InvalidLocation as e:
+        raise CorruptMetadata(path, f"external path does not name a file lakesweep can address: {e}") from e
 
 
 def _bool_option(options: Mapping[str, str], key: str, default: bool) -> bool:
@@ -53,6 +84,7 @@ class PathFactory:
         self.default_name = options.get("partition.default-name", DEFAULT_PARTITION_NAME)
         self.path_directory = (options.get("data-file.path-directory") or "").strip("/")
         self.index_in_data_dir = _bool_option(options, "index-file-in-data-file-dir", False)
+        self.external_roots = external_roots(options)  # refuses a root lakesweep cannot bound (``/``)
         self._spec_cache: dict[bytes, list[tuple[str, str]]] = {}
 
     # -- partitions ----------------------------------------------------------------------------
@@ -96,13 +128,13 @@ class PathFactory:
 
     def data_file(self, partition: bytes, bucket: int, file: DataFileMeta) -> str:
         if file.external_path:
-            return file.external_path
+            return external_location(file.external_path)
         return self.bucket_dir(partition, bucket) + "/" + file.file_name
 
     def extra_file(self, partition: bytes, bucket: int, file: DataFileMeta, extra: str) -> str:
         """Extra files sit beside their data file: in the external directory if it has one."""
         if file.external_path:
-            return posixpath.dirname(file.external_path) + "/" + extra
+            return posixpath.dirname(external_location(file.external_path)) + "/" + extra
         return self.bucket_dir(partition, bucket) + "/" + extra
 
     # -- metadata and index files --------------------------------------------------------------
@@ -115,7 +147,7 @@ class PathFactory:
 
     def index_file(self, partition: bytes, bucket: int, file_name: str, external_path: str | None) -> str:
         if external_path:
-            return external_path
+            return external_location(external_path)
         if self.index_in_data_dir:
             return self.bucket_dir(partition, bucket) + "/" + file_name
         return join(self.root, "index", file_name)

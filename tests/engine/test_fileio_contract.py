@@ -4,7 +4,7 @@ import pickle
 
 import pytest
 
-from engine.errors import StorageError
+from engine.errors import InvalidLocation, StorageError
 from engine.fileio import ArrowFileIO, DeleteOutcome, MemoryFileIO, join, normalize_location
 
 
@@ -133,5 +133,31 @@ def test_normalize_location(given, expected):
 
 
 def test_normalize_location_rejects_other_schemes():
-    with pytest.raises(ValueError, match="unsupported scheme 'hdfs'"):
+    with pytest.raises(InvalidLocation, match="unsupported scheme 'hdfs'"):
         normalize_location("hdfs://nn/t")
+
+
+@pytest.mark.parametrize("uri, expected", [
+    ("/data/t/", "/data/t"),
+    ("file:/data/t", "/data/t"),
+    ("file:///data/t/", "/data/t"),
+    ("s3a://bucket/wh/t/", "s3://bucket/wh/t"),
+    ("s3://bucket", "s3://bucket"),
+    ("file:///", "/"),
+])
+def test_every_spelling_of_a_location_normalizes_to_the_file_it_names(uri, expected):
+    assert normalize_location(uri, relative_ok=False) == expected
+
+
+@pytest.mark.parametrize("uri, message", [
+    ("http://host/t", "unsupported scheme 'http'"),
+    ("file://host/t", "file URIs with a host"),
+    ("file:t", "must hold an absolute path"),
+    ("/data/t/../other", "'.', '..' and empty path segments"),
+    ("s3://bucket/a//b", "'.', '..' and empty path segments"),
+    ("relative/t", "not an absolute location"),
+    ("", "an empty location"),
+])
+def test_locations_that_could_name_another_file_are_refused(uri, message):
+    with pytest.raises(InvalidLocation, match=message):
+        normalize_location(uri, relative_ok=False)
