@@ -6,14 +6,15 @@ already written is written again with the same content.
 
 from __future__ import annotations
 
+import os
 import posixpath
 import random
 import time
 from dataclasses import dataclass
 from typing import Callable, Sequence
 
-from engine.errors import PlanRejected, StorageError
-from engine.fileio import DeleteOutcome, FileIO, join
+from engine.errors import InvalidLocation, PlanRejected, StorageError
+from engine.fileio import DeleteOutcome, FileIO, join, normalize_location
 from engine.plan import Action, ActionKind
 from journal.events import FileOutcome as Outcome  # the journal's outcomes are the executor's
 
@@ -30,28 +31,77 @@ class ActionResult:
 def resolve_action_path(root: str, path: str, external_roots: Sequence[str] = ()) -> str:
     """The full location of an action's path; refuses anything outside the table root or its external roots.
 
-    ``..`` segments are normalised away first, so ``dt=1/../../other/x`` cannot escape.
+    A relative path must be plain (no ``.``, ``..`` or empty segments); an absolute path or URI goes
+    through the one normalization (``engine.fileio.normalize_location``). Nothing is ever re-rooted: an
+    absolute path outside every root is refused, not joined to the table root.
     """
-    full = path if ("://" in path or path.startswith("/")) else join(root, path)
-    scheme, sep, rest = full.partition("://")
-    if sep:
-        normal = scheme + "://" + posixpath.normpath(rest)
-    else:
-        normal = posixpath.normpath(full)
-    allowed = [root.rstrip("/")] + [r.rstrip("/") for r in external_roots if r]
-    if not any(normal == r or normal.startswith(r + "/") for r in allowed):
+    try:
+        if path.startswith("/") or path.startswith("file:") or "://" in path:
+            full = normalize_location(path, relative_ok=False)
+        else:
+            if any(seg in ("", ".", "..") for seg in path.split("/")):
+                normal = posixpath.normpath(join(root, path))
+                where = ("outside the table root" if not normal.startswith(root.rstrip("/") + "/")
+                         else "inside the table root only through")
+                raise PlanRejected(f"action path {path!r} resolves to {normal}, {where} {root} and '.', '..' or "
+                                   "empty segments, which lakesweep never plans; the plan is refused")
+            full = join(root, path)
+    except InvalidLocation as e:
+        raise PlanRejected(f"action path {path!r} is refused: {e}") from e
+    root = root.rstrip("/")
+    allowed = [root] + [r.rstrip("/") for r in external_roots if r]
+    if full == root or full in allowed:
+        raise PlanRejected(f"action path {path!r} is a root directory ({full}) itself; the plan is refused")
+    if not any(full.startswith(r + "/") for r in allowed):
         raise PlanRejected(
-            f"action path {path!r} resolves to {normal}, outside the table root {root} "
+            f"action path {path!r} resolves to {full}, outside the table root {root} "
             f"and its external paths; the plan is refused"
         )
-    if normal.rstrip("/") == root.rstrip("/"):
-        raise PlanRejected(f"action path {path!r} is the table root itself; the plan is refused")
-    return normal
+    return full
+
+
+def containing_root(full: str, root: str, external_roots: Sequence[str] = ()) -> str:
+    """The root (table root or external root) that ``full`` lies under; ``resolve_action_path`` made sure
+    there is one. The longest match wins, for an external root inside the table root."""
+    roots = sorted([root.rstrip("/")] + [r.rstrip("/") for r in external_roots if r], key=len, reverse=True)
+    for r in roots:
+        if full.startswith(r + "/"):
+            return r
+    raise PlanRejected(f"{full} lies under no root of the table")
+
+
+def refuse_symlinked_parents(full: str, base: str, checked: set[str] | None = None) -> None:
+    """On local storage: refuse ``full`` when a directory between ``base`` and it is a symbolic link.
+
+    A link inside the table can make a path that is lexically inside the root name a file outside it.
+    ``checked`` caches directories already found to be plain (the driver's pass over a whole plan).
+    """
+    parent = posixpath.dirname(full)
+    pending = []
+    while parent.startswith(base + "/") and (checked is None or parent not in checked):
+        pending.append(parent)
+        parent = posixpath.dirname(parent)
+    for d in reversed(pending):
+        if os.path.islink(d):
+            raise PlanRejected(
+                f"{full} is refused: its parent directory {d} is a symbolic link, which can lead outside "
+                f"the table root; lakesweep does not follow links when deleting"
+            )
+        if checked is not None:
+            checked.add(d)
+
+
+def target_of(fileio: FileIO, root: str, path: str, external_roots: Sequence[str] = ()) -> str:
+    """``resolve_action_path`` plus, on local storage, the symbolic-link check."""
+    full = resolve_action_path(root, path, external_roots)
+    if fileio.scheme == "file":
+        refuse_symlinked_parents(full, containing_root(full, root, external_roots))
+    return full
 
 
 def execute_action(fileio: FileIO, root: str, action: Action, external_roots: Sequence[str] = ()) -> Outcome:
     """Do one action. Raises ``StorageError`` on failure (callers retry), ``PlanRejected`` on a bad path."""
-    target = resolve_action_path(root, action.path, external_roots)
+    target = target_of(fileio, root, action.path, external_roots)
     kind = action.kind
     if kind == ActionKind.EMPTY_DIR:
         if not fileio.exists(target):
@@ -61,7 +111,7 @@ def execute_action(fileio: FileIO, root: str, action: Action, external_roots: Se
         fileio.write_atomic(target, str(action.snapshot_id).encode())
         return Outcome.WRITTEN
     if kind == ActionKind.WRITE_CHANGELOG:
-        source = resolve_action_path(root, action.source or "", external_roots)
+        source = target_of(fileio, root, action.source or "", external_roots)
         try:
             data = fileio.read_bytes(source)
         except FileNotFoundError:
@@ -92,6 +142,9 @@ def execute_with_retry(
         try:
             outcome = execute_action(fileio, root, action, external_roots)
             return ActionResult(action.action_id, outcome, attempt, None, clock_ms())
+        except PlanRejected as e:
+            # A refused path is not a storage hiccup: no retry, and the phase fails with the reason.
+            return ActionResult(action.action_id, Outcome.FAILED, attempt, f"refused: {e}", clock_ms())
         except (StorageError, OSError) as e:
             last = f"{type(e).__name__}: {e}"
             if attempt < attempts:

@@ -16,7 +16,7 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Callable, Protocol, Sequence
 
-from engine.errors import JournalConflict, LakesweepError, PlanRejected
+from engine.errors import JournalConflict, JournalError, LakesweepError, PlanRejected, SparkUnavailable
 from engine.fileio import FileIO
 from engine.plan import Action, ActionKind, CleanupPlan, Phase
 from engine.plan_io import plan_from_header
@@ -35,8 +35,8 @@ from journal.projection import PlanStatus, RunStatus, incomplete_applies, latest
 from journal.recorder import Recorder
 
 from applier.actions import ActionResult, Outcome, execute_with_retry, resolve_action_path
-from applier.local import external_roots
-from applier.preconditions import check_not_stale, verify_paths, verify_table
+from engine.paths import external_roots
+from applier.preconditions import check_not_stale, check_unreachable, verify_paths, verify_table
 
 BULK_PHASES = (Phase.DATA_FILES, Phase.CHANGELOG_FILES, Phase.METADATA)
 
@@ -64,7 +64,7 @@ class ApplyReport:
 
     plan_id: str
     apply_id: str | None
-    state: str  # COMPLETED, FAILED, DRY_RUN
+    state: str  # COMPLETED, FAILED, DRY_RUN, REFUSED (resume without an id: a plan that was refused)
     dry_run: bool = False
     resumed: bool = False
     counts: dict = field(default_factory=lambda: {o.value: 0 for o in FileOutcome})
@@ -94,6 +94,41 @@ def _crash_hook(stage: str, count: int) -> None:
             os.kill(os.getpid(), signal.SIGKILL)
 
 
+class _SparkSession:
+    """The Spark session of one apply: the caller's, or one started here on first use and stopped at the end.
+
+    A session that cannot start raises ``SparkUnavailable`` (exit 1) with the first line of Spark's error
+    instead of a Java stack trace.
+    """
+
+    def __init__(self, spark, master: str, conf: dict[str, str] | None):
+        self.spark, self.master, self.conf, self.owned = spark, master, conf, False
+
+    def get(self):
+        if self.spark is None:
+            from pyspark.sql import SparkSession
+
+            from applier.spark_exec import spark_session
+
+            self.owned = SparkSession.getActiveSession() is None  # never stop someone else's session
+            try:
+                self.spark = spark_session(self.master, self.conf)
+            except LakesweepError:
+                raise
+            except Exception as e:  # py4j and pyspark raise many types here; all mean "no session"
+                first = (str(e).strip().splitlines() or [type(e).__name__])[0][:400]
+                raise SparkUnavailable(
+                    f"Spark could not start with master {self.master!r}: {first}. Check --master and --conf; "
+                    "nothing was deleted and no apply was started."
+                ) from e
+        return self.spark
+
+    def stop(self) -> None:
+        if self.owned and self.spark is not None:
+            self.spark.stop()
+            self.spark = None
+
+
 class _Run:
     def __init__(self, plan, recorder, apply_id, fileio, root, external, progress, clock, spark_factory):
         self.plan = plan
@@ -105,6 +140,7 @@ class _Run:
         self.progress = progress
         self.clock = clock
         self.spark_factory = spark_factory
+        self.plan_id = plan.plan_id  # a hash over every action: computed once, not per result row
         self.by_id = {a.action_id: a for a in plan.actions}
         self.received = 0
         self.journaled = 0
@@ -116,7 +152,7 @@ class _Run:
         for r in results:
             a = self.by_id[r.action_id]
             rows.append(FileRecord(
-                apply_id=self.apply_id, plan_id=self.plan.plan_id, action_id=a.action_id, path=a.path, kind=a.kind,
+                apply_id=self.apply_id, plan_id=self.plan_id, action_id=a.action_id, path=a.path, kind=a.kind,
                 phase=int(a.phase), bytes=a.size, outcome=r.outcome, error=r.error,
                 attempt=r.attempts, time_ms=r.finished_ms or self.clock(),
             ))
@@ -200,50 +236,66 @@ def apply_plan(
         earlier = {int(a.phase) for a in plan.actions if a.phase < Phase.SNAPSHOTS}
         if earlier <= set(prior[resume_apply_id].completed_phases):
             done_snapshot_ids |= {a.snapshot_id for a in plan.actions if a.kind == ActionKind.SNAPSHOT}
+
+    def refuse(e: PlanRejected, apply_id: str | None) -> None:
+        recorder.append([ApplyRefused(plan_id=plan.plan_id, reason=str(e), refused_ms=clock(), apply_id=apply_id)])
+
     try:
         verify_table(plan, table)
         verify_paths(plan, table)
         check_not_stale(plan, table, done_snapshot_deletes=done_snapshot_ids)
+        check_unreachable(plan, table, plan.actions)
     except PlanRejected as e:
-        recorder.append([ApplyRefused(plan_id=plan.plan_id, reason=str(e), refused_ms=clock(),
-                                      apply_id=resume_apply_id)])
+        refuse(e, resume_apply_id)
         raise
 
     # Actions whose latest record, in any apply of this plan, is not a failure.
     done_anywhere = frozenset(a for a, r in latest_by_action(records).items() if r.outcome != FileOutcome.FAILED)
+    done = done_anywhere if (skip_done or resume_apply_id is not None) else frozenset()
+    session = _SparkSession(spark, master, conf)
+    if any(a.phase in BULK_PHASES and a.action_id not in done for a in plan.actions):
+        # Started before ApplyStarted: a master that cannot be reached, a bad --conf or executors that
+        # cannot run lakesweep leave no unfinished apply behind.
+        session.get()
+    try:
+        report = _run_phases(plan, recorder, table, done, resume_apply_id, prior, started, master, progress, clock,
+                             session, done_snapshot_ids)
+    finally:
+        session.stop()
+    return report
+
+
+def _run_phases(plan, recorder, table, done, resume_apply_id, prior, started, master, progress, clock, session,
+                done_snapshot_ids) -> "ApplyReport":
     if resume_apply_id is None:
         apply_id = uuid.uuid4().hex[:16]
         recorder.append([ApplyStarted(apply_id=apply_id, plan_id=plan.plan_id, n_actions=len(plan.actions),
                                       bytes=sum(a.size or 0 for a in plan.actions), master=master,
                                       dry_run=False, started_ms=started)])
-        done = done_anywhere if skip_done else frozenset()
     else:
         apply_id = resume_apply_id
-        done = done_anywhere
-
-    session = {"spark": spark, "owned": False}
-
-    def spark_factory():
-        if session["spark"] is None:
-            from pyspark.sql import SparkSession
-
-            from applier.spark_exec import spark_session
-
-            session["owned"] = SparkSession.getActiveSession() is None  # never stop someone else's session
-            session["spark"] = spark_session(master, conf)
-        return session["spark"]
 
     run = _Run(plan, recorder, apply_id, table.fileio, table.location, external_roots(table.options), progress,
-               clock, spark_factory)
+               clock, session.get)
     report = ApplyReport(plan.plan_id, apply_id, "COMPLETED", resumed=resume_apply_id is not None)
     completed = set(prior[apply_id].completed_phases) if resume_apply_id is not None else set()
     for phase in Phase:
         actions = [a for a in plan.actions if a.phase == phase and a.action_id not in done]
         if int(phase) in completed or not any(a.phase == phase for a in plan.actions):
             continue
+        try:
+            # The live table may have moved on since the last phase: re-check before touching anything.
+            check_not_stale(plan, table, done_snapshot_deletes=done_snapshot_ids)
+            check_unreachable(plan, table, actions)
+        except PlanRejected as e:
+            recorder.append([ApplyFailed(apply_id=apply_id, plan_id=plan.plan_id, reason=f"refused: {e}",
+                                         phase=int(phase), finished_ms=clock())])
+            raise
         progress.phase_started(phase, len(actions), sum(a.size or 0 for a in actions))
         results = run.run_phase(phase, actions)
         progress.phase_finished(phase)
+        done_snapshot_ids |= {run.by_id[r.action_id].snapshot_id for r in results
+                              if run.by_id[r.action_id].kind == ActionKind.SNAPSHOT and r.outcome != Outcome.FAILED}
         summary = _phase_summary(phase, len(actions), results, run.by_id)
         report.phases.append(summary)
         failed = [r for r in results if r.outcome == Outcome.FAILED]
@@ -273,33 +325,32 @@ def apply_plan(
                                         failed=report.counts["FAILED"], written=report.counts["WRITTEN"],
                                         kept=report.counts["KEPT_NOT_EMPTY"], bytes_reclaimed=report.bytes_reclaimed,
                                         duration_ms=report.duration_ms, finished_ms=clock())])
-    if session["owned"]:
-        session["spark"].stop()
     return report
 
 
 def dry_run_plan(plan: CleanupPlan, *, fileio: FileIO | None = None, master: str = "local[*]",
                  conf: dict[str, str] | None = None, spark=None) -> ApplyReport:
-    """Validate the plan against the live table and count what apply would do, deleting nothing and
-    writing nothing (not even to the journal)."""
-    from applier.spark_exec import run_on_spark, spark_session
+    """Validate the plan against the live table exactly as apply does, and count what apply would do,
+    deleting nothing and writing nothing (not even to the journal)."""
+    from applier.spark_exec import run_on_spark
 
     started = int(time.time() * 1000)
     table = open_table(plan.table_location, fileio, branch=plan.branch)
     verify_table(plan, table)
     verify_paths(plan, table)
     check_not_stale(plan, table)
+    check_unreachable(plan, table, plan.actions)
     report = ApplyReport(plan.plan_id, None, "DRY_RUN", dry_run=True)
     external = external_roots(table.options)
     bulk = [a for a in plan.actions if a.phase in BULK_PHASES]
     results: list[ActionResult] = []
-    own, owned = None, False
-    if bulk:
-        from pyspark.sql import SparkSession
-
-        owned = spark is None and SparkSession.getActiveSession() is None
-        own = spark if spark is not None else spark_session(master, conf)
-        run_on_spark(own, table.fileio, table.location, external, bulk, on_batch=results.extend, dry_run=True)
+    session = _SparkSession(spark, master, conf)
+    try:
+        if bulk:
+            run_on_spark(session.get(), table.fileio, table.location, external, bulk, on_batch=results.extend,
+                         dry_run=True)
+    finally:
+        session.stop()
     by_id = {a.action_id: a for a in plan.actions}
     for a in plan.actions:
         if a.phase in BULK_PHASES:
@@ -317,8 +368,6 @@ def dry_run_plan(plan: CleanupPlan, *, fileio: FileIO | None = None, master: str
     report.bytes_reclaimed = sum(p["bytes"] for p in report.phases)
     report.duration_ms = int(time.time() * 1000) - started
     report.hint = plan.earliest_hint
-    if owned:
-        own.stop()
     return report
 
 
@@ -336,14 +385,25 @@ def resume(recorder: Recorder, plan_id: str | None = None, **kwargs) -> list[App
             if plan_id is not None and status != PlanStatus.APPLYING:
                 raise LakesweepError(f"plan {pid} is {status.value.lower()}: there is nothing to resume")
             continue
-        plan = plan_from_header(recorder.plan_header(pid), recorder.plan_actions(pid), source=f"journal plan {pid}")
-        if plan.plan_id != pid:
-            raise LakesweepError(f"journal plan {pid} does not hash to its id; the journal is damaged")
-        running = [r for r in incomplete_applies(recorder) if r.plan_id == pid and not r.dry_run]
-        if running:
-            reports.append(apply_plan(plan, recorder, resume_apply_id=running[0].apply_id, **kwargs))
-        else:
-            report = apply_plan(plan, recorder, skip_done=True, **kwargs)
-            report.resumed = True
-            reports.append(report)
+        try:
+            reports.append(_resume_one(recorder, pid, kwargs))
+        except (JournalError, SparkUnavailable):
+            raise  # nothing else can be resumed either
+        except LakesweepError as e:
+            if plan_id is not None:
+                raise
+            # Without an id, one refused plan does not keep the others from finishing: report it and go on.
+            reports.append(ApplyReport(pid, None, "REFUSED", resumed=True, reason=str(e)))
     return reports
+
+
+def _resume_one(recorder: Recorder, pid: str, kwargs) -> ApplyReport:
+    plan = plan_from_header(recorder.plan_header(pid), recorder.plan_actions(pid), source=f"journal plan {pid}")
+    if plan.plan_id != pid:
+        raise LakesweepError(f"journal plan {pid} does not hash to its id; the journal is damaged")
+    running = [r for r in incomplete_applies(recorder) if r.plan_id == pid and not r.dry_run]
+    if running:
+        return apply_plan(plan, recorder, resume_apply_id=running[0].apply_id, **kwargs)
+    report = apply_plan(plan, recorder, skip_done=True, **kwargs)
+    report.resumed = True
+    return report

@@ -7,15 +7,10 @@ applier must agree with.
 from __future__ import annotations
 
 from engine.fileio import FileIO, fileio_for
+from engine.paths import external_roots  # noqa: F401  (re-exported for callers of applier.local)
 from engine.plan import CleanupPlan
 
 from applier.actions import ActionResult, Outcome, execute_with_retry
-
-
-def external_roots(options) -> list[str]:
-    """The declared external data roots (``data-file.external-paths``, comma separated)."""
-    raw = options.get("data-file.external-paths") or ""
-    return [p.strip().rstrip("/") for p in raw.split(",") if p.strip()]
 
 
 def apply_locally(plan: CleanupPlan, fileio: FileIO | None = None, *, external: list[str] = ()) -> list[ActionResult]:

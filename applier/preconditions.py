@@ -6,15 +6,18 @@ the plan's range protects (spec B-1): tags, consumers, snapshots of the range, s
 
 from __future__ import annotations
 
-from typing import AbstractSet
+from typing import AbstractSet, Sequence
 
-from engine.errors import PlanRejected, StalePlan
-from engine.plan import ActionKind, CleanupPlan
+from engine.errors import InvalidLocation, PlanRejected, StalePlan
+from engine.fileio import normalize_location
+from engine.partition import escape_path_name
+from engine.paths import external_roots
+from engine.plan import Action, ActionKind, CleanupPlan
 from engine.table import PaimonTable
-from planner.fingerprint import table_fingerprint, table_identity
+from engine.reachability import first_reachable
+from planner.fingerprint import snapshot_digest, table_fingerprint, table_identity
 
-from applier.actions import resolve_action_path
-from applier.local import external_roots
+from applier.actions import containing_root, refuse_symlinked_parents, resolve_action_path
 
 
 def verify_table(plan: CleanupPlan, table: PaimonTable) -> None:
@@ -32,12 +35,134 @@ def verify_table(plan: CleanupPlan, table: PaimonTable) -> None:
 
 
 def verify_paths(plan: CleanupPlan, table: PaimonTable) -> None:
-    """Every action must resolve inside the table root or its declared external paths."""
+    """Every action must be a path of its kind's directory (``check_action_kind``), resolve inside the
+    table root or its declared external roots, and, on local storage, reach its file through no symbolic
+    link below the root."""
     roots = external_roots(table.options)
+    shape = _Layout(table)
+    checked: set[str] = set()
+    local = table.fileio.scheme == "file"
     for a in plan.actions:
-        resolve_action_path(table.location, a.path, roots)
-        if a.kind == ActionKind.WRITE_CHANGELOG:
-            resolve_action_path(table.location, a.source or "", roots)
+        for p in (a.path, a.source) if a.kind == ActionKind.WRITE_CHANGELOG else (a.path,):
+            full = resolve_action_path(table.location, p or "", roots)
+            if local:
+                refuse_symlinked_parents(full, containing_root(full, table.location, roots), checked)
+        check_action_kind(plan, a, shape)
+
+
+class _Layout:
+    """Where each kind of file of this table may live, relative to the table root."""
+
+    def __init__(self, table: PaimonTable):
+        prefix = table.base[len(table.location):].strip("/")
+        self.base = prefix + "/" if prefix else ""
+        self.keys = [escape_path_name(k) for k in table.schema.partition_keys]
+        self.path_directory = table.paths.path_directory
+        self.index_in_data_dir = table.paths.index_in_data_dir
+        self.external = external_roots(table.options)
+
+    def bucket_dir(self, segments: list[str], *, with_path_directory: bool = True) -> bool:
+        """``[path-directory/]k1=v1/.../bucket-N`` (the partition levels only with ``bucket=False``)."""
+        pd = self.path_directory.split("/") if (self.path_directory and with_path_directory) else []
+        if segments[:len(pd)] != pd:
+            return False
+        rest = segments[len(pd):]
+        if len(rest) != len(self.keys) + 1:
+            return False
+        if not all(seg.startswith(k + "=") for seg, k in zip(rest, self.keys)):
+            return False
+        bucket = rest[-1]
+        return bucket.startswith("bucket-") and (bucket[7:] == "postpone" or _ascii_int(bucket[7:]))
+
+    def partition_dir(self, segments: list[str]) -> bool:
+        """``k1=v1[/k2=v2...]`` as empty-directory cleanup visits them (no path-directory, T-24)."""
+        return 0 < len(segments) <= len(self.keys) and all(
+            seg.startswith(k + "=") for seg, k in zip(segments, self.keys))
+
+    def is_external(self, path: str) -> bool:
+        """An absolute path or URI under a declared external root (never one under the table root)."""
+        if not (path.startswith("/") or "://" in path or path.startswith("file:")):
+            return False
+        try:
+            full = normalize_location(path, relative_ok=False)
+        except InvalidLocation:
+            return False
+        return any(full.startswith(r + "/") for r in self.external)
+
+
+def _ascii_int(text: str) -> bool:
+    return bool(text) and text.isascii() and text.isdigit()
+
+
+def _plain_name(name: str) -> bool:
+    return bool(name) and name not in (".", "..") and "/" not in name and "\\" not in name
+
+
+def check_action_kind(plan: CleanupPlan, a: Action, layout: _Layout) -> None:
+    """Refuse an action whose path is not where its kind of file lives (issue: a forged plan with a
+    recomputed id once overwrote ``schema/schema-0`` through a hint action).
+
+    Snapshot actions are ``snapshot/snapshot-<id>`` with ``begin <= id < end``; the hint is only
+    ``snapshot/EARLIEST`` with the plan's value; manifests, lists and index manifests live in
+    ``manifest/``, statistics in ``statistics/``, index files in ``index/`` (or their bucket directory);
+    data, extra and changelog files in a partition's bucket directory or under a declared external root;
+    empty directories are bucket or partition directories.
+    """
+    path, kind = a.path, a.kind
+
+    def refuse(why: str):
+        raise PlanRejected(f"action {a.action_id} ({kind.value} {path!r}) is refused: {why}; the plan is refused")
+
+    def in_range(sid) -> bool:
+        return (sid is not None and plan.begin is not None and plan.end is not None
+                and plan.begin <= sid < plan.end)
+
+    def one_file(directory: str) -> str | None:
+        head = layout.base + directory + "/" if directory in ("snapshot", "changelog") else directory + "/"
+        if not path.startswith(head):
+            return None
+        name = path[len(head):]
+        return name if _plain_name(name) else None
+
+    if kind == ActionKind.SNAPSHOT:
+        if one_file("snapshot") != f"snapshot-{a.snapshot_id}" or not in_range(a.snapshot_id):
+            refuse(f"a snapshot action must be {layout.base}snapshot/snapshot-<id> with its id in the plan's "
+                   f"range [{plan.begin}, {plan.end})")
+    elif kind == ActionKind.WRITE_EARLIEST_HINT:
+        if path != layout.base + "snapshot/EARLIEST" or a.snapshot_id != plan.earliest_hint:
+            refuse(f"the hint action may only write {layout.base}snapshot/EARLIEST with the plan's value "
+                   f"{plan.earliest_hint}")
+    elif kind == ActionKind.WRITE_CHANGELOG:
+        sid = a.snapshot_id
+        if (one_file("changelog") != f"changelog-{sid}" or a.source != f"{layout.base}snapshot/snapshot-{sid}"
+                or not in_range(sid)):
+            refuse(f"a changelog action must copy {layout.base}snapshot/snapshot-<id> to "
+                   f"{layout.base}changelog/changelog-<id> for an id in the plan's range")
+    elif kind in (ActionKind.MANIFEST, ActionKind.MANIFEST_LIST, ActionKind.INDEX_MANIFEST):
+        if one_file("manifest") is None:
+            refuse("manifests, manifest lists and index manifests live in manifest/")
+    elif kind == ActionKind.STATISTICS:
+        if one_file("statistics") is None:
+            refuse("statistics files live in statistics/")
+    elif kind == ActionKind.INDEX_FILE:
+        segments = path.split("/")
+        ok = (one_file("index") is not None
+              or (layout.index_in_data_dir and _plain_name(segments[-1]) and layout.bucket_dir(segments[:-1]))
+              or layout.is_external(path))
+        if not ok:
+            refuse("index files live in index/, in their bucket directory, or under an external root")
+    elif kind in (ActionKind.DATA_FILE, ActionKind.EXTRA_FILE, ActionKind.CHANGELOG_FILE):
+        segments = path.split("/")
+        if not (layout.is_external(path) or (_plain_name(segments[-1]) and layout.bucket_dir(segments[:-1]))):
+            refuse("data, extra and changelog files live in a partition's bucket directory "
+                   f"({'/'.join(layout.keys + ['bucket-N']) if layout.keys else 'bucket-N'}) "
+                   "or under a declared external root")
+    elif kind == ActionKind.EMPTY_DIR:
+        segments = path.split("/")
+        if not (layout.bucket_dir(segments) or layout.partition_dir(segments)):
+            refuse("only bucket and partition directories are cleaned up")
+    else:
+        refuse("unknown kind")
 
 
 def check_not_stale(plan: CleanupPlan, table: PaimonTable, *, done_snapshot_deletes: AbstractSet[int] = frozenset()) -> None:
@@ -79,7 +204,11 @@ def check_not_stale(plan: CleanupPlan, table: PaimonTable, *, done_snapshot_dele
                 problems.append(f"consumer '{cid}' now reads from snapshot {nxt}, inside the plan's range [{begin}, {end})")
 
     planned = sorted(a.snapshot_id for a in plan.actions if a.kind == ActionKind.SNAPSHOT)
-    missing = [sid for sid in planned if sid not in done_snapshot_deletes and not table.fileio.exists(table.snapshot_path(sid))]
+    gone = [sid for sid in planned if not table.fileio.exists(table.snapshot_path(sid))]
+    # Applied before, with or without this journal: every planned snapshot is gone and the hint is the plan's.
+    already_applied = bool(planned) and len(gone) == len(planned) and table.read_hint("EARLIEST") == plan.earliest_hint
+    done = set(done_snapshot_deletes) | (set(planned) if already_applied else set())
+    missing = [sid for sid in gone if sid not in done]
     if missing:
         problems.append(
             f"snapshot(s) {missing} of the plan's range are gone, removed by something other than this plan "
@@ -87,8 +216,40 @@ def check_not_stale(plan: CleanupPlan, table: PaimonTable, *, done_snapshot_dele
         )
     if not table.fileio.exists(table.snapshot_path(end)):
         problems.append(f"the plan's end snapshot {end} no longer exists")
+    if old.snapshots is None:
+        problems.append("the plan does not pin the content of its snapshots (it was written by an older "
+                        "lakesweep), so a rolled-back and recommitted snapshot id could not be told apart")
+    else:
+        for sid, digest in sorted(old.snapshots.items()):
+            try:
+                data = table.fileio.read_bytes(table.snapshot_path(sid))
+            except FileNotFoundError:
+                continue  # reported above when it matters (a planned snapshot, or the end)
+            if snapshot_digest(data) != digest:
+                problems.append(f"snapshot {sid} is not the snapshot the plan read: its file changed (was the "
+                                "table rolled back and committed again?)")
 
     if problems:
         raise StalePlan(
             f"the plan {plan.plan_id} is stale: " + "; ".join(problems) + ". Re-run 'lakesweep plan expire'."
+        )
+
+
+def check_unreachable(plan: CleanupPlan, table: PaimonTable, actions: Sequence[Action]) -> None:
+    """Refuse (``StalePlan``) when a file ``actions`` would delete is reachable, in the live table, from the
+    latest or end snapshot, a tag, a retained changelog, or any other branch's snapshots and tags.
+
+    The table view is opened afresh so that snapshots, tags and branches are read as they are now.
+    """
+    live = PaimonTable(table.location, table.fileio, table.branch)
+    roots = external_roots(live.options)
+    planned = {resolve_action_path(live.location, a.path, roots): a
+               for a in actions if a.kind.deletes and a.kind != ActionKind.EMPTY_DIR}
+    hit = first_reachable(live, frozenset(planned), end=plan.end)
+    if hit is not None:
+        holder, path = hit
+        a = planned[path]
+        raise StalePlan(
+            f"the plan {plan.plan_id} is refused: {a.kind.value} {a.path} is still used by {holder.what} in the "
+            "live table. Nothing more is deleted; re-run 'lakesweep plan expire'."
         )

@@ -148,9 +148,13 @@ class Fingerprint:
     tags: Mapping[str, int]  # tag name -> snapshot id
     consumers: Mapping[str, int]  # consumer id -> next snapshot
     branches: Mapping[str, int | None]  # branch name -> its latest snapshot id (None: no snapshot)
+    # snapshot id -> digest of the snapshot file the plan read, for every planned snapshot and the end.
+    # A rolled-back and recommitted id has other content, so apply can tell it from the one planned.
+    # None in plans written before pins existed: apply refuses those.
+    snapshots: Mapping[int, str] | None = None
 
     def to_json(self) -> dict:
-        return {
+        out = {
             "earliest": self.earliest,
             "latest": self.latest,
             "schema_id": self.schema_id,
@@ -158,6 +162,9 @@ class Fingerprint:
             "consumers": dict(sorted(self.consumers.items())),
             "branches": dict(sorted(self.branches.items())),
         }
+        if self.snapshots is not None:
+            out["snapshots"] = {str(k): v for k, v in sorted(self.snapshots.items())}
+        return out
 
     @staticmethod
     def from_json(obj: Mapping) -> "Fingerprint":
@@ -168,6 +175,7 @@ class Fingerprint:
             tags=dict(obj["tags"]),
             consumers=dict(obj["consumers"]),
             branches=dict(obj["branches"]),
+            snapshots=None if obj.get("snapshots") is None else {int(k): str(v) for k, v in obj["snapshots"].items()},
         )
 
 

@@ -10,14 +10,14 @@ with ``skip_unreadable``; by default it raises naming the file (fail closed).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from engine.errors import MetadataNotFound, TableFormatError
 from engine.fileio import join
 from engine.model import FileKind, FileSource, ManifestEntry, Snapshot, Tag
 from engine.plan import Action, ActionKind, CleanupPlan, canonical_actions, summarize
 from engine.table import PaimonTable
-from planner.fingerprint import table_fingerprint, table_identity
+from planner.fingerprint import snapshot_pins, table_fingerprint, table_identity
 from planner.guard import assert_unreachable
 from planner.options import TIME_RULE_OWN, ExpireOptions
 
@@ -299,6 +299,9 @@ def plan_expire(table: PaimonTable, *, now_ms: int, options: ExpireOptions) -> C
         actions = canonical_actions(planner.actions)
         if actions:
             assert_unreachable(table, actions, end=end, tags=tags, tolerate=None if notes.strict else notes.tolerate)
+        pinned = {a.snapshot_id for a in actions if a.kind == ActionKind.SNAPSHOT}
+        if end is not None and table.fileio.exists(table.snapshot_path(end)):
+            pinned.add(end)
         stats = {
             "bound": bound,
             "protected_by_tags": notes.protected_by_tags,
@@ -318,7 +321,7 @@ def plan_expire(table: PaimonTable, *, now_ms: int, options: ExpireOptions) -> C
             begin=begin,
             end=end,
             earliest_hint=hint,
-            fingerprint=fingerprint,
+            fingerprint=replace(fingerprint, snapshots=snapshot_pins(table, pinned)),
             actions=actions,
             stats=stats,
         )

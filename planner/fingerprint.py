@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import hashlib
+import json
 
-from engine.errors import MetadataNotFound
+from engine.errors import MetadataNotFound, StalePlan
 from engine.fileio import join
+from engine.model import Snapshot
 from engine.plan import Fingerprint
 from engine.table import SCHEMA_PREFIX, PaimonTable
 
@@ -42,3 +44,30 @@ def table_fingerprint(table: PaimonTable) -> Fingerprint:
         consumers={c.consumer_id: c.next_snapshot for c in table.consumers()},
         branches=branches,
     )
+
+
+def snapshot_digest(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()[:32]
+
+
+def snapshot_pins(table: PaimonTable, snapshot_ids) -> dict[int, str]:
+    """Digests of the given snapshot files, as the plan relies on them.
+
+    Each file is read again and must still parse to the snapshot the planner used (the table view caches
+    what it read): a file replaced while planning (a rollback and recommit) raises ``StalePlan``.
+    """
+    pins = {}
+    for sid in sorted(set(snapshot_ids)):
+        path = table.snapshot_path(sid)
+        try:
+            data = table.fileio.read_bytes(path)
+        except FileNotFoundError as e:
+            raise StalePlan(f"snapshot {sid} ({path}) disappeared while planning; re-run 'lakesweep plan'") from e
+        try:
+            fresh = Snapshot.from_json(json.loads(data.decode("utf-8")))
+        except (KeyError, TypeError, ValueError) as e:  # JSONDecodeError and UnicodeDecodeError are ValueErrors
+            raise StalePlan(f"snapshot {sid} ({path}) was replaced while planning; re-run 'lakesweep plan'") from e
+        if fresh != table.snapshot(sid):
+            raise StalePlan(f"snapshot {sid} ({path}) was replaced while planning; re-run 'lakesweep plan'")
+        pins[sid] = snapshot_digest(data)
+    return pins

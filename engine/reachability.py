@@ -1,0 +1,186 @@
+"""What a Paimon table still needs: the files reachable from what it keeps.
+
+Holders are everything whose files must survive any expiry of one branch:
+
+* the branch's latest snapshot and the plan's end snapshot (with their changelog files);
+* every tag of the branch;
+* every retained changelog of the branch (``changelog/changelog-N``, decoupled lifecycle);
+* every snapshot and tag of every other branch, and of main when the branch is not main. Branch data
+  shares the main table's directories, and Paimon's own expiry does not look across branches (#6272).
+
+The planner's guard and apply's re-check both use these holders, so what is protected at plan time is
+exactly what is re-checked against the live table before each destructive phase.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, Iterator
+
+from engine.errors import MetadataNotFound, TableFormatError
+from engine.model import FileKind, FileSource, Snapshot
+from engine.table import MAIN_BRANCH, PaimonTable
+
+
+@dataclass(frozen=True)
+class Holder:
+    """One thing the table keeps. ``own`` is true for the branch being expired (its latest and end
+    snapshots, tags and changelogs); false for other branches, whose files a plan cannot know about."""
+
+    what: str
+    table: PaimonTable
+    snapshot: Snapshot
+    kind: str  # "snapshot" (with changelog files), "tag", "changelog", "branch"
+    own: bool
+
+
+def reachable_paths(table: PaimonTable, snapshot: Snapshot, *, with_changelog: bool) -> set[str]:
+    """Every file a reader of ``snapshot`` needs: lists, manifests, data and extra files, index
+    manifest and index files, statistics; with ``with_changelog`` also its changelog list and files."""
+    paths = table.paths
+    out = {paths.manifest(snapshot.base_manifest_list), paths.manifest(snapshot.delta_manifest_list)}
+    manifests = table.data_manifests(snapshot)
+    out.update(paths.manifest(m.file_name) for m in manifests)
+    for e in table.live_entries(snapshot):
+        out.add(paths.data_file(e.partition, e.bucket, e.file))
+        out.update(paths.extra_file(e.partition, e.bucket, e.file, x) for x in e.file.extra_files)
+    if snapshot.index_manifest:
+        out.add(paths.manifest(snapshot.index_manifest))
+        for ie in table.index_manifest(snapshot.index_manifest):
+            f = ie.index_file
+            out.add(paths.index_file(ie.partition, ie.bucket, f.file_name, f.external_path))
+    if snapshot.statistics:
+        out.add(paths.statistics(snapshot.statistics))
+    if with_changelog and snapshot.changelog_manifest_list:
+        out |= _changelog_list_files(table, snapshot.changelog_manifest_list)
+    return out
+
+
+def _changelog_list_files(table: PaimonTable, name: str) -> set[str]:
+    paths = table.paths
+    out = {paths.manifest(name)}
+    for m in table.manifest_list(name):
+        out.add(paths.manifest(m.file_name))
+        for e in table.manifest(m.file_name):
+            if e.kind == FileKind.ADD:
+                out.add(paths.data_file(e.partition, e.bucket, e.file))
+    return out
+
+
+def changelog_reachable_paths(table: PaimonTable, changelog: Snapshot) -> set[str]:
+    """What a retained changelog still needs, as Paimon's changelog expiry (``ChangelogDeletion``) will
+    later clean it up: with a changelog list, that list, its manifests and the changelog files; without
+    one (``changelog-producer=none``), the base and delta lists that exist, their manifests, and the
+    APPEND-sourced files the delta added (what a streaming reader of that changelog reads). A list that
+    no longer exists protects nothing, as in Java; one that exists but cannot be read raises."""
+    if changelog.changelog_manifest_list:
+        return _changelog_list_files(table, changelog.changelog_manifest_list)
+    paths = table.paths
+    out: set[str] = set()
+    for name, delta in ((changelog.base_manifest_list, False), (changelog.delta_manifest_list, True)):
+        try:
+            metas = table.manifest_list(name)
+        except MetadataNotFound:
+            continue
+        out.add(paths.manifest(name))
+        for m in metas:
+            out.add(paths.manifest(m.file_name))
+            if not delta:
+                continue
+            for e in table.manifest(m.file_name):
+                source = e.file.file_source
+                if e.kind == FileKind.ADD and (source is None or source == FileSource.APPEND):
+                    out.add(paths.data_file(e.partition, e.bucket, e.file))
+                    out.update(paths.extra_file(e.partition, e.bucket, e.file, x) for x in e.file.extra_files)
+    return out
+
+
+def holder_paths(holder: Holder) -> set[str]:
+    if holder.kind == "changelog":
+        return changelog_reachable_paths(holder.table, holder.snapshot)
+    return reachable_paths(holder.table, holder.snapshot, with_changelog=holder.kind == "snapshot")
+
+
+def holders(
+    table: PaimonTable,
+    *,
+    end: int | None,
+    tolerate: Callable[[TableFormatError, str], None] | None = None,
+) -> Iterator[Holder]:
+    """Every holder of ``table``'s branch and of every other branch (see the module docstring).
+
+    A holder that cannot be read raises its ``TableFormatError``; with ``tolerate`` (the planner's
+    skip-unreadable mode) it is reported through it and skipped.
+    """
+
+    def guarded(sid_reader, what):
+        try:
+            return sid_reader()
+        except TableFormatError as e:
+            if tolerate is None:
+                raise
+            tolerate(e, f"the guard could not check the plan against {what}")
+            return None
+
+    _, latest = table.earliest_latest()
+    for sid, what in ((latest, f"the latest snapshot {latest}"), (end, f"the retained snapshot {end}")):
+        if sid is None or (what.startswith("the retained") and end == latest):
+            continue
+        s = guarded(lambda: table.try_snapshot(sid), what)
+        if s is not None:
+            yield Holder(what, table, s, "snapshot", True)
+    for t in table.tags():
+        yield Holder(f"tag '{t.name}' (snapshot {t.snapshot.id})", table, t.snapshot, "tag", True)
+    for cid in table.list_changelog_ids():
+        what = f"the retained changelog {cid}"
+        c = guarded(lambda: _try_changelog(table, cid), what)
+        if c is not None:
+            yield Holder(what, table, c, "changelog", True)
+    for other in other_branches(table):
+        label = "main" if other.branch == MAIN_BRANCH else f"branch '{other.branch}'"
+        for sid in other.list_snapshot_ids():
+            s = other.try_snapshot(sid)
+            if s is not None:
+                yield Holder(f"snapshot {sid} of {label}", other, s, "branch", False)
+        for t in other.tags():
+            yield Holder(f"tag '{t.name}' of {label} (snapshot {t.snapshot.id})", other, t.snapshot, "branch", False)
+
+
+def _try_changelog(table: PaimonTable, cid: int) -> Snapshot | None:
+    try:
+        return table.changelog(cid)
+    except MetadataNotFound:
+        return None
+
+
+def other_branches(table: PaimonTable) -> list[PaimonTable]:
+    """Views of every branch other than ``table``'s, main included when ``table`` is a branch."""
+    main = table if table.branch == MAIN_BRANCH else PaimonTable(table.location, table.fileio)
+    out = [] if table.branch == MAIN_BRANCH else [main]
+    out += [main.branch_table(name) for name in main.branch_names() if name != table.branch]
+    return out
+
+
+def first_reachable(
+    table: PaimonTable,
+    planned: set[str] | frozenset[str],
+    *,
+    end: int | None,
+    tolerate: Callable[[TableFormatError, str], None] | None = None,
+) -> tuple[Holder, str] | None:
+    """The first holder (in ``holders`` order) that reaches one of the ``planned`` full paths, with that
+    path; ``None`` when no holder reaches any of them."""
+    if not planned:
+        return None
+    for holder in holders(table, end=end, tolerate=tolerate):
+        try:
+            reachable = holder_paths(holder)
+        except TableFormatError as e:
+            if tolerate is None:
+                raise
+            tolerate(e, f"the guard could not check the plan against {holder.what}")
+            continue
+        hits = reachable & planned
+        if hits:
+            return holder, min(hits)
+    return None
