@@ -8,20 +8,16 @@ problem, and expiry agrees file for file with Paimon's own (the differential sui
 
 from __future__ import annotations
 
-from pathlib import Path
-
-import fastavro
 import pytest
 
 from engine.inspect import inspect_table
 from engine.table import open_table
 from tests.differential.test_expire_vs_paimon import run_history
+from tests.support.avro_metadata import HEADER_CODEC, metadata_codecs, metadata_files, record_count
 from tests.support.paimon_java import MANIFEST_CODECS
 
 pytestmark = pytest.mark.java
 
-# the name Avro's header records for each codec the harness is asked for
-HEADER_CODEC = {"zstd": "zstandard", "snappy": "snappy", "deflate": "deflate", "null": "null"}
 # (codec, seed): even seeds write primary-key tables, odd ones append tables; each seed deletes files
 CASES = [("zstd", 6), ("snappy", 1), ("deflate", 4), ("null", 3)]
 
@@ -42,26 +38,6 @@ class _CodecHarness:
         return getattr(self._harness, name)
 
 
-def _metadata_files(root: Path) -> dict[str, list[Path]]:
-    """The Avro metadata files in ``manifest/``, by kind (Paimon names them by kind)."""
-    out: dict[str, list[Path]] = {"manifest-list": [], "index-manifest": [], "manifest": []}
-    for p in sorted((root / "manifest").iterdir()):
-        kinds = [k for k in out if p.name.startswith(f"{k}-")]
-        assert kinds, f"unexpected file in manifest/: {p.name}"
-        out[kinds[0]].append(p)
-    return out
-
-
-def _header_codec(path: Path) -> str:
-    with open(path, "rb") as f:
-        return fastavro.reader(f).metadata.get("avro.codec", "null")
-
-
-def _record_count(path: Path) -> int:
-    with open(path, "rb") as f:
-        return sum(1 for _ in fastavro.reader(f))
-
-
 def test_every_supported_codec_has_a_case():
     assert sorted(c for c, _ in CASES) == sorted(MANIFEST_CODECS)
 
@@ -73,9 +49,9 @@ def test_table_with_codec_reads_and_expires_like_paimon(paimon_java, tmp_path, c
     assert outcome["deleted"] > 0, f"seed {seed} deletes nothing: pick one whose expiry does"
 
     base = tmp_path / "base"  # run_history's untouched original
-    files = _metadata_files(base)
+    files = metadata_files(base)
     assert files["manifest-list"] and files["manifest"]
-    headers = {str(p.relative_to(base)): _header_codec(p) for kind in files.values() for p in kind}
+    headers = metadata_codecs(base)
     assert set(headers.values()) == {HEADER_CODEC[codec]}, headers
 
     table = open_table(str(base))
@@ -84,7 +60,7 @@ def test_table_with_codec_reads_and_expires_like_paimon(paimon_java, tmp_path, c
     for kind, paths in files.items():
         for p in paths:
             n = len(read[kind](p.name))
-            assert n == _record_count(p), p
+            assert n == record_count(p), p
             decoded += n
     assert decoded > 0
 
