@@ -39,12 +39,12 @@ DEFAULT_TIMEOUT_S = 300.0
 HOW_TO_PROVIDE = (
     "Give the executors a Python that has lakesweep and its dependencies, with one of:\n"
     "  --conf spark.pyspark.python=/path/to/python\n"
-    "      an interpreter with lakesweep installed, at that path on every executor host;\n"
+    "    (an interpreter with lakesweep installed, at that path on every executor host);\n"
     "  --conf spark.archives=lakesweep-env.tar.gz#env --conf spark.pyspark.python=./env/bin/python\n"
-    "      a conda or venv environment with lakesweep installed, packed with conda-pack or venv-pack;\n"
+    "    (a conda or venv environment with lakesweep installed, packed with conda-pack or venv-pack);\n"
     "  --conf spark.submit.pyFiles=lakesweep.zip\n"
-    "      (spark-submit's --py-files) lakesweep's own packages, when the executors' Python already has\n"
-    "      pyarrow and lakesweep's other dependencies.\n"
+    "    (spark-submit's --py-files: lakesweep's own packages, when the executors' Python already has\n"
+    "    pyarrow and lakesweep's other dependencies).\n"
     "Then check with 'lakesweep doctor' and the same --master and --conf options."
 )
 

@@ -184,3 +184,4 @@ def main():  # console script entry point
 
 
 from cli import apply_cmds  # noqa: E402,F401  (registers apply, resume and journal on the app)
+from cli import doctor  # noqa: E402,F401  (registers doctor on the app)
