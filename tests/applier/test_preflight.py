@@ -160,3 +160,27 @@ def test_default_local_session_runs_lakesweeps_interpreter_whatever_python3_is_o
                   cwd=tmp_path, path=path)
     assert r.returncode == 0, r.stderr[-3000:]
     assert PaimonTable(w.path).earliest_latest() == (6, 8)
+
+
+@pytest.mark.spark
+def test_py_files_ship_lakesweep_to_executors_whose_python_has_only_its_dependencies(planned, tmp_path):
+    # The executors' Python: this interpreter without site processing (so without the installed lakesweep)
+    # and with site-packages on its path (so with pyarrow); lakesweep itself comes from the zip.
+    import sysconfig
+
+    w, plan_file = planned
+    bare = tmp_path / "bin" / "python3"
+    bare.parent.mkdir()
+    bare.write_text(f'#!/bin/sh\nPYTHONPATH="{sysconfig.get_paths()["purelib"]}${{PYTHONPATH:+:$PYTHONPATH}}" '
+                    f'exec "{sys.executable}" -S "$@"\n')
+    bare.chmod(0o755)
+    assert subprocess.run([bare, "-c", "import pyarrow"], cwd=tmp_path).returncode == 0
+    assert subprocess.run([bare, "-c", "import engine"], cwd=tmp_path, capture_output=True).returncode == 1
+    archive = tmp_path / "lakesweep.zip"
+    subprocess.run([sys.executable, "-m", "zipfile", "-c", archive, "engine", "journal", "applier", "planner"],
+                   cwd=REPO, check=True)
+    r = lakesweep("apply", plan_file, "--journal", tmp_path / "j.duckdb", "--master", "local[1]",
+                  "--conf", f"spark.pyspark.python={bare}", "--conf", f"spark.submit.pyFiles={archive}",
+                  cwd=tmp_path)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert PaimonTable(w.path).earliest_latest() == (6, 8)
