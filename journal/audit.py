@@ -126,6 +126,19 @@ def run_query(db_path: str | os.PathLike, sql: str) -> tuple[list[str], list[tup
         con.close()
 
 
+def recorded_tables(db_path: str | os.PathLike) -> list[str]:
+    """The table locations of every plan recorded in the journal at ``db_path``, read read-only."""
+    con = connect_journal(str(db_path), read_only=True, config=_READ_ONLY_CONFIG)
+    try:
+        rows = con.execute("SELECT DISTINCT payload ->> '$.table_location' FROM events "
+                           "WHERE event_type = 'PlanRecorded' ORDER BY 1").fetchall()
+    except duckdb.Error as e:
+        raise JournalError(f"cannot read journal {db_path}: {e}") from e
+    finally:
+        con.close()
+    return [r[0] for r in rows if r[0]]
+
+
 def export_files(recorder_or_path: Recorder | str | os.PathLike, out_path: str | os.PathLike) -> int:
     """Write every file record, joined as in ``list_files``, to a Parquet file; returns the row count."""
     if isinstance(recorder_or_path, DuckDBRecorder):

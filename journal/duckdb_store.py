@@ -112,7 +112,7 @@ class DuckDBRecorder(Recorder):
         self.path = str(path)
         self._key = None
         if self.path != MEMORY:
-            Path(self.path).parent.mkdir(parents=True, exist_ok=True)
+            _make_parent(self.path, "journal")
             key = os.path.realpath(self.path)
             other = _OPEN_IN_THIS_PROCESS.get(key)
             if other is not None and other._con is not None:
@@ -135,6 +135,9 @@ class DuckDBRecorder(Recorder):
             "SELECT count(*) FROM duckdb_tables() WHERE table_name = 'meta'").fetchone()[0]
         if has_meta:
             row = self._con.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
+            if row is not None and not re.fullmatch(r"[0-9]+", str(row[0])):
+                raise JournalError(f"journal {self.path} has schema version {row[0]!r}, which is not a number: "
+                                   "the file is not a lakesweep journal, or it was damaged")
             if row is not None and int(row[0]) > SCHEMA_VERSION:
                 raise JournalError(f"journal {self.path} has schema version {row[0]}, newer than this lakesweep "
                                    f"understands ({SCHEMA_VERSION}); upgrade lakesweep")
@@ -293,11 +296,27 @@ class DuckDBRecorder(Recorder):
         return copy_to_parquet(self._con, "SELECT * FROM file_audit ORDER BY seq", out_path)
 
 
+def _make_parent(path: str | os.PathLike, what: str) -> None:
+    """Create the directory ``path`` goes in; ``JournalError`` naming what is in the way otherwise."""
+    parent = Path(path).parent
+    in_the_way = next((p for p in (parent, *parent.parents) if p.exists() and not p.is_dir()), None)
+    if in_the_way is not None:
+        raise JournalError(f"cannot create the {what} {path}: {in_the_way} is a file, not a directory")
+    try:
+        parent.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise JournalError(f"cannot create the directory of the {what} {path}: {e.strerror or e}") from e
+
+
 def copy_to_parquet(con: duckdb.DuckDBPyConnection, select: str, out_path: str | os.PathLike) -> int:
+    """Write a query's rows to a Parquet file; returns the row count. Failures raise ``JournalError``."""
     out = Path(out_path)
-    out.parent.mkdir(parents=True, exist_ok=True)
+    _make_parent(out, "export")
     literal = str(out).replace("'", "''")
-    return con.execute(f"COPY ({select}) TO '{literal}' (FORMAT PARQUET)").fetchone()[0]  # COPY returns its count
+    try:
+        return con.execute(f"COPY ({select}) TO '{literal}' (FORMAT PARQUET)").fetchone()[0]  # COPY returns its count
+    except duckdb.Error as e:
+        raise JournalError(f"cannot write the export {out}: {e}") from e
 
 
 def _where(**filters) -> tuple[str, list]:
@@ -315,7 +334,10 @@ class _Transaction:
 
     def __enter__(self):
         self.recorder._check_open()
-        self.recorder._con.begin()
+        try:
+            self.recorder._con.begin()
+        except duckdb.Error as e:
+            raise self._error(e) from e
         return self
 
     def __exit__(self, exc_type, exc, tb):
@@ -325,9 +347,21 @@ class _Transaction:
                 con.commit()
                 return False
             except duckdb.Error as e:
-                con.rollback()
-                raise JournalError(f"journal {self.recorder.path}: could not {self.what}: {e}") from e
-        con.rollback()
+                self._rollback(con)
+                raise self._error(e) from e
+        self._rollback(con)
         if isinstance(exc, duckdb.Error):
-            raise JournalError(f"journal {self.recorder.path}: could not {self.what}: {exc}") from exc
+            raise self._error(exc) from exc
         return False
+
+    def _error(self, e: duckdb.Error) -> JournalError:
+        return JournalError(f"journal {self.recorder.path}: could not {self.what}: {e}")
+
+    @staticmethod
+    def _rollback(con) -> None:
+        # After an I/O failure DuckDB may have invalidated the database, and the rollback fails too. The
+        # first error is the one to report; nothing was committed either way.
+        try:
+            con.rollback()
+        except duckdb.Error:
+            pass
