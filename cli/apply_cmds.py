@@ -11,7 +11,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from cli import render
-from cli.main import Output, OutputOpt, app, handle_errors, key_values
+from cli.main import Output, OutputOpt, app, handle_errors, key_values, refuse_inside_table
 
 journal_app = typer.Typer(help="Audit what lakesweep did: plans, per-file outcomes, SQL over the journal.",
                           no_args_is_help=True)
@@ -27,6 +27,24 @@ def _journal_path(journal: Optional[Path]) -> str:
     from journal.duckdb_store import default_journal_path
 
     return str(journal) if journal is not None else str(default_journal_path())
+
+
+def _existing_journal(journal: Optional[Path]) -> str:
+    """The journal path of a command that reads a journal: it must exist (a typo must not create one)."""
+    from engine.errors import JournalError
+
+    path = _journal_path(journal)
+    if not os.path.exists(path):
+        raise JournalError(f"journal {path} does not exist (nothing has been applied with it yet)")
+    return path
+
+
+def _refuse_inside_recorded_tables(path: str, what: str, journal: str) -> None:
+    from engine.errors import JournalError
+    from journal.audit import recorded_tables
+
+    for table in recorded_tables(journal):
+        refuse_inside_table(path, table, what, JournalError)
 
 
 def _conf(values: List[str]) -> dict:
@@ -112,15 +130,19 @@ def apply(
     is stale (a tag, consumer, snapshot of its range, schema or branch changed). Applying twice changes
     nothing the second time. After a crash or a failed phase, 'lakesweep resume' finishes the job."""
     from applier.apply import apply_plan, dry_run_plan
+    from engine.errors import JournalError
     from engine.plan_io import read_plan
     from journal.duckdb_store import DuckDBRecorder
 
+    spark_conf = _conf(conf)
     p = read_plan(str(plan))
     if dry_run:
-        report = dry_run_plan(p, master=master, conf=_conf(conf))
+        report = dry_run_plan(p, master=master, conf=spark_conf)
     else:
-        with DuckDBRecorder(_journal_path(journal)) as recorder, RichProgress(output == Output.text) as progress:
-            report = apply_plan(p, recorder, master=master, conf=_conf(conf), progress=progress)
+        journal_path = _journal_path(journal)
+        refuse_inside_table(journal_path, p.table_location, "--journal", JournalError)
+        with DuckDBRecorder(journal_path) as recorder, RichProgress(output == Output.text) as progress:
+            report = apply_plan(p, recorder, master=master, conf=spark_conf, progress=progress)
     if output == Output.json:
         render.emit_json(report.to_json())
     else:
@@ -145,8 +167,11 @@ def resume(
     from applier.apply import resume as resume_applies
     from journal.duckdb_store import DuckDBRecorder
 
-    with DuckDBRecorder(_journal_path(journal)) as recorder, RichProgress(output == Output.text) as progress:
-        reports = resume_applies(recorder, plan_id, master=master, conf=_conf(conf), progress=progress)
+    path = _existing_journal(journal)
+    _refuse_inside_recorded_tables(path, "--journal", path)
+    spark_conf = _conf(conf)
+    with DuckDBRecorder(path) as recorder, RichProgress(output == Output.text) as progress:
+        reports = resume_applies(recorder, plan_id, master=master, conf=spark_conf, progress=progress)
     if output == Output.json:
         render.emit_json([r.to_json() for r in reports])
     elif not reports:
@@ -171,12 +196,7 @@ def _rows_table(rows: list[dict], columns: list[str], title: str) -> Table:
 def _open_read(journal: Optional[Path]):
     from journal.duckdb_store import DuckDBRecorder
 
-    path = _journal_path(journal)
-    if not os.path.exists(path):
-        from engine.errors import JournalError
-
-        raise JournalError(f"journal {path} does not exist (nothing has been applied with it yet)")
-    return DuckDBRecorder(path)
+    return DuckDBRecorder(_existing_journal(journal))
 
 
 @journal_app.command("plans")
@@ -234,8 +254,7 @@ def journal_query(
     """Run read-only SQL over the journal (DuckDB)."""
     from journal.audit import run_query
 
-    path = _journal_path(journal)
-    columns, rows = run_query(path, sql)
+    columns, rows = run_query(_existing_journal(journal), sql)
     if output == Output.json:
         render.emit_json([dict(zip(columns, r)) for r in rows])
     else:
@@ -257,7 +276,9 @@ def journal_export(
     """Export every file record (joined with its plan and action) as Parquet."""
     from journal.audit import export_files
 
-    n = export_files(_journal_path(journal), str(out))
+    path = _existing_journal(journal)
+    _refuse_inside_recorded_tables(str(out), "--out", path)
+    n = export_files(path, str(out))
     if output == Output.json:
         render.emit_json({"out": str(out), "rows": n})
     else:

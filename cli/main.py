@@ -1,23 +1,89 @@
 """The ``lakesweep`` command: a thin Typer shell over the library.
 
-Exit codes: 0 ok; 1 refused with a reason the user can act on (bad input, unreadable metadata, a
-stale or tampered plan); 2 internal error (a bug, or a guard that must never fire).
+Exit codes: 0 ok; 1 refused with a reason the user can act on (bad input, usage errors included,
+unreadable metadata, a stale or tampered plan); 2 internal error (a bug, or a guard that must never
+fire). Every error is one line on stderr; ``LAKESWEEP_DEBUG=1`` shows the traceback of an internal error.
 """
 
 from __future__ import annotations
 
 import enum
 import functools
+import os
+import sys
 import time
+import traceback
 from pathlib import Path
 from typing import List, Optional
 
 import typer
+from rich.markup import escape
+from typer.core import TyperGroup
 
 from cli import render
 from engine.errors import LakesweepError, PlannerInvariantViolated
 
+try:  # typer >= 0.22 vendors Click as typer._click
+    from typer._click import exceptions as click_exceptions
+except ImportError:  # pragma: no cover - older typer runs on Click itself
+    from click import exceptions as click_exceptions
+
+DEBUG_ENV = "LAKESWEEP_DEBUG"
+BUG_HINT = f"this is a bug in lakesweep; run again with {DEBUG_ENV}=1 to see the traceback and report it"
+
+
+def one_line(text) -> str:
+    """``text`` on one line (DuckDB and Arrow messages span several)."""
+    return " ".join(part.strip() for part in str(text).splitlines() if part.strip())
+
+
+def print_error(message, *, internal: bool = False) -> None:
+    label = "[red]internal error:[/red]" if internal else "[red]error:[/red]"
+    render.err.print(f"{label} {escape(one_line(message))}")
+
+
+def _debug() -> bool:
+    return os.environ.get(DEBUG_ENV, "").strip().lower() not in ("", "0", "false", "no")
+
+
+def report_bug(e: BaseException) -> None:
+    """An unexpected exception: one line and the hint (and, with LAKESWEEP_DEBUG=1, the traceback first)."""
+    if _debug():
+        traceback.print_exception(e, file=sys.stderr)
+    print_error(f"{type(e).__name__}: {e}; {BUG_HINT}", internal=True)
+
+
+class LakesweepGroup(TyperGroup):
+    """The root command: runs Click in non-standalone mode and maps what it raises to lakesweep's exit
+    codes, so that a usage error (Click's 2) is an input error (1) told in one line, and ``--help``
+    still exits 0."""
+
+    def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True, **extra):
+        if not standalone_mode:
+            return super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
+        try:
+            code = super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
+        except click_exceptions.NoArgsIsHelpError as e:  # 'lakesweep' or 'lakesweep plan' alone: the help
+            render.out.print(e.format_message(), markup=False, highlight=False)
+            sys.exit(0)
+        except click_exceptions.UsageError as e:
+            hint = f" (see '{e.ctx.command_path} --help')" if e.ctx is not None else ""
+            print_error(e.format_message() + hint)
+            sys.exit(1)
+        except click_exceptions.ClickException as e:
+            print_error(e.format_message())
+            sys.exit(1)
+        except typer.Abort:
+            print_error("aborted")
+            sys.exit(1)
+        except Exception as e:  # raised outside a command (a parameter callback, Typer itself): a bug
+            report_bug(e)
+            sys.exit(2)
+        sys.exit(code if isinstance(code, int) else 0)
+
+
 app = typer.Typer(
+    cls=LakesweepGroup,
     name="lakesweep",
     help=(
         "Plan, review, apply and audit Apache Paimon table maintenance.\n\n"
@@ -42,25 +108,46 @@ OutputOpt = typer.Option(Output.text, "--output", "-o", help="text for people, j
 
 
 def handle_errors(fn):
-    """Map lakesweep errors to exit codes; never swallow typer.Exit."""
+    """Map errors to exit codes, each told in one line on stderr: lakesweep's own errors 1, a planner
+    invariant 2, anything unexpected 2 (a bug; ``LAKESWEEP_DEBUG=1`` also prints its traceback).
+    typer.Exit, Abort and Click's usage errors pass through to ``LakesweepGroup``."""
 
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
         try:
             return fn(*args, **kwargs)
-        except (typer.Exit, typer.Abort):
+        except (typer.Exit, typer.Abort, click_exceptions.ClickException):
             raise
         except PlannerInvariantViolated as e:
-            render.err.print(f"[red]internal error:[/red] {e}")
+            print_error(e, internal=True)
             raise typer.Exit(2) from e
         except LakesweepError as e:
-            render.err.print(f"[red]error:[/red] {e}")
+            print_error(e)
             raise typer.Exit(1) from e
         except KeyboardInterrupt:
             render.err.print("interrupted")
             raise typer.Exit(130)
+        except Exception as e:
+            report_bug(e)
+            raise typer.Exit(2) from e
 
     return wrapper
+
+
+def refuse_inside_table(path, table_location: str, what: str, error: type[LakesweepError]) -> None:
+    """Refuse to write ``path`` inside the table directory (``--out``, ``--journal``): lakesweep's own
+    files must never look like, or replace, a table's files. Local paths are compared resolved (symlinks
+    followed); object-store locations by prefix."""
+    from engine.fileio import normalize_location
+
+    table = normalize_location(table_location)
+    target = normalize_location(str(path))
+    if table.startswith("s3://") != target.startswith("s3://"):
+        return
+    if not table.startswith("s3://"):
+        table, target = os.path.realpath(table), os.path.realpath(target)
+    if target == table or target.startswith(table.rstrip("/") + "/"):
+        raise error(f"{what} {path} is inside the table {table_location}; write it outside the table directory")
 
 
 @app.command()
@@ -121,11 +208,15 @@ def plan_expire_cmd(
     """Plan a snapshot expiration exactly as Apache Paimon would run it, and save the plan.
 
     Nothing is deleted. Review the plan with 'lakesweep show PLAN'."""
+    from engine.errors import PlanRejected
     from engine.plan_io import write_plan
     from engine.table import open_table
     from planner.expire import plan_expire
     from planner.options import parse_time_ms, resolve_expire_options
 
+    # Every input is checked before anything is written.
+    now_ms = parse_time_ms(now) if now is not None else int(time.time() * 1000)
+    refuse_inside_table(out, table, "--out", PlanRejected)
     t = open_table(table, branch=branch)
     opts = resolve_expire_options(
         t.options,
@@ -137,7 +228,6 @@ def plan_expire_cmd(
         time_rule=time_rule,
         skip_unreadable=skip_unreadable,
     )
-    now_ms = parse_time_ms(now) if now is not None else int(time.time() * 1000)
     plan = plan_expire(t, now_ms=now_ms, options=opts)
     write_plan(plan, str(out))
     if output == Output.json:

@@ -7,6 +7,8 @@ the format version and that the plan id still matches the content, so an edited 
 from __future__ import annotations
 
 import json
+import os
+import stat
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -152,7 +154,18 @@ def plan_from_bytes(data: bytes, *, source: str = "<bytes>") -> CleanupPlan:
 
 
 def read_plan(location: str, fileio: FileIO | None = None) -> CleanupPlan:
+    """Read and verify a plan file. A local path must be a regular file: a FIFO would block the read and
+    a device (``/dev/zero``) would never end, so both are refused before anything is opened."""
     location = normalize_location(location)
+    if fileio is None and "://" not in location:
+        try:
+            st = os.stat(location)
+        except FileNotFoundError as e:
+            raise PlanRejected(f"plan file {location} does not exist") from e
+        except OSError as e:
+            raise PlanRejected(f"plan file {location} cannot be read: {e.strerror or e}") from e
+        if not stat.S_ISREG(st.st_mode):
+            raise PlanRejected(f"plan file {location} is not a regular file")
     try:
         data = (fileio or fileio_for(location)).read_bytes(location)
     except FileNotFoundError as e:
