@@ -12,6 +12,7 @@ import pytest
 from applier.spark_exec import PythonChoice, executor_python, master_on_this_machine
 from engine.plan_io import write_plan
 from engine.table import PaimonTable
+from journal.duckdb_store import DuckDBRecorder
 from tests.applier.conftest import REPO
 from tests.planner.conftest import make_plan
 from tests.support import pypaimon_tables as pt
@@ -110,6 +111,9 @@ def test_apply_refuses_executors_without_lakesweep_and_touches_nothing(planned, 
     ) in words(r.stderr)
     assert "\tat " not in r.stderr and "Traceback" not in r.stderr and "Py4J" not in r.stderr
     assert all_files(w.path) == before
+    # The session (and its preflight) comes before ApplyStarted: no unfinished apply is left to resume.
+    with DuckDBRecorder(str(tmp_path / "j.duckdb")) as rec:
+        assert [e.EVENT_TYPE for e in rec.events()] == ["PlanRecorded"]
 
 
 @pytest.mark.spark
