@@ -14,6 +14,7 @@ import io
 import json
 import os
 import uuid as _uuid
+import zlib
 from dataclasses import dataclass, field
 
 import fastavro
@@ -133,9 +134,14 @@ class TableBuilder:
     options: dict = field(default_factory=dict)
     time_millis: int = 1_000
     write_data: bool = True
+    branch: str | None = None  # a branch's snapshots, tags and schema live in branch/branch-<name>/
+
+    @property
+    def meta_dir(self) -> str:
+        return self.root if self.branch is None else os.path.join(self.root, "branch", f"branch-{self.branch}")
 
     def __post_init__(self):
-        os.makedirs(os.path.join(self.root, "schema"), exist_ok=True)
+        os.makedirs(os.path.join(self.meta_dir, "schema"), exist_ok=True)
         fields = [{"id": i, "name": k, "type": t} for i, (k, t) in enumerate(zip(self.partition_keys, self.partition_types))]
         fields.append({"id": len(fields), "name": "v", "type": "STRING"})
         schema = {
@@ -143,11 +149,13 @@ class TableBuilder:
             "partitionKeys": list(self.partition_keys), "primaryKeys": [],
             "options": {k: str(v) for k, v in self.options.items()}, "timeMillis": 1,
         }
-        self._write(os.path.join(self.root, "schema", "schema-0"), json.dumps(schema).encode())
-        self._uuid = _uuid.UUID(int=0)
+        self._write(os.path.join(self.meta_dir, "schema", "schema-0"), json.dumps(schema).encode())
+        # a branch's builder names its manifests apart from main's (they share manifest/)
+        self._uuid = _uuid.UUID(int=0 if self.branch is None else zlib.crc32(self.branch.encode()) + 1)
         self._n = 0
         self.snapshots: dict[int, dict] = {}
         self.base: list[dict] = []  # manifest list entries of the next base list
+        self.base_at: dict[int, list[dict]] = {}  # snapshot id -> its base + delta entries (for rollback, branches)
         self.index_entries: list[dict] = []
         self.manifest_entries: dict[str, list[E]] = {}  # manifest name -> its entries, in order
         self.list_manifests: dict[str, list[str]] = {}  # manifest list name -> its manifests
@@ -264,17 +272,49 @@ class TableBuilder:
         if statistics is not None:
             self._write(os.path.join(self.root, "statistics", statistics), b"{}")
             snap["statistics"] = statistics
-        self._write(os.path.join(self.root, "snapshot", f"snapshot-{sid}"), json.dumps(snap, indent=2).encode())
-        self._write(os.path.join(self.root, "snapshot", "LATEST"), str(sid).encode())
+        self._write(os.path.join(self.meta_dir, "snapshot", f"snapshot-{sid}"), json.dumps(snap, indent=2).encode())
+        self._write(os.path.join(self.meta_dir, "snapshot", "LATEST"), str(sid).encode())
         self.snapshots[sid] = snap
         self.base = self.base + deltas
+        self.base_at[sid] = self.base
         return sid
 
     def tag(self, name: str, snapshot_id: int) -> None:
-        self._write(os.path.join(self.root, "tag", f"tag-{name}"), json.dumps(self.snapshots[snapshot_id]).encode())
+        self._write(os.path.join(self.meta_dir, "tag", f"tag-{name}"), json.dumps(self.snapshots[snapshot_id]).encode())
+
+    def delete_tag(self, name: str) -> None:
+        os.remove(os.path.join(self.meta_dir, "tag", f"tag-{name}"))
+
+    def rollback(self, to: int) -> None:
+        """Paimon's ``rollback_to(snapshot)``: snapshots and tags after ``to`` are removed and LATEST is ``to``.
+        The next commit reuses the removed ids (with other content). Data files are left (a leak, not a loss)."""
+        for sid in sorted(s for s in self.snapshots if s > to):
+            os.remove(os.path.join(self.meta_dir, "snapshot", f"snapshot-{sid}"))
+            del self.snapshots[sid]
+        tag_dir = os.path.join(self.meta_dir, "tag")
+        for name in sorted(os.listdir(tag_dir)) if os.path.isdir(tag_dir) else []:
+            with open(os.path.join(tag_dir, name)) as f:
+                if json.load(f)["id"] > to:
+                    os.remove(os.path.join(tag_dir, name))
+        self._write(os.path.join(self.meta_dir, "snapshot", "LATEST"), str(to).encode())
+        self.base = self.base_at[to]
+
+    def create_branch(self, name: str, from_snapshot: int) -> "TableBuilder":
+        """Paimon's ``create_branch(name, tag)`` from a snapshot: the branch starts with a copy of it (same
+        manifest lists, same files). Returns a builder that commits to the branch."""
+        b = TableBuilder(self.root, self.partition_keys, self.partition_types, self.options, self.time_millis,
+                         self.write_data, branch=name)
+        snap = self.snapshots[from_snapshot]
+        b._write(os.path.join(b.meta_dir, "snapshot", f"snapshot-{from_snapshot}"), json.dumps(snap).encode())
+        b._write(os.path.join(b.meta_dir, "snapshot", "LATEST"), str(from_snapshot).encode())
+        b._write(os.path.join(b.meta_dir, "snapshot", "EARLIEST"), str(from_snapshot).encode())
+        b.snapshots = {from_snapshot: snap}
+        b.base = b.base_at[from_snapshot] = self.base_at[from_snapshot]
+        b.manifest_entries, b.list_manifests, b.index_files = self.manifest_entries, self.list_manifests, self.index_files
+        return b
 
     def consumer(self, consumer_id: str, next_snapshot: int) -> None:
-        self._write(os.path.join(self.root, "consumer", f"consumer-{consumer_id}"),
+        self._write(os.path.join(self.meta_dir, "consumer", f"consumer-{consumer_id}"),
                     json.dumps({"nextSnapshot": next_snapshot}).encode())
 
     def delta_manifest_names(self, snapshot_id: int) -> list[str]:
