@@ -10,6 +10,7 @@ finishes it later from the journal alone.
 from __future__ import annotations
 
 import os
+import re
 import signal
 import time
 import uuid
@@ -94,6 +95,11 @@ def _crash_hook(stage: str, count: int) -> None:
             os.kill(os.getpid(), signal.SIGKILL)
 
 
+# The master URLs Spark's own SparkSubmit accepts (local, local-cluster, standalone, YARN, Kubernetes).
+_MASTER = re.compile(r"^(local(\[(\*|\d+)(,\s*\d+)?\])?|local-cluster\[\d+,\s*\d+,\s*\d+\]|"
+                     r"spark://[^\s/]+(:\d+)?(,[^\s/]+(:\d+)?)*|yarn|k8s://\S+)$")
+
+
 class _SparkSession:
     """The Spark session of one apply: the caller's, or one started here on first use and stopped at the end.
 
@@ -106,6 +112,11 @@ class _SparkSession:
 
     def get(self):
         if self.spark is None:
+            if not _MASTER.match(self.master):
+                raise SparkUnavailable(
+                    f"{self.master!r} is not a Spark master URL: use local[*], local[N], spark://host:7077, "
+                    "yarn or k8s://https://host:port. Nothing was deleted and no apply was started."
+                )
             from pyspark.sql import SparkSession
 
             from applier.spark_exec import spark_session
@@ -116,7 +127,7 @@ class _SparkSession:
             except LakesweepError:
                 raise
             except Exception as e:  # py4j and pyspark raise many types here; all mean "no session"
-                first = (str(e).strip().splitlines() or [type(e).__name__])[0][:400]
+                first = (str(e).strip().splitlines() or [type(e).__name__])[0][:400].rstrip(".")
                 raise SparkUnavailable(
                     f"Spark could not start with master {self.master!r}: {first}. Check --master and --conf; "
                     "nothing was deleted and no apply was started."
