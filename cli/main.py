@@ -134,6 +134,18 @@ def handle_errors(fn):
     return wrapper
 
 
+def check_output_file(path, what: str, error: type[LakesweepError]) -> None:
+    """Refuse an output path that names something other than a (new or regular) file: a directory, a
+    FIFO, a device, or nothing at all."""
+    from engine.fileio import normalize_location
+
+    if not str(path).strip():
+        raise error(f"{what} is empty; give the path of a file to write")
+    target = normalize_location(str(path))
+    if "://" not in target and os.path.lexists(target) and not os.path.isfile(target):
+        raise error(f"{what} {path} exists and is not a regular file; give the path of a file to write")
+
+
 def refuse_inside_table(path, table_location: str, what: str, error: type[LakesweepError]) -> None:
     """Refuse to write ``path`` inside the table directory (``--out``, ``--journal``): lakesweep's own
     files must never look like, or replace, a table's files. Local paths are compared resolved (symlinks
@@ -216,6 +228,7 @@ def plan_expire_cmd(
 
     # Every input is checked before anything is written.
     now_ms = parse_time_ms(now) if now is not None else int(time.time() * 1000)
+    check_output_file(out, "--out", PlanRejected)
     refuse_inside_table(out, table, "--out", PlanRejected)
     t = open_table(table, branch=branch)
     opts = resolve_expire_options(

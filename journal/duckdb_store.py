@@ -87,7 +87,12 @@ def default_journal_path() -> Path:
 
 
 def connect_journal(path: str, *, read_only: bool, config: dict | None = None) -> duckdb.DuckDBPyConnection:
-    """Open a DuckDB journal file, turning "another process holds it" into ``JournalConflict``."""
+    """Open a DuckDB journal file, turning "another process holds it" into ``JournalConflict``.
+
+    A path that exists but is not a regular file (a directory, a FIFO, a device) is refused before DuckDB
+    opens it: opening a FIFO would block forever."""
+    if path != MEMORY and os.path.lexists(path) and not os.path.isfile(path):
+        raise JournalError(f"journal {path} is not a regular file")
     try:
         return duckdb.connect(path, read_only=read_only, config=config or {})
     except duckdb.IOException as e:
@@ -311,6 +316,8 @@ def _make_parent(path: str | os.PathLike, what: str) -> None:
 def copy_to_parquet(con: duckdb.DuckDBPyConnection, select: str, out_path: str | os.PathLike) -> int:
     """Write a query's rows to a Parquet file; returns the row count. Failures raise ``JournalError``."""
     out = Path(out_path)
+    if os.path.lexists(out) and not out.is_file():
+        raise JournalError(f"cannot write the export {out}: it exists and is not a regular file")
     _make_parent(out, "export")
     literal = str(out).replace("'", "''")
     try:

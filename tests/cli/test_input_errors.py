@@ -360,3 +360,35 @@ def test_a_journal_whose_schema_version_is_not_a_number_names_the_file(plan_file
         assert r.exit_code == 1, r.output
         assert one_error_line(r.stderr) == (f"error: journal {journal} has schema version 'one', which is not a "
                                             "number: the file is not a lakesweep journal, or it was damaged")
+
+
+@pytest.mark.parametrize("target", ["DIR", "FIFO"])
+def test_a_plan_out_path_that_is_not_a_file_is_refused(table, tmp_path, target):
+    # (No device here: should the check ever regress, the atomic write would replace the device node.)
+    if target == "DIR":
+        target = str(tmp_path)
+    elif target == "FIFO":
+        target = str(tmp_path / "out.fifo")
+        os.mkfifo(target)
+    r = lakesweep("plan", "expire", table.path, "--out", target, timeout=60)
+    assert r.returncode == 1, r.stderr
+    assert one_error_line(r.stderr) == (f"error: --out {target} exists and is not a regular file; "
+                                        "give the path of a file to write")
+    assert [f for f in os.listdir(os.path.dirname(target)) if f.endswith(".tmp")] == []
+
+
+def test_a_journal_or_export_that_is_a_fifo_is_refused_instead_of_hanging(plan_file, tmp_path):
+    fifo = tmp_path / "j.fifo"
+    os.mkfifo(fifo)
+    for args in (["journal", "plans", "--journal", fifo], ["apply", plan_file, "--journal", fifo]):
+        r = lakesweep(*args, timeout=60)
+        assert r.returncode == 1, r.stderr
+        assert one_error_line(r.stderr) == f"error: journal {fifo} is not a regular file"
+    from engine.plan_io import read_plan
+
+    journal = tmp_path / "j.duckdb"
+    with DuckDBRecorder(journal) as recorder:
+        recorder.record_plan(read_plan(str(plan_file)), recorded_ms=1)
+    r = lakesweep("journal", "export", "--out", fifo, "--journal", journal, timeout=60)
+    assert r.returncode == 1, r.stderr
+    assert one_error_line(r.stderr) == f"error: cannot write the export {fifo}: it exists and is not a regular file"
