@@ -118,11 +118,6 @@ class PythonEnvironment:
     def python_minor(self) -> str:
         return ".".join(self.python_version.split(".")[:2])
 
-    def to_json(self) -> dict:
-        return {"host": self.host, "python": self.python, "python_version": self.python_version,
-                "lakesweep": self.lakesweep, "pyarrow": self.pyarrow, "fingerprint": self.fingerprint,
-                "missing": [{"module": m, "error": e} for m, e in self.missing]}
-
 
 @dataclass(frozen=True, slots=True)
 class PreflightReport:
@@ -134,11 +129,6 @@ class PreflightReport:
     driver: PythonEnvironment
     executor: PythonEnvironment
     duration_ms: int
-
-    def to_json(self) -> dict:
-        return {"master": self.master, "python_exec": self.python_exec, "python_source": self.python_source,
-                "driver": self.driver.to_json(), "executor": self.executor.to_json(),
-                "duration_ms": self.duration_ms}
 
 
 @functools.lru_cache(maxsize=1)
@@ -160,7 +150,12 @@ def check_executors(spark, *, master: str | None = None, choice: PythonChoice | 
     sc = spark.sparkContext
     master = master or sc.master
     told = sc.pythonExec
-    source = choice.source if choice is not None and choice.python in (None, told) else "the SparkContext already running"
+    if choice is None:
+        source = "the running SparkContext"
+    elif choice.python == told or (choice.python is None and told == "python3"):
+        source = choice.source
+    else:
+        source = "a SparkContext that was already running"
     where = f"(master {master}; executors' Python '{told}', from {source})"
     driver = driver_environment()
     modules, packages, probe = EXECUTOR_MODULES, LAKESWEEP_PACKAGES, _probe

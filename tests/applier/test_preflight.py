@@ -188,3 +188,48 @@ def test_py_files_ship_lakesweep_to_executors_whose_python_has_only_its_dependen
                   cwd=tmp_path)
     assert r.returncode == 0, r.stderr[-3000:]
     assert PaimonTable(w.path).earliest_latest() == (6, 8)
+
+
+@pytest.mark.spark
+def test_preflight_gives_up_when_no_executor_comes(tmp_path):
+    # A standalone master with no worker: the preflight task never gets an executor.
+    import pyspark
+
+    from tests.applier.test_standalone_cluster import free_port, wait_for
+    from tests.support.processes import stop
+
+    home = os.path.dirname(pyspark.__file__)
+    env = dict(os.environ, SPARK_HOME=home, SPARK_LOCAL_IP="127.0.0.1", SPARK_LOG_DIR=str(tmp_path))
+    port = free_port()
+    with open(tmp_path / "master.out", "wb") as log:
+        master = subprocess.Popen([os.path.join(home, "bin", "spark-class"), "org.apache.spark.deploy.master.Master",
+                                   "--host", "127.0.0.1", "--port", str(port), "--webui-port", str(free_port())],
+                                  env=env, stdout=log, stderr=subprocess.STDOUT)
+        try:
+            wait_for(lambda: b"I have been elected leader" in (tmp_path / "master.out").read_bytes(), 90,
+                     "the master to start")
+            code = (
+                "import sys\n"
+                "from applier.spark_exec import spark_session\n"
+                "from applier.preflight import check_executors\n"
+                "from engine.errors import ExecutorEnvironmentError\n"
+                f"s = spark_session('spark://127.0.0.1:{port}', {{'spark.executor.memory': '512m'}}, preflight=False)\n"
+                "try:\n"
+                "    check_executors(s, timeout_s=5)\n"
+                "except ExecutorEnvironmentError as e:\n"
+                "    print(e)\n"
+                "    sys.exit(3)\n"
+                "finally:\n"
+                "    s.stop()\n"
+            )
+            r = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=300,
+                               env={k: v for k, v in os.environ.items() if k != "PYSPARK_PYTHON"})
+        finally:
+            stop(master)
+    assert r.returncode == 3, r.stderr[-3000:]
+    assert r.stdout.strip() == (
+        f"no Spark executor ran lakesweep's preflight task within 5 s (master spark://127.0.0.1:{port}; "
+        f"executors' Python '{sys.executable}', from the running SparkContext): the cluster has no free "
+        "executor, or the master is unreachable. Check the master and the cluster's free cores and memory "
+        "(spark.executor.memory, spark.cores.max)."
+    )
