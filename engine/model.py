@@ -1,7 +1,8 @@
 """Paimon's metadata as immutable values: schema, snapshots, manifests, index manifests, tags, consumers.
 
-Field names follow Paimon's JSON/Avro names in snake_case. Parsing lives in ``engine.metadata`` and
-``engine.manifests``; these classes only hold values and check their invariants.
+Field names follow Paimon's JSON/Avro names in snake_case. Schema and snapshot JSON is parsed here
+(``from_json``, every field's JSON type checked as Jackson would type it, bool never an integer); Avro
+lives in ``engine.manifests``. Names of metadata files must be plain file names (``plain_name_problem``).
 """
 
 from __future__ import annotations
