@@ -90,6 +90,9 @@ class RichProgress:
 
 
 def render_report(report) -> None:
+    if report.state == "REFUSED":
+        render.err.print(f"[red]Refused[/red]: plan {report.plan_id}: {report.reason}")
+        return
     c = report.counts
     title = {"COMPLETED": "[green]Apply completed[/green]", "FAILED": "[red]Apply failed[/red]",
              "DRY_RUN": "[cyan]Dry run[/cyan] (nothing was deleted)"}[report.state]
@@ -179,7 +182,7 @@ def resume(
     else:
         for r in reports:
             render_report(r)
-    if any(r.state == "FAILED" for r in reports):
+    if any(r.state in ("FAILED", "REFUSED") for r in reports):
         raise typer.Exit(1)
 
 

@@ -313,11 +313,16 @@ class ArrowFileIO(FileIO):
                 parent = os.path.dirname(native)
                 os.makedirs(parent, exist_ok=True)
                 tmp = os.path.join(parent, f".{os.path.basename(native)}.{uuid.uuid4().hex}.tmp")
-                with open(tmp, "wb") as f:
-                    f.write(data)
-                    f.flush()
-                    os.fsync(f.fileno())
-                os.replace(tmp, native)
+                try:
+                    with open(tmp, "wb") as f:
+                        f.write(data)
+                        f.flush()
+                        os.fsync(f.fileno())
+                    os.replace(tmp, native)
+                except OSError:
+                    if os.path.exists(tmp):
+                        os.remove(tmp)  # never leave the temporary file behind
+                    raise
             else:
                 with self.fs.open_output_stream(native) as f:  # a PUT is atomic
                     f.write(data)
