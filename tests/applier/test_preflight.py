@@ -178,8 +178,9 @@ def test_py_files_ship_lakesweep_to_executors_whose_python_has_only_its_dependen
     bare.write_text(f'#!/bin/sh\nPYTHONPATH="{sysconfig.get_paths()["purelib"]}${{PYTHONPATH:+:$PYTHONPATH}}" '
                     f'exec "{sys.executable}" -S "$@"\n')
     bare.chmod(0o755)
-    assert subprocess.run([bare, "-c", "import pyarrow"], cwd=tmp_path).returncode == 0
-    assert subprocess.run([bare, "-c", "import engine"], cwd=tmp_path, capture_output=True).returncode == 1
+    clean = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}  # other tests may have set it to the repo
+    assert subprocess.run([bare, "-c", "import pyarrow"], cwd=tmp_path, env=clean).returncode == 0
+    assert subprocess.run([bare, "-c", "import engine"], cwd=tmp_path, env=clean, capture_output=True).returncode == 1
     archive = tmp_path / "lakesweep.zip"
     subprocess.run([sys.executable, "-m", "zipfile", "-c", archive, "engine", "journal", "applier", "planner"],
                    cwd=REPO, check=True)
