@@ -295,9 +295,11 @@ def _run_phases(plan, recorder, table, done, resume_apply_id, prior, started, ma
         if int(phase) in completed or not any(a.phase == phase for a in plan.actions):
             continue
         try:
-            # The live table may have moved on since the last phase: re-check before touching anything.
-            check_not_stale(plan, table, done_snapshot_deletes=done_snapshot_ids)
-            check_unreachable(plan, table, actions)
+            # The live table may have moved on since the last phase: re-check before touching anything,
+            # on a view that reads snapshots, tags and schemas anew (manifests already read are reused).
+            live = table.refreshed()
+            check_not_stale(plan, live, done_snapshot_deletes=done_snapshot_ids)
+            check_unreachable(plan, live, actions)
         except PlanRejected as e:
             recorder.append([ApplyFailed(apply_id=apply_id, plan_id=plan.plan_id, reason=f"refused: {e}",
                                          phase=int(phase), finished_ms=clock())])

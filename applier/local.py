@@ -7,7 +7,6 @@ applier must agree with.
 from __future__ import annotations
 
 from engine.fileio import FileIO, fileio_for
-from engine.paths import external_roots  # noqa: F401  (re-exported for callers of applier.local)
 from engine.plan import CleanupPlan
 
 from applier.actions import ActionResult, Outcome, execute_with_retry

@@ -239,13 +239,13 @@ def check_unreachable(plan: CleanupPlan, table: PaimonTable, actions: Sequence[A
     """Refuse (``StalePlan``) when a file ``actions`` would delete is reachable, in the live table, from the
     latest or end snapshot, a tag, a retained changelog, or any other branch's snapshots and tags.
 
-    The table view is opened afresh so that snapshots, tags and branches are read as they are now.
+    ``table`` must be a view read now (``PaimonTable.refreshed``), so that snapshots, tags and branches are
+    seen as they are.
     """
-    live = PaimonTable(table.location, table.fileio, table.branch)
-    roots = external_roots(live.options)
-    planned = {resolve_action_path(live.location, a.path, roots): a
+    roots = external_roots(table.options)
+    planned = {resolve_action_path(table.location, a.path, roots): a
                for a in actions if a.kind.deletes and a.kind != ActionKind.EMPTY_DIR}
-    hit = first_reachable(live, frozenset(planned), end=plan.end)
+    hit = first_reachable(table, frozenset(planned), end=plan.end)
     if hit is not None:
         holder, path = hit
         a = planned[path]

@@ -155,7 +155,7 @@ def _try_changelog(table: PaimonTable, cid: int) -> Snapshot | None:
 
 def other_branches(table: PaimonTable) -> list[PaimonTable]:
     """Views of every branch other than ``table``'s, main included when ``table`` is a branch."""
-    main = table if table.branch == MAIN_BRANCH else PaimonTable(table.location, table.fileio)
+    main = table if table.branch == MAIN_BRANCH else table.refreshed(MAIN_BRANCH)
     out = [] if table.branch == MAIN_BRANCH else [main]
     out += [main.branch_table(name) for name in main.branch_names() if name != table.branch]
     return out

@@ -59,6 +59,9 @@ def parse_versioned_id(rest: str) -> int | None:
     return value if value <= LONG_MAX else None
 
 
+IMMUTABLE_KINDS = frozenset({"list", "manifest", "index", "live"})  # "live" is keyed by manifest list names
+
+
 def branch_name_problem(name: str) -> str | None:
     """Why ``name`` cannot be a branch other than main (``None`` when it can).
 
@@ -117,6 +120,10 @@ class PaimonTable:
         self.base = self.location if branch == MAIN_BRANCH else join(self.location, "branch", BRANCH_PREFIX + branch)
         self._cache: dict[tuple[str, str], object] = {}
         self._lock = threading.Lock()
+        # Manifests, lists and index manifests are named by UUID and never rewritten: views of the same
+        # table (other branches, a refreshed view) share what was read of them.
+        self._files: dict[tuple[str, str], object] = {}
+        self._files_lock = threading.Lock()
         self._schema: TableSchema | None = None
         self._paths: PathFactory | None = None
 
@@ -143,13 +150,21 @@ class PaimonTable:
 
     def _cached(self, kind: str, name: str, load: Callable[[], T]) -> T:
         key = (kind, name)
-        with self._lock:
-            if key in self._cache:
-                return self._cache[key]  # type: ignore[return-value]
+        store, lock = (self._files, self._files_lock) if kind in IMMUTABLE_KINDS else (self._cache, self._lock)
+        with lock:
+            if key in store:
+                return store[key]  # type: ignore[return-value]
         value = load()  # only successful reads are cached (trap T-3)
-        with self._lock:
-            self._cache[key] = value
+        with lock:
+            store[key] = value
         return value
+
+    def refreshed(self, branch: str | None = None) -> "PaimonTable":
+        """A new view of this branch (or of ``branch``) that reads snapshots, tags, hints and schemas anew,
+        sharing what was already read of the files that never change."""
+        t = PaimonTable(self.location, self.fileio, self.branch if branch is None else branch)
+        t._files, t._files_lock = self._files, self._files_lock
+        return t
 
     # -- schema and paths ----------------------------------------------------------------------
 
@@ -422,7 +437,7 @@ class PaimonTable:
         return sorted(out)
 
     def branch_table(self, name: str) -> "PaimonTable":
-        t = PaimonTable(self.location, self.fileio, branch=name)
+        t = self.refreshed(name)
         if not t.schema_ids():
             raise CorruptMetadata(t.base, f"branch '{name}' has no schema")
         # Branch data shares the main table's directories; paths use the main table's factory.
