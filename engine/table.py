@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import re
 import threading
-from typing import Callable, Iterable, TypeVar
+from typing import Callable, Iterable, Protocol, Sequence, TypeVar
 
 from engine.errors import CorruptMetadata, MetadataNotFound, PlanRejected, UnsupportedTable
 from engine.fileio import FileIO, fileio_for, join, normalize_location
@@ -60,6 +60,21 @@ def parse_versioned_id(rest: str) -> int | None:
 
 
 IMMUTABLE_KINDS = frozenset({"list", "manifest", "index", "live"})  # "live" is keyed by manifest list names
+
+
+class ReadObserver(Protocol):
+    """Told what a table view reads, e.g. to show progress. Called on the reading thread, after the read
+    succeeded; it must not raise. Views made from a view (``refreshed``, ``branch_table``) tell the same
+    observer."""
+
+    def read(self, path: str, what: str, nbytes: int) -> None:
+        """A metadata file was read from storage: ``what`` is "snapshot", "manifest list", "manifest",
+        "index manifest", "schema", "tag", ... Reads answered from the view's cache are not reported."""
+
+    def named(self, names: Sequence[str]) -> None:
+        """A snapshot, tag or manifest list just read names these files of the manifest directory
+        (manifest lists, manifests, index manifests). An estimate of what may be read next: a name can
+        come more than once, and not every named file is read (a kept snapshot's manifests may not be)."""
 
 
 def branch_name_problem(name: str) -> str | None:
@@ -113,7 +128,8 @@ def _versioned_ids(files, prefix: str) -> list[int]:
 class PaimonTable:
     """Metadata of one branch of a Paimon table. Data files are never opened."""
 
-    def __init__(self, location: str, fileio: FileIO | None = None, branch: str = MAIN_BRANCH):
+    def __init__(self, location: str, fileio: FileIO | None = None, branch: str = MAIN_BRANCH,
+                 on_read: ReadObserver | None = None):
         self.location = normalize_location(location) if fileio is None or fileio.scheme != "memory" else location
         self.fileio = fileio or fileio_for(self.location)
         self.branch = check_branch_name(branch)
@@ -126,6 +142,7 @@ class PaimonTable:
         self._files_lock = threading.Lock()
         self._schema: TableSchema | None = None
         self._paths: PathFactory | None = None
+        self.on_read = on_read
 
     def __repr__(self):
         return f"PaimonTable({self.location!r}, branch={self.branch!r})"
@@ -134,9 +151,16 @@ class PaimonTable:
 
     def _read(self, path: str, what: str) -> bytes:
         try:
-            return self.fileio.read_bytes(path)
+            data = self.fileio.read_bytes(path)
         except FileNotFoundError as e:
             raise MetadataNotFound(path, what) from e
+        if self.on_read is not None:
+            self.on_read.read(path, what, len(data))
+        return data
+
+    def _named(self, names: Iterable[str | None]) -> None:
+        if self.on_read is not None:
+            self.on_read.named([n for n in names if n])
 
     def _json(self, path: str, what: str) -> dict:
         data = self._read(path, what)
@@ -162,7 +186,7 @@ class PaimonTable:
     def refreshed(self, branch: str | None = None) -> "PaimonTable":
         """A new view of this branch (or of ``branch``) that reads snapshots, tags, hints and schemas anew,
         sharing what was already read of the files that never change."""
-        t = PaimonTable(self.location, self.fileio, self.branch if branch is None else branch)
+        t = PaimonTable(self.location, self.fileio, self.branch if branch is None else branch, self.on_read)
         t._files, t._files_lock = self._files, self._files_lock
         return t
 
@@ -288,6 +312,7 @@ class PaimonTable:
             except (KeyError, TypeError, ValueError) as e:
                 raise CorruptMetadata(path, f"malformed {what}: {e}") from e
             _check_id_matches_name(path, what, snap.id, expected_id)
+            self._named(_snapshot_names(snap))
             return snap
 
         return self._cached(what, path, load)
@@ -314,7 +339,13 @@ class PaimonTable:
 
     def manifest_list(self, name: str) -> list[ManifestFileMeta]:
         path = self.paths.manifest(name)
-        return self._cached("list", path, lambda: parse_manifest_list(path, self._read(path, "manifest list")))
+
+        def load():
+            metas = parse_manifest_list(path, self._read(path, "manifest list"))
+            self._named(m.file_name for m in metas)
+            return metas
+
+        return self._cached("list", path, load)
 
     def manifest(self, name: str) -> list[ManifestEntry]:
         path = self.paths.manifest(name)
@@ -371,6 +402,7 @@ class PaimonTable:
                 raise ValueError(f"field 'tagTimeRetained' must be a number or a string, not {json.dumps(retained)}")
         except (KeyError, TypeError, ValueError) as e:
             raise CorruptMetadata(path, f"malformed tag: {e}") from e
+        self._named(_snapshot_names(snap))
         return Tag(
             name=name,
             snapshot=snap,
@@ -445,6 +477,10 @@ class PaimonTable:
         return t
 
 
+def _snapshot_names(snap: Snapshot) -> tuple[str | None, ...]:
+    return (snap.base_manifest_list, snap.delta_manifest_list, snap.changelog_manifest_list, snap.index_manifest)
+
+
 def _check_id_matches_name(path: str, what: str, json_id: int, name_id: int) -> None:
     if json_id != name_id:
         raise CorruptMetadata(
@@ -475,8 +511,10 @@ def merge_entries(entries: Iterable[ManifestEntry]) -> list[ManifestEntry]:
     return [e for e in merged.values() if e.kind == FileKind.ADD]
 
 
-def open_table(location: str, fileio: FileIO | None = None, branch: str = MAIN_BRANCH) -> PaimonTable:
-    """Open a table for reading and check that lakesweep supports it."""
-    table = PaimonTable(location, fileio, branch)
+def open_table(location: str, fileio: FileIO | None = None, branch: str = MAIN_BRANCH,
+               on_read: ReadObserver | None = None) -> PaimonTable:
+    """Open a table for reading and check that lakesweep supports it. ``on_read`` is told every
+    metadata file the view (and any view made from it) reads."""
+    table = PaimonTable(location, fileio, branch, on_read)
     table.check_supported()
     return table
