@@ -7,11 +7,11 @@ from pathlib import Path
 from typing import List, Optional
 
 import typer
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from cli import render
 from cli.main import Output, OutputOpt, app, handle_errors, key_values, refuse_inside_table
+from cli.progress import RichProgress
 
 journal_app = typer.Typer(help="Audit what lakesweep did: plans, per-file outcomes, SQL over the journal.",
                           no_args_is_help=True)
@@ -49,44 +49,6 @@ def _refuse_inside_recorded_tables(path: str, what: str, journal: str) -> None:
 
 def _conf(values: List[str]) -> dict:
     return key_values(values, "--conf")
-
-
-class RichProgress:
-    """A progress bar per phase: files and bytes."""
-
-    def __init__(self, enabled: bool):
-        self.enabled = enabled
-        self.bar = Progress(
-            TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
-            TextColumn("{task.fields[size]}"), TimeElapsedColumn(), console=render.err, transient=False,
-        )
-        self.task = None
-        self.total_bytes = 0
-        self.done_bytes = 0
-
-    def __enter__(self):
-        if self.enabled:
-            self.bar.start()
-        return self
-
-    def __exit__(self, *exc):
-        if self.enabled:
-            self.bar.stop()
-
-    def phase_started(self, phase, files, size):
-        if self.enabled:
-            self.total_bytes, self.done_bytes = size, 0
-            self.task = self.bar.add_task(phase.name.lower().replace("_", " "), total=max(files, 0),
-                                          size=f"0 B / {render.human_bytes(size)}")
-
-    def advance(self, files, size):
-        if self.enabled and self.task is not None:
-            self.done_bytes += size
-            self.bar.update(self.task, advance=files,
-                            size=f"{render.human_bytes(self.done_bytes)} / {render.human_bytes(self.total_bytes)}")
-
-    def phase_finished(self, phase):
-        pass
 
 
 def render_report(report) -> None:
@@ -131,7 +93,10 @@ def apply(
 
     The plan is refused (exit 1) if it was modified, is for another table, points outside the table, or
     is stale (a tag, consumer, snapshot of its range, schema or branch changed). Applying twice changes
-    nothing the second time. After a crash or a failed phase, 'lakesweep resume' finishes the job."""
+    nothing the second time. After a crash or a failed phase, 'lakesweep resume' finishes the job.
+
+    When stderr is a terminal (and the output is text), each phase shows a bar: files, bytes, files/s
+    and bytes/s."""
     from applier.apply import apply_plan, dry_run_plan
     from engine.errors import JournalError
     from engine.plan_io import read_plan
@@ -166,7 +131,7 @@ def resume(
     """Finish unfinished applies recorded in the journal (after a crash, kill or failed phase).
 
     The plan is rebuilt from the journal; the plan file is not needed. Files deleted before the crash
-    but not yet journaled are recorded as already absent."""
+    but not yet journaled are recorded as already absent. Progress is shown as for 'lakesweep apply'."""
     from applier.apply import resume as resume_applies
     from journal.duckdb_store import DuckDBRecorder
 

@@ -3,6 +3,7 @@ write, inspect, plan, show, apply on local Spark, audit the DuckDB journal."""
 
 from __future__ import annotations
 
+import contextlib
 import shutil
 import time
 from pathlib import Path
@@ -105,6 +106,7 @@ def prepare_demo_dir(directory: Path) -> None:
 
 
 def run_demo(directory: Path, *, json_output: bool) -> dict:
+    from cli.progress import MetadataReadProgress, progress_enabled
     from engine.inspect import inspect_table
     from engine.plan_io import read_plan, write_plan
     from engine.table import open_table
@@ -126,14 +128,17 @@ def run_demo(directory: Path, *, json_output: bool) -> dict:
     plan_path = directory / DEMO_PLAN
     say("\n[bold]3. lakesweep plan expire --retain-min 3 --time-retained '0 s'[/bold]")
     opts = resolve_expire_options(table.options, retain_min=3, time_retained="0 s")
-    plan = plan_expire(table, now_ms=int(time.time() * 1000), options=opts)
+    reads = MetadataReadProgress() if progress_enabled(not json_output) else None
+    with reads if reads is not None else contextlib.nullcontext():
+        plan = plan_expire(open_table(location, on_read=reads), now_ms=int(time.time() * 1000), options=opts)
     write_plan(plan, str(plan_path))
     say(f"\n[bold]4. lakesweep show {plan_path}[/bold]")
     reread = read_plan(str(plan_path))
     if not json_output:
         render.render_plan(reread, files=True)
     from applier.apply import apply_plan
-    from cli.apply_cmds import RichProgress, render_report
+    from cli.apply_cmds import render_report
+    from cli.progress import RichProgress
     from journal.audit import list_files, list_plans
     from journal.duckdb_store import DuckDBRecorder
 

@@ -7,6 +7,7 @@ fire). Every error is one line on stderr; ``LAKESWEEP_DEBUG=1`` shows the traceb
 
 from __future__ import annotations
 
+import contextlib
 import enum
 import functools
 import os
@@ -219,7 +220,12 @@ def plan_expire_cmd(
 ):
     """Plan a snapshot expiration exactly as Apache Paimon would run it, and save the plan.
 
-    Nothing is deleted. Review the plan with 'lakesweep show PLAN'."""
+    Nothing is deleted. Review the plan with 'lakesweep show PLAN'.
+
+    When stderr is a terminal (and the output is text), a bar shows the manifest files read out of
+    those found so far (the total grows as planning finds the snapshots in range), with every metadata
+    file read, their bytes, files/s and bytes/s."""
+    from cli.progress import MetadataReadProgress, progress_enabled
     from engine.errors import PlanRejected
     from engine.plan_io import write_plan
     from engine.table import open_table
@@ -230,7 +236,8 @@ def plan_expire_cmd(
     now_ms = parse_time_ms(now) if now is not None else int(time.time() * 1000)
     check_output_file(out, "--out", PlanRejected)
     refuse_inside_table(out, table, "--out", PlanRejected)
-    t = open_table(table, branch=branch)
+    reads = MetadataReadProgress() if progress_enabled(output == Output.text) else None
+    t = open_table(table, branch=branch, on_read=reads)
     opts = resolve_expire_options(
         t.options,
         retain_min=retain_min,
@@ -241,7 +248,8 @@ def plan_expire_cmd(
         time_rule=time_rule,
         skip_unreadable=skip_unreadable,
     )
-    plan = plan_expire(t, now_ms=now_ms, options=opts)
+    with reads if reads is not None else contextlib.nullcontext():
+        plan = plan_expire(t, now_ms=now_ms, options=opts)
     write_plan(plan, str(out))
     if output == Output.json:
         render.emit_json(render.plan_document(plan) | {"out": str(out)})
