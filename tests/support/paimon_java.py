@@ -62,6 +62,8 @@ JVM_OPTIONS = (
     "-Dslf4j.internal.verbosity=ERROR",
 )
 JVM_OPTS_ENV = "LAKESWEEP_HARNESS_JVM_OPTS"  # extra JVM options, whitespace separated
+# the options above that keep the protocol channel clean, kept when a caller replaces the tuning ones
+JVM_QUIET_OPTIONS = tuple(o for o in JVM_OPTIONS if o.startswith(("-Xlog", "-Dslf4j")))
 # Paimon 0.9 builds a new OrcFileFormat (two Hadoop Configuration objects, each parsing the
 # 150 KB core-default.xml, and once mapred's JobConf is loaded also mapred-default.xml and
 # yarn-default.xml) every time AbstractFileStore.pathFactory() is called, which made an ORC
@@ -235,8 +237,8 @@ def compile_harness(classpath: list[str], cache: Path | None = None) -> Path:
     return out
 
 
-def ensure_harness(*, timeout_s: float = DEFAULT_TIMEOUT_S) -> "Harness":
-    """Prepare jar + compiled harness (cached) and start one JVM."""
+def harness_classpath() -> list[str]:
+    """The JVM classpath of the harness: compiled classes (cached), light Hadoop defaults, jars."""
     check_jdk()
     cache = cache_dir()
     jar = ensure_paimon_jar(cache)
@@ -245,7 +247,15 @@ def ensure_harness(*, timeout_s: float = DEFAULT_TIMEOUT_S) -> "Harness":
     prefix = [str(classes)]
     if os.environ.get(HADOOP_DEFAULTS_ENV, "") in ("", "0"):
         prefix.append(str(light_hadoop_conf_dir(cache)))
-    return Harness([*prefix, *classpath], timeout_s=timeout_s)
+    return [*prefix, *classpath]
+
+
+def ensure_harness(*, timeout_s: float = DEFAULT_TIMEOUT_S, jvm_options: Iterable[str] | None = None) -> "Harness":
+    """Prepare jar + compiled harness (cached) and start one JVM.
+
+    ``jvm_options`` replaces the tuning part of ``JVM_OPTIONS`` (heap, GC, JIT) for this JVM, e.g.
+    ``[]`` for the JVM's own defaults; the options that keep stdout clean stay."""
+    return Harness(harness_classpath(), timeout_s=timeout_s, jvm_options=jvm_options)
 
 
 # --------------------------------------------------------------------------- the JVM
@@ -254,7 +264,8 @@ def ensure_harness(*, timeout_s: float = DEFAULT_TIMEOUT_S) -> "Harness":
 class Harness:
     """One long-lived JVM running PaimonHarness; not thread-safe."""
 
-    def __init__(self, classpath: Iterable[str], *, timeout_s: float = DEFAULT_TIMEOUT_S):
+    def __init__(self, classpath: Iterable[str], *, timeout_s: float = DEFAULT_TIMEOUT_S,
+                 jvm_options: Iterable[str] | None = None):
         self.timeout_s = timeout_s
         self._proc: subprocess.Popen[bytes] | None = None
         self._buf = b""
@@ -263,7 +274,7 @@ class Harness:
         self._tmpdir = tempfile.mkdtemp(prefix="paimon-harness-io-")
         cmd = [
             "java",
-            *JVM_OPTIONS,
+            *(JVM_OPTIONS if jvm_options is None else (*JVM_QUIET_OPTIONS, *jvm_options)),
             *os.environ.get(JVM_OPTS_ENV, "").split(),
             f"-Djava.io.tmpdir={self._tmpdir}",
             "-cp",
@@ -404,6 +415,9 @@ class Harness:
         options: dict[str, Any] | None = None,
         ops: dict[str, int] | None = None,
         manifest_compression: str | None = None,
+        partitions: int | None = None,
+        rows_per_write: int | None = None,
+        bucket_dirs: bool = True,
     ) -> dict[str, Any]:
         """Create a Paimon table at ``table`` and commit a seeded random history.
 
@@ -414,6 +428,10 @@ class Harness:
         manifests, manifest lists and index manifests with that Avro codec: it sets
         ``manifest.compression`` and, since Paimon 0.9 reaches codecs other than zstd only through
         it, ``avro.codec`` (which Avro data files use too).  ``None`` keeps Paimon's default, zstd.
+        ``partitions`` fixes the number of ``dt`` partitions (default 2 or 3, from the seed) and
+        ``rows_per_write`` the rows of every write (default 3..22 per write): with many partitions,
+        buckets and rows, every commit writes many files.  ``bucket_dirs=False`` leaves
+        ``bucketDirs`` out of the answer (it scans every snapshot, which is slow on large tables).
 
         Returns ``snapshots`` (list of dicts with id, timeMillis, commitKind, baseManifestList,
         deltaManifestList, changelogManifestList, indexManifest, totalRecordCount, schemaId),
@@ -433,6 +451,12 @@ class Harness:
                     f"manifest_compression must be one of {MANIFEST_CODECS}, got {manifest_compression!r}"
                 )
             cmd["manifestCompression"] = manifest_compression
+        if partitions is not None:
+            cmd["partitions"] = partitions
+        if rows_per_write is not None:
+            cmd["rowsPerWrite"] = rows_per_write
+        if not bucket_dirs:
+            cmd["bucketDirs"] = False
         return self.call(cmd)
 
     def expire(

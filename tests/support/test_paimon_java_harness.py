@@ -289,3 +289,39 @@ def test_expire_time_and_max_deletes(paimon_java, tables, tmp_path):
     res = paimon_java.expire(t3, retain_min=1, retain_max=10_000, time_retained_ms=3_600_000, max_deletes=10_000)
     assert res["expired"] == 0
     assert _snapshot_ids_on_disk(t3) == ids
+
+
+# --------------------------------------------------------------------------- sizes for benchmarks
+
+
+def test_generate_partitions_rows_per_write_and_no_bucket_dirs(paimon_java, tmp_path):
+    table = tmp_path / "wide"
+    info = paimon_java.generate(table, seed=5, kind="append", steps=6,
+                                options={"bucket": "-1", "bucket-key": None, "compaction.min.file-num": None},
+                                ops={"write": 1, "compact": 0, "overwrite": 0, "tag": 0, "untag": 0, "consumer": 0},
+                                partitions=12, rows_per_write=300, bucket_dirs=False)
+    names = [f"2024-01-{d:02d}" for d in range(1, 13)]
+    assert info["partitions"] == names
+    assert "bucketDirs" not in info
+    assert info["ops"] == ["write 300"] * 6
+    assert [s["totalRecordCount"] for s in info["snapshots"]] == [300 * i for i in range(1, 7)]
+    # 300 rows over 12 partitions reach every partition: 12 new files per write
+    on_disk = sorted(str(p.relative_to(table)) for p in table.glob("dt=*") if p.is_dir())
+    assert on_disk == [f"dt={n}" for n in names]
+    assert len(_files(table, "dt=*/bucket-0/data-*")) == 12 * 6
+
+
+def test_generate_refuses_bad_sizes(paimon_java, tmp_path):
+    with pytest.raises(HarnessError, match="partitions must be >= 1, got 0"):
+        paimon_java.generate(tmp_path / "a", seed=1, kind="append", steps=2, partitions=0)
+    with pytest.raises(HarnessError, match="rowsPerWrite must be >= 1 .* got -3"):
+        paimon_java.generate(tmp_path / "b", seed=1, kind="append", steps=2, rows_per_write=-3)
+
+
+def test_jvm_options_replace_the_tuning_options(tmp_path):
+    from tests.support.paimon_java import ensure_harness
+
+    with ensure_harness(jvm_options=["-Xmx256m"]) as h:
+        info = h.generate(tmp_path / "t", seed=2, kind="append", steps=3)
+        assert h.expire(tmp_path / "t", retain_min=1, retain_max=1, max_deletes=100)["expired"] == len(info["snapshots"]) - 1
+        assert not h.stray_output

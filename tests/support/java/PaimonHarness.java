@@ -8,7 +8,8 @@
  *   {"cmd":"ping"}
  *   {"cmd":"generate","table":DIR,"seed":N,"kind":"append"|"pk","steps":N,
  *        "options":{...}, "ops":{"write":w,...},
- *        "manifestCompression":"zstd"|"snappy"|"deflate"|"null"}
+ *        "manifestCompression":"zstd"|"snappy"|"deflate"|"null",
+ *        "partitions":N, "rowsPerWrite":N, "bucketDirs":true|false}
  *   {"cmd":"expire","table":DIR,"retainMin":N,"retainMax":N,
  *        "timeRetainedMs":N | "olderThanMs":N,"maxDeletes":N}
  *   {"cmd":"live_files","table":DIR}
@@ -21,7 +22,11 @@
  * seed too (file.format, bucket, changelog-producer, deletion vectors, merge-min-count) and
  * "options" overrides them (null removes one).  "ops" overrides the op weights.
  * "manifestCompression" picks the Avro codec of manifests, manifest lists and index manifests
- * (see manifestCodecOptions).  Paimon never
+ * (see manifestCodecOptions).  "partitions" fixes the number of dt partitions (default: 2 or 3,
+ * drawn from the seed) and "rowsPerWrite" the number of rows of every write (default: 3..22,
+ * drawn per write); large values of both make every commit touch many partitions and buckets,
+ * which is how benchmarks reach hundreds of thousands of files in minutes; "bucketDirs": false
+ * leaves out the answer's bucketDirs, which scan every snapshot (slow on such tables).  Paimon never
  * expires anything itself during generation (snapshot.num-retained.min/max = 1000/2000).
  * Commit messages are committed in two commits (APPEND or OVERWRITE part, then COMPACT part),
  * each followed by a wait until the clock is 10 ms past the new snapshot, so that snapshot times
@@ -234,6 +239,8 @@ public class PaimonHarness {
         final IOManager ioManager;
         final String user;
         final List<String> partitions;
+        /** Rows per write; 0 draws 3..22 per write. */
+        int rowsPerWrite = 0;
         long identifier = 1;
         int tagCounter = 0;
 
@@ -408,9 +415,21 @@ public class PaimonHarness {
         }
 
         int numPartitions = 2 + r.nextInt(2);
+        if (cmd.hasNonNull("partitions")) {
+            numPartitions = cmd.get("partitions").asInt();
+            if (numPartitions < 1) {
+                throw new IllegalArgumentException("partitions must be >= 1, got " + numPartitions);
+            }
+        }
+        int rowsPerWrite = cmd.path("rowsPerWrite").asInt(0);
+        if (rowsPerWrite < 0) {
+            throw new IllegalArgumentException(
+                    "rowsPerWrite must be >= 1 (0 or absent: drawn per write), got " + rowsPerWrite);
+        }
         List<String> partitions = new ArrayList<>();
         for (int i = 0; i < numPartitions; i++) {
-            partitions.add("2024-01-0" + (i + 1));
+            // 2024-01-01, 2024-01-02, ... (the first nine are the names earlier versions used)
+            partitions.add(java.time.LocalDate.of(2024, 1, 1).plusDays(i).toString());
         }
 
         Schema.Builder sb =
@@ -431,6 +450,7 @@ public class PaimonHarness {
         List<String> opLog = new ArrayList<>();
         try (IOManager ioManager = IOManager.create(System.getProperty("java.io.tmpdir"))) {
             Gen g = new Gen(r, pk, unaware, table, ioManager, "lakesweep-gen-" + seed, partitions);
+            g.rowsPerWrite = rowsPerWrite;
             for (int step = 0; step < steps; step++) {
                 String op = "write";
                 if (step > 0) {
@@ -455,6 +475,7 @@ public class PaimonHarness {
         Long earliest = sm.earliestSnapshotId();
         Long latest = sm.latestSnapshotId();
         TreeSet<String> bucketDirs = new TreeSet<>();
+        boolean withBucketDirs = cmd.path("bucketDirs").asBoolean(true);
         if (earliest != null) {
             for (long id = earliest; id <= latest; id++) {
                 if (!sm.snapshotExists(id)) {
@@ -471,6 +492,9 @@ public class PaimonHarness {
                 n.put("changelogManifestList", s.changelogManifestList());
                 n.put("indexManifest", s.indexManifest());
                 n.put("totalRecordCount", s.totalRecordCount());
+                if (!withBucketDirs) {
+                    continue;
+                }
                 for (String f : filesOf(table, path, s, ScanMode.ALL, false)) {
                     bucketDirs.add(f.substring(0, f.lastIndexOf('/')));
                 }
@@ -502,8 +526,10 @@ public class PaimonHarness {
         res.put("bucket", table.coreOptions().bucket());
         ArrayNode parts = res.putArray("partitions");
         partitions.forEach(parts::add);
-        ArrayNode dirs = res.putArray("bucketDirs");
-        bucketDirs.forEach(dirs::add);
+        if (withBucketDirs) {
+            ArrayNode dirs = res.putArray("bucketDirs");
+            bucketDirs.forEach(dirs::add);
+        }
         ArrayNode opsDone = res.putArray("ops");
         opLog.forEach(opsDone::add);
         return res;
@@ -559,7 +585,7 @@ public class PaimonHarness {
     }
 
     private static String doWrite(Gen g) throws Exception {
-        int n = 3 + g.r.nextInt(20);
+        int n = g.rowsPerWrite > 0 ? g.rowsPerWrite : 3 + g.r.nextInt(20);
         List<CommitMessage> messages;
         try (TableWriteImpl<?> write = g.newWrite()) {
             for (int i = 0; i < n; i++) {
