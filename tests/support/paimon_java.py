@@ -290,6 +290,11 @@ class Harness:
 
     # -- plumbing
 
+    @property
+    def pid(self) -> int | None:
+        """The JVM's process id (None once closed)."""
+        return None if self._proc is None else self._proc.pid
+
     def stderr_tail(self, limit: int = 4000) -> str:
         self._stderr.flush()
         self._stderr.seek(0, os.SEEK_END)
