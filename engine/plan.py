@@ -196,13 +196,18 @@ class CleanupPlan:
     actions: tuple[Action, ...]
     stats: Mapping[str, Any] = field(default_factory=dict)  # protected counts, bound, warnings
     format_version: int = FORMAT_VERSION
+    # The id, hashed on first read and kept: it covers every action, and apply, the journal and the CLI
+    # read it many times. Not part of equality; a value passed in is discarded (the id always comes from
+    # this plan's own content).
+    _plan_id: str | None = field(default=None, repr=False, compare=False)
 
     def __post_init__(self):
+        object.__setattr__(self, "_plan_id", None)
         if self.begin is not None and self.end is not None and self.begin > self.end:
             raise ValueError(f"range [{self.begin}, {self.end}) is inverted")
-        ids = [a.action_id for a in self.actions]
-        if ids != list(range(len(ids))):
-            raise ValueError("actions must be canonical (numbered 0..n-1 in order); use canonical_actions")
+        for i, a in enumerate(self.actions):
+            if a.action_id != i:
+                raise ValueError("actions must be canonical (numbered 0..n-1 in order); use canonical_actions")
 
     @property
     def is_empty(self) -> bool:
@@ -228,7 +233,10 @@ class CleanupPlan:
 
     @property
     def plan_id(self) -> str:
-        return compute_plan_id(self.header(), self.actions)
+        """A hash of the header and every action (``compute_plan_id``), computed once per plan value."""
+        if self._plan_id is None:
+            object.__setattr__(self, "_plan_id", compute_plan_id(self.header(), self.actions))
+        return self._plan_id
 
 
 def _jsonable(obj):
