@@ -283,6 +283,26 @@ class DuckDBRecorder(Recorder):
         columns = [d[0] for d in cursor.description]
         return [dict(zip(columns, r)) for r in cursor.fetchall()]
 
+    def done_actions(self, plan_id, *, exclude_applies=()):
+        self._check_open()
+        rows = self._con.execute(
+            """SELECT action_id FROM (
+                   SELECT action_id, outcome, row_number() OVER (PARTITION BY action_id ORDER BY seq DESC) AS rn
+                   FROM file_records WHERE plan_id = ? AND NOT list_contains(?::VARCHAR[], apply_id))
+               WHERE rn = 1 AND outcome <> 'FAILED'""", [plan_id, sorted(exclude_applies)]).fetchall()
+        return frozenset(r[0] for r in rows)
+
+    def apply_totals(self, apply_id):
+        self._check_open()
+        rows = self._con.execute(
+            """SELECT outcome, count(*), coalesce(sum(bytes), 0) FROM (
+                   SELECT outcome, bytes, row_number() OVER (PARTITION BY action_id ORDER BY seq DESC) AS rn
+                   FROM file_records WHERE apply_id = ?)
+               WHERE rn = 1 GROUP BY outcome""", [apply_id]).fetchall()
+        totals = {o: (0, 0) for o in FileOutcome}
+        totals.update({FileOutcome(o): (int(n), int(b)) for o, n, b in rows})
+        return totals
+
     def outcome_totals(self, plan_id, *, exclude_applies=()):
         self._check_open()
         rows = self._con.execute(

@@ -273,10 +273,17 @@ _OUTCOMES_FOR = {
 }
 
 
-def allowed_outcomes(kind: ActionKind) -> frozenset[FileOutcome]:
+def _allowed(kind: ActionKind) -> frozenset[FileOutcome]:
     if not kind.deletes:
         return frozenset(_OUTCOMES_FOR["write"])
     return frozenset(_OUTCOMES_FOR["dir" if kind == ActionKind.EMPTY_DIR else "file"])
+
+
+_ALLOWED = {kind: _allowed(kind) for kind in ActionKind}  # checked for every file record: built once
+
+
+def allowed_outcomes(kind: ActionKind) -> frozenset[FileOutcome]:
+    return _ALLOWED[ActionKind(kind)]
 
 
 @dataclass(frozen=True, slots=True)

@@ -90,7 +90,9 @@ def _require_running(run: RunState | None, event: Event) -> RunState:
     return run
 
 
-def _step(run: RunState | None, ev: Event) -> RunState:
+def step(run: RunState | None, ev: Event) -> RunState:
+    """The apply's state after one more of its events (``run`` is None before ``ApplyStarted``); raises
+    ``JournalError`` for an event that does not fit. ``project`` is a fold of this."""
     aid = ev.event_apply_id
     if run is not None and run.plan_id != ev.plan_id:
         raise _illegal(aid, ev, f"the apply belongs to plan {run.plan_id}, the event names plan {ev.plan_id}")
@@ -174,7 +176,7 @@ def project(events: Iterable[Event], file_records: Iterable[FileRecord] = ()) ->
         aid = ev.event_apply_id
         if isinstance(ev, PlanRecorded) or aid is None:
             continue
-        runs[aid] = _step(runs.get(aid), ev)
+        runs[aid] = step(runs.get(aid), ev)
     latest: dict[str, dict[int, FileRecord]] = {}
     for rec in file_records:
         check_file_record(runs.get(rec.apply_id), rec)
@@ -194,6 +196,13 @@ def incomplete_applies(recorder: Recorder) -> list[RunState]:
     """Applies that started and have no end (a crash, or still running), in start order."""
     lifecycle = project(recorder.events())
     return [project_apply(recorder, aid) for aid, run in lifecycle.items() if run.state == RunStatus.RUNNING]
+
+
+def unfinished_apply(recorder: Recorder, plan_id: str) -> str | None:
+    """The id of the plan's first apply (not a dry run) that started and has no end, from its events
+    alone (no file records are read); None when there is none."""
+    runs = project(recorder.events(plan_id=plan_id))
+    return next((aid for aid, run in runs.items() if run.state == RunStatus.RUNNING and not run.dry_run), None)
 
 
 def plan_state(recorder: Recorder, plan_id: str) -> PlanStatus:
@@ -229,8 +238,8 @@ def plan_status(events: Sequence[Event]) -> PlanStatus:
 
 
 def plan_done_actions(recorder: Recorder, plan_id: str) -> frozenset[int]:
-    """Action ids whose latest record over all (non dry-run) applies of the plan is not FAILED: what resume skips."""
+    """Action ids whose latest record over all (non dry-run) applies of the plan is not FAILED: what resume
+    skips. The journal works it out (``Recorder.done_actions``); no record is read back one by one."""
     runs = project(recorder.events(plan_id=plan_id))
-    dry = {aid for aid, run in runs.items() if run.dry_run}
-    latest = latest_by_action(r for r in recorder.file_records(plan_id=plan_id) if r.apply_id not in dry)
-    return frozenset(a for a, r in latest.items() if r.outcome != FileOutcome.FAILED)
+    dry = sorted(aid for aid, run in runs.items() if run.dry_run)
+    return recorder.done_actions(plan_id, exclude_applies=dry)

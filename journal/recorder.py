@@ -8,6 +8,12 @@ and then call a handful of storage primitives (``_insert_plan``, ``_load_plan``,
 implementation (tests/journal/test_recorder_contract.py).
 
 Sequence numbers are shared by events and file records, so together they give one total order.
+
+A recorder is the journal's only writer (the DuckDB file lock, one recorder per file in a process), so
+it keeps what it has checked: the plans it recorded or verified, and the state of every apply whose
+events it read or wrote. Appending a batch therefore costs in proportion to the batch, however long the
+journal already is. The storage primitives bypass the checks and these caches (tests use them to write
+raw rows).
 """
 
 from __future__ import annotations
@@ -20,11 +26,11 @@ from dataclasses import dataclass
 from typing import Any, Iterable, Sequence
 
 from engine.errors import JournalConflict, JournalError
-from engine.plan import Action, ActionKind, CleanupPlan, compute_plan_id, summarize
+from engine.plan import Action, ActionKind, CleanupPlan, compute_plan_id
 
 from journal.events import ApplyStarted, Event, FileOutcome, FileRecord, PlanRecorded, decode
 from journal.globs import glob_regex
-from journal.projection import RunStatus, check_file_record, project
+from journal.projection import RunState, RunStatus, check_file_record, project, step
 
 FILE_COLUMNS = ("seq", "plan_id", "apply_id", "table", "table_identity", "action_id", "path", "kind", "phase",
                 "snapshot_id", "outcome", "error", "attempt", "bytes", "time_ms")
@@ -109,7 +115,10 @@ class Recorder(abc.ABC):
     """
 
     def __init__(self):
-        self._actions_cache: dict[str, dict[int, Action]] = {}
+        # Recorded plans never change: once a plan's stored copy is known to hash to its id, it is kept.
+        self._verified: dict[str, tuple[PlanRecorded, tuple[Action, ...]]] = {}
+        # The lifecycle (events only) of every apply this recorder read or wrote, kept current by append.
+        self._runs: dict[str, RunState] = {}
 
     # -- plans -------------------------------------------------------------------------------------
 
@@ -121,15 +130,19 @@ class Recorder(abc.ABC):
         """
         self._check_open()
         plan_id = plan.plan_id
+        known = self._verified.get(plan_id)
+        if known is not None:  # stored content that hashes to this id: the same plan
+            return known[0]
         header = json.loads(json.dumps(plan.header(), sort_keys=True))
         event = PlanRecorded(
             plan_id=plan_id, table_location=plan.table_location, table_identity=plan.table_identity,
             plan_kind=plan.kind, now_ms=plan.now_ms, n_actions=len(plan.actions),
-            bytes=summarize(plan.actions)["bytes"], header=header, recorded_ms=recorded_ms,
+            bytes=sum(a.size or 0 for a in plan.actions if a.kind.deletes), header=header, recorded_ms=recorded_ms,
         )
         stored = self._load_plan(plan_id)
         if stored is None:
             self._insert_plan(StoredEvent.of(event), tuple(plan.actions))
+            self._verified[plan_id] = (event, tuple(plan.actions))
             return event
         diff = _plan_difference(stored[0], stored[1], event, plan.actions)
         if diff is not None:
@@ -137,6 +150,7 @@ class Recorder(abc.ABC):
                 f"plan {plan_id} is already in the journal with different content ({diff}); "
                 f"the journal or the plan file was altered: re-run 'lakesweep plan'"
             )
+        self._verified[plan_id] = stored  # equal to the plan, whose content hashes to plan_id
         return stored[0]
 
     def plan_actions(self, plan_id: str) -> tuple[Action, ...]:
@@ -149,6 +163,9 @@ class Recorder(abc.ABC):
 
     def _verified_plan(self, plan_id: str) -> tuple[PlanRecorded, tuple[Action, ...]]:
         self._check_open()
+        known = self._verified.get(plan_id)
+        if known is not None:
+            return known
         stored = self._load_plan(plan_id)
         if stored is None:
             raise JournalError(f"plan {plan_id} is not in the journal; apply the plan file to record it")
@@ -156,6 +173,7 @@ class Recorder(abc.ABC):
         if compute_plan_id(event.header, actions) != plan_id:
             raise JournalError(f"plan {plan_id}: the journal's copy no longer matches its id; "
                                f"the journal was altered, apply from the plan file instead")
+        self._verified[plan_id] = stored
         return stored
 
     @abc.abstractmethod
@@ -180,13 +198,24 @@ class Recorder(abc.ABC):
                 raise JournalError(f"plan {ev.plan_id}: PlanRecorded is written by record_plan, with its actions")
             if isinstance(ev, ApplyStarted):
                 self._check_started(ev)
-        by_apply: dict[str, list[Event]] = {}
+        after: dict[str, RunState] = {}  # each apply's state once the batch is in (the fold ``project`` does)
         for ev in events:
-            if ev.event_apply_id is not None:
-                by_apply.setdefault(ev.event_apply_id, []).append(ev)
-        for aid, new in by_apply.items():
-            project(self.events(apply_id=aid) + new)
-        return self._append_rows([StoredEvent.of(ev) for ev in events]) if events else []
+            aid = ev.event_apply_id
+            if aid is not None:
+                after[aid] = step(after[aid] if aid in after else self._run_state(aid), ev)
+        seqs = self._append_rows([StoredEvent.of(ev) for ev in events]) if events else []
+        self._runs.update(after)  # only once the batch is written
+        return seqs
+
+    def _run_state(self, apply_id: str) -> RunState | None:
+        """The apply's lifecycle from its events (None: it has none), read from the journal once and
+        then kept current by ``append``."""
+        run = self._runs.get(apply_id)
+        if run is None:
+            run = project(self.events(apply_id=apply_id)).get(apply_id)
+            if run is not None:
+                self._runs[apply_id] = run
+        return run
 
     def _check_started(self, ev: ApplyStarted) -> None:
         recorded = [e for e in self.events(plan_id=ev.plan_id) if isinstance(e, PlanRecorded)]
@@ -212,25 +241,18 @@ class Recorder(abc.ABC):
         """
         self._check_open()
         records = list(records)
-        states = {}
         for rec in records:
-            if rec.apply_id not in states:
-                states[rec.apply_id] = project(self.events(apply_id=rec.apply_id)).get(rec.apply_id)
-            run = states[rec.apply_id]
+            run = self._run_state(rec.apply_id)  # kept by the recorder: no read per batch
             check_file_record(run, rec)
             if run.state != RunStatus.RUNNING:
                 raise JournalError(f"apply {rec.apply_id}: file record for action {rec.action_id} does not fit: "
                                    f"the apply is already {run.state.value}")
-            action = self._action_index(rec.plan_id).get(rec.action_id)
-            if action is None or action.kind != rec.kind or action.path != rec.path:
+            actions = self.plan_actions(rec.plan_id)  # verified once, then kept
+            action = actions[rec.action_id] if rec.action_id < len(actions) else None
+            if action is None or action.action_id != rec.action_id or action.kind != rec.kind or action.path != rec.path:
                 raise JournalError(f"apply {rec.apply_id}: file record for action {rec.action_id} names "
                                    f"{rec.kind.value} {rec.path!r}, which is not that action of plan {rec.plan_id}")
         return self._insert_files(records) if records else []
-
-    def _action_index(self, plan_id: str) -> dict[int, Action]:
-        if plan_id not in self._actions_cache:  # recorded plans never change, so this cache stays true
-            self._actions_cache[plan_id] = {a.action_id: a for a in self.plan_actions(plan_id)}
-        return self._actions_cache[plan_id]
 
     @abc.abstractmethod
     def file_records(self, *, plan_id: str | None = None, apply_id: str | None = None) -> list[FileRecord]:
@@ -240,6 +262,17 @@ class Recorder(abc.ABC):
     def file_rows(self, query: FileQuery) -> list[dict[str, Any]]:
         """File records joined with their plan (table) and action (snapshot_id), as dicts keyed by
         ``FILE_COLUMNS``, filtered by ``query``, in sequence order."""
+
+    @abc.abstractmethod
+    def done_actions(self, plan_id: str, *, exclude_applies: Iterable[str] = ()) -> frozenset[int]:
+        """Ids of the plan's actions whose latest record, over every apply of the plan but
+        ``exclude_applies``, is not FAILED: what a resumed apply skips. Worked out by the storage, in
+        one query; actions without a record are not done."""
+
+    @abc.abstractmethod
+    def apply_totals(self, apply_id: str) -> dict[FileOutcome, tuple[int, int]]:
+        """(count, bytes) per outcome over the apply's actions, by each action's latest record in that
+        apply (``RunState.counts`` and, for DELETED, ``bytes_reclaimed``); every outcome present."""
 
     @abc.abstractmethod
     def outcome_totals(self, plan_id: str, *, exclude_applies: Iterable[str] = ()) -> dict[FileOutcome, tuple[int, int]]:
@@ -367,6 +400,21 @@ class MemoryRecorder(Recorder):
                 r.action_id, r.path, r.kind.value, r.phase, action.snapshot_id if action else None, r.outcome.value,
                 r.error, r.attempt, r.bytes, r.time_ms))))
         return out
+
+    def done_actions(self, plan_id, *, exclude_applies=()):
+        self._check_open()
+        excluded = set(exclude_applies)
+        latest = {r.action_id: r.outcome for _, r in self._files if r.plan_id == plan_id and r.apply_id not in excluded}
+        return frozenset(a for a, o in latest.items() if o != FileOutcome.FAILED)
+
+    def apply_totals(self, apply_id):
+        self._check_open()
+        latest = {r.action_id: r for _, r in self._files if r.apply_id == apply_id}
+        totals = _zero_totals()
+        for r in latest.values():
+            n, b = totals[r.outcome]
+            totals[r.outcome] = (n + 1, b + (r.bytes or 0))
+        return totals
 
     def outcome_totals(self, plan_id, *, exclude_applies=()):
         self._check_open()

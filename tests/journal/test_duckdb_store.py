@@ -50,6 +50,21 @@ def test_the_journal_persists_across_reopen(journal):
         assert project_apply(r, "a1").state == RunStatus.COMPLETED
 
 
+def test_a_reopened_journal_reads_an_apply_and_its_plan_once_then_appends_without_reading(journal):
+    _fill(journal)
+    with DuckDBRecorder(journal) as r:
+        reads = []
+        for name in ("_event_rows", "_load_plan"):
+            method = getattr(r, name)
+            setattr(r, name, lambda *args, _name=name, _method=method: reads.append((_name, args)) or _method(*args))
+        for a in PLAN.actions[3:9]:
+            r.record_files([record(PLAN, a)])
+        r.append([phase_done(PLAN, 6), completed(PLAN)])
+        assert reads == [("_event_rows", (None, "a1")), ("_load_plan", (PLAN.plan_id,))]
+        assert project_apply(r, "a1").state == RunStatus.COMPLETED
+        assert len(r.file_records(apply_id="a1")) == 9
+
+
 def test_schema_tables_and_version(filled):
     journal = filled
     columns, rows = run_query(journal, "SELECT table_name, table_type FROM information_schema.tables ORDER BY 1")

@@ -28,6 +28,7 @@ from journal.projection import (
     plan_done_actions,
     plan_state,
     project_apply,
+    unfinished_apply,
 )
 from journal.recorder import FILE_COLUMNS, MemoryRecorder, StoredEvent
 from tests.journal.builders import ACTIONS, completed, make_plan, phase_done, record, started
@@ -226,6 +227,9 @@ class RecorderContract:
             "a1", PLAN.plan_id, RunStatus.RUNNING, frozenset({0}), frozenset({1}))
         assert (run.completed_phases, run.started_ms, run.finished_ms, run.master) == ((1,), 10, None, "local[2]")
         assert plan_state(recorder, PLAN.plan_id) == PlanStatus.APPLYING
+        assert unfinished_apply(recorder, PLAN.plan_id) == "a1"
+        recorder.append([completed(PLAN), started(PLAN, "dry", dry_run=True)])
+        assert unfinished_apply(recorder, PLAN.plan_id) is None  # a dry run is not an apply to finish
 
     def test_every_action_recorded_and_completed_is_a_completed_apply(self, recorder):
         recorder.record_plan(PLAN, recorded_ms=5)
@@ -253,6 +257,56 @@ class RecorderContract:
         assert plan_done_actions(recorder, PLAN.plan_id) == frozenset({0, 1})
         assert recorder.outcome_totals(PLAN.plan_id)[FileOutcome.FAILED] == (0, 0)
         assert recorder.outcome_totals(PLAN.plan_id, exclude_applies=["a2"])[FileOutcome.FAILED] == (1, 20)
+
+    def test_done_actions_is_the_latest_record_per_action_over_the_plans_applies(self, recorder):
+        recorder.record_plan(PLAN, recorded_ms=5)
+        assert recorder.done_actions(PLAN.plan_id) == frozenset()
+        recorder.append([started(PLAN)])
+        recorder.record_files([record(PLAN, A[0]), record(PLAN, A[1], outcome="FAILED"),
+                               record(PLAN, A[2], outcome="FAILED"), record(PLAN, A[3], outcome="KEPT_NOT_EMPTY")])
+        recorder.record_files([record(PLAN, A[2], attempt=2, time_ms=110)])
+        recorder.append([ApplyFailed("a1", PLAN.plan_id, "executor lost", 1, 150)])
+        assert recorder.done_actions(PLAN.plan_id) == frozenset({0, 2, 3})
+        recorder.append([started(PLAN, "a2", started_ms=160)])
+        recorder.record_files([record(PLAN, A[1], apply_id="a2", time_ms=170),
+                               record(PLAN, A[0], apply_id="a2", outcome="FAILED", time_ms=171)])
+        assert recorder.done_actions(PLAN.plan_id) == frozenset({1, 2, 3})  # a2's failure of 0 is the latest
+        assert recorder.done_actions(PLAN.plan_id, exclude_applies=["a2"]) == frozenset({0, 2, 3})
+        assert recorder.done_actions(PLAN.plan_id, exclude_applies=["a1", "a2"]) == frozenset()
+        assert recorder.done_actions("other") == frozenset()
+
+    def test_apply_totals_count_each_actions_latest_record_in_that_apply(self, recorder):
+        recorder.record_plan(PLAN, recorded_ms=5)
+        recorder.append([started(PLAN), started(PLAN, "a2", started_ms=11)])
+        recorder.record_files([record(PLAN, A[0], outcome="FAILED"), record(PLAN, A[1], outcome="ALREADY_ABSENT"),
+                               record(PLAN, A[6]), record(PLAN, A[4], apply_id="a2")])
+        recorder.record_files([record(PLAN, A[0], attempt=2, time_ms=110), record(PLAN, A[1], outcome="FAILED")])
+        totals = recorder.apply_totals("a1")
+        assert totals == {FileOutcome.DELETED: (1, 10), FileOutcome.ALREADY_ABSENT: (0, 0),
+                          FileOutcome.WRITTEN: (1, 0), FileOutcome.KEPT_NOT_EMPTY: (0, 0), FileOutcome.FAILED: (1, 20)}
+        run = project_apply(recorder, "a1")
+        assert {o: n for o, (n, _) in totals.items()} == run.counts
+        assert totals[FileOutcome.DELETED][1] == run.bytes_reclaimed
+        assert recorder.apply_totals("a2")[FileOutcome.DELETED] == (1, 100)
+        assert recorder.apply_totals("nope") == {o: (0, 0) for o in FileOutcome}
+
+    def test_appending_reads_nothing_back_once_the_apply_is_known(self, recorder):
+        recorder.record_plan(PLAN, recorded_ms=5)
+        recorder.append([started(PLAN)])
+        reads = []
+        for name in ("_event_rows", "_load_plan"):
+            method = getattr(recorder, name)
+            setattr(recorder, name, lambda *args, _name=name, _method=method: reads.append(_name) or _method(*args))
+        for a in A[:8]:  # one batch per action, as the driver's ordered phases may write them
+            recorder.record_files([record(PLAN, a)])
+        recorder.append([phase_done(PLAN, p) for p in (1, 2, 3, 4, 5, 6)])
+        recorder.record_files([record(PLAN, A[8]), record(PLAN, A[9])])
+        recorder.append([phase_done(PLAN, 7), completed(PLAN)])
+        assert reads == []
+        with pytest.raises(JournalError, match="apply a1: file record for action 0 does not fit: the apply is "
+                                               "already COMPLETED"):
+            recorder.record_files([record(PLAN, A[0])])
+        assert project_apply(recorder, "a1").state == RunStatus.COMPLETED
 
     def test_refusals_and_dry_runs(self, recorder):
         recorder.record_plan(PLAN, recorded_ms=5)
