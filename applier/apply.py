@@ -32,8 +32,8 @@ from journal.events import (
     HintWritten,
     PhaseCompleted,
 )
-from journal.projection import PlanStatus, RunStatus, incomplete_applies, latest_by_action, plan_state, project
-from journal.recorder import Recorder
+from journal.projection import PlanStatus, RunStatus, plan_done_actions, plan_state, project, unfinished_apply
+from journal.recorder import FileQuery, Recorder
 
 from applier.actions import ActionResult, Outcome, execute_with_retry, resolve_action_path
 from engine.paths import external_roots
@@ -140,9 +140,101 @@ class _SparkSession:
             self.spark = None
 
 
+class BulkExecutor(Protocol):
+    """Runs the actions of the bulk phases (data, changelog and metadata files) and hands their results
+    back, in batches, to ``on_batch`` on the driver. ``start`` is called before the apply is journaled as
+    started, when bulk work remains; ``stop`` at the end, always."""
+
+    def start(self) -> None: ...
+
+    def run(self, fileio: FileIO, root: str, external: Sequence[str], actions: Sequence[Action], *,
+            on_batch: Callable[[list[ActionResult]], None], dry_run: bool = False) -> None: ...
+
+    def stop(self) -> None: ...
+
+
+class SparkExecutor:
+    """Bulk phases as Spark tasks (``applier.spark_exec.run_on_spark``): what ``apply`` and ``resume`` use."""
+
+    def __init__(self, spark=None, master: str = "local[*]", conf: dict[str, str] | None = None):
+        self.session = _SparkSession(spark, master, conf)
+
+    def start(self) -> None:
+        self.session.get()
+
+    def run(self, fileio, root, external, actions, *, on_batch, dry_run=False) -> None:
+        from applier.spark_exec import run_on_spark
+
+        run_on_spark(self.session.get(), fileio, root, external, actions, on_batch=on_batch, dry_run=dry_run)
+
+    def stop(self) -> None:
+        self.session.stop()
+
+
+class DriverExecutor:
+    """Bulk phases in this process, one action after another, through the very code a Spark task runs
+    (``applier.spark_exec.execute_rows``, rows encoded as they are for Spark). For tests and measurements:
+    no Spark session, no parallelism."""
+
+    def __init__(self, batch: int | None = None):
+        self.batch = batch
+
+    def start(self) -> None:
+        pass
+
+    def run(self, fileio, root, external, actions, *, on_batch, dry_run=False) -> None:
+        from applier.spark_exec import DEFAULT_BATCH, execute_rows, task_row
+
+        for rows in execute_rows(map(task_row, actions), fileio, root, list(external), dry_run,
+                                 self.batch or DEFAULT_BATCH):
+            on_batch([ActionResult(i, Outcome(o), att, err, ms) for (i, o, att, err, ms) in rows])
+
+    def stop(self) -> None:
+        pass
+
+
+def actions_by_phase(actions: Sequence[Action]) -> dict[Phase, list[Action]]:
+    """The plan's actions grouped by phase, in plan order, in one pass (phases without actions are absent)."""
+    groups: dict[Phase, list[Action]] = {}
+    for a in actions:
+        groups.setdefault(a.kind.phase, []).append(a)
+    return groups
+
+
+_DRIVER_BATCH = 500  # driver-phase results journaled together: at most this many...
+_DRIVER_BATCH_S = 1.0  # ...or this many seconds' worth
+
+
+class _Tally:
+    """One phase's results as they arrive: outcome counts, bytes deleted, failures, snapshots done."""
+
+    def __init__(self):
+        self.counts = {o.value: 0 for o in FileOutcome}
+        self.deleted_bytes = 0
+        self.failed = 0
+        self.first_failure: tuple[Action, str | None] | None = None
+        self.snapshots_done: set[int] = set()
+
+    def add(self, a: Action, r: ActionResult) -> None:
+        self.counts[r.outcome.value] += 1
+        if r.outcome == Outcome.DELETED:
+            self.deleted_bytes += a.size or 0
+        if r.outcome == Outcome.FAILED:
+            self.failed += 1
+            if self.first_failure is None:
+                self.first_failure = (a, r.error)
+        elif a.kind == ActionKind.SNAPSHOT:
+            self.snapshots_done.add(a.snapshot_id)
+
+    def summary(self, phase: Phase, n_actions: int) -> dict:
+        """One row of the report: the phase, its action count, outcome counts and bytes deleted."""
+        return {"phase": phase.name.lower(), "actions": n_actions, **self.counts, "bytes": self.deleted_bytes}
+
+
 class _Run:
-    def __init__(self, plan, recorder, apply_id, fileio, root, external, progress, clock, spark_factory):
-        self.plan = plan
+    def __init__(self, plan, plan_id, recorder, apply_id, fileio, root, external, progress, clock, executor):
+        self.actions = plan.actions  # canonical: an action's id is its index
+        self.plan_id = plan_id
         self.recorder = recorder
         self.apply_id = apply_id
         self.fileio = fileio
@@ -150,59 +242,51 @@ class _Run:
         self.external = external
         self.progress = progress
         self.clock = clock
-        self.spark_factory = spark_factory
-        self.plan_id = plan.plan_id  # a hash over every action: computed once, not per result row
-        self.by_id = {a.action_id: a for a in plan.actions}
+        self.executor = executor
         self.received = 0
         self.journaled = 0
 
-    def record(self, results: Sequence[ActionResult]) -> None:
+    def record(self, results: Sequence[ActionResult], tally: _Tally) -> None:
         self.received += len(results)
         _crash_hook("before-journal", self.received)
         rows = []
+        size = 0
         for r in results:
-            a = self.by_id[r.action_id]
+            a = self.actions[r.action_id]
+            tally.add(a, r)
+            size += a.size or 0
             rows.append(FileRecord(
                 apply_id=self.apply_id, plan_id=self.plan_id, action_id=a.action_id, path=a.path, kind=a.kind,
-                phase=int(a.phase), bytes=a.size, outcome=r.outcome, error=r.error,
+                phase=int(a.kind.phase), bytes=a.size, outcome=r.outcome, error=r.error,
                 attempt=r.attempts, time_ms=r.finished_ms or self.clock(),
             ))
         self.recorder.record_files(rows)
         self.journaled += len(rows)
-        self.progress.advance(len(results), sum(self.by_id[r.action_id].size or 0 for r in results))
+        self.progress.advance(len(results), size)
         _crash_hook("after-journal", self.journaled)
 
-    def run_phase(self, phase: Phase, actions: list[Action]) -> list[ActionResult]:
-        results: list[ActionResult] = []
-
-        def on_batch(batch):
-            self.record(batch)
-            results.extend(batch)
-
-        if phase in BULK_PHASES and actions:
-            from applier.spark_exec import run_on_spark
-
-            run_on_spark(self.spark_factory(), self.fileio, self.root, self.external, actions, on_batch=on_batch)
-        else:
-            # Order matters here (deepest directories first, snapshots ascending, the hint last):
-            # one action at a time on the driver, journaled as it completes.
-            for a in actions:
-                on_batch([execute_with_retry(self.fileio, self.root, a, external_roots=self.external,
-                                             clock_ms=self.clock)])
-        return results
-
-
-def _phase_summary(phase: Phase, n_actions: int, results: Sequence[ActionResult], by_id) -> dict:
-    """One row of the report: the phase, its action count, outcome counts and bytes deleted."""
-    deleted = sum(by_id[r.action_id].size or 0 for r in results if r.outcome == Outcome.DELETED)
-    return {"phase": phase.name.lower(), "actions": n_actions, **_counts(results), "bytes": deleted}
-
-
-def _counts(results: Sequence[ActionResult]) -> dict:
-    c = {o.value: 0 for o in FileOutcome}
-    for r in results:
-        c[r.outcome.value] += 1
-    return c
+    def run_phase(self, phase: Phase, actions: list[Action]) -> _Tally:
+        tally = _Tally()
+        if not actions:
+            return tally
+        if phase in BULK_PHASES:
+            self.executor.run(self.fileio, self.root, self.external, actions,
+                              on_batch=lambda batch: self.record(batch, tally))
+            return tally
+        # Order matters here (deepest directories first, snapshots ascending, the hint last): one action at
+        # a time on the driver, journaled in batches. An action done but not journaled when the process
+        # dies is found done again by resume (ALREADY_ABSENT, or the same bytes written again).
+        pending: list[ActionResult] = []
+        flushed = time.monotonic()
+        for a in actions:
+            pending.append(execute_with_retry(self.fileio, self.root, a, external_roots=self.external,
+                                              clock_ms=self.clock))
+            if len(pending) >= _DRIVER_BATCH or time.monotonic() - flushed >= _DRIVER_BATCH_S:
+                self.record(pending, tally)
+                pending, flushed = [], time.monotonic()
+        if pending:
+            self.record(pending, tally)
+        return tally
 
 
 def apply_plan(
@@ -217,39 +301,45 @@ def apply_plan(
     clock: Callable[[], int] = lambda: int(time.time() * 1000),
     resume_apply_id: str | None = None,
     skip_done: bool = False,
+    executor: BulkExecutor | None = None,
 ) -> ApplyReport:
     """Apply ``plan`` and journal it. Raises ``PlanRejected``/``StalePlan`` (after journaling the refusal)
-    when the plan is foreign, tampered, escapes the table, or is no longer safe."""
+    when the plan is foreign, tampered, escapes the table, or is no longer safe.
+
+    Bulk phases run on Spark (``spark``, or a session started with ``master`` and ``conf``) unless an
+    ``executor`` is given. Everything per plan (its id, its phases, what earlier applies did) is worked out
+    once; each result batch then costs in proportion to its size."""
     progress = progress or _NoProgress()
     started = clock()
+    plan_id = plan.plan_id
     table = open_table(plan.table_location, fileio, branch=plan.branch)
     recorder.record_plan(plan, recorded_ms=started)
 
-    records = recorder.file_records(plan_id=plan.plan_id)  # every apply of this plan, in sequence order
-    prior = project(recorder.events(plan_id=plan.plan_id), records)
+    prior = project(recorder.events(plan_id=plan_id))  # the lifecycle of every apply of this plan
     if resume_apply_id is None:
-        running = [r.apply_id for r in prior.values() if r.state == RunStatus.RUNNING and not r.dry_run]
+        running = [aid for aid, r in prior.items() if r.state == RunStatus.RUNNING and not r.dry_run]
         if running:
             raise JournalConflict(
-                f"plan {plan.plan_id} has an unfinished apply {running[0]} in this journal; "
-                f"finish it with 'lakesweep resume {plan.plan_id}'"
+                f"plan {plan_id} has an unfinished apply {running[0]} in this journal; "
+                f"finish it with 'lakesweep resume {plan_id}'"
             )
-    done_snapshots = {
-        r.action_id for r in records
-        if r.kind == ActionKind.SNAPSHOT and r.outcome in (FileOutcome.DELETED, FileOutcome.ALREADY_ABSENT)
+    by_phase = actions_by_phase(plan.actions)
+    # Snapshots any apply of this plan deleted (or found gone): they may be missing from the table now.
+    done_snapshot_ids = {
+        row["snapshot_id"] for row in recorder.file_rows(FileQuery(plan_id=plan_id, kind=ActionKind.SNAPSHOT.value))
+        if row["outcome"] in (FileOutcome.DELETED.value, FileOutcome.ALREADY_ABSENT.value)
     }
-    done_snapshot_ids = {a.snapshot_id for a in plan.actions if a.action_id in done_snapshots}
     if resume_apply_id is not None:
         if resume_apply_id not in prior:
-            raise LakesweepError(f"apply {resume_apply_id} of plan {plan.plan_id} is not in the journal")
+            raise LakesweepError(f"apply {resume_apply_id} of plan {plan_id} is not in the journal")
         # A kill -9 during the snapshot phase can delete snapshot files before they are journaled: once
         # every earlier phase completed, the plan's own snapshots may be missing.
-        earlier = {int(a.phase) for a in plan.actions if a.phase < Phase.SNAPSHOTS}
+        earlier = {int(p) for p in by_phase if p < Phase.SNAPSHOTS}
         if earlier <= set(prior[resume_apply_id].completed_phases):
-            done_snapshot_ids |= {a.snapshot_id for a in plan.actions if a.kind == ActionKind.SNAPSHOT}
+            done_snapshot_ids |= {a.snapshot_id for a in by_phase.get(Phase.SNAPSHOTS, ())}
 
     def refuse(e: PlanRejected, apply_id: str | None) -> None:
-        recorder.append([ApplyRefused(plan_id=plan.plan_id, reason=str(e), refused_ms=clock(), apply_id=apply_id)])
+        recorder.append([ApplyRefused(plan_id=plan_id, reason=str(e), refused_ms=clock(), apply_id=apply_id)])
 
     try:
         verify_table(plan, table)
@@ -260,40 +350,40 @@ def apply_plan(
         refuse(e, resume_apply_id)
         raise
 
-    # Actions whose latest record, in any apply of this plan, is not a failure.
-    done_anywhere = frozenset(a for a, r in latest_by_action(records).items() if r.outcome != FileOutcome.FAILED)
-    done = done_anywhere if (skip_done or resume_apply_id is not None) else frozenset()
-    session = _SparkSession(spark, master, conf)
-    if any(a.phase in BULK_PHASES and a.action_id not in done for a in plan.actions):
-        # Started before ApplyStarted: a master that cannot be reached, a bad --conf or executors that
-        # cannot run lakesweep leave no unfinished apply behind.
-        session.get()
+    # Actions whose latest record, in any apply of this plan, is not a failure: the journal's answer.
+    done = plan_done_actions(recorder, plan_id) if (skip_done or resume_apply_id is not None) else frozenset()
+    executor = executor or SparkExecutor(spark, master, conf)
     try:
-        report = _run_phases(plan, recorder, table, done, resume_apply_id, prior, started, master, progress, clock,
-                             session, done_snapshot_ids)
+        if any(a.action_id not in done for p in BULK_PHASES for a in by_phase.get(p, ())):
+            # Started before ApplyStarted: a master that cannot be reached, a bad --conf or executors that
+            # cannot run lakesweep leave no unfinished apply behind.
+            executor.start()
+        report = _run_phases(plan, plan_id, by_phase, recorder, table, done, resume_apply_id, prior, started,
+                             master, progress, clock, executor, done_snapshot_ids)
     finally:
-        session.stop()
+        executor.stop()
     return report
 
 
-def _run_phases(plan, recorder, table, done, resume_apply_id, prior, started, master, progress, clock, session,
-                done_snapshot_ids) -> "ApplyReport":
+def _run_phases(plan, plan_id, by_phase, recorder, table, done, resume_apply_id, prior, started, master, progress,
+                clock, executor, done_snapshot_ids) -> "ApplyReport":
     if resume_apply_id is None:
         apply_id = uuid.uuid4().hex[:16]
-        recorder.append([ApplyStarted(apply_id=apply_id, plan_id=plan.plan_id, n_actions=len(plan.actions),
+        recorder.append([ApplyStarted(apply_id=apply_id, plan_id=plan_id, n_actions=len(plan.actions),
                                       bytes=sum(a.size or 0 for a in plan.actions), master=master,
                                       dry_run=False, started_ms=started)])
     else:
         apply_id = resume_apply_id
 
-    run = _Run(plan, recorder, apply_id, table.fileio, table.location, external_roots(table.options), progress,
-               clock, session.get)
-    report = ApplyReport(plan.plan_id, apply_id, "COMPLETED", resumed=resume_apply_id is not None)
+    run = _Run(plan, plan_id, recorder, apply_id, table.fileio, table.location, external_roots(table.options),
+               progress, clock, executor)
+    report = ApplyReport(plan_id, apply_id, "COMPLETED", resumed=resume_apply_id is not None)
     completed = set(prior[apply_id].completed_phases) if resume_apply_id is not None else set()
     for phase in Phase:
-        actions = [a for a in plan.actions if a.phase == phase and a.action_id not in done]
-        if int(phase) in completed or not any(a.phase == phase for a in plan.actions):
+        in_phase = by_phase.get(phase)
+        if int(phase) in completed or not in_phase:
             continue
+        actions = [a for a in in_phase if a.action_id not in done] if done else in_phase
         try:
             # The live table may have moved on since the last phase: re-check before touching anything,
             # on a view that reads snapshots, tags and schemas anew (manifests already read are reused).
@@ -301,39 +391,39 @@ def _run_phases(plan, recorder, table, done, resume_apply_id, prior, started, ma
             check_not_stale(plan, live, done_snapshot_deletes=done_snapshot_ids)
             check_unreachable(plan, live, actions)
         except PlanRejected as e:
-            recorder.append([ApplyFailed(apply_id=apply_id, plan_id=plan.plan_id, reason=f"refused: {e}",
+            recorder.append([ApplyFailed(apply_id=apply_id, plan_id=plan_id, reason=f"refused: {e}",
                                          phase=int(phase), finished_ms=clock())])
             raise
         progress.phase_started(phase, len(actions), sum(a.size or 0 for a in actions))
-        results = run.run_phase(phase, actions)
+        tally = run.run_phase(phase, actions)
         progress.phase_finished(phase)
-        done_snapshot_ids |= {run.by_id[r.action_id].snapshot_id for r in results
-                              if run.by_id[r.action_id].kind == ActionKind.SNAPSHOT and r.outcome != Outcome.FAILED}
-        summary = _phase_summary(phase, len(actions), results, run.by_id)
+        done_snapshot_ids |= tally.snapshots_done
+        summary = tally.summary(phase, len(actions))
         report.phases.append(summary)
-        failed = [r for r in results if r.outcome == Outcome.FAILED]
-        if failed:
-            first = run.by_id[failed[0].action_id]
-            reason = f"{len(failed)} action(s) of phase {phase.name.lower()} failed; first: {first.path}: {failed[0].error}"
-            recorder.append([ApplyFailed(apply_id=apply_id, plan_id=plan.plan_id, reason=reason, phase=int(phase),
+        if tally.failed:
+            first, error = tally.first_failure
+            reason = f"{tally.failed} action(s) of phase {phase.name.lower()} failed; first: {first.path}: {error}"
+            recorder.append([ApplyFailed(apply_id=apply_id, plan_id=plan_id, reason=reason, phase=int(phase),
                                          finished_ms=clock())])
             report.state, report.failed_phase, report.reason = "FAILED", phase.name.lower(), reason
             break
-        recorder.append([PhaseCompleted(apply_id=apply_id, plan_id=plan.plan_id, phase=int(phase),
+        recorder.append([PhaseCompleted(apply_id=apply_id, plan_id=plan_id, phase=int(phase),
                                         deleted=summary["DELETED"], already_absent=summary["ALREADY_ABSENT"],
                                         failed=0, written=summary["WRITTEN"], kept=summary["KEPT_NOT_EMPTY"],
                                         bytes=summary["bytes"], finished_ms=clock())])
         if phase == Phase.HINT and plan.earliest_hint is not None:
-            recorder.append([HintWritten(apply_id=apply_id, plan_id=plan.plan_id, value=plan.earliest_hint,
+            recorder.append([HintWritten(apply_id=apply_id, plan_id=plan_id, value=plan.earliest_hint,
                                          written_ms=clock())])
             report.hint = plan.earliest_hint
 
-    final = project(recorder.events(apply_id=apply_id), recorder.file_records(apply_id=apply_id))[apply_id]
-    report.counts = {o.value: final.counts.get(o, 0) for o in FileOutcome}
-    report.bytes_reclaimed = final.bytes_reclaimed
+    # What this apply did, by each action's latest record, counted by the journal (a resumed apply
+    # includes what it did before the crash).
+    totals = recorder.apply_totals(apply_id)
+    report.counts = {o.value: totals[o][0] for o in FileOutcome}
+    report.bytes_reclaimed = totals[FileOutcome.DELETED][1]
     report.duration_ms = clock() - started
     if report.state == "COMPLETED":
-        recorder.append([ApplyCompleted(apply_id=apply_id, plan_id=plan.plan_id,
+        recorder.append([ApplyCompleted(apply_id=apply_id, plan_id=plan_id,
                                         deleted=report.counts["DELETED"], already_absent=report.counts["ALREADY_ABSENT"],
                                         failed=report.counts["FAILED"], written=report.counts["WRITTEN"],
                                         kept=report.counts["KEPT_NOT_EMPTY"], bytes_reclaimed=report.bytes_reclaimed,
@@ -342,11 +432,9 @@ def _run_phases(plan, recorder, table, done, resume_apply_id, prior, started, ma
 
 
 def dry_run_plan(plan: CleanupPlan, *, fileio: FileIO | None = None, master: str = "local[*]",
-                 conf: dict[str, str] | None = None, spark=None) -> ApplyReport:
+                 conf: dict[str, str] | None = None, spark=None, executor: BulkExecutor | None = None) -> ApplyReport:
     """Validate the plan against the live table exactly as apply does, and count what apply would do,
     deleting nothing and writing nothing (not even to the journal)."""
-    from applier.spark_exec import run_on_spark
-
     started = int(time.time() * 1000)
     table = open_table(plan.table_location, fileio, branch=plan.branch)
     verify_table(plan, table)
@@ -355,29 +443,35 @@ def dry_run_plan(plan: CleanupPlan, *, fileio: FileIO | None = None, master: str
     check_unreachable(plan, table, plan.actions)
     report = ApplyReport(plan.plan_id, None, "DRY_RUN", dry_run=True)
     external = external_roots(table.options)
-    bulk = [a for a in plan.actions if a.phase in BULK_PHASES]
-    results: list[ActionResult] = []
-    session = _SparkSession(spark, master, conf)
+    by_phase = actions_by_phase(plan.actions)
+    tallies = {phase: _Tally() for phase in by_phase}
+
+    def tally(batch: Sequence[ActionResult]) -> None:
+        for r in batch:
+            a = plan.actions[r.action_id]
+            tallies[a.kind.phase].add(a, r)
+
+    bulk = [a for p in BULK_PHASES for a in by_phase.get(p, ())]  # one job for every bulk phase
+    executor = executor or SparkExecutor(spark, master, conf)
     try:
         if bulk:
-            run_on_spark(session.get(), table.fileio, table.location, external, bulk, on_batch=results.extend,
-                         dry_run=True)
+            executor.start()
+            executor.run(table.fileio, table.location, external, bulk, on_batch=tally, dry_run=True)
     finally:
-        session.stop()
-    by_id = {a.action_id: a for a in plan.actions}
-    for a in plan.actions:
-        if a.phase in BULK_PHASES:
+        executor.stop()
+    for phase, actions in by_phase.items():
+        if phase in BULK_PHASES:
             continue
-        if a.kind.deletes:
-            exists = table.fileio.exists(resolve_action_path(table.location, a.path, external))
-            results.append(ActionResult(a.action_id, Outcome.DELETED if exists else Outcome.ALREADY_ABSENT, 0))
-        else:
-            results.append(ActionResult(a.action_id, Outcome.WRITTEN, 0))
+        for a in actions:
+            if a.kind.deletes:
+                exists = table.fileio.exists(resolve_action_path(table.location, a.path, external))
+                tally([ActionResult(a.action_id, Outcome.DELETED if exists else Outcome.ALREADY_ABSENT, 0)])
+            else:
+                tally([ActionResult(a.action_id, Outcome.WRITTEN, 0)])
     for phase in Phase:
-        rs = [r for r in results if by_id[r.action_id].phase == phase]
-        if rs:
-            report.phases.append(_phase_summary(phase, len(rs), rs, by_id))
-    report.counts = _counts(results)
+        if phase in tallies:
+            report.phases.append(tallies[phase].summary(phase, len(by_phase[phase])))
+    report.counts = {o.value: sum(p[o.value] for p in report.phases) for o in FileOutcome}
     report.bytes_reclaimed = sum(p["bytes"] for p in report.phases)
     report.duration_ms = int(time.time() * 1000) - started
     report.hint = plan.earliest_hint
@@ -389,7 +483,8 @@ def resume(recorder: Recorder, plan_id: str | None = None, **kwargs) -> list[App
 
     A crashed apply (started, never ended) continues under its own id. A failed apply (a phase kept
     failing) is followed by a new apply of the same plan that skips what earlier applies already did.
-    Plans that were refused (stale) are not resumed: they need a new plan.
+    Plans that were refused (stale) are not resumed: they need a new plan. What is left is worked out by
+    the journal (``Recorder.done_actions``), not by reading back every record.
     """
     reports = []
     for pid in ([plan_id] if plan_id is not None else recorder.plan_ids()):
@@ -414,9 +509,9 @@ def _resume_one(recorder: Recorder, pid: str, kwargs) -> ApplyReport:
     plan = plan_from_header(recorder.plan_header(pid), recorder.plan_actions(pid), source=f"journal plan {pid}")
     if plan.plan_id != pid:
         raise LakesweepError(f"journal plan {pid} does not hash to its id; the journal is damaged")
-    running = [r for r in incomplete_applies(recorder) if r.plan_id == pid and not r.dry_run]
-    if running:
-        return apply_plan(plan, recorder, resume_apply_id=running[0].apply_id, **kwargs)
+    running = unfinished_apply(recorder, pid)
+    if running is not None:
+        return apply_plan(plan, recorder, resume_apply_id=running, **kwargs)
     report = apply_plan(plan, recorder, skip_done=True, **kwargs)
     report.resumed = True
     return report

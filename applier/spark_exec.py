@@ -155,7 +155,8 @@ def _environment(**values: str | None):
                 os.environ[k] = old
 
 
-def _row(a: Action) -> tuple:
+def task_row(a: Action) -> tuple:
+    """What a task needs of an action, as a compact tuple (the driver ships these, not ``Action``s)."""
     return (a.action_id, a.kind.value, a.path, a.snapshot_id, a.source)
 
 
@@ -201,7 +202,7 @@ def run_on_spark(
         return
     sc = spark.sparkContext
     slices = max(1, min(len(actions), sc.defaultParallelism * 4, (len(actions) + 49) // 50))
-    rows = [_row(a) for a in actions]
+    rows = [task_row(a) for a in actions]  # the one copy the driver makes: parallelize needs a list
     external = list(external)
 
     def task(it):
