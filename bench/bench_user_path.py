@@ -350,7 +350,8 @@ def print_size(name: str, r: dict, d: dict) -> None:
         ("Spark session start-up (process: import, start, preflight, stop)", m["spark"], None),
         ("lakesweep apply excluding Spark start-up", m["apply_excl"], ("unlink", m["apply_excl"] / m["unlink"])),
         (f"floor: fastavro decode of the {r['avro_files']:,} manifest files planning reads", m["avro"], None),
-        (f"floor: serial os.unlink of the {r['deletes']:,} files the plan deletes", m["unlink"], None),
+        (f"floor: serial os.unlink of the {r['deletes']:,} files the plan deletes "
+         f"({m['unlink'] / max(r['deletes'], 1) * 1e6:,.0f} µs each)", m["unlink"], None),
     ]
     print("| step | median s | × Paimon whole process | × floor |")
     print("|---|---:|---:|---:|")
@@ -428,6 +429,21 @@ def machine() -> str:
             f"{platform.python_version()}, {java[0] if java else 'java ?'}")
 
 
+def file_system(path: Path) -> str:
+    """The mount a path lives on, as "type (device at mount point)"."""
+    path = str(path.resolve())
+    best = ("", "?", "?")
+    try:
+        with open("/proc/mounts") as f:
+            for line in f:
+                dev, mnt, fstype = line.split()[:3]
+                if (path == mnt or path.startswith(mnt.rstrip("/") + "/")) and len(mnt) >= len(best[0]):
+                    best = (mnt, dev, fstype)
+    except OSError:
+        pass
+    return f"{best[2]} ({best[1]} at {best[0]})"
+
+
 # ---------------------------------------------------------------------------------------------------- main
 
 
@@ -472,6 +488,7 @@ def main(argv=None) -> int:
     print(f"## lakesweep user-path benchmark, {started:%Y-%m-%d}\n")
     print(f"command: {' '.join(['python', 'bench/bench_user_path.py', *(argv if argv is not None else sys.argv[1:])])}")
     print(f"machine: {machine()}")
+    print(f"table copies, plans and journals on: {file_system(work.parent)}")
     print(f"medians of {args.repeat} run(s); Paimon 0.9 JVM options: {' '.join(PAIMON_JVM)}")
     for name in sizes:
         print_size(name, results[name], der[name])
