@@ -291,7 +291,22 @@ def demo(
 
 
 def main():  # console script entry point
-    app()
+    try:
+        app()
+        code = 0
+    except SystemExit as e:
+        if isinstance(e.code, str):
+            sys.stderr.write(e.code + "\n")
+        code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except OSError:  # a closed pipe (lakesweep ... | head): nothing left to tell
+            pass
+    # Every file, journal and Spark session is closed by now. pyarrow 19 can still abort the interpreter while
+    # its thread pools are torn down at exit ("terminate called without an active exception", exit -6), which
+    # would turn a finished command's exit code into a crash: leave without running C++ static destructors.
+    os._exit(code)
 
 
 from cli import apply_cmds  # noqa: E402,F401  (registers apply, resume and journal on the app)
