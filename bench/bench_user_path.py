@@ -14,10 +14,12 @@ repetition on fresh copies (``cp -a``) of the same table:
   each the console script as its own process; afterwards the table's file tree (directories and the
   EARLIEST hint included) must equal Paimon's, or the benchmark says so and exits 1;
 * Spark session start-up: ``applier.spark_exec.spark_session("local[*]")`` to ``.stop()``, in a new process;
-* floors, in this process: fastavro decoding of exactly the manifest lists and manifests the planner
-  reads, and a serial ``os.unlink`` of exactly the files the plan deletes;
-* peak RSS: ``os.wait4``'s ``ru_maxrss`` for the planning process; for apply, the kernel's high-water
-  mark (``VmHWM``) of the lakesweep driver process and, separately, of the Spark JVM it starts;
+* floors, timed inside a child process: fastavro decoding of exactly the manifest lists and manifests
+  the planner reads, and a serial ``os.unlink`` of exactly the files the plan deletes;
+* peak RSS: ``os.wait4``'s ``ru_maxrss`` and the kernel's high-water mark (``VmHWM``) of the planning
+  process; for apply, ``VmHWM`` of the lakesweep driver process and, separately, of the Spark JVM and
+  Python workers it starts (``ru_maxrss`` of a child is at least its parent's size when it started, so
+  this process stays small: plans and floors are handled in child processes, bench/userpath_helpers.py);
 * the journal: the append rate of ``Recorder.record_files`` and, over a journal of ``--journal-rows``
   file records (a real apply's journal cloned in DuckDB, cached), ``lakesweep journal files --path``,
   ``lakesweep journal plans`` and ``lakesweep journal query`` on the ``file_audit`` view.
@@ -29,7 +31,6 @@ from __future__ import annotations
 
 import argparse
 import datetime
-import io
 import json
 import os
 import platform
@@ -48,13 +49,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from userpath_proc import hwm_kib, run_process  # noqa: E402
 from userpath_tables import SPECS, copy_table, differences, ensure_table  # noqa: E402
 
+from userpath_helpers import MAX_DELETES, RETAIN  # noqa: E402
+
 LAKESWEEP = os.path.join(os.path.dirname(sys.executable), "lakesweep")
-RETAIN = 10
-MAX_DELETES = 1_000_000
 # Paimon's JVM: the harness's tuning for short runs (C1 only, serial GC), which made Paimon's whole-process
 # expiry fastest here, with room for the largest table
 PAIMON_JVM = ("-Xmx4g", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1")
-AVRO_KINDS = ("manifest list", "manifest", "index manifest")
+HELPERS = str(Path(__file__).resolve().parent / "userpath_helpers.py")
 SPARK_SNIPPET = """
 import time
 t0 = time.perf_counter()
@@ -87,54 +88,10 @@ def median(xs):
     return statistics.median(xs) if xs else float("nan")
 
 
-class Reads:
-    """A ReadObserver that remembers every metadata file the planner read."""
-
-    def __init__(self):
-        self.files: dict[str, tuple[str, int]] = {}
-
-    def read(self, path, what, nbytes):
-        self.files[path] = (what, nbytes)
-
-    def named(self, names):
-        pass
-
-
-def plan_in_process(table: Path):
-    """The plan the CLI will make, made here (not timed) to learn what the planner reads and deletes."""
-    from engine.table import open_table
-    from planner.expire import plan_expire
-    from planner.options import TIME_RULE_OWN, resolve_expire_options
-
-    reads = Reads()
-    t = open_table(str(table), on_read=reads)
-    opts = resolve_expire_options(t.options, retain_min=RETAIN, retain_max=RETAIN, time_retained=0,
-                                  max_deletes=MAX_DELETES, time_rule=TIME_RULE_OWN)
-    return plan_expire(t, now_ms=int(time.time() * 1000), options=opts), reads
-
-
-def deleted_paths(plan) -> list[str]:
-    from engine.plan import ActionKind
-
-    return [a.path for a in plan.actions if a.kind.deletes and a.kind != ActionKind.EMPTY_DIR]
-
-
-def avro_floor(paths: list[Path]) -> float:
-    import fastavro
-
-    t0 = time.perf_counter()
-    for p in paths:
-        with open(p, "rb") as f:
-            for _ in fastavro.reader(io.BytesIO(f.read())):
-                pass
-    return time.perf_counter() - t0
-
-
-def unlink_floor(paths: list[Path]) -> float:
-    t0 = time.perf_counter()
-    for p in paths:
-        os.unlink(p)
-    return time.perf_counter() - t0
+def helper(*args: str, cwd: Path) -> dict:
+    """Run bench/userpath_helpers.py in a child process (keeps this process small) and parse its answer."""
+    res = run_process([sys.executable, HELPERS, *args], cwd=cwd).check()
+    return json.loads(res.stdout.strip().splitlines()[-1])
 
 
 def paimon_process(classpath: list[str], table: Path) -> tuple[float, int, int]:
@@ -159,16 +116,6 @@ def paimon_warm(harness, table: Path) -> tuple[float, int]:
     return time.perf_counter() - t0, expired
 
 
-def journal_counts(journal: Path) -> dict[str, int]:
-    import duckdb
-
-    con = duckdb.connect(str(journal), read_only=True)
-    try:
-        return dict(con.execute("SELECT outcome, count(*) FROM file_records GROUP BY 1").fetchall())
-    finally:
-        con.close()
-
-
 def fresh(work: Path, name: str) -> Path:
     p = work / name
     if p.exists():
@@ -180,19 +127,17 @@ def bench_size(name: str, args, work: Path, classpath, warm, failures: list[str]
     spec = SPECS[name]
     table, meta = ensure_table(spec, args.cache, log)
     log(f"[{name}] {meta['snapshots']} snapshots, {meta['files']} files ({meta['data_files']} data files)"
-        f"{' (cached)' if meta.get('cached') else ''}; planning in-process to list what the plan reads ...")
-    plan0, reads = plan_in_process(table)
-    avro_rel = sorted(os.path.relpath(p, table) for p, (what, _) in reads.files.items() if what in AVRO_KINDS)
-    avro_bytes = sum(n for what, n in reads.files.values() if what in AVRO_KINDS)
-    del_rel = deleted_paths(plan0)
-    expected_expired = (plan0.end - plan0.begin) if plan0.begin is not None else 0
-    r = {k: [] for k in ("paimon", "warm", "plan", "apply", "spark", "avro", "unlink", "plan_rss", "apply_driver",
-                         "apply_java", "apply_workers", "apply_wait4", "paimon_rss")}
-    r.update(table=meta, actions=len(plan0.actions), deletes=len(del_rel), avro_files=len(avro_rel),
-             avro_bytes=avro_bytes, expired=expected_expired)
+        f"{' (cached)' if meta.get('cached') else ''}; planning in a child process to list what the plan "
+        f"reads and deletes ...")
+    lists = work / f"{name}-lists.json"
+    info = helper("info", "--table", str(table), "--out", str(lists), cwd=work)
+    r = {k: [] for k in ("paimon", "warm", "plan", "apply", "spark", "avro", "unlink", "plan_rss", "plan_hwm",
+                         "apply_driver", "apply_java", "apply_workers", "apply_wait4", "paimon_rss")}
+    r.update(table=meta, actions=info["actions"], deletes=info["deletes"], avro_files=info["avro_files"],
+             avro_bytes=info["avro_bytes"], expired=info["expired"])
 
-    log(f"[{name}] {len(plan0.actions)} actions, {len(del_rel)} files to delete; "
-        f"the planner reads {len(avro_rel)} Avro files; warming the resident Paimon JVM on a copy ...")
+    log(f"[{name}] {info['actions']} actions, {info['deletes']} files to delete; "
+        f"the planner reads {info['avro_files']} Avro files; warming the resident Paimon JVM on a copy ...")
     warm_copy = copy_table(table, fresh(work, "warmup"))
     paimon_warm(warm, warm_copy)
     shutil.rmtree(warm_copy)
@@ -208,9 +153,9 @@ def bench_size(name: str, args, work: Path, classpath, warm, failures: list[str]
         os.sync()
         secs, expired_warm = paimon_warm(warm, warm_t)
         r["warm"].append(secs)
-        if expired != expected_expired or expired_warm != expected_expired:
+        if expired != info["expired"] or expired_warm != info["expired"]:
             failures.append(f"{name}: Paimon expired {expired} (warm: {expired_warm}) snapshots, "
-                            f"the plan expires {expected_expired}")
+                            f"the plan expires {info['expired']}")
 
         plan_file = work / f"{name}-plan-{i}.parquet"
         journal = work / f"{name}-journal-{i}.duckdb"
@@ -220,9 +165,10 @@ def bench_size(name: str, args, work: Path, classpath, warm, failures: list[str]
         os.sync()
         res = run_process([LAKESWEEP, "plan", "expire", str(ours), "--out", str(plan_file),
                            "--retain-min", str(RETAIN), "--retain-max", str(RETAIN), "--time-retained", "0 s",
-                           "--max-deletes", str(MAX_DELETES), "--time-rule", "own"], cwd=work).check()
+                           "--max-deletes", str(MAX_DELETES), "--time-rule", "own"], sample=True, cwd=work).check()
         r["plan"].append(res.seconds)
         r["plan_rss"].append(res.maxrss_kib)
+        r["plan_hwm"].append(res.peaks_kib["driver"])
         os.sync()
         res = run_process([LAKESWEEP, "apply", str(plan_file), "--journal", str(journal), "--master", "local[*]"],
                           sample=True, cwd=work).check()
@@ -232,15 +178,13 @@ def bench_size(name: str, args, work: Path, classpath, warm, failures: list[str]
         r["apply_workers"].append(res.peaks_kib["other"])
         r["apply_wait4"].append(res.maxrss_kib)
 
-        from engine.plan_io import read_plan
-
-        cli_plan = read_plan(str(plan_file))
-        if sorted(deleted_paths(cli_plan)) != sorted(del_rel):
-            failures.append(f"{name}: the CLI's plan deletes {len(deleted_paths(cli_plan))} files, "
-                            f"the in-process plan {len(del_rel)}")
-        counts = journal_counts(journal)
-        if sum(counts.values()) != len(cli_plan.actions) or counts.get("FAILED"):
-            failures.append(f"{name}: the journal holds {counts} for {len(cli_plan.actions)} actions")
+        cli = helper("info", "--plan", str(plan_file), "--out", str(work / "cli-lists.json"), cwd=work)
+        if (cli["deletes"], cli["deleted_digest"]) != (info["deletes"], info["deleted_digest"]):
+            failures.append(f"{name}: the CLI's plan deletes {cli['deletes']} files, the plan made in a child "
+                            f"process {info['deletes']} (or other ones)")
+        counts = helper("journal", str(journal), cwd=work)
+        if sum(counts.values()) != cli["actions"] or counts.get("FAILED"):
+            failures.append(f"{name}: the journal holds {counts} for {cli['actions']} actions")
         for label, other in (("lakesweep", ours), ("Paimon in a warm JVM", warm_t)):
             diff = differences(other, theirs)
             if diff:
@@ -253,8 +197,9 @@ def bench_size(name: str, args, work: Path, classpath, warm, failures: list[str]
             journal.unlink()
 
         os.sync()
-        r["avro"].append(avro_floor([floor / p for p in avro_rel]))
-        r["unlink"].append(unlink_floor([floor / p for p in del_rel]))
+        fl = helper("floors", "--info", str(lists), "--root", str(floor), cwd=work)
+        r["avro"].append(fl["avro_s"])
+        r["unlink"].append(fl["unlink_s"])
         res = run_process([sys.executable, "-c", SPARK_SNIPPET], cwd=work).check()
         r["spark"].append(float(res.stdout.strip().splitlines()[-1]))
         for d in (theirs, warm_t, ours, floor):
@@ -316,8 +261,8 @@ def derived(r: dict) -> dict:
     m = {k: median(r[k]) for k in ("paimon", "warm", "plan", "apply", "spark", "avro", "unlink")}
     m["e2e"] = median([p + a for p, a in zip(r["plan"], r["apply"])])
     m["apply_excl"] = median([a - s for a, s in zip(r["apply"], r["spark"])])
-    mib = {k: median(r[k]) / 1024 for k in ("plan_rss", "apply_driver", "apply_java", "apply_workers", "apply_wait4",
-                                            "paimon_rss")}
+    mib = {k: median(r[k]) / 1024 for k in ("plan_rss", "plan_hwm", "apply_driver", "apply_java", "apply_workers",
+                                            "apply_wait4", "paimon_rss")}
     ratios = {
         "e2e": m["e2e"] / m["paimon"],
         "plan_floor": m["plan"] / m["avro"],
@@ -363,6 +308,7 @@ def print_size(name: str, r: dict, d: dict) -> None:
     print("|---|---:|")
     for label, v in (
         ("lakesweep plan expire (process; wait4 ru_maxrss)", mib["plan_rss"]),
+        ("lakesweep plan expire (process; VmHWM)", mib["plan_hwm"]),
         ("lakesweep apply driver (the lakesweep Python process; VmHWM)", mib["apply_driver"]),
         ("lakesweep apply's Spark JVM (a child of the driver; VmHWM)", mib["apply_java"]),
         ("lakesweep apply's largest Spark Python worker (VmHWM)", mib["apply_workers"]),

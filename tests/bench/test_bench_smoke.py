@@ -34,6 +34,7 @@ STEP_ROWS = [
 ]
 RSS_ROWS = [
     "lakesweep plan expire (process; wait4 ru_maxrss)",
+    "lakesweep plan expire (process; VmHWM)",
     "lakesweep apply driver (the lakesweep Python process; VmHWM)",
     "lakesweep apply's Spark JVM (a child of the driver; VmHWM)",
     "lakesweep apply's largest Spark Python worker (VmHWM)",
@@ -96,4 +97,5 @@ def test_quick_benchmark_prints_every_row(tmp_path):
         assert len(quick[key]) == 1 and quick[key][0] > 0, key
     # the Spark JVM is seen apart from the Python driver, and both hold real memory
     assert quick["apply_java"][0] > 100 * 1024 and quick["apply_driver"][0] > 50 * 1024
+    assert quick["plan_hwm"][0] > 50 * 1024 and quick["plan_rss"][0] >= quick["plan_hwm"][0]
     assert data["journal"]["facts"]["file_records"] >= 20_000
