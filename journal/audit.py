@@ -30,16 +30,17 @@ def list_plans(recorder: Recorder) -> list[dict[str, Any]]:
     by_plan: dict[str, list[Event]] = {pid: [] for pid in recorder.plan_ids()}
     for ev in recorder.events():
         by_plan.setdefault(ev.plan_id, []).append(ev)
-    return [_plan_row(recorder, plan_id, events) for plan_id, events in by_plan.items()]
+    runs = {plan_id: project(events) for plan_id, events in by_plan.items()}
+    dry = [aid for plan_runs in runs.values() for aid, r in plan_runs.items() if r.dry_run]
+    totals = recorder.all_outcome_totals(exclude_applies=dry)  # one query for every plan
+    zero = {o: (0, 0) for o in FileOutcome}
+    return [_plan_row(plan_id, events, runs[plan_id], totals.get(plan_id, zero)) for plan_id, events in by_plan.items()]
 
 
-def _plan_row(recorder: Recorder, plan_id: str, events: list[Event]) -> dict[str, Any]:
+def _plan_row(plan_id: str, events: list[Event], all_runs: dict, totals: dict) -> dict[str, Any]:
     recorded = next((e for e in events if isinstance(e, PlanRecorded)), None)
-    all_runs = project(events)
     runs = [r for r in all_runs.values() if not r.dry_run]
-    dry = [aid for aid, r in all_runs.items() if r.dry_run]
     state = plan_status(events)
-    totals = recorder.outcome_totals(plan_id, exclude_applies=dry)
     started = [r.started_ms for r in runs if r.started_ms is not None]
     if state == PlanStatus.APPLIED:
         finished = [min(r.finished_ms for r in runs if r.state == RunStatus.COMPLETED)]

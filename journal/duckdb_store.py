@@ -22,6 +22,7 @@ from engine.errors import JournalConflict, JournalError
 from engine.plan import Action, ActionKind
 
 from journal.events import FileOutcome, FileRecord, PlanRecorded, decode
+from journal.globs import glob_literal
 from journal.recorder import FILE_COLUMNS, FileQuery, Recorder, StoredEvent
 
 SCHEMA_VERSION = 1
@@ -274,6 +275,10 @@ class DuckDBRecorder(Recorder):
             clauses.append("time_ms >= ?")
             params.append(query.since_ms)
         if query.path_glob is not None:
+            literal = glob_literal(query.path_glob)
+            if literal:  # a substring search skips most rows before the regex reads them
+                clauses.append("contains(path, ?)")
+                params.append(literal)
             clauses.append("regexp_full_match(path, ?)")
             params.append(query.path_regex)
         sql = "SELECT * FROM file_audit" + (" WHERE " + " AND ".join(clauses) if clauses else "") + " ORDER BY seq"
@@ -314,6 +319,31 @@ class DuckDBRecorder(Recorder):
         totals = {o: (0, 0) for o in FileOutcome}
         totals.update({FileOutcome(o): (int(n), int(b)) for o, n, b in rows})
         return totals
+
+    def all_outcome_totals(self, *, exclude_applies=()):
+        self._check_open()
+        # Most plans record each action once: their totals are a plain GROUP BY. The plans where some
+        # action has several records (a resumed or repeated apply) are found exactly with one bitmap of
+        # action ids per 65,536, and only those go through the per-action ranking of outcome_totals.
+        rows = self._con.execute(
+            """WITH kept AS (SELECT plan_id, action_id, outcome, bytes, seq FROM file_records
+                             WHERE NOT list_contains(?::VARCHAR[], apply_id)),
+               repeated AS (SELECT DISTINCT plan_id FROM (
+                   SELECT plan_id, count(*) AS n, bit_count(bitstring_agg(action_id % 65536, 0, 65535)) AS ids
+                   FROM kept GROUP BY plan_id, action_id // 65536) WHERE n <> ids)
+               SELECT plan_id, outcome, count(*), coalesce(sum(bytes), 0) FROM kept
+               WHERE plan_id NOT IN (SELECT plan_id FROM repeated) GROUP BY plan_id, outcome
+               UNION ALL
+               SELECT plan_id, outcome, count(*), coalesce(sum(bytes), 0) FROM (
+                   SELECT plan_id, outcome, bytes, row_number() OVER (PARTITION BY plan_id, action_id
+                                            ORDER BY (outcome = 'DELETED') DESC, seq DESC) AS rn
+                   FROM kept WHERE plan_id IN (SELECT plan_id FROM repeated))
+               WHERE rn = 1 GROUP BY plan_id, outcome""", [sorted(exclude_applies)]).fetchall()
+        out: dict[str, dict[FileOutcome, tuple[int, int]]] = {}
+        for plan_id, outcome, n, b in rows:
+            totals = out.setdefault(plan_id, {o: (0, 0) for o in FileOutcome})
+            totals[FileOutcome(outcome)] = (int(n), int(b))
+        return out
 
     def export_file_audit(self, out_path: str | os.PathLike) -> int:
         """Write the ``file_audit`` view (every file record, joined) as Parquet; returns the row count."""

@@ -280,6 +280,13 @@ class Recorder(abc.ABC):
         when none). An action any apply DELETED counts as DELETED (a later idempotent re-apply that found
         the file absent does not un-delete it); otherwise its latest record counts."""
 
+    def all_outcome_totals(self, *, exclude_applies: Iterable[str] = ()) -> dict[str, dict[FileOutcome, tuple[int, int]]]:
+        """``outcome_totals`` of every plan with file records, by plan id; storages answer it in one query."""
+        excluded = frozenset(exclude_applies)
+        return {pid: self.outcome_totals(pid, exclude_applies=excluded)
+                for pid in dict.fromkeys(r.plan_id for r in self.file_records()
+                                         if r.apply_id not in excluded)}
+
     # -- lifecycle ---------------------------------------------------------------------------------
 
     @abc.abstractmethod

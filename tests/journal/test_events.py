@@ -27,7 +27,7 @@ from journal.events import (
     decode,
     upcast,
 )
-from journal.globs import glob_regex
+from journal.globs import glob_literal, glob_regex
 from tests.journal.builders import make_plan
 
 PLAN = make_plan()
@@ -114,3 +114,5 @@ def test_glob_regex_matches_like_fnmatch(pattern, path):
         assert "is reversed" in str(e)
         return
     assert bool(re.fullmatch(regex, path)) == fnmatch.fnmatchcase(path, pattern)
+    if fnmatch.fnmatchcase(path, pattern):  # the prefilter never drops a match
+        assert glob_literal(pattern) in path

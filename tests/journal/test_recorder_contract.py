@@ -258,6 +258,34 @@ class RecorderContract:
         assert recorder.outcome_totals(PLAN.plan_id)[FileOutcome.FAILED] == (0, 0)
         assert recorder.outcome_totals(PLAN.plan_id, exclude_applies=["a2"])[FileOutcome.FAILED] == (1, 20)
 
+    def test_all_outcome_totals_agree_with_each_plans_outcome_totals(self, recorder):
+        """One query for every plan (journal plans) must count as the per-plan ranking does: a plan whose
+        actions were recorded once, one resumed after a failure, one re-applied after it was deleted,
+        with a dry run and an excluded apply in the mix."""
+        once, resumed, again = PLAN, make_plan(table="/t2"), make_plan(table="/t3")
+        for p in (once, resumed, again):
+            recorder.record_plan(p, recorded_ms=5)
+        _run_everything(recorder, once, "a1")
+        recorder.append([started(resumed, "r1")])
+        recorder.record_files([record(resumed, a, apply_id="r1", outcome="FAILED" if a.action_id % 3 == 0 else None)
+                               for a in resumed.actions])
+        recorder.append([ApplyFailed("r1", resumed.plan_id, "executor lost", 1, 50), started(resumed, "r2")])
+        recorder.record_files([record(resumed, a, apply_id="r2", attempt=2)
+                               for a in resumed.actions if a.action_id % 3 == 0])
+        _run_everything(recorder, again, "g1")
+        recorder.append([started(again, "g2")])
+        recorder.record_files([record(again, a, apply_id="g2", outcome="ALREADY_ABSENT") for a in again.actions[:4]])
+        recorder.append([started(again, "dry", dry_run=True)])
+        recorder.record_files([record(again, a, apply_id="dry", outcome="FAILED") for a in again.actions[4:]])
+        for excluded in ([], ["dry"], ["r2", "dry"], ["g1"]):
+            every = recorder.all_outcome_totals(exclude_applies=excluded)
+            assert every == {p.plan_id: recorder.outcome_totals(p.plan_id, exclude_applies=excluded)
+                             for p in (once, resumed, again)}
+        every = recorder.all_outcome_totals(exclude_applies=["dry"])
+        assert every[resumed.plan_id][FileOutcome.FAILED] == (0, 0)
+        assert every[again.plan_id][FileOutcome.DELETED] == every[once.plan_id][FileOutcome.DELETED]
+        assert recorder.all_outcome_totals(exclude_applies=["r2"])[resumed.plan_id][FileOutcome.FAILED][0] == 4
+
     def test_done_actions_is_the_latest_record_per_action_over_the_plans_applies(self, recorder):
         recorder.record_plan(PLAN, recorded_ms=5)
         assert recorder.done_actions(PLAN.plan_id) == frozenset()
