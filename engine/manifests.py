@@ -37,14 +37,17 @@ def _records(path: str, data: bytes) -> list[dict]:
         raise CorruptMetadata(path, f"cannot decode Avro: {type(e).__name__}: {e}") from e
 
 
+_EPOCH = _dt.datetime(1970, 1, 1, tzinfo=_dt.timezone.utc)
+_ONE_MS = _dt.timedelta(milliseconds=1)
+
+
 def _millis(v) -> int | None:
     if v is None:
         return None
     if isinstance(v, _dt.datetime):
         if v.tzinfo is None:
             v = v.replace(tzinfo=_dt.timezone.utc)
-        delta = v - _dt.datetime(1970, 1, 1, tzinfo=_dt.timezone.utc)
-        return (delta.days * 86_400_000) + delta.seconds * 1000 + delta.microseconds // 1000
+        return (v - _EPOCH) // _ONE_MS
     return int(v)
 
 
@@ -98,7 +101,7 @@ def _data_file(path: str, f: dict) -> DataFileMeta:
         schema_id=int(f["_SCHEMA_ID"]),
         min_sequence_number=int(f.get("_MIN_SEQUENCE_NUMBER") or 0),
         max_sequence_number=int(f.get("_MAX_SEQUENCE_NUMBER") or 0),
-        extra_files=tuple(_plain_name(path, what, "_EXTRA_FILES", x) for x in f.get("_EXTRA_FILES") or ()),
+        extra_files=_extra_files(path, what, f.get("_EXTRA_FILES")),
         creation_time_ms=_millis(f.get("_CREATION_TIME")),
         delete_row_count=f.get("_DELETE_ROW_COUNT"),
         embedded_index=f.get("_EMBEDDED_FILE_INDEX"),
@@ -106,6 +109,12 @@ def _data_file(path: str, f: dict) -> DataFileMeta:
         external_path=f.get("_EXTERNAL_PATH"),
         first_row_id=f.get("_FIRST_ROW_ID"),
     )
+
+
+def _extra_files(path: str, what: str, names) -> tuple[str, ...]:
+    if not names:  # most files have none
+        return ()
+    return tuple(_plain_name(path, what, "_EXTRA_FILES", x) for x in names)
 
 
 def parse_manifest(path: str, data: bytes) -> list[ManifestEntry]:

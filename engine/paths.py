@@ -86,6 +86,8 @@ class PathFactory:
         self.index_in_data_dir = _bool_option(options, "index-file-in-data-file-dir", False)
         self.external_roots = external_roots(options)  # refuses a root lakesweep cannot bound (``/``)
         self._spec_cache: dict[bytes, list[tuple[str, str]]] = {}
+        self._partition_paths: dict[bytes, str] = {}  # every entry of a partition asks again
+        self._bucket_dirs: dict[tuple[bytes, int], str] = {}
 
     # -- partitions ----------------------------------------------------------------------------
 
@@ -104,7 +106,10 @@ class PathFactory:
 
     def partition_path(self, partition: bytes) -> str:
         """``k1=v1/k2=v2/`` (escaped), ``""`` when unpartitioned."""
-        return partition_path(self.partition_spec(partition))
+        found = self._partition_paths.get(partition)
+        if found is None:
+            found = self._partition_paths[partition] = partition_path(self.partition_spec(partition))
+        return found
 
     def partition_dirs(self, partition: bytes) -> list[str]:
         """The partition directories from deepest to shallowest, as empty-directory cleanup visits them.
@@ -124,7 +129,11 @@ class PathFactory:
         return rel
 
     def bucket_dir(self, partition: bytes, bucket: int) -> str:
-        return join(self.root, self.relative_bucket_dir(partition, bucket))
+        key = (partition, bucket)
+        found = self._bucket_dirs.get(key)
+        if found is None:
+            found = self._bucket_dirs[key] = join(self.root, self.relative_bucket_dir(partition, bucket))
+        return found
 
     def data_file(self, partition: bytes, bucket: int, file: DataFileMeta) -> str:
         if file.external_path:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import enum
 import hashlib
 import json
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
 FORMAT_VERSION = 1
@@ -101,11 +101,15 @@ class Action:
 
     def sort_key(self):
         # Snapshots go in ascending id order; empty directories deepest first; the rest by path.
-        if self.kind == ActionKind.SNAPSHOT or self.kind == ActionKind.WRITE_CHANGELOG:
-            return (self.phase, _KIND_ORDER[self.kind], self.snapshot_id or 0, self.path)
-        if self.kind == ActionKind.EMPTY_DIR:
-            return (self.phase, _KIND_ORDER[self.kind], -self.depth, self.path)
-        return (self.phase, _KIND_ORDER[self.kind], 0, self.path)
+        kind = self.kind
+        if kind is ActionKind.SNAPSHOT or kind is ActionKind.WRITE_CHANGELOG:
+            return (*_KIND_RANK[kind], self.snapshot_id or 0, self.path)
+        if kind is ActionKind.EMPTY_DIR:
+            return (*_KIND_RANK[kind], -self.depth, self.path)
+        return (*_KIND_RANK[kind], 0, self.path)
+
+
+_KIND_RANK = {k: (k.phase, _KIND_ORDER[k]) for k in ActionKind}  # (phase, order within it), per kind
 
 
 def canonical_actions(actions: Sequence[Action]) -> tuple[Action, ...]:
@@ -121,7 +125,8 @@ def canonical_actions(actions: Sequence[Action]) -> tuple[Action, ...]:
         if old is None or _preference(a) < _preference(old):
             by_key[key] = a
     ordered = sorted(by_key.values(), key=Action.sort_key)
-    return tuple(replace(a, action_id=i) for i, a in enumerate(ordered))
+    return tuple(Action(a.kind, a.path, a.snapshot_id, a.partition, a.bucket, a.size, a.source, a.depth, i)
+                 for i, a in enumerate(ordered))
 
 
 def _preference(a: Action) -> tuple:
@@ -247,12 +252,16 @@ def action_row(a: Action) -> list:
     return [a.action_id, int(a.phase), a.kind.value, a.path, a.snapshot_id, a.partition, a.bucket, a.size, a.source, a.depth]
 
 
+_COMPACT = json.JSONEncoder(separators=(",", ":"))  # json.dumps with these options builds an encoder per call
+
+
 def compute_plan_id(header: Mapping, actions: Sequence[Action]) -> str:
     h = hashlib.sha256()
     h.update(json.dumps(header, sort_keys=True, separators=(",", ":")).encode())
+    encode = _COMPACT.encode
     for a in actions:
         h.update(b"\n")
-        h.update(json.dumps(action_row(a), separators=(",", ":")).encode())
+        h.update(encode(action_row(a)).encode())
     return h.hexdigest()[:32]
 
 
