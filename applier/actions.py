@@ -91,17 +91,23 @@ def refuse_symlinked_parents(full: str, base: str, checked: set[str] | None = No
             checked.add(d)
 
 
-def target_of(fileio: FileIO, root: str, path: str, external_roots: Sequence[str] = ()) -> str:
-    """``resolve_action_path`` plus, on local storage, the symbolic-link check."""
+def target_of(fileio: FileIO, root: str, path: str, external_roots: Sequence[str] = (),
+              checked: set[str] | None = None) -> str:
+    """``resolve_action_path`` plus, on local storage, the symbolic-link check (``checked``: as in
+    ``refuse_symlinked_parents``)."""
     full = resolve_action_path(root, path, external_roots)
     if fileio.scheme == "file":
-        refuse_symlinked_parents(full, containing_root(full, root, external_roots))
+        refuse_symlinked_parents(full, containing_root(full, root, external_roots), checked)
     return full
 
 
-def execute_action(fileio: FileIO, root: str, action: Action, external_roots: Sequence[str] = ()) -> Outcome:
-    """Do one action. Raises ``StorageError`` on failure (callers retry), ``PlanRejected`` on a bad path."""
-    target = target_of(fileio, root, action.path, external_roots)
+def execute_action(fileio: FileIO, root: str, action: Action, external_roots: Sequence[str] = (),
+                   checked: set[str] | None = None) -> Outcome:
+    """Do one action. Raises ``StorageError`` on failure (callers retry), ``PlanRejected`` on a bad path.
+
+    ``checked``: directories already found not to be symbolic links, shared by a batch of actions run
+    together (a bulk task checks each directory once per batch, not once per file)."""
+    target = target_of(fileio, root, action.path, external_roots, checked)
     kind = action.kind
     if kind == ActionKind.EMPTY_DIR:
         if not fileio.exists(target):
@@ -111,7 +117,7 @@ def execute_action(fileio: FileIO, root: str, action: Action, external_roots: Se
         fileio.write_atomic(target, str(action.snapshot_id).encode())
         return Outcome.WRITTEN
     if kind == ActionKind.WRITE_CHANGELOG:
-        source = target_of(fileio, root, action.source or "", external_roots)
+        source = target_of(fileio, root, action.source or "", external_roots, checked)
         try:
             data = fileio.read_bytes(source)
         except FileNotFoundError:
@@ -135,12 +141,13 @@ def execute_with_retry(
     base_delay_s: float = 0.05,
     sleep: Callable[[float], None] = time.sleep,
     clock_ms: Callable[[], int] = lambda: int(time.time() * 1000),
+    checked: set[str] | None = None,
 ) -> ActionResult:
     """Execute with exponential backoff and jitter; a storage error on the last attempt is ``FAILED``."""
     last = None
     for attempt in range(1, attempts + 1):
         try:
-            outcome = execute_action(fileio, root, action, external_roots)
+            outcome = execute_action(fileio, root, action, external_roots, checked)
             return ActionResult(action.action_id, outcome, attempt, None, clock_ms())
         except PlanRejected as e:
             # A refused path is not a storage hiccup: no retry, and the phase fails with the reason.

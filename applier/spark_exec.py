@@ -8,10 +8,12 @@ a few batches, and journals each batch as it arrives.
 from __future__ import annotations
 
 import contextlib
+import itertools
 import os
 import re
 import socket
 import sys
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Callable, Iterator, Mapping, Sequence
 
@@ -21,6 +23,7 @@ from engine.plan import Action, ActionKind
 from applier.actions import ActionResult, Outcome, execute_with_retry, resolve_action_path
 
 DEFAULT_BATCH = 500
+DEFAULT_THREADS = 8  # per task: deletes wait on storage, so a task keeps several in flight
 LOG4J = os.path.join(os.path.dirname(os.path.abspath(__file__)), "log4j2.properties")
 
 
@@ -166,24 +169,38 @@ def _action(row: tuple) -> Action:
 
 
 def execute_rows(
-    rows: Iterator[tuple], fileio: FileIO, root: str, external: Sequence[str], dry_run: bool, batch: int
+    rows: Iterator[tuple], fileio: FileIO, root: str, external: Sequence[str], dry_run: bool, batch: int,
+    threads: int = 1,
 ) -> Iterator[list[tuple]]:
-    """Executor side: run each action and yield result batches ``[(action_id, outcome, attempts, error, ms)]``."""
-    out: list[tuple] = []
-    for row in rows:
+    """Executor side: run each action and yield result batches ``[(action_id, outcome, attempts, error, ms)]``.
+
+    With ``threads`` > 1 the actions of a batch run on that many threads: the actions of a bulk phase
+    are independent of one another, and a delete spends its time waiting on storage (a local unlink
+    on a journaling file system, a request to an object store), not holding the interpreter. A batch
+    is yielded when all its actions are done, so what is journaled is what was done.
+    """
+
+    checked: set[str] = set()  # directories found not to be symbolic links, in this batch
+
+    def run(row: tuple) -> tuple:
         action = _action(row)
         if dry_run:
             target = resolve_action_path(root, action.path, external)
             exists = fileio.exists(target)
             res = ActionResult(action.action_id, Outcome.DELETED if exists else Outcome.ALREADY_ABSENT, 0)
         else:
-            res = execute_with_retry(fileio, root, action, external_roots=external)
-        out.append((res.action_id, res.outcome.value, res.attempts, res.error, res.finished_ms))
-        if len(out) >= batch:
-            yield out
-            out = []
-    if out:
-        yield out
+            res = execute_with_retry(fileio, root, action, external_roots=external, checked=checked)
+        return (res.action_id, res.outcome.value, res.attempts, res.error, res.finished_ms)
+
+    rows = iter(rows)
+    pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="lakesweep-action") if threads > 1 else None
+    try:
+        while chunk := list(itertools.islice(rows, batch)):
+            checked.clear()  # a directory is checked again in every batch: the window stays short
+            yield list(pool.map(run, chunk)) if pool is not None else [run(row) for row in chunk]
+    finally:
+        if pool is not None:
+            pool.shutdown()
 
 
 def run_on_spark(
@@ -196,6 +213,7 @@ def run_on_spark(
     on_batch: Callable[[list[ActionResult]], None],
     dry_run: bool = False,
     batch: int = DEFAULT_BATCH,
+    threads: int = DEFAULT_THREADS,
 ) -> None:
     """Execute ``actions`` as Spark tasks, calling ``on_batch`` on the driver for every result batch."""
     if not actions:
@@ -206,7 +224,7 @@ def run_on_spark(
     external = list(external)
 
     def task(it):
-        return execute_rows(it, fileio, root, external, dry_run, batch)
+        return execute_rows(it, fileio, root, external, dry_run, batch, threads)
 
     sc.setJobGroup("lakesweep-apply", f"lakesweep: {len(actions)} {actions[0].phase.name.lower()} actions")
     for result_batch in sc.parallelize(rows, slices).mapPartitions(task).toLocalIterator(prefetchPartitions=True):

@@ -276,6 +276,8 @@ class ArrowFileIO(FileIO):
         from pyarrow import fs as pafs
 
         native = self._native(path)
+        if self.scheme == "file":
+            return self._unlink(path, native)
         try:
             fi = self.fs.get_file_info(native)
             if fi.type == pafs.FileType.NotFound:
@@ -292,6 +294,21 @@ class ArrowFileIO(FileIO):
             if _is_not_found(e):
                 return DeleteOutcome.ALREADY_ABSENT
             raise StorageError(path, f"cannot delete: {e}") from e
+
+    @staticmethod
+    def _unlink(path: str, native: str) -> DeleteOutcome:
+        """A local delete in one system call (a stat first would double the cost of a bulk phase)."""
+        try:
+            os.unlink(native)
+            return DeleteOutcome.DELETED
+        except (FileNotFoundError, NotADirectoryError):
+            return DeleteOutcome.ALREADY_ABSENT
+        except IsADirectoryError:
+            raise StorageError(path, "is a directory; lakesweep deletes files only") from None
+        except OSError as e:
+            if isinstance(e, PermissionError) and os.path.isdir(native):  # unlink(2) of a directory on BSDs
+                raise StorageError(path, "is a directory; lakesweep deletes files only") from None
+            raise StorageError(path, f"cannot delete: {e.strerror or e}") from e
 
     def delete_empty_dir(self, path: str) -> bool:
         if self.scheme != "file":

@@ -68,6 +68,29 @@ def test_delete_refuses_directories(fio):
     assert io.exists(join(root, "d", "f"))
 
 
+def test_delete_below_a_file_finds_nothing_there(fio):
+    io, root = fio
+    io.write_atomic(join(root, "plain"), b"1")
+    assert io.delete(join(root, "plain", "f")) == DeleteOutcome.ALREADY_ABSENT
+    assert io.read_bytes(join(root, "plain")) == b"1"
+
+
+def test_local_delete_of_a_symbolic_link_removes_the_link_not_its_target(tmp_path):
+    target = tmp_path / "kept"
+    target.write_bytes(b"data")
+    (tmp_path / "link").symlink_to(target)
+    assert ArrowFileIO("file").delete(str(tmp_path / "link")) == DeleteOutcome.DELETED
+    assert not (tmp_path / "link").is_symlink() and target.read_bytes() == b"data"
+
+
+def test_local_delete_error_names_the_path(tmp_path):
+    io = ArrowFileIO("file")
+    long_name = str(tmp_path / ("x" * 300))
+    with pytest.raises(StorageError, match=r"cannot delete: File name too long") as e:
+        io.delete(long_name)
+    assert long_name in str(e.value)
+
+
 def test_list_direct_children_and_recursive(fio):
     io, root = fio
     for name in ("b", "a", "sub/c", "sub/deeper/d"):

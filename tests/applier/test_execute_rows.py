@@ -1,0 +1,57 @@
+"""The task code of bulk phases (``execute_rows``) on real local files, on one thread and on several."""
+
+from __future__ import annotations
+
+import pytest
+
+from applier.spark_exec import execute_rows, task_row
+from engine.fileio import ArrowFileIO
+from engine.plan import Action, ActionKind
+
+
+def _table(tmp_path, n: int, missing: set[int]):
+    root = tmp_path / "t"
+    actions = []
+    for i in range(n):
+        rel = f"p={i % 5}/bucket-{i % 3}/data-{i}.orc"
+        if i not in missing:
+            (root / rel).parent.mkdir(parents=True, exist_ok=True)
+            (root / rel).write_bytes(b"x" * (i % 7))
+        actions.append(Action(ActionKind.DATA_FILE, rel, snapshot_id=1, action_id=i))
+    return root, actions
+
+
+@pytest.mark.parametrize("threads", [1, 8])
+def test_every_action_runs_once_and_a_batch_comes_back_only_when_done(tmp_path, threads):
+    missing = {3, 50, 51, 999}
+    root, actions = _table(tmp_path, 1000, missing)
+    seen: list[int] = []
+    for batch in execute_rows(map(task_row, actions), ArrowFileIO("file"), str(root), [], False, 64, threads):
+        assert 0 < len(batch) <= 64
+        for action_id, outcome, attempts, error, _ms in batch:
+            assert not (root / actions[action_id].path).exists()  # journaled means done
+            assert (outcome, attempts, error) == (("ALREADY_ABSENT" if action_id in missing else "DELETED"), 1, None)
+            seen.append(action_id)
+    assert sorted(seen) == list(range(1000))
+    assert not any(p.is_file() for p in root.rglob("*"))
+
+
+def test_dry_run_on_threads_only_probes(tmp_path):
+    root, actions = _table(tmp_path, 300, {7, 8})
+    out = [r for batch in execute_rows(map(task_row, actions), ArrowFileIO("file"), str(root), [], True, 50, 8)
+           for r in batch]
+    assert sorted((r[0], r[1]) for r in out) == [
+        (i, "ALREADY_ABSENT" if i in (7, 8) else "DELETED") for i in range(300)]
+    assert sum(1 for p in root.rglob("*") if p.is_file()) == 298
+
+
+def test_a_path_outside_the_root_fails_its_action_and_deletes_nothing(tmp_path):
+    root, actions = _table(tmp_path, 20, set())
+    outside = tmp_path / "outside.orc"
+    outside.write_bytes(b"keep")
+    rows = [task_row(a) for a in actions] + [(20, "data-file", str(outside), 1, None)]
+    out = {r[0]: r for batch in execute_rows(iter(rows), ArrowFileIO("file"), str(root), [], False, 8, 4)
+           for r in batch}
+    assert out[20][1] == "FAILED" and "outside the table root" in out[20][3]
+    assert outside.read_bytes() == b"keep"
+    assert all(out[i][1] == "DELETED" for i in range(20))
