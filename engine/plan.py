@@ -236,6 +236,10 @@ class CleanupPlan:
             "stats": _jsonable(self.stats),
         }
 
+    def remember_id(self, plan_id: str) -> None:
+        """Keep an id just computed from this very header and these actions (a plan file's reader)."""
+        object.__setattr__(self, "_plan_id", plan_id)
+
     @property
     def plan_id(self) -> str:
         """A hash of the header and every action (``compute_plan_id``), computed once per plan value."""
