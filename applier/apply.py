@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import re
 import signal
+import threading
 import time
 import uuid
 from dataclasses import dataclass, field
@@ -142,8 +143,11 @@ class _SparkSession:
 
 class BulkExecutor(Protocol):
     """Runs the actions of the bulk phases (data, changelog and metadata files) and hands their results
-    back, in batches, to ``on_batch`` on the driver. ``start`` is called before the apply is journaled as
-    started, when bulk work remains; ``stop`` at the end, always."""
+    back, in batches, to ``on_batch`` on the driver. ``prepare`` may begin getting ready while the plan is
+    checked (it must not fail); ``start`` is called before the apply is journaled as started, when bulk
+    work remains, and raises if the executor cannot run; ``stop`` at the end, always."""
+
+    def prepare(self) -> None: ...
 
     def start(self) -> None: ...
 
@@ -158,8 +162,38 @@ class SparkExecutor:
 
     def __init__(self, spark=None, master: str = "local[*]", conf: dict[str, str] | None = None):
         self.session = _SparkSession(spark, master, conf)
+        self._starting: threading.Thread | None = None
+        self._error: BaseException | None = None
+
+    def prepare(self) -> None:
+        """Start the session on a thread while the driver checks the plan: the JVM boots in its own
+        process, so the seconds it takes overlap the checks. An error is kept for ``start`` to raise."""
+        if self._starting is not None or self.session.spark is not None:
+            return
+        from pyspark import SparkContext
+
+        if SparkContext._active_spark_context is not None:
+            return  # this process has a session already: get() decides, in the caller's thread, whose it is
+
+        def boot() -> None:
+            try:
+                self.session.get()
+            except BaseException as e:  # raised again by start(), in the caller's thread
+                self._error = e
+
+        self._starting = threading.Thread(target=boot, name="lakesweep-spark-start", daemon=True)
+        self._starting.start()
+
+    def _joined(self) -> None:
+        if self._starting is not None:
+            self._starting.join()
+            self._starting = None
 
     def start(self) -> None:
+        self._joined()
+        if self._error is not None:
+            error, self._error = self._error, None
+            raise error
         self.session.get()
 
     def run(self, fileio, root, external, actions, *, on_batch, dry_run=False) -> None:
@@ -168,6 +202,7 @@ class SparkExecutor:
         run_on_spark(self.session.get(), fileio, root, external, actions, on_batch=on_batch, dry_run=dry_run)
 
     def stop(self) -> None:
+        self._joined()
         self.session.stop()
 
 
@@ -178,6 +213,9 @@ class DriverExecutor:
 
     def __init__(self, batch: int | None = None):
         self.batch = batch
+
+    def prepare(self) -> None:
+        pass
 
     def start(self) -> None:
         pass
@@ -203,6 +241,7 @@ def actions_by_phase(actions: Sequence[Action]) -> dict[Phase, list[Action]]:
 
 _DRIVER_BATCH = 500  # driver-phase results journaled together: at most this many...
 _DRIVER_BATCH_S = 1.0  # ...or this many seconds' worth
+_BULK_JOURNAL_BATCH = 5000  # bulk results arrive in task batches; the journal takes them this many at a time
 
 
 class _Tally:
@@ -270,8 +309,22 @@ class _Run:
         if not actions:
             return tally
         if phase in BULK_PHASES:
-            self.executor.run(self.fileio, self.root, self.external, actions,
-                              on_batch=lambda batch: self.record(batch, tally))
+            # One journal transaction per task batch costs more than the deletes of a fast file system;
+            # results are gathered up to _BULK_JOURNAL_BATCH (or a second's worth) per transaction.
+            gathered: list[ActionResult] = []
+            since = time.monotonic()
+
+            def on_batch(batch: list[ActionResult]) -> None:
+                nonlocal since
+                gathered.extend(batch)
+                if len(gathered) >= _BULK_JOURNAL_BATCH or time.monotonic() - since >= _DRIVER_BATCH_S:
+                    self.record(gathered, tally)
+                    gathered.clear()
+                    since = time.monotonic()
+
+            self.executor.run(self.fileio, self.root, self.external, actions, on_batch=on_batch)
+            if gathered:
+                self.record(gathered, tally)
             return tally
         # Order matters here (deepest directories first, snapshots ascending, the hint last): one action at
         # a time on the driver, journaled in batches. An action done but not journaled when the process
@@ -341,20 +394,22 @@ def apply_plan(
     def refuse(e: PlanRejected, apply_id: str | None) -> None:
         recorder.append([ApplyRefused(plan_id=plan_id, reason=str(e), refused_ms=clock(), apply_id=apply_id)])
 
-    try:
-        verify_table(plan, table)
-        verify_paths(plan, table)
-        check_not_stale(plan, table, done_snapshot_deletes=done_snapshot_ids)
-        check_unreachable(plan, table, plan.actions)
-    except PlanRejected as e:
-        refuse(e, resume_apply_id)
-        raise
-
     # Actions whose latest record, in any apply of this plan, is not a failure: the journal's answer.
     done = plan_done_actions(recorder, plan_id) if (skip_done or resume_apply_id is not None) else frozenset()
+    bulk_left = any(a.action_id not in done for p in BULK_PHASES for a in by_phase.get(p, ()))
     executor = executor or SparkExecutor(spark, master, conf)
     try:
-        if any(a.action_id not in done for p in BULK_PHASES for a in by_phase.get(p, ())):
+        if bulk_left:
+            executor.prepare()  # Spark boots while the plan is checked; nothing runs on it before start()
+        try:
+            verify_table(plan, table)
+            verify_paths(plan, table)
+            check_not_stale(plan, table, done_snapshot_deletes=done_snapshot_ids)
+            check_unreachable(plan, table, plan.actions)
+        except PlanRejected as e:
+            refuse(e, resume_apply_id)
+            raise
+        if bulk_left:
             # Started before ApplyStarted: a master that cannot be reached, a bad --conf or executors that
             # cannot run lakesweep leave no unfinished apply behind.
             executor.start()

@@ -133,6 +133,8 @@ def step(run: RunState | None, ev: Event) -> RunState:
 
 def check_file_record(run: RunState | None, rec: FileRecord) -> None:
     """Raise if ``rec`` cannot belong to ``run`` (unknown apply, other plan, refused, action out of range)."""
+    if run is not None and run.plan_id == rec.plan_id and run.n_actions is not None and rec.action_id < run.n_actions:
+        return  # the common case, without building the message
     where = f"apply {rec.apply_id}: file record for action {rec.action_id} ({rec.path})"
     if run is None:
         raise JournalError(f"{where} does not fit: the apply never started")

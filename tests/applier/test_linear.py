@@ -15,6 +15,7 @@ from collections import Counter
 
 import pytest
 
+import applier.apply
 import engine.plan
 from applier.actions import resolve_action_path
 from applier.apply import DriverExecutor, apply_plan, resume
@@ -163,6 +164,9 @@ def run(tmp_path, commits: int) -> dict:
         return original_row(a)
 
     engine.plan.action_row = counted_row
+    # Journal every task batch (500), as small as the driver phases do, so a crash halfway through the
+    # data files leaves about half of them journaled at both sizes.
+    bulk_batch, applier.apply._BULK_JOURNAL_BATCH = applier.apply._BULK_JOURNAL_BATCH, 500
     try:
         CountedActions.counts = fileio.counts = apply_counts
         with counting_journal(journal, apply_counts) as recorder:
@@ -177,6 +181,7 @@ def run(tmp_path, commits: int) -> dict:
             [report] = resume(recorder, fileio=fileio, executor=DriverExecutor())
     finally:
         engine.plan.action_row = original_row
+        applier.apply._BULK_JOURNAL_BATCH = bulk_batch
 
     # The resumed apply finished the plan: every planned deletion is gone, everything else is still there.
     assert (report.state, report.resumed) == ("COMPLETED", True)
