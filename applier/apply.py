@@ -403,9 +403,9 @@ def apply_plan(
             executor.prepare()  # Spark boots while the plan is checked; nothing runs on it before start()
         try:
             verify_table(plan, table)
-            verify_paths(plan, table)
+            targets = verify_paths(plan, table)
             check_not_stale(plan, table, done_snapshot_deletes=done_snapshot_ids)
-            check_unreachable(plan, table, plan.actions)
+            check_unreachable(plan, table, plan.actions, targets)
         except PlanRejected as e:
             refuse(e, resume_apply_id)
             raise
@@ -414,14 +414,14 @@ def apply_plan(
             # cannot run lakesweep leave no unfinished apply behind.
             executor.start()
         report = _run_phases(plan, plan_id, by_phase, recorder, table, done, resume_apply_id, prior, started,
-                             master, progress, clock, executor, done_snapshot_ids)
+                             master, progress, clock, executor, done_snapshot_ids, targets)
     finally:
         executor.stop()
     return report
 
 
 def _run_phases(plan, plan_id, by_phase, recorder, table, done, resume_apply_id, prior, started, master, progress,
-                clock, executor, done_snapshot_ids) -> "ApplyReport":
+                clock, executor, done_snapshot_ids, targets) -> "ApplyReport":
     if resume_apply_id is None:
         apply_id = uuid.uuid4().hex[:16]
         recorder.append([ApplyStarted(apply_id=apply_id, plan_id=plan_id, n_actions=len(plan.actions),
@@ -444,7 +444,7 @@ def _run_phases(plan, plan_id, by_phase, recorder, table, done, resume_apply_id,
             # on a view that reads snapshots, tags and schemas anew (manifests already read are reused).
             live = table.refreshed()
             check_not_stale(plan, live, done_snapshot_deletes=done_snapshot_ids)
-            check_unreachable(plan, live, actions)
+            check_unreachable(plan, live, actions, targets)
         except PlanRejected as e:
             recorder.append([ApplyFailed(apply_id=apply_id, plan_id=plan_id, reason=f"refused: {e}",
                                          phase=int(phase), finished_ms=clock())])
@@ -493,9 +493,9 @@ def dry_run_plan(plan: CleanupPlan, *, fileio: FileIO | None = None, master: str
     started = int(time.time() * 1000)
     table = open_table(plan.table_location, fileio, branch=plan.branch)
     verify_table(plan, table)
-    verify_paths(plan, table)
+    targets = verify_paths(plan, table)
     check_not_stale(plan, table)
-    check_unreachable(plan, table, plan.actions)
+    check_unreachable(plan, table, plan.actions, targets)
     report = ApplyReport(plan.plan_id, None, "DRY_RUN", dry_run=True)
     external = external_roots(table.options)
     by_phase = actions_by_phase(plan.actions)
@@ -519,7 +519,7 @@ def dry_run_plan(plan: CleanupPlan, *, fileio: FileIO | None = None, master: str
             continue
         for a in actions:
             if a.kind.deletes:
-                exists = table.fileio.exists(resolve_action_path(table.location, a.path, external))
+                exists = table.fileio.exists(targets[a.action_id])
                 tally([ActionResult(a.action_id, Outcome.DELETED if exists else Outcome.ALREADY_ABSENT, 0)])
             else:
                 tally([ActionResult(a.action_id, Outcome.WRITTEN, 0)])

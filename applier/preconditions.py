@@ -17,7 +17,7 @@ from engine.table import PaimonTable
 from engine.reachability import first_reachable
 from planner.fingerprint import snapshot_digest, table_fingerprint, table_identity
 
-from applier.actions import containing_root, refuse_symlinked_parents, resolve_action_path
+from applier.actions import PathResolver, refuse_symlinked_parents
 
 
 def verify_table(plan: CleanupPlan, table: PaimonTable) -> None:
@@ -34,20 +34,27 @@ def verify_table(plan: CleanupPlan, table: PaimonTable) -> None:
         raise PlanRejected(f"the plan is for branch '{plan.branch}', not '{table.branch}'")
 
 
-def verify_paths(plan: CleanupPlan, table: PaimonTable) -> None:
+def verify_paths(plan: CleanupPlan, table: PaimonTable) -> list[str]:
     """Every action must be a path of its kind's directory (``check_action_kind``), resolve inside the
     table root or its declared external roots, and, on local storage, reach its file through no symbolic
-    link below the root."""
-    roots = external_roots(table.options)
+    link below the root. Returns each action's full location, by action id (``check_unreachable`` takes
+    them instead of resolving every path again)."""
+    resolver = PathResolver(table.location, external_roots(table.options))
     shape = _Layout(table)
     checked: set[str] = set()
     local = table.fileio.scheme == "file"
+    targets: list[str] = []
     for a in plan.actions:
-        for p in (a.path, a.source) if a.kind == ActionKind.WRITE_CHANGELOG else (a.path,):
-            full = resolve_action_path(table.location, p or "", roots)
+        full = resolver.full(a.path)
+        if local and full[:full.rfind("/")] not in checked:
+            refuse_symlinked_parents(full, resolver.containing_root(full), checked)
+        if a.kind == ActionKind.WRITE_CHANGELOG:
+            source = resolver.full(a.source or "")
             if local:
-                refuse_symlinked_parents(full, containing_root(full, table.location, roots), checked)
+                refuse_symlinked_parents(source, resolver.containing_root(source), checked)
         check_action_kind(plan, a, shape)
+        targets.append(full)
+    return targets
 
 
 class _Layout:
@@ -60,6 +67,18 @@ class _Layout:
         self.path_directory = table.paths.path_directory
         self.index_in_data_dir = table.paths.index_in_data_dir
         self.external = external_roots(table.options)
+        self._bucket_dirs: dict[str, bool] = {}  # a directory of data files -> is it a bucket directory
+
+    def in_bucket_dir(self, path: str) -> bool:
+        """``path`` is a plainly named file directly in a bucket directory (``bucket_dir``, once per
+        directory)."""
+        head, slash, name = path.rpartition("/")
+        if not _plain_name(name):
+            return False
+        ok = self._bucket_dirs.get(head)
+        if ok is None:
+            ok = self._bucket_dirs[head] = self.bucket_dir(head.split("/") if slash else [])
+        return ok
 
     def bucket_dir(self, segments: list[str], *, with_path_directory: bool = True) -> bool:
         """``[path-directory/]k1=v1/.../bucket-N`` (the partition levels only with ``bucket=False``)."""
@@ -145,15 +164,13 @@ def check_action_kind(plan: CleanupPlan, a: Action, layout: _Layout) -> None:
         if one_file("statistics") is None:
             refuse("statistics files live in statistics/")
     elif kind == ActionKind.INDEX_FILE:
-        segments = path.split("/")
         ok = (one_file("index") is not None
-              or (layout.index_in_data_dir and _plain_name(segments[-1]) and layout.bucket_dir(segments[:-1]))
+              or (layout.index_in_data_dir and layout.in_bucket_dir(path))
               or layout.is_external(path))
         if not ok:
             refuse("index files live in index/, in their bucket directory, or under an external root")
     elif kind in (ActionKind.DATA_FILE, ActionKind.EXTRA_FILE, ActionKind.CHANGELOG_FILE):
-        segments = path.split("/")
-        if not (layout.is_external(path) or (_plain_name(segments[-1]) and layout.bucket_dir(segments[:-1]))):
+        if not (layout.is_external(path) or layout.in_bucket_dir(path)):
             refuse("data, extra and changelog files live in a partition's bucket directory "
                    f"({'/'.join(layout.keys + ['bucket-N']) if layout.keys else 'bucket-N'}) "
                    "or under a declared external root")
@@ -235,16 +252,21 @@ def check_not_stale(plan: CleanupPlan, table: PaimonTable, *, done_snapshot_dele
         )
 
 
-def check_unreachable(plan: CleanupPlan, table: PaimonTable, actions: Sequence[Action]) -> None:
+def check_unreachable(plan: CleanupPlan, table: PaimonTable, actions: Sequence[Action],
+                      targets: Sequence[str] | None = None) -> None:
     """Refuse (``StalePlan``) when a file ``actions`` would delete is reachable, in the live table, from the
     latest or end snapshot, a tag, a retained changelog, or any other branch's snapshots and tags.
 
     ``table`` must be a view read now (``PaimonTable.refreshed``), so that snapshots, tags and branches are
-    seen as they are.
+    seen as they are. ``targets`` are the plan's full locations by action id, as ``verify_paths`` returns
+    them; without them every path is resolved here.
     """
-    roots = external_roots(table.options)
-    planned = {resolve_action_path(table.location, a.path, roots): a
-               for a in actions if a.kind.deletes and a.kind != ActionKind.EMPTY_DIR}
+    deleting = [a for a in actions if a.kind.deletes and a.kind != ActionKind.EMPTY_DIR]
+    if targets is None:
+        full = PathResolver(table.location, external_roots(table.options)).full
+        planned = {full(a.path): a for a in deleting}
+    else:
+        planned = {targets[a.action_id]: a for a in deleting}
     hit = first_reachable(table, frozenset(planned), end=plan.end)
     if hit is not None:
         holder, path = hit

@@ -257,15 +257,37 @@ def action_row(a: Action) -> list:
 
 
 _COMPACT = json.JSONEncoder(separators=(",", ":"))  # json.dumps with these options builds an encoder per call
+_string = json.encoder.encode_basestring_ascii  # what _COMPACT (ensure_ascii) writes for a str
+
+
+def _int_or_null(v) -> str:
+    if v is None:
+        return "null"
+    if type(v) is not int:  # a bool, a float: the encoder below writes it its own way
+        raise TypeError(v)
+    return int.__repr__(v)
+
+
+def _str_or_null(v) -> str:
+    return "null" if v is None else _string(v)
+
+
+def action_json(a: Action) -> str:
+    """``action_row(a)`` as compact JSON, the same text ``_COMPACT.encode`` writes, without its
+    per-call encoder (a third of reading a 300,000-action plan)."""
+    try:
+        return (f"[{_int_or_null(a.action_id)},{int.__repr__(a.kind.phase.value)},{_string(a.kind.value)},"
+                f"{_string(a.path)},{_int_or_null(a.snapshot_id)},{_str_or_null(a.partition)},"
+                f"{_int_or_null(a.bucket)},{_int_or_null(a.size)},{_str_or_null(a.source)},{_int_or_null(a.depth)}]")
+    except TypeError:  # a field of another type than the plan reader produces
+        return _COMPACT.encode(action_row(a))
 
 
 def compute_plan_id(header: Mapping, actions: Sequence[Action]) -> str:
     h = hashlib.sha256()
     h.update(json.dumps(header, sort_keys=True, separators=(",", ":")).encode())
-    encode = _COMPACT.encode
-    for a in actions:
-        h.update(b"\n")
-        h.update(encode(action_row(a)).encode())
+    if actions:
+        h.update(("\n" + "\n".join(map(action_json, actions))).encode())
     return h.hexdigest()[:32]
 
 

@@ -157,13 +157,13 @@ def run(tmp_path, commits: int) -> dict:
 
     apply_counts, resume_counts = Counter(), Counter()
     counts = apply_counts  # where the hashing below is counted
-    original_row = engine.plan.action_row
+    original_row = engine.plan.action_json
 
     def counted_row(a):
         counts["action rows hashed"] += 1
         return original_row(a)
 
-    engine.plan.action_row = counted_row
+    engine.plan.action_json = counted_row
     # Journal every task batch (500), as small as the driver phases do, so a crash halfway through the
     # data files leaves about half of them journaled at both sizes.
     bulk_batch, applier.apply._BULK_JOURNAL_BATCH = applier.apply._BULK_JOURNAL_BATCH, 500
@@ -180,7 +180,7 @@ def run(tmp_path, commits: int) -> dict:
         with counting_journal(journal, resume_counts) as recorder:
             [report] = resume(recorder, fileio=fileio, executor=DriverExecutor())
     finally:
-        engine.plan.action_row = original_row
+        engine.plan.action_json = original_row
         applier.apply._BULK_JOURNAL_BATCH = bulk_batch
 
     # The resumed apply finished the plan: every planned deletion is gone, everything else is still there.
