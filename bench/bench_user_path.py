@@ -123,6 +123,67 @@ def fresh(work: Path, name: str) -> Path:
     return p
 
 
+def plan_cmd(table: Path, plan_file: Path) -> list[str]:
+    return [LAKESWEEP, "plan", "expire", str(table), "--out", str(plan_file), "--retain-min", str(RETAIN),
+            "--retain-max", str(RETAIN), "--time-retained", "0 s", "--max-deletes", str(MAX_DELETES),
+            "--time-rule", "own"]
+
+
+def crash_and_resume(name: str, table: Path, work: Path, lists: Path, actions: int, theirs: Path,
+                     failures: list[str], kill_fraction: float = 0.5, must_kill: bool = True) -> dict:
+    """``kill -9`` a ``lakesweep apply`` once about ``kill_fraction`` of a sample of the files it deletes
+    are gone, then time ``lakesweep resume`` as a whole process. The journal must then hold one record
+    per action, none failed, and the tree must equal Paimon's."""
+    copy = copy_table(table, fresh(work, f"{name}-resume"))
+    plan_file, journal = work / f"{name}-resume-plan.parquet", work / f"{name}-resume-journal.duckdb"
+    for p in (plan_file, journal):
+        if p.exists():
+            p.unlink()
+    run_process(plan_cmd(copy, plan_file), cwd=work).check()
+    watched = [copy / p for p in helper("sample", "--info", str(lists), "--n", "2000", cwd=work)["paths"]]
+    os.sync()
+    t0 = time.perf_counter()
+    proc = subprocess.Popen([LAKESWEEP, "apply", str(plan_file), "--journal", str(journal), "--master", "local[*]"],
+                            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            cwd=work, start_new_session=True)
+    while proc.poll() is None:
+        gone = sum(not p.exists() for p in watched)
+        if gone >= kill_fraction * len(watched):
+            break
+        time.sleep(0.05)
+    killed_at = time.perf_counter() - t0
+    finished = proc.poll() is not None
+    os.kill(proc.pid, 9)  # the driver only, as a user's kill -9 would; its JVM and workers follow it
+    proc.wait()
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        try:
+            os.killpg(proc.pid, 0)
+        except ProcessLookupError:
+            break
+        time.sleep(0.1)
+    else:
+        os.killpg(proc.pid, 9)
+        failures.append(f"{name}: Spark outlived the killed apply driver by a minute")
+    if finished and must_kill:
+        failures.append(f"{name}: the apply finished before it could be killed")
+    journaled = sum(helper("journal", str(journal), cwd=work).values())
+    res = run_process([LAKESWEEP, "resume", "--journal", str(journal), "--master", "local[*]"], cwd=work)
+    if res.returncode != 0:
+        failures.append(f"{name}: lakesweep resume exited {res.returncode}: {res.stderr[-500:]}")
+    counts = helper("journal", str(journal), cwd=work)
+    if sum(counts.values()) != actions or counts.get("FAILED"):
+        failures.append(f"{name}: after kill -9 and resume the journal holds {counts} for {actions} actions")
+    diff = differences(copy, theirs)
+    if diff:
+        failures.append(f"{name}: kill -9 and resume left a different tree than Paimon's: " + "; ".join(diff))
+    shutil.rmtree(copy)
+    plan_file.unlink()
+    journal.unlink()
+    return {"killed_at": killed_at, "finished": finished, "journaled": journaled, "left": actions - journaled, "resume": res.seconds,
+            "already_absent": counts.get("ALREADY_ABSENT", 0)}
+
+
 def bench_size(name: str, args, work: Path, classpath, warm, failures: list[str]) -> dict:
     spec = SPECS[name]
     table, meta = ensure_table(spec, args.cache, log)
@@ -163,9 +224,7 @@ def bench_size(name: str, args, work: Path, classpath, warm, failures: list[str]
             if p.exists():
                 p.unlink()
         os.sync()
-        res = run_process([LAKESWEEP, "plan", "expire", str(ours), "--out", str(plan_file),
-                           "--retain-min", str(RETAIN), "--retain-max", str(RETAIN), "--time-retained", "0 s",
-                           "--max-deletes", str(MAX_DELETES), "--time-rule", "own"], sample=True, cwd=work).check()
+        res = run_process(plan_cmd(ours, plan_file), sample=True, cwd=work).check()
         r["plan"].append(res.seconds)
         r["plan_rss"].append(res.maxrss_kib)
         r["plan_hwm"].append(res.peaks_kib["driver"])
@@ -202,6 +261,10 @@ def bench_size(name: str, args, work: Path, classpath, warm, failures: list[str]
         r["unlink"].append(fl["unlink_s"])
         res = run_process([sys.executable, "-c", SPARK_SNIPPET], cwd=work).check()
         r["spark"].append(float(res.stdout.strip().splitlines()[-1]))
+        if i == args.repeat - 1:
+            log(f"[{name}] kill -9 of an apply halfway, then lakesweep resume ...")
+            r["crash"] = crash_and_resume(name, table, work, lists, info["actions"], theirs, failures,
+                                          must_kill=not args.quick)
         for d in (theirs, warm_t, ours, floor):
             shutil.rmtree(d)
         log(f"[{name}] run {i + 1}: paimon {r['paimon'][-1]:.2f} s, warm {r['warm'][-1]:.2f} s, "
@@ -304,6 +367,15 @@ def print_size(name: str, r: dict, d: dict) -> None:
         vs = f"{secs / paimon:.2f}×" if paimon else ""
         fl = f"{floor[1]:.2f}× {floor[0]}" if floor else ""
         print(f"| {label} | {fmt(secs)} | {vs} | {fl} |")
+    c = r.get("crash")
+    if c:
+        left = c["left"] / max(r["actions"], 1)
+        done_share = (c["resume"] - m["spark"]) / max(m["apply_excl"], 1e-9)
+        print(f"\nkill -9 of an apply {c['killed_at']:.1f} s after it started"
+              f"{' (it had already finished)' if c['finished'] else ''}: {c['journaled']:,} of {r['actions']:,} "
+              f"actions journaled; lakesweep resume (process) then took {c['resume']:.2f} s for the "
+              f"{c['left']:,} left ({left:.0%} of the plan; {c['already_absent']:,} found already deleted). "
+              f"Resume excluding Spark start-up is {done_share:.0%} of a whole apply's.")
     print("\n| peak RSS | median MiB |")
     print("|---|---:|")
     for label, v in (

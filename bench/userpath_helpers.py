@@ -107,6 +107,14 @@ def floors(info_file: str, root: str) -> dict:
     return {"avro_s": t1 - t0, "unlink_s": t2 - t1}
 
 
+def sample(info_file: str, n: int) -> dict:
+    """``n`` of the files the plan deletes, evenly spread over the sorted list (to watch an apply's progress)."""
+    with open(info_file) as f:
+        deleted = json.load(f)["deleted"]
+    step = max(len(deleted) // max(n, 1), 1)
+    return {"paths": deleted[::step][:n]}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -120,11 +128,16 @@ def main() -> None:
     p = sub.add_parser("floors")
     p.add_argument("--info", required=True)
     p.add_argument("--root", required=True)
+    p = sub.add_parser("sample")
+    p.add_argument("--info", required=True)
+    p.add_argument("--n", type=int, default=2000)
     args = ap.parse_args()
     if args.cmd == "info":
         result = info(args.table, args.plan, args.out)
     elif args.cmd == "journal":
         result = journal(args.path)
+    elif args.cmd == "sample":
+        result = sample(args.info, args.n)
     else:
         result = floors(args.info, args.root)
     print(json.dumps(result))
