@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import enum
 import functools
+import gc
 import os
 import sys
 import time
@@ -290,7 +291,14 @@ def demo(
     run_demo(directory, json_output=output == Output.json)
 
 
+# A command builds millions of small objects that live until it ends and form no cycles (manifest entries,
+# actions, journal rows). With CPython's default thresholds the collector walks them all again and again: a
+# quarter of planning a 300,000-file table. Cycles are still collected, after 100,000 allocations instead of 700.
+GC_THRESHOLDS = (100_000, 50, 100)
+
+
 def main():  # console script entry point
+    gc.set_threshold(*GC_THRESHOLDS)
     try:
         app()
         code = 0

@@ -48,8 +48,11 @@ class ActionKind(enum.StrEnum):
 
     @property
     def deletes(self) -> bool:
-        return self not in (ActionKind.WRITE_CHANGELOG, ActionKind.WRITE_EARLIEST_HINT)
+        return _DELETES[self]
 
+
+_DELETES = {k: k not in (ActionKind.WRITE_CHANGELOG, ActionKind.WRITE_EARLIEST_HINT) for k in ActionKind}
+_WRITE_CHANGELOG, _WRITE_EARLIEST_HINT = ActionKind.WRITE_CHANGELOG, ActionKind.WRITE_EARLIEST_HINT
 
 _PHASE = {
     ActionKind.DATA_FILE: Phase.DATA_FILES,
@@ -90,9 +93,9 @@ class Action:
     def __post_init__(self):
         if not self.path:
             raise ValueError("an action needs a path")
-        if self.kind == ActionKind.WRITE_CHANGELOG and not self.source:
+        if self.kind is _WRITE_CHANGELOG and not self.source:
             raise ValueError("write-changelog needs a source snapshot file")
-        if self.kind == ActionKind.WRITE_EARLIEST_HINT and self.snapshot_id is None:
+        if self.kind is _WRITE_EARLIEST_HINT and self.snapshot_id is None:
             raise ValueError("the EARLIEST hint action needs the new value as snapshot_id")
 
     @property
