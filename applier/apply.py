@@ -22,7 +22,7 @@ from engine.errors import JournalConflict, JournalError, LakesweepError, PlanRej
 from engine.fileio import FileIO
 from engine.plan import Action, ActionKind, CleanupPlan, Phase
 from engine.plan_io import plan_from_header
-from engine.table import open_table
+from engine.paimon.table import open_table
 from journal.events import (
     ApplyCompleted,
     ApplyFailed,
@@ -37,7 +37,7 @@ from journal.projection import PlanStatus, RunStatus, plan_done_actions, plan_st
 from journal.recorder import FileQuery, Recorder
 
 from applier.actions import ActionResult, Outcome, execute_with_retry, resolve_action_path
-from engine.paths import external_roots
+from engine.paimon.paths import external_roots
 from applier.preconditions import check_not_stale, check_unreachable, verify_paths, verify_table
 
 BULK_PHASES = (Phase.DATA_FILES, Phase.CHANGELOG_FILES, Phase.METADATA)

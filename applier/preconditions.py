@@ -10,12 +10,12 @@ from typing import AbstractSet, Sequence
 
 from engine.errors import InvalidLocation, PlanRejected, StalePlan
 from engine.fileio import normalize_location
-from engine.partition import escape_path_name
-from engine.paths import external_roots
+from engine.paimon.partition import escape_path_name
+from engine.paimon.paths import external_roots
 from engine.plan import Action, ActionKind, CleanupPlan
-from engine.table import PaimonTable
-from engine.reachability import first_reachable
-from planner.fingerprint import snapshot_digest, table_fingerprint, table_identity
+from engine.paimon.table import PaimonTable
+from engine.paimon.reachability import first_reachable
+from engine.paimon.state import snapshot_digest, table_fingerprint, table_identity
 
 from applier.actions import PathResolver, refuse_symlinked_parents
 

@@ -54,7 +54,7 @@ def info(table: str | None, plan_file: str | None, out: str) -> dict:
     avro: list[str] = []
     avro_bytes = 0
     if table is not None:
-        from engine.table import open_table
+        from engine.paimon.table import open_table
         from planner.expire import plan_expire
         from planner.options import TIME_RULE_OWN, resolve_expire_options
 

@@ -199,7 +199,7 @@ def journal_files(
     """Per-file records: what was deleted (or found absent, or failed), when, by which plan and why
     (the snapshot whose expiry caused it)."""
     from journal.audit import list_files
-    from planner.options import parse_time_ms
+    from engine.timeutil import parse_time_ms
 
     with _open_read(journal) as recorder:
         rows = list_files(recorder, plan_id=plan, table=table, kind=kind, outcome=outcome,

@@ -107,9 +107,9 @@ def prepare_demo_dir(directory: Path) -> None:
 
 def run_demo(directory: Path, *, json_output: bool) -> dict:
     from cli.progress import MetadataReadProgress, progress_enabled
-    from engine.inspect import inspect_table
+    from engine.paimon.inspect import inspect_table
     from engine.plan_io import read_plan, write_plan
-    from engine.table import open_table
+    from engine.paimon.table import open_table
     from planner.expire import plan_expire
     from planner.options import resolve_expire_options
 

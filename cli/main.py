@@ -173,8 +173,8 @@ def inspect(
 ):
     """Show what lakesweep sees in a Paimon table: schema, snapshots, hints, tags, consumers, branches,
     live files and the files only older snapshots hold (what expiry could reclaim)."""
-    from engine.inspect import inspect_table
-    from engine.table import open_table
+    from engine.paimon.inspect import inspect_table
+    from engine.paimon.table import open_table
 
     info = inspect_table(open_table(table, branch=branch))
     if output == Output.json:
@@ -229,9 +229,10 @@ def plan_expire_cmd(
     from cli.progress import MetadataReadProgress, progress_enabled
     from engine.errors import PlanRejected
     from engine.plan_io import write_plan
-    from engine.table import open_table
+    from engine.paimon.table import open_table
     from planner.expire import plan_expire
-    from planner.options import parse_time_ms, resolve_expire_options
+    from engine.timeutil import parse_time_ms
+    from planner.options import resolve_expire_options
 
     # Every input is checked before anything is written.
     now_ms = parse_time_ms(now) if now is not None else int(time.time() * 1000)

@@ -72,7 +72,7 @@ class ManifestCountColumn(ProgressColumn):
 
 
 class MetadataReadProgress:
-    """An ``engine.table.ReadObserver`` that draws what planning reads (see the module docstring).
+    """An ``engine.paimon.table.ReadObserver`` that draws what planning reads (see the module docstring).
 
     Give it to the table view (``open_table(..., on_read=...)``); the bar is drawn between ``__enter__``
     and ``__exit__``; reads before that are counted and shown when it starts."""

@@ -14,10 +14,10 @@ from dataclasses import dataclass, field, replace
 
 from engine.errors import MetadataNotFound, TableFormatError
 from engine.fileio import join
-from engine.model import FileKind, FileSource, ManifestEntry, Snapshot, Tag
+from engine.paimon.model import FileKind, FileSource, ManifestEntry, Snapshot, Tag
 from engine.plan import Action, ActionKind, CleanupPlan, canonical_actions, summarize
-from engine.table import PaimonTable
-from planner.fingerprint import snapshot_pins, table_fingerprint, table_identity
+from engine.paimon.table import PaimonTable
+from engine.paimon.state import snapshot_pins, table_fingerprint, table_identity
 from planner.guard import assert_unreachable
 from planner.options import TIME_RULE_OWN, ExpireOptions
 

@@ -1,6 +1,6 @@
 """The guard beyond Paimon: no planned path may be reachable from what the table keeps.
 
-Reachable = everything the holders of ``engine.reachability`` reference: the latest snapshot, the plan's
+Reachable = everything the holders of ``engine.paimon.reachability`` reference: the latest snapshot, the plan's
 end snapshot, every tag, every retained changelog, and every other branch's snapshots and tags (main's
 too, for a branch plan). Tags do not protect changelog files in Paimon (L-2), so a tag's changelog list
 is not counted.
@@ -16,8 +16,8 @@ from typing import Callable, Sequence
 
 from engine.errors import PlannerInvariantViolated, PlanRejected, TableFormatError
 from engine.plan import Action
-from engine.reachability import first_reachable, reachable_paths  # noqa: F401  (reachable_paths re-exported)
-from engine.table import PaimonTable
+from engine.paimon.reachability import first_reachable, reachable_paths  # noqa: F401  (reachable_paths re-exported)
+from engine.paimon.table import PaimonTable
 
 
 def planned_paths(table: PaimonTable, actions: Sequence[Action]) -> dict[str, Action]:

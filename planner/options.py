@@ -6,22 +6,17 @@ expire limit 50 (0.9 used 10). Every resolved value remembers where it came from
 
 from __future__ import annotations
 
-import datetime as _dt
 import re
 from dataclasses import dataclass
 from typing import Mapping
 
 from engine.errors import PlanRejected
-from engine.paths import PATH_SHAPING_OPTIONS
+from engine.paimon.paths import PATH_SHAPING_OPTIONS
 from engine.plan import OptionValue
+from engine.timeutil import parse_duration_ms
 
 INT_MIN = -(2**31)
 INT_MAX = 2**31 - 1
-LONG_MAX = 2**63 - 1
-
-# The times lakesweep can show and store: Python's datetime (years 1 to 9999, UTC), inside a Java long.
-MIN_TIME_MS = -62_135_596_800_000
-MAX_TIME_MS = 253_402_300_799_999
 
 # Options that describe how the table was written, with Paimon's defaults (CoreOptions). The planner
 # reads the table's files through them (which changelog files exist, which manifest lists retained
@@ -41,54 +36,6 @@ TABLE_SHAPE_OPTIONS: Mapping[str, str | None] = {
 
 TIME_RULE_SUCCESSOR = "successor"  # Paimon 2.0+: a snapshot expires when its successor is older than the window
 TIME_RULE_OWN = "own"  # Paimon before 2.0: a snapshot expires when it is itself older than the window
-
-_UNITS = {
-    "ns": 1e-6, "nano": 1e-6, "nanos": 1e-6, "nanosecond": 1e-6, "nanoseconds": 1e-6,
-    "us": 1e-3, "µs": 1e-3, "micro": 1e-3, "micros": 1e-3, "microsecond": 1e-3, "microseconds": 1e-3,
-    "ms": 1, "milli": 1, "millis": 1, "millisecond": 1, "milliseconds": 1,
-    "s": 1000, "sec": 1000, "secs": 1000, "second": 1000, "seconds": 1000,
-    "m": 60_000, "min": 60_000, "mins": 60_000, "minute": 60_000, "minutes": 60_000,
-    "h": 3_600_000, "hour": 3_600_000, "hours": 3_600_000,
-    "d": 86_400_000, "day": 86_400_000, "days": 86_400_000,
-}
-
-_DURATION = re.compile(r"^\s*(\d+)\s*([a-zµ]*)\s*$", re.IGNORECASE)
-
-
-def parse_duration_ms(text: str) -> int:
-    """Paimon's ``TimeUtils.parseDuration``: ``1 h``, ``30 min``, ``0 s``, ``7 d``, ``500 ms``; no unit = ms."""
-    m = _DURATION.match(str(text))
-    if not m:
-        raise PlanRejected(f"'{text}' is not a duration: use a number and a unit, e.g. '1 h', '30 min', '7 d', '500 ms'")
-    value, unit = int(m.group(1)), m.group(2).lower()
-    if unit and unit not in _UNITS:
-        raise PlanRejected(f"'{text}': unknown time unit '{unit}' (use ms, s, min, h or d)")
-    ms = value * _UNITS[unit] if unit else value
-    if ms > LONG_MAX:
-        raise PlanRejected(f"'{text}' is too long a duration (at most {LONG_MAX} ms, as in Paimon)")
-    return int(ms)
-
-
-def parse_time_ms(text: str) -> int:
-    """Epoch milliseconds, or an ISO-8601 date-time (a time without an offset is read as UTC), between
-    the years 1 and 9999 (UTC)."""
-    t = str(text).strip()
-    if re.fullmatch(r"-?[0-9]+", t):
-        ms = int(t)
-    else:
-        try:
-            d = _dt.datetime.fromisoformat(t.replace("Z", "+00:00"))
-            if d.tzinfo is None:
-                d = d.replace(tzinfo=_dt.timezone.utc)
-            ms = (d - _dt.datetime(1970, 1, 1, tzinfo=_dt.timezone.utc)) // _dt.timedelta(milliseconds=1)
-        except (ValueError, OverflowError) as e:
-            raise PlanRejected(
-                f"'{text}' is neither epoch milliseconds nor an ISO-8601 time (e.g. 2024-05-01T12:00:00Z)"
-            ) from e
-    if not MIN_TIME_MS <= ms <= MAX_TIME_MS:
-        raise PlanRejected(f"'{text}' is outside the times lakesweep handles (the years 1 to 9999, UTC)")
-    return ms
-
 
 def _bool(text: str, key: str) -> bool:
     v = str(text).strip().lower()

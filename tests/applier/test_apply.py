@@ -9,7 +9,7 @@ from applier.local import apply_locally
 from engine.errors import PlanRejected, StalePlan
 from engine.plan import Action, ActionKind, CleanupPlan, canonical_actions
 from engine.plan_io import plan_from_bytes, plan_to_bytes
-from engine.table import PaimonTable
+from engine.paimon.table import PaimonTable
 from journal.audit import list_files
 from journal.events import FileOutcome
 from journal.projection import incomplete_applies

@@ -20,9 +20,9 @@ import engine.plan
 from applier.actions import resolve_action_path
 from applier.apply import DriverExecutor, apply_plan, resume
 from engine.fileio import MemoryFileIO
-from engine.paths import external_roots
+from engine.paimon.paths import external_roots
 from engine.plan import ActionKind, CleanupPlan, Phase
-from engine.table import open_table
+from engine.paimon.table import open_table
 from journal.duckdb_store import DuckDBRecorder
 from planner.expire import plan_expire
 from planner.options import resolve_expire_options

@@ -11,7 +11,7 @@ import pytest
 
 from applier.spark_exec import PythonChoice, executor_python, master_on_this_machine
 from engine.plan_io import write_plan
-from engine.table import PaimonTable
+from engine.paimon.table import PaimonTable
 from journal.duckdb_store import DuckDBRecorder
 from tests.applier.conftest import REPO
 from tests.planner.conftest import make_plan

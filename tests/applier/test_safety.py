@@ -20,7 +20,7 @@ import planner.expire as expire_mod
 from applier.apply import apply_plan, dry_run_plan, resume
 from engine.errors import PlanRejected, StalePlan, UnsupportedTable
 from engine.plan import Action, ActionKind, CleanupPlan, canonical_actions
-from engine.table import open_table
+from engine.paimon.table import open_table
 from journal.events import FileOutcome
 from journal.projection import incomplete_applies
 from planner.expire import plan_expire

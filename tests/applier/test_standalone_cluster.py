@@ -11,7 +11,7 @@ import pytest
 
 import pyspark
 from engine.plan_io import write_plan
-from engine.table import PaimonTable
+from engine.paimon.table import PaimonTable
 from journal.audit import list_files
 from journal.duckdb_store import DuckDBRecorder
 from tests.applier.conftest import REPO

@@ -22,7 +22,7 @@ import applier.apply as apply_mod
 from applier.apply import apply_plan, resume
 from engine.errors import PlanRejected
 from engine.plan import Action, ActionKind, canonical_actions
-from engine.table import PaimonTable
+from engine.paimon.table import PaimonTable
 from journal.recorder import MemoryRecorder
 from planner.guard import reachable_paths
 from tests.planner.conftest import make_plan

@@ -158,12 +158,12 @@ def test_help_still_exits_0():
 
 
 def test_an_unexpected_exception_is_an_internal_error_with_a_hint(table, monkeypatch):
-    import engine.inspect
+    import engine.paimon.inspect
 
     def broken(t):
         raise RuntimeError("the summary went\nwrong")
 
-    monkeypatch.setattr(engine.inspect, "inspect_table", broken)
+    monkeypatch.setattr(engine.paimon.inspect, "inspect_table", broken)
     r = run("inspect", table.path)
     assert r.exit_code == 2
     assert one_error_line(r.stderr) == f"internal error: RuntimeError: the summary went wrong; {BUG_HINT}"

@@ -16,9 +16,10 @@ import threading
 
 import pytest
 
-from engine.table import open_table
+from engine.paimon.table import open_table
 from planner.expire import plan_expire
-from planner.options import parse_time_ms, resolve_expire_options
+from engine.timeutil import parse_time_ms
+from planner.options import resolve_expire_options
 from tests.support import pypaimon_tables as pt
 
 LAKESWEEP = os.path.join(os.path.dirname(sys.executable), "lakesweep")

@@ -17,7 +17,7 @@ import shutil
 import pytest
 
 from applier.local import apply_locally
-from engine.table import open_table
+from engine.paimon.table import open_table
 from planner.expire import plan_expire
 from planner.options import TIME_RULE_OWN, resolve_expire_options
 

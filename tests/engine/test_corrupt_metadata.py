@@ -13,7 +13,7 @@ import fastavro
 import pytest
 
 from engine.errors import CorruptMetadata
-from engine.table import PaimonTable, open_table
+from engine.paimon.table import PaimonTable, open_table
 
 
 def _snapshot_path(table, sid):

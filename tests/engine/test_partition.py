@@ -7,7 +7,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from engine.errors import UnsupportedTable
-from engine.partition import (
+from engine.paimon.partition import (
     BinaryRowError,
     FloatValue,
     decode_binary_row,
@@ -16,7 +16,7 @@ from engine.partition import (
     partition_path,
     partition_spec,
 )
-from engine.types import parse_type
+from engine.paimon.types import parse_type
 from tests.support.binary_row import encode_binary_row
 
 

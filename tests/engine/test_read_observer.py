@@ -3,7 +3,7 @@ observer changes nothing about what is read or planned."""
 
 import os
 
-from engine.table import open_table
+from engine.paimon.table import open_table
 from planner.expire import plan_expire
 from planner.options import resolve_expire_options
 

@@ -6,8 +6,8 @@ import shutil
 import pytest
 
 from engine.errors import CorruptMetadata, MetadataNotFound, UnsupportedTable
-from engine.inspect import inspect_table
-from engine.table import PaimonTable, open_table
+from engine.paimon.inspect import inspect_table
+from engine.paimon.table import PaimonTable, open_table
 from tests.support import pypaimon_tables as pt
 
 

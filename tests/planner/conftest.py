@@ -1,8 +1,8 @@
 import pytest
 
 from applier.local import apply_locally
-from engine.paths import external_roots
-from engine.table import open_table
+from engine.paimon.paths import external_roots
+from engine.paimon.table import open_table
 from planner.expire import plan_expire
 from planner.options import resolve_expire_options
 

@@ -5,7 +5,7 @@ import pytest
 
 from engine.errors import PlanRejected
 from engine.plan import ActionKind
-from engine.table import open_table
+from engine.paimon.table import open_table
 from planner.expire import plan_expire
 from planner.options import resolve_expire_options
 from tests.support import pypaimon_tables as pt

@@ -9,7 +9,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from engine.plan_io import plan_to_bytes
-from engine.table import PaimonTable
+from engine.paimon.table import PaimonTable
 from planner.guard import reachable_paths
 from tests.planner.conftest import expire, make_plan
 from tests.support.table_builder import ADD, DELETE, E, TableBuilder

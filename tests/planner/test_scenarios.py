@@ -13,7 +13,7 @@ from applier.local import apply_locally
 from engine.errors import CorruptMetadata, MetadataNotFound, PlanRejected, TableFormatError
 from engine.fileio import ArrowFileIO
 from engine.plan import ActionKind
-from engine.table import PaimonTable
+from engine.paimon.table import PaimonTable
 from planner.expire import plan_expire
 from planner.options import resolve_expire_options
 from tests.planner.conftest import FAR_FUTURE, expire, make_plan

@@ -318,7 +318,7 @@ class TableBuilder:
                     json.dumps({"nextSnapshot": next_snapshot}).encode())
 
     def delta_manifest_names(self, snapshot_id: int) -> list[str]:
-        from engine.table import PaimonTable
+        from engine.paimon.table import PaimonTable
 
         t = PaimonTable(self.root)
         return [m.file_name for m in t.manifest_list(self.snapshots[snapshot_id]["deltaManifestList"])]

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any, Sequence
 
 from engine.errors import UnsupportedTable
-from engine.types import DataType
+from engine.paimon.types import DataType
 
 DEFAULT_PARTITION_NAME = "__DEFAULT_PARTITION__"
 

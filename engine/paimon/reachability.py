@@ -18,8 +18,8 @@ from dataclasses import dataclass
 from typing import Callable, Iterator
 
 from engine.errors import MetadataNotFound, TableFormatError
-from engine.model import FileKind, FileSource, Snapshot
-from engine.table import MAIN_BRANCH, PaimonTable
+from engine.paimon.model import FileKind, FileSource, Snapshot
+from engine.paimon.table import MAIN_BRANCH, PaimonTable
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,7 @@ import io
 import fastavro
 
 from engine.errors import CorruptMetadata
-from engine.model import (
+from engine.paimon.model import (
     DataFileMeta,
     DeletionVectorRange,
     FileKind,

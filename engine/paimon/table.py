@@ -14,8 +14,8 @@ from typing import Callable, Iterable, Protocol, Sequence, TypeVar
 
 from engine.errors import CorruptMetadata, MetadataNotFound, PlanRejected, UnsupportedTable
 from engine.fileio import FileIO, fileio_for, join, normalize_location
-from engine.manifests import parse_index_manifest, parse_manifest, parse_manifest_list
-from engine.model import (
+from engine.paimon.manifests import parse_index_manifest, parse_manifest, parse_manifest_list
+from engine.paimon.model import (
     LONG_MAX,
     Consumer,
     FileKind,
@@ -28,7 +28,7 @@ from engine.model import (
     check_json_long,
     int_list,
 )
-from engine.paths import PATH_SHAPING_OPTIONS, PathFactory, check_path_options_stable
+from engine.paimon.paths import PATH_SHAPING_OPTIONS, PathFactory, check_path_options_stable
 
 T = TypeVar("T")
 

@@ -11,8 +11,8 @@ from typing import Mapping, Sequence
 
 from engine.errors import CorruptMetadata, InvalidLocation, UnsupportedTable
 from engine.fileio import is_filesystem_root, join, normalize_location
-from engine.model import DataFileMeta
-from engine.partition import (
+from engine.paimon.model import DataFileMeta
+from engine.paimon.partition import (
     DEFAULT_PARTITION_NAME,
     BinaryRowError,
     decode_binary_row,
@@ -20,7 +20,7 @@ from engine.partition import (
     partition_path,
     partition_spec,
 )
-from engine.types import DataType
+from engine.paimon.types import DataType
 
 POSTPONE_BUCKET = -2
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from engine.errors import TableFormatError
 from engine.fileio import join
-from engine.table import PaimonTable
+from engine.paimon.table import PaimonTable
 
 
 def _file_set(table: PaimonTable, snapshot) -> dict[str, int]:

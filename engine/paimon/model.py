@@ -2,7 +2,7 @@
 
 Field names follow Paimon's JSON/Avro names in snake_case. Schema and snapshot JSON is parsed here
 (``from_json``, every field's JSON type checked as Jackson would type it, bool never an integer); Avro
-lives in ``engine.manifests``. Names of metadata files must be plain file names (``plain_name_problem``).
+lives in ``engine.paimon.manifests``. Names of metadata files must be plain file names (``plain_name_problem``).
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
-from engine.types import DataType, parse_type
+from engine.paimon.types import DataType, parse_type
 
 INT_MIN, INT_MAX = -(2**31), 2**31 - 1
 LONG_MIN, LONG_MAX = -(2**63), 2**63 - 1

@@ -7,9 +7,9 @@ import json
 
 from engine.errors import MetadataNotFound, StalePlan
 from engine.fileio import join
-from engine.model import Snapshot
+from engine.paimon.model import Snapshot
 from engine.plan import Fingerprint
-from engine.table import SCHEMA_PREFIX, PaimonTable
+from engine.paimon.table import SCHEMA_PREFIX, PaimonTable
 
 
 def table_identity(table: PaimonTable) -> str:
