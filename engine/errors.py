@@ -48,6 +48,16 @@ class InvalidLocation(LakesweepError):
         super().__init__(f"{location!r}: {message}")
 
 
+class AtomicCreateUnsupported(LakesweepError):
+    """The store cannot create a file only if it is absent (``FileIO.create_if_absent``), so nothing that
+    needs it, such as a commit of ``snapshot-N``, may run there."""
+
+    def __init__(self, path: str, store: str):
+        self.path = path
+        super().__init__(f"{path}: {store} cannot create a file only if it is absent, which a commit needs; "
+                         "lakesweep refuses to commit there")
+
+
 class StorageError(LakesweepError):
     """The file system or object store failed (permission denied, network, throttling...)."""
 

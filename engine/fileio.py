@@ -15,9 +15,9 @@ import threading
 import time
 import uuid
 from dataclasses import dataclass
-from typing import Mapping
+from typing import Iterable, Mapping
 
-from engine.errors import InvalidLocation, StorageError
+from engine.errors import AtomicCreateUnsupported, InvalidLocation, StorageError
 
 
 class DeleteOutcome(enum.StrEnum):
@@ -116,6 +116,12 @@ class FileIO(abc.ABC):
       ``ALREADY_ABSENT``, not an error: deletion is idempotent.
     * ``delete_empty_dir`` removes a directory only if it is empty (never recursively) and says whether it did.
     * ``write_atomic`` makes the new content visible all at once (readers see the old or the new bytes).
+    * ``delete_many`` deletes each path as ``delete`` does and returns, per path, its outcome or the
+      ``StorageError`` that stopped it; one path's failure does not stop the others.
+    * ``create_if_absent`` writes a new file all at once and raises ``FileExistsError`` when the path
+      already exists, leaving it untouched: two writers racing for ``snapshot-N`` cannot both win. A store
+      that cannot guarantee this (``supports_create_if_absent`` false: S3 through pyarrow, which sends no
+      conditional PUT) raises ``AtomicCreateUnsupported`` instead, and commits there are refused.
     """
 
     scheme: str = "file"
@@ -141,6 +147,20 @@ class FileIO(abc.ABC):
 
     @abc.abstractmethod
     def write_atomic(self, path: str, data: bytes) -> None: ...
+
+    supports_create_if_absent: bool = False
+
+    def create_if_absent(self, path: str, data: bytes) -> None:
+        raise AtomicCreateUnsupported(path, type(self).__name__)
+
+    def delete_many(self, paths: Iterable[str]) -> dict[str, DeleteOutcome | StorageError]:
+        out: dict[str, DeleteOutcome | StorageError] = {}
+        for path in paths:
+            try:
+                out[path] = self.delete(path)
+            except StorageError as e:
+                out[path] = e
+        return out
 
 
 class ArrowFileIO(FileIO):
@@ -347,6 +367,34 @@ class ArrowFileIO(FileIO):
             raise StorageError(path, f"cannot write: {e}") from e
 
 
+    @property
+    def supports_create_if_absent(self) -> bool:
+        return self.scheme == "file"
+
+    def create_if_absent(self, path: str, data: bytes) -> None:
+        if self.scheme != "file":
+            raise AtomicCreateUnsupported(path, f"{self.scheme}:// storage through pyarrow")
+        native = self._native(path)
+        parent = os.path.dirname(native)
+        tmp = os.path.join(parent, f".{os.path.basename(native)}.{uuid.uuid4().hex}.tmp")
+        try:
+            os.makedirs(parent, exist_ok=True)
+            with open(tmp, "wb") as f:
+                f.write(data)
+                f.flush()
+                os.fsync(f.fileno())
+            # link(2) fails when the name exists, and the name appears with the whole content: the local
+            # equivalent of Hadoop's rename without overwrite, which Paimon commits by.
+            os.link(tmp, native)
+        except FileExistsError:
+            raise
+        except OSError as e:
+            raise StorageError(path, f"cannot create: {e}") from e
+        finally:
+            if os.path.exists(tmp):
+                os.remove(tmp)
+
+
 def _is_not_found(e: OSError) -> bool:
     text = str(e).lower()
     return isinstance(e, FileNotFoundError) or "not found" in text or "no such file" in text or "nosuchkey" in text
@@ -424,6 +472,13 @@ class MemoryFileIO(FileIO):
         return False
 
     def write_atomic(self, path: str, data: bytes) -> None:
+        self.put(path, data)
+
+    supports_create_if_absent = True
+
+    def create_if_absent(self, path: str, data: bytes) -> None:
+        if self.info(path) is not None:
+            raise FileExistsError(path)
         self.put(path, data)
 
 

@@ -4,7 +4,7 @@ import pickle
 
 import pytest
 
-from engine.errors import InvalidLocation, StorageError
+from engine.errors import AtomicCreateUnsupported, InvalidLocation, StorageError
 from engine.fileio import ArrowFileIO, DeleteOutcome, MemoryFileIO, join, normalize_location
 
 
@@ -184,3 +184,29 @@ def test_every_spelling_of_a_location_normalizes_to_the_file_it_names(uri, expec
 def test_locations_that_could_name_another_file_are_refused(uri, message):
     with pytest.raises(InvalidLocation, match=message):
         normalize_location(uri, relative_ok=False)
+
+
+def test_delete_many_reports_each_path(fio):
+    io, root = fio
+    present, absent, directory = join(root, "m", "a"), join(root, "m", "gone"), join(root, "m", "d")
+    io.write_atomic(present, b"1")
+    io.write_atomic(join(directory, "inside"), b"2")
+    out = io.delete_many([present, absent, directory])
+    assert out[present] == DeleteOutcome.DELETED and out[absent] == DeleteOutcome.ALREADY_ABSENT
+    assert isinstance(out[directory], StorageError) and "is a directory" in str(out[directory])
+    assert not io.exists(present) and io.exists(join(directory, "inside"))
+
+
+def test_create_if_absent_never_replaces(fio):
+    io, root = fio
+    p = join(root, "snapshot", "snapshot-7")
+    if not io.supports_create_if_absent:
+        with pytest.raises(AtomicCreateUnsupported, match="refuses to commit"):
+            io.create_if_absent(p, b"new")
+        assert not io.exists(p)
+        return
+    io.create_if_absent(p, b"first")
+    with pytest.raises(FileExistsError):
+        io.create_if_absent(p, b"second")
+    assert io.read_bytes(p) == b"first"
+    assert [f.path for f in io.list(join(root, "snapshot"))] == [p]  # no temporary file left behind
