@@ -15,7 +15,7 @@ from typing import Callable, Sequence
 
 from engine.errors import InvalidLocation, PlanRejected, StorageError
 from engine.fileio import DeleteOutcome, FileIO, join, normalize_location
-from engine.plan import Action, ActionKind
+from engine.plan import Action, Verb
 from journal.events import FileOutcome as Outcome  # the journal's outcomes are the executor's
 
 
@@ -129,27 +129,33 @@ def execute_action(fileio: FileIO, root: str, action: Action, external_roots: Se
     ``checked``: directories already found not to be symbolic links, shared by a batch of actions run
     together (a bulk task checks each directory once per batch, not once per file)."""
     target = target_of(fileio, root, action.path, external_roots, checked)
-    kind = action.kind
-    if kind == ActionKind.EMPTY_DIR:
+    verb = action.verb
+    if verb is Verb.DELETE_FILE:
+        result = fileio.delete(target)
+        return Outcome.DELETED if result == DeleteOutcome.DELETED else Outcome.ALREADY_ABSENT
+    if verb is Verb.DELETE_EMPTY_DIR:
         if not fileio.exists(target):
             return Outcome.ALREADY_ABSENT
         return Outcome.DELETED if fileio.delete_empty_dir(target) else Outcome.KEPT_NOT_EMPTY
-    if kind == ActionKind.WRITE_EARLIEST_HINT:
-        fileio.write_atomic(target, str(action.snapshot_id).encode())
-        return Outcome.WRITTEN
-    if kind == ActionKind.WRITE_CHANGELOG:
-        source = target_of(fileio, root, action.source or "", external_roots, checked)
+    if verb is Verb.WRITE_FILE:
+        if action.source is None:  # a pointer: the value is the action's snapshot id
+            fileio.write_atomic(target, str(action.snapshot_id).encode())
+            return Outcome.WRITTEN
+        source = target_of(fileio, root, action.source, external_roots, checked)
         try:
             data = fileio.read_bytes(source)
         except FileNotFoundError:
             if fileio.exists(target):
                 return Outcome.WRITTEN  # done by an earlier, interrupted run
-            raise StorageError(source, "the snapshot to copy into the changelog is gone and no changelog exists")
+            raise StorageError(source, f"{action.source}, the file to copy to {action.path}, is gone and the copy "
+                                       "does not exist")
         fileio.write_atomic(target, data)
-        fileio.write_atomic(join(posixpath.dirname(target), "LATEST"), str(action.snapshot_id).encode())
+        after = getattr(action.kind, "after_write", None)  # e.g. Paimon's changelog LATEST hint
+        if after is not None:
+            after(fileio, target, action)
         return Outcome.WRITTEN
-    result = fileio.delete(target)
-    return Outcome.DELETED if result == DeleteOutcome.DELETED else Outcome.ALREADY_ABSENT
+    raise PlanRejected(f"action {action.action_id} ({action.kind} {action.path!r}): a {verb} action is not "
+                       "carried out file by file; the plan is refused")
 
 
 def execute_with_retry(

@@ -1,7 +1,9 @@
-"""Before apply touches anything: is this the plan's table, is the plan still safe, are its paths sane?
+"""Before apply touches anything: is this the plan's table, do its requirements still hold, are its
+paths sane, is nothing it deletes still used?
 
-Later snapshots committed by writers never make a plan stale; what does is anything that changes what
-the plan's range protects (spec B-1): tags, consumers, snapshots of the range, schema, branches.
+The requirements are the plan's own (``engine.paimon.requirements``); this module runs them and adds the
+checks every plan gets whatever it says: each path where its kind of file lives, inside the table or a
+declared external root, and unreachable from the live table.
 """
 
 from __future__ import annotations
@@ -12,26 +14,40 @@ from engine.errors import InvalidLocation, PlanRejected, StalePlan
 from engine.fileio import normalize_location
 from engine.paimon.partition import escape_path_name
 from engine.paimon.paths import external_roots
-from engine.plan import Action, ActionKind, CleanupPlan
+from engine.plan import Action, CleanupPlan, Verb
+from engine.paimon.kinds import ActionKind
 from engine.paimon.table import PaimonTable
 from engine.paimon.reachability import first_reachable
-from engine.paimon.state import snapshot_digest, table_fingerprint, table_identity
+from engine.paimon.requirements import AssertTableIdentity
 
 from applier.actions import PathResolver, refuse_symlinked_parents
 
 
+PLAN_KINDS = {"paimon": ("expire",)}  # the plan kinds apply knows the actions of, by table format
+
+
 def verify_table(plan: CleanupPlan, table: PaimonTable) -> None:
-    """The plan must be for this table (same identity and branch)."""
-    if plan.kind != "expire":
+    """The plan is of a kind this lakesweep applies, for this table (identity and branch): the plan's
+    table-identity requirement, checked before anything else is read."""
+    if plan.kind not in PLAN_KINDS.get(plan.format, ()):
         raise PlanRejected(f"plan kind '{plan.kind}' is not supported by this lakesweep")
-    identity = table_identity(table)
-    if identity != plan.table_identity:
-        raise PlanRejected(
-            f"the plan is for another table: it was made for {plan.table_location} ({plan.table_identity}), "
-            f"but {table.location} is {identity}"
+    for r in plan.requirements:
+        if isinstance(r, AssertTableIdentity):
+            r.check(table)
+            return
+    raise PlanRejected(f"the plan {plan.plan_id} names no table identity to check; re-run 'lakesweep plan'")
+
+
+def check_requirements(plan: CleanupPlan, table: PaimonTable, *, done: AbstractSet[str] = frozenset()) -> None:
+    """Every requirement of the plan against the live ``table``; raise one ``StalePlan`` naming all that
+    changed. ``done`` are full locations this plan already carried out (a resumed apply)."""
+    problems: list[str] = []
+    for r in plan.requirements:
+        problems += r.problems(table, done=done)
+    if problems:
+        raise StalePlan(
+            f"the plan {plan.plan_id} is stale: " + "; ".join(problems) + f". Re-run 'lakesweep plan {plan.kind}'."
         )
-    if table.branch != plan.branch:
-        raise PlanRejected(f"the plan is for branch '{plan.branch}', not '{table.branch}'")
 
 
 def verify_paths(plan: CleanupPlan, table: PaimonTable) -> list[str]:
@@ -130,7 +146,12 @@ def check_action_kind(plan: CleanupPlan, a: Action, layout: _Layout) -> None:
     path, kind = a.path, a.kind
 
     def refuse(why: str):
-        raise PlanRejected(f"action {a.action_id} ({kind.value} {path!r}) is refused: {why}; the plan is refused")
+        raise PlanRejected(f"action {a.action_id} ({kind} {path!r}) is refused: {why}; the plan is refused")
+
+    if not isinstance(kind, ActionKind):
+        refuse("unknown kind")
+    if a.verb is not kind.verb or a.phase != kind.phase:
+        refuse(f"a {kind} action is a {kind.verb} in phase {int(kind.phase)}, not a {a.verb} in phase {a.phase}")
 
     def in_range(sid) -> bool:
         return (sid is not None and plan.begin is not None and plan.end is not None
@@ -182,76 +203,6 @@ def check_action_kind(plan: CleanupPlan, a: Action, layout: _Layout) -> None:
         refuse("unknown kind")
 
 
-def check_not_stale(plan: CleanupPlan, table: PaimonTable, *, done_snapshot_deletes: AbstractSet[int] = frozenset()) -> None:
-    """Raise ``StalePlan`` naming what changed. ``done_snapshot_deletes`` are snapshot ids this same plan
-    already deleted (a resumed apply), which may be missing."""
-    if not plan.deletes_anything or plan.end is None:
-        return
-    begin, end = plan.begin, plan.end
-    old = plan.fingerprint
-    now = table_fingerprint(table)
-    problems: list[str] = []
-
-    if now.schema_id != old.schema_id:
-        problems.append(f"the schema changed from {old.schema_id} to {now.schema_id}")
-    if set(now.branches) != set(old.branches):
-        added = sorted(set(now.branches) - set(old.branches))
-        removed = sorted(set(old.branches) - set(now.branches))
-        problems.append(f"branches changed (added {added or 'none'}, removed {removed or 'none'})")
-
-    # A tag at or after 'end' protects nothing the plan deletes; any tag below it can.
-    for name in sorted(set(old.tags) | set(now.tags)):
-        was, is_ = old.tags.get(name), now.tags.get(name)
-        if was == is_:
-            continue
-        touches = any(x is not None and x < end for x in (was, is_))
-        if not touches:
-            continue
-        if was is None:
-            problems.append(f"tag '{name}' was added at snapshot {is_}, inside the plan's protection range (< {end})")
-        elif is_ is None:
-            problems.append(f"tag '{name}' (snapshot {was}) was removed")
-        else:
-            problems.append(f"tag '{name}' moved from snapshot {was} to {is_}")
-
-    consumer_only = bool(plan.options.get("consumer.changelog-only") and plan.options["consumer.changelog-only"].value)
-    if not consumer_only:
-        for cid, nxt in sorted(now.consumers.items()):
-            if nxt < end and old.consumers.get(cid) != nxt:
-                problems.append(f"consumer '{cid}' now reads from snapshot {nxt}, inside the plan's range [{begin}, {end})")
-
-    planned = sorted(a.snapshot_id for a in plan.actions if a.kind == ActionKind.SNAPSHOT)
-    gone = [sid for sid in planned if not table.fileio.exists(table.snapshot_path(sid))]
-    # Applied before, with or without this journal: every planned snapshot is gone and the hint is the plan's.
-    already_applied = bool(planned) and len(gone) == len(planned) and table.read_hint("EARLIEST") == plan.earliest_hint
-    done = set(done_snapshot_deletes) | (set(planned) if already_applied else set())
-    missing = [sid for sid in gone if sid not in done]
-    if missing:
-        problems.append(
-            f"snapshot(s) {missing} of the plan's range are gone, removed by something other than this plan "
-            "(another expiry ran?)"
-        )
-    if not table.fileio.exists(table.snapshot_path(end)):
-        problems.append(f"the plan's end snapshot {end} no longer exists")
-    if old.snapshots is None:
-        problems.append("the plan does not pin the content of its snapshots (it was written by an older "
-                        "lakesweep), so a rolled-back and recommitted snapshot id could not be told apart")
-    else:
-        for sid, digest in sorted(old.snapshots.items()):
-            try:
-                data = table.fileio.read_bytes(table.snapshot_path(sid))
-            except FileNotFoundError:
-                continue  # reported above when it matters (a planned snapshot, or the end)
-            if snapshot_digest(data) != digest:
-                problems.append(f"snapshot {sid} is not the snapshot the plan read: its file changed (was the "
-                                "table rolled back and committed again?)")
-
-    if problems:
-        raise StalePlan(
-            f"the plan {plan.plan_id} is stale: " + "; ".join(problems) + ". Re-run 'lakesweep plan expire'."
-        )
-
-
 def check_unreachable(plan: CleanupPlan, table: PaimonTable, actions: Sequence[Action],
                       targets: Sequence[str] | None = None) -> None:
     """Refuse (``StalePlan``) when a file ``actions`` would delete is reachable, in the live table, from the
@@ -261,7 +212,7 @@ def check_unreachable(plan: CleanupPlan, table: PaimonTable, actions: Sequence[A
     seen as they are. ``targets`` are the plan's full locations by action id, as ``verify_paths`` returns
     them; without them every path is resolved here.
     """
-    deleting = [a for a in actions if a.kind.deletes and a.kind != ActionKind.EMPTY_DIR]
+    deleting = [a for a in actions if a.verb is Verb.DELETE_FILE]
     if targets is None:
         full = PathResolver(table.location, external_roots(table.options)).full
         planned = {full(a.path): a for a in deleting}
@@ -272,6 +223,6 @@ def check_unreachable(plan: CleanupPlan, table: PaimonTable, actions: Sequence[A
         holder, path = hit
         a = planned[path]
         raise StalePlan(
-            f"the plan {plan.plan_id} is refused: {a.kind.value} {a.path} is still used by {holder.what} in the "
-            "live table. Nothing more is deleted; re-run 'lakesweep plan expire'."
+            f"the plan {plan.plan_id} is refused: {a.kind} {a.path} is still used by {holder.what} in the "
+            f"live table. Nothing more is deleted; re-run 'lakesweep plan {plan.kind}'."
         )

@@ -29,6 +29,7 @@ EXECUTOR_MODULES = (
     "engine.errors",
     "engine.plan",
     "engine.fileio",
+    "engine.paimon.kinds",
     "journal.events",
     "applier.actions",
     "applier.spark_exec",

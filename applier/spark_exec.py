@@ -18,7 +18,8 @@ from dataclasses import dataclass
 from typing import Callable, Iterator, Mapping, Sequence
 
 from engine.fileio import FileIO
-from engine.plan import Action, ActionKind
+from engine.plan import Action, Verb
+from engine.paimon.kinds import KINDS
 
 from applier.actions import ActionResult, Outcome, execute_with_retry, resolve_action_path
 
@@ -163,12 +164,13 @@ def _environment(**values: str | None):
 
 def task_row(a: Action) -> tuple:
     """What a task needs of an action, as a compact tuple (the driver ships these, not ``Action``s)."""
-    return (a.action_id, a.kind.value, a.path, a.snapshot_id, a.source)
+    return (a.action_id, str(a.kind), a.path, a.snapshot_id, a.source, a.verb.value, a.phase)
 
 
 def _action(row: tuple) -> Action:
-    action_id, kind, path, snapshot_id, source = row
-    return Action(ActionKind(kind), path, snapshot_id=snapshot_id, source=source, action_id=action_id)
+    action_id, kind, path, snapshot_id, source, verb, phase = row
+    return Action(KINDS.get(kind, kind), path, snapshot_id=snapshot_id, source=source, action_id=action_id,
+                  verb=Verb(verb), phase=phase)
 
 
 def execute_rows(
@@ -229,6 +231,6 @@ def run_on_spark(
     def task(it):
         return execute_rows(it, fileio, root, external, dry_run, batch, threads)
 
-    sc.setJobGroup("lakesweep-apply", f"lakesweep: {len(actions)} {actions[0].phase.name.lower()} actions")
+    sc.setJobGroup("lakesweep-apply", f"lakesweep: {len(actions)} actions of phase {actions[0].phase}")
     for result_batch in sc.parallelize(rows, slices).mapPartitions(task).toLocalIterator(prefetchPartitions=True):
         on_batch([ActionResult(i, Outcome(o), att, err, ms) for (i, o, att, err, ms) in result_batch])

@@ -45,9 +45,7 @@ class Reads:
 
 
 def deleted_paths(plan) -> list[str]:
-    from engine.plan import ActionKind
-
-    return sorted(a.path for a in plan.actions if a.kind.deletes and a.kind != ActionKind.EMPTY_DIR)
+    return sorted(a.path for a in plan.actions if a.verb.value == "delete-file")
 
 
 def info(table: str | None, plan_file: str | None, out: str) -> dict:

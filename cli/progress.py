@@ -151,7 +151,7 @@ class RichProgress:
     def phase_started(self, phase, files, size):
         if self.enabled:
             self.total_bytes, self.done_bytes, self.done_files = size, 0, 0
-            self.task = self.bar.add_task(phase.name.lower().replace("_", " "), total=max(files, 0),
+            self.task = self.bar.add_task(phase.replace("_", " "), total=max(files, 0),
                                           files=0, bytes=0, size=self._size())
 
     def advance(self, files, size):

@@ -80,13 +80,16 @@ def render_inspect(info: dict) -> None:
 
 def plan_document(plan, *, files: bool = False) -> dict:
     doc = {"plan_id": plan.plan_id, **plan.header()}
+    if plan.kind == "expire":  # the keys scripts read before plans had a scope
+        doc["range"] = {"begin": plan.begin, "end": plan.end}
+        doc["earliest_hint"] = plan.earliest_hint
     doc["nothing_to_expire"] = not plan.deletes_anything
     if files:
         doc["actions"] = [
             {
                 "action_id": a.action_id,
-                "phase": a.phase.name.lower(),
-                "kind": a.kind.value,
+                "phase": plan.phase_name(a.phase),
+                "kind": str(a.kind),
                 "path": a.path,
                 "snapshot_id": a.snapshot_id,
                 "partition": a.partition,
@@ -111,8 +114,8 @@ def render_plan(plan, *, files: bool = False, location: str | None = None) -> No
         reason = {
             "no-snapshots": "the table has no snapshots",
         }.get(stats.get("bound"), f"the range is bounded by {stats.get('bound')}")
-        out.print(f"[green]Nothing to expire[/green]: {reason} (earliest {plan.fingerprint.earliest}, "
-                  f"latest {plan.fingerprint.latest}).")
+        out.print(f"[green]Nothing to expire[/green]: {reason} (earliest {stats.get('earliest')}, "
+                  f"latest {stats.get('latest')}).")
         if plan.actions:
             out.print(f"  apply only writes the missing EARLIEST hint ({plan.earliest_hint}).")
     else:
@@ -150,6 +153,6 @@ def render_plan(plan, *, files: bool = False, location: str | None = None) -> No
         for col in ("#", "phase", "kind", "path", "snapshot", "size"):
             ft.add_column(col)
         for a in plan.actions:
-            ft.add_row(str(a.action_id), a.phase.name.lower(), a.kind.value, a.path,
+            ft.add_row(str(a.action_id), plan.phase_name(a.phase), str(a.kind), a.path,
                        str(a.snapshot_id if a.snapshot_id is not None else "-"), human_bytes(a.size))
         out.print(ft)

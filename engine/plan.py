@@ -1,118 +1,139 @@
-"""The CleanupPlan: a reviewed list of actions plus the preconditions under which they are safe.
+"""The CleanupPlan: a reviewed list of actions plus the requirements under which they are safe.
 
-A plan is plain data. Its id is a hash of its canonical content, so a changed byte changes the id and
-apply refuses it. Actions are sorted canonically (phase, kind, path) and numbered from 0; that number
-is the action's stable id.
+A plan is plain data and names no table format's internals: it has a kind (``expire``...), a format
+(``paimon``), the table, ``now``, options with their sources, a kind-specific ``scope``, typed
+``requirements`` (each checks itself against the live table at apply time), the ``phases`` the kind
+declares (each with a mode), the actions and stats. Its id is a hash of its canonical content, so a
+changed byte changes the id and apply refuses it. Actions are sorted canonically (phase, then the
+kind's order) and numbered from 0; that number is the action's stable id.
+
+An action has a small closed ``verb`` (what apply does to its path) and an open ``kind`` label (what it
+is, for review and audit). A format's action kinds may carry their verb and default phase (Paimon's do,
+``engine.paimon.kinds.ActionKind``), so ``Action(ActionKind.DATA_FILE, path)`` needs neither.
 """
 
 from __future__ import annotations
 
+import abc
+import dataclasses
 import enum
 import hashlib
+import importlib
 import json
 from dataclasses import dataclass, field
-from typing import Any, Mapping, Sequence
+from typing import AbstractSet, Any, Callable, ClassVar, Mapping, Sequence
 
-FORMAT_VERSION = 1
-
-
-class Phase(enum.IntEnum):
-    """Apply runs phases in this order, with a barrier between them (Java's deletion order)."""
-
-    DATA_FILES = 1
-    CHANGELOG_FILES = 2
-    EMPTY_DIRS = 3
-    METADATA = 4
-    CHANGELOG_METADATA = 5
-    SNAPSHOTS = 6
-    HINT = 7
+FORMAT_VERSION = 2
+FORMATS = ("paimon",)  # table formats a plan may name; each is a package engine/<format>/
 
 
-class ActionKind(enum.StrEnum):
-    DATA_FILE = "data-file"
-    EXTRA_FILE = "extra-file"
-    CHANGELOG_FILE = "changelog-file"
-    EMPTY_DIR = "empty-dir"
-    MANIFEST = "manifest"
-    MANIFEST_LIST = "manifest-list"
-    INDEX_FILE = "index-file"
-    INDEX_MANIFEST = "index-manifest"
-    STATISTICS = "statistics"
-    WRITE_CHANGELOG = "write-changelog"  # copy snapshot-N to changelog/changelog-N (decoupled lifecycle)
-    SNAPSHOT = "snapshot"
-    WRITE_EARLIEST_HINT = "write-earliest-hint"
+class Verb(enum.StrEnum):
+    """What apply does to an action's path. Closed: the applier knows how to do each."""
 
-    @property
-    def phase(self) -> Phase:
-        return _PHASE[self]
+    DELETE_FILE = "delete-file"
+    DELETE_EMPTY_DIR = "delete-empty-dir"
+    WRITE_FILE = "write-file"
+    COMMIT = "commit"
 
     @property
     def deletes(self) -> bool:
-        return _DELETES[self]
+        return self is Verb.DELETE_FILE or self is Verb.DELETE_EMPTY_DIR
 
 
-_DELETES = {k: k not in (ActionKind.WRITE_CHANGELOG, ActionKind.WRITE_EARLIEST_HINT) for k in ActionKind}
-_WRITE_CHANGELOG, _WRITE_EARLIEST_HINT = ActionKind.WRITE_CHANGELOG, ActionKind.WRITE_EARLIEST_HINT
+class PhaseMode(enum.StrEnum):
+    """How apply runs a phase: ``bulk`` deletes as Spark tasks in any order; ``ordered`` runs the actions
+    one after another on the driver, in plan order; ``commit`` commits new table metadata on the driver,
+    once, under a commit identifier derived from the plan id."""
 
-_PHASE = {
-    ActionKind.DATA_FILE: Phase.DATA_FILES,
-    ActionKind.EXTRA_FILE: Phase.DATA_FILES,
-    ActionKind.CHANGELOG_FILE: Phase.CHANGELOG_FILES,
-    ActionKind.EMPTY_DIR: Phase.EMPTY_DIRS,
-    ActionKind.MANIFEST: Phase.METADATA,
-    ActionKind.MANIFEST_LIST: Phase.METADATA,
-    ActionKind.INDEX_FILE: Phase.METADATA,
-    ActionKind.INDEX_MANIFEST: Phase.METADATA,
-    ActionKind.STATISTICS: Phase.METADATA,
-    ActionKind.WRITE_CHANGELOG: Phase.CHANGELOG_METADATA,
-    ActionKind.SNAPSHOT: Phase.SNAPSHOTS,
-    ActionKind.WRITE_EARLIEST_HINT: Phase.HINT,
-}
+    BULK = "bulk"
+    ORDERED = "ordered"
+    COMMIT = "commit"
 
-_KIND_ORDER = {k: i for i, k in enumerate(ActionKind)}
+
+@dataclass(frozen=True, slots=True)
+class PhaseSpec:
+    """One phase a plan kind declares. Phases run in the plan's order with a barrier between them; an
+    action's ``phase`` is its phase's position, counted from 1."""
+
+    name: str
+    mode: PhaseMode
+
+    def __post_init__(self):
+        object.__setattr__(self, "mode", PhaseMode(self.mode))
+        if not self.name:
+            raise ValueError("a phase needs a name")
+
+
+def _col(arrow: str, default: Any = None, *, nullable: bool = True):
+    """An action field and its column type: the plan file, the journal and the row encoder all read it."""
+    return field(default=default, metadata={"column": arrow, "nullable": nullable})
 
 
 @dataclass(frozen=True, slots=True)
 class Action:
     """One thing apply does. ``path`` is relative to the table root, or a full URI for external files.
 
-    ``snapshot_id`` is the snapshot whose expiry causes the action (for the EARLIEST hint: the new
-    value; for empty directories: none). ``depth`` orders empty-directory deletes, deepest first.
+    ``snapshot_id`` is the snapshot whose expiry causes the action (for a written pointer such as
+    Paimon's EARLIEST hint: the value written); ``depth`` orders empty-directory deletes, deepest first;
+    ``source`` is the file a written file is copied from. ``verb`` and ``phase`` come from the kind when
+    it carries them.
     """
 
-    kind: ActionKind
-    path: str
-    snapshot_id: int | None = None
-    partition: str | None = None
-    bucket: int | None = None
-    size: int | None = None
-    source: str | None = None  # WRITE_CHANGELOG: the snapshot file copied
-    depth: int = 0
-    action_id: int = -1
+    kind: str = _col("string", nullable=False)
+    path: str = _col("string", nullable=False)
+    snapshot_id: int | None = _col("int64")
+    partition: str | None = _col("string")
+    bucket: int | None = _col("int32")
+    size: int | None = _col("int64")
+    source: str | None = _col("string")
+    depth: int = _col("int32", 0, nullable=False)
+    action_id: int = _col("int64", -1, nullable=False)
+    verb: Verb | None = _col("string", nullable=False)
+    phase: int = _col("int32", 0, nullable=False)
 
     def __post_init__(self):
         if not self.path:
             raise ValueError("an action needs a path")
-        if self.kind is _WRITE_CHANGELOG and not self.source:
-            raise ValueError("write-changelog needs a source snapshot file")
-        if self.kind is _WRITE_EARLIEST_HINT and self.snapshot_id is None:
-            raise ValueError("the EARLIEST hint action needs the new value as snapshot_id")
-
-    @property
-    def phase(self) -> Phase:
-        return self.kind.phase
+        if not isinstance(self.kind, str) or not self.kind:
+            raise ValueError(f"an action needs a kind label, got {self.kind!r}")
+        if self.verb is None:
+            verb = getattr(self.kind, "verb", None)
+            if verb is None:
+                raise ValueError(f"action kind {self.kind!r} needs a verb")
+            object.__setattr__(self, "verb", verb)
+        elif type(self.verb) is not Verb:
+            object.__setattr__(self, "verb", Verb(self.verb))
+        if not self.phase:
+            phase = getattr(self.kind, "phase", None)
+            if not phase:
+                raise ValueError(f"action kind {self.kind!r} needs a phase")
+            object.__setattr__(self, "phase", int(phase))
+        check = getattr(self.kind, "check_action", None)
+        if check is not None:
+            check(self)
 
     def sort_key(self):
-        # Snapshots go in ascending id order; empty directories deepest first; the rest by path.
-        kind = self.kind
-        if kind is ActionKind.SNAPSHOT or kind is ActionKind.WRITE_CHANGELOG:
-            return (*_KIND_RANK[kind], self.snapshot_id or 0, self.path)
-        if kind is ActionKind.EMPTY_DIR:
-            return (*_KIND_RANK[kind], -self.depth, self.path)
-        return (*_KIND_RANK[kind], 0, self.path)
+        """(phase, the kind's own order): a kind may define ``order_key(action)``; otherwise actions go
+        by kind label, deepest first, then by path."""
+        order = getattr(self.kind, "order_key", None)
+        if order is not None:
+            return (self.phase, *order(self))
+        return (self.phase, 0, str(self.kind), -self.depth, self.path)
 
 
-_KIND_RANK = {k: (k.phase, _KIND_ORDER[k]) for k in ActionKind}  # (phase, order within it), per kind
+# The action columns, in order, with their types: derived once from the dataclass.
+ACTION_COLUMNS: tuple[tuple[str, str, bool], ...] = tuple(
+    (f.name, f.metadata["column"], f.metadata["nullable"]) for f in dataclasses.fields(Action))
+ACTION_FIELDS: tuple[str, ...] = tuple(name for name, _, _ in ACTION_COLUMNS)
+
+
+def action_values(a: Action) -> tuple:
+    """An action's column values, in ``ACTION_COLUMNS`` order, as stored (the verb as its text)."""
+    return (str(a.kind), a.path, a.snapshot_id, a.partition, a.bucket, a.size, a.source, a.depth, a.action_id,
+            a.verb.value, a.phase)
+
+
+assert len(action_values(Action("k", "p", verb=Verb.DELETE_FILE, phase=1))) == len(ACTION_FIELDS)
 
 
 def canonical_actions(actions: Sequence[Action]) -> tuple[Action, ...]:
@@ -123,13 +144,12 @@ def canonical_actions(actions: Sequence[Action]) -> tuple[Action, ...]:
     """
     by_key: dict[tuple[str, str], Action] = {}
     for a in actions:
-        key = (a.kind.value, a.path)
+        key = (str(a.kind), a.path)
         old = by_key.get(key)
         if old is None or _preference(a) < _preference(old):
             by_key[key] = a
     ordered = sorted(by_key.values(), key=Action.sort_key)
-    return tuple(Action(a.kind, a.path, a.snapshot_id, a.partition, a.bucket, a.size, a.source, a.depth, i)
-                 for i, a in enumerate(ordered))
+    return tuple(dataclasses.replace(a, action_id=i) for i, a in enumerate(ordered))
 
 
 def _preference(a: Action) -> tuple:
@@ -137,7 +157,7 @@ def _preference(a: Action) -> tuple:
     key: list = []
     for v, empty in ((a.snapshot_id, 0), (a.partition, ""), (a.bucket, 0), (a.size, 0), (a.source, "")):
         key += [v is None, empty if v is None else v]
-    return (*key, a.depth)
+    return (*key, a.depth, a.phase, a.verb.value)
 
 
 @dataclass(frozen=True, slots=True)
@@ -146,45 +166,70 @@ class OptionValue:
     source: str  # "flag", "table", "default"
 
 
-@dataclass(frozen=True, slots=True)
-class Fingerprint:
-    """What apply re-checks against the live table before touching anything."""
+class Requirement(abc.ABC):
+    """A fact the plan relies on, checked against the live table before apply touches anything and again
+    before each phase (pyiceberg's update requirements).
 
-    earliest: int | None
-    latest: int | None
-    schema_id: int
-    tags: Mapping[str, int]  # tag name -> snapshot id
-    consumers: Mapping[str, int]  # consumer id -> next snapshot
-    branches: Mapping[str, int | None]  # branch name -> its latest snapshot id (None: no snapshot)
-    # snapshot id -> digest of the snapshot file the plan read, for every planned snapshot and the end.
-    # A rolled-back and recommitted id has other content, so apply can tell it from the one planned.
-    # None in plans written before pins existed: apply refuses those.
-    snapshots: Mapping[int, str] | None = None
+    ``problems(view, done=...)`` says, in one line each, what was expected and what was found; no line
+    means the requirement holds. ``done`` are the full locations of actions this plan has already carried
+    out (a resumed apply), which may legitimately be gone. A requirement whose failure is not a stale plan
+    but a wrong one (another table) raises ``PlanRejected`` itself. Subclasses are frozen dataclasses
+    registered with ``requirement``; ``TYPE`` tags them in the plan header.
+    """
+
+    TYPE: ClassVar[str]
+
+    @abc.abstractmethod
+    def problems(self, view, *, done: AbstractSet[str] = frozenset()) -> list[str]: ...
+
+    def check(self, view, *, done: AbstractSet[str] = frozenset()) -> None:
+        """Raise ``StalePlan`` naming what changed."""
+        found = self.problems(view, done=done)
+        if found:
+            from engine.errors import StalePlan
+
+            raise StalePlan("; ".join(found))
 
     def to_json(self) -> dict:
-        out = {
-            "earliest": self.earliest,
-            "latest": self.latest,
-            "schema_id": self.schema_id,
-            "tags": dict(sorted(self.tags.items())),
-            "consumers": dict(sorted(self.consumers.items())),
-            "branches": dict(sorted(self.branches.items())),
-        }
-        if self.snapshots is not None:
-            out["snapshots"] = {str(k): v for k, v in sorted(self.snapshots.items())}
-        return out
+        return {"type": self.TYPE, **{f.name: _jsonable(getattr(self, f.name)) for f in dataclasses.fields(self)}}
 
-    @staticmethod
-    def from_json(obj: Mapping) -> "Fingerprint":
-        return Fingerprint(
-            earliest=obj["earliest"],
-            latest=obj["latest"],
-            schema_id=obj["schema_id"],
-            tags=dict(obj["tags"]),
-            consumers=dict(obj["consumers"]),
-            branches=dict(obj["branches"]),
-            snapshots=None if obj.get("snapshots") is None else {int(k): str(v) for k, v in obj["snapshots"].items()},
-        )
+    @classmethod
+    def from_json(cls, obj: Mapping) -> "Requirement":
+        return cls(**{k: v for k, v in obj.items() if k != "type"})
+
+
+class ActionCheck(Requirement):
+    """A requirement that is re-checked per action before each phase: ``skipped(view, actions, targets)``
+    returns the ids of the actions that must not run any more (journaled as skipped, never executed),
+    e.g. an orphan candidate that has become referenced. ``problems`` may still refuse the whole plan."""
+
+    @abc.abstractmethod
+    def skipped(self, view, actions: Sequence[Action], targets: Sequence[str]) -> AbstractSet[int]: ...
+
+
+_REQUIREMENTS: dict[str, type[Requirement]] = {}
+
+
+def requirement(cls):
+    """Class decorator: register a requirement type under its ``TYPE`` tag (``<format>.<name>``)."""
+    if cls.TYPE in _REQUIREMENTS and _REQUIREMENTS[cls.TYPE] is not cls:
+        raise ValueError(f"requirement type {cls.TYPE!r} is registered twice")
+    _REQUIREMENTS[cls.TYPE] = cls
+    return cls
+
+
+def decode_requirement(obj: Mapping) -> Requirement:
+    """A requirement from its JSON form; the format named by the tag's prefix is loaded on first use."""
+    tag = obj.get("type") if isinstance(obj, Mapping) else None
+    if not isinstance(tag, str):
+        raise ValueError(f"a requirement needs a type tag, got {obj!r}")
+    fmt = tag.partition(".")[0]
+    if tag not in _REQUIREMENTS and fmt in FORMATS:
+        importlib.import_module(f"engine.{fmt}.requirements")
+    cls = _REQUIREMENTS.get(tag)
+    if cls is None:
+        raise ValueError(f"unknown requirement type {tag!r}")
+    return cls.from_json(obj)
 
 
 @dataclass(frozen=True, slots=True)
@@ -197,13 +242,16 @@ class CleanupPlan:
     branch: str
     now_ms: int
     options: Mapping[str, OptionValue]
-    begin: int | None  # the range [begin, end) of expired snapshots
-    end: int | None
-    earliest_hint: int | None  # the EARLIEST value apply writes last (None: not written)
-    fingerprint: Fingerprint
+    scope: Mapping[str, Any]  # the kind's own range data: expiry's {"begin", "end", "earliest_hint"}
+    requirements: tuple[Requirement, ...]
+    phases: tuple[PhaseSpec, ...]
     actions: tuple[Action, ...]
     stats: Mapping[str, Any] = field(default_factory=dict)  # protected counts, bound, warnings
+    format: str = "paimon"
     format_version: int = FORMAT_VERSION
+    # A plan read from an older format keeps that file's header: its id was computed over it, and the
+    # journal records it as written.
+    stored_header: Mapping[str, Any] | None = field(default=None, repr=False)
     # The id, hashed on first read and kept: it covers every action, and apply, the journal and the CLI
     # read it many times. Not part of equality; a value passed in is discarded (the id always comes from
     # this plan's own content).
@@ -211,11 +259,26 @@ class CleanupPlan:
 
     def __post_init__(self):
         object.__setattr__(self, "_plan_id", None)
-        if self.begin is not None and self.end is not None and self.begin > self.end:
-            raise ValueError(f"range [{self.begin}, {self.end}) is inverted")
+        if self.format not in FORMATS:
+            raise ValueError(f"table format {self.format!r} is not one of {list(FORMATS)}")
         for i, a in enumerate(self.actions):
             if a.action_id != i:
                 raise ValueError("actions must be canonical (numbered 0..n-1 in order); use canonical_actions")
+            if not 1 <= a.phase <= len(self.phases):
+                raise ValueError(f"action {i} is in phase {a.phase}; the plan declares {len(self.phases)} phases")
+
+    # Expiry's scope, by name (other kinds keep other keys in ``scope``).
+    @property
+    def begin(self) -> int | None:
+        return self.scope.get("begin")
+
+    @property
+    def end(self) -> int | None:
+        return self.scope.get("end")
+
+    @property
+    def earliest_hint(self) -> int | None:
+        return self.scope.get("earliest_hint")
 
     @property
     def is_empty(self) -> bool:
@@ -223,19 +286,25 @@ class CleanupPlan:
 
     @property
     def deletes_anything(self) -> bool:
-        return any(a.kind.deletes for a in self.actions)
+        return any(a.verb.deletes for a in self.actions)
+
+    def phase_name(self, phase: int) -> str:
+        return self.phases[phase - 1].name
 
     def header(self) -> dict:
         """Everything but the actions, as JSON-ready data (without the plan id)."""
+        if self.stored_header is not None:
+            return _jsonable(self.stored_header)
         return {
             "format_version": self.format_version,
+            "format": self.format,
             "plan_kind": self.kind,
             "table": {"location": self.table_location, "identity": self.table_identity, "branch": self.branch},
             "now_ms": self.now_ms,
             "options": {k: {"value": v.value, "source": v.source} for k, v in sorted(self.options.items())},
-            "range": {"begin": self.begin, "end": self.end},
-            "earliest_hint": self.earliest_hint,
-            "fingerprint": self.fingerprint.to_json(),
+            "scope": _jsonable(self.scope),
+            "requirements": [r.to_json() for r in self.requirements],
+            "phases": [{"name": p.name, "mode": p.mode.value} for p in self.phases],
             "stats": _jsonable(self.stats),
         }
 
@@ -256,7 +325,13 @@ def _jsonable(obj):
 
 
 def action_row(a: Action) -> list:
-    return [a.action_id, int(a.phase), a.kind.value, a.path, a.snapshot_id, a.partition, a.bucket, a.size, a.source, a.depth]
+    """The action as hashed into the plan id (format 2): every column, in ``ACTION_COLUMNS`` order."""
+    return list(action_values(a))
+
+
+def action_row_v1(a: Action) -> list:
+    """The action as format 1 hashed it (no verb; the phase second)."""
+    return [a.action_id, a.phase, str(a.kind), a.path, a.snapshot_id, a.partition, a.bucket, a.size, a.source, a.depth]
 
 
 _COMPACT = json.JSONEncoder(separators=(",", ":"))  # json.dumps with these options builds an encoder per call
@@ -279,39 +354,46 @@ def action_json(a: Action) -> str:
     """``action_row(a)`` as compact JSON, the same text ``_COMPACT.encode`` writes, without its
     per-call encoder (a third of reading a 300,000-action plan)."""
     try:
-        return (f"[{_int_or_null(a.action_id)},{int.__repr__(a.kind.phase.value)},{_string(a.kind.value)},"
-                f"{_string(a.path)},{_int_or_null(a.snapshot_id)},{_str_or_null(a.partition)},"
-                f"{_int_or_null(a.bucket)},{_int_or_null(a.size)},{_str_or_null(a.source)},{_int_or_null(a.depth)}]")
+        return (f"[{_string(str(a.kind))},{_string(a.path)},{_int_or_null(a.snapshot_id)},"
+                f"{_str_or_null(a.partition)},{_int_or_null(a.bucket)},{_int_or_null(a.size)},"
+                f"{_str_or_null(a.source)},{_int_or_null(a.depth)},{_int_or_null(a.action_id)},"
+                f"{_string(a.verb.value)},{_int_or_null(a.phase)}]")
     except TypeError:  # a field of another type than the plan reader produces
         return _COMPACT.encode(action_row(a))
 
 
+def action_json_v1(a: Action) -> str:
+    return _COMPACT.encode(action_row_v1(a))
+
+
 def compute_plan_id(header: Mapping, actions: Sequence[Action]) -> str:
+    """sha256 over the canonical header JSON and one JSON row per action, in the header's format."""
+    row: Callable[[Action], str] = action_json_v1 if header.get("format_version") == 1 else action_json
     h = hashlib.sha256()
     h.update(json.dumps(header, sort_keys=True, separators=(",", ":")).encode())
     if actions:
-        h.update(("\n" + "\n".join(map(action_json, actions))).encode())
+        h.update(("\n" + "\n".join(map(row, actions))).encode())
     return h.hexdigest()[:32]
 
 
-def summarize(actions: Sequence[Action]) -> dict:
-    """Counts and bytes per action kind and per partition."""
-    by_kind: dict[str, dict[str, int]] = {}
-    by_partition: dict[str, dict[str, int]] = {}
+def summarize(actions: Sequence[Action], *, by_partition: AbstractSet[str] = frozenset()) -> dict:
+    """Counts and bytes per action kind, and per partition for the kinds in ``by_partition``."""
+    kinds: dict[str, dict[str, int]] = {}
+    partitions: dict[str, dict[str, int]] = {}
     for a in actions:
-        k = by_kind.setdefault(a.kind.value, {"count": 0, "bytes": 0, "unknown_size": 0})
+        k = kinds.setdefault(str(a.kind), {"count": 0, "bytes": 0, "unknown_size": 0})
         k["count"] += 1
         if a.size is None:
             k["unknown_size"] += 1
         else:
             k["bytes"] += a.size
-        if a.kind in (ActionKind.DATA_FILE, ActionKind.EXTRA_FILE, ActionKind.CHANGELOG_FILE):
-            p = by_partition.setdefault(a.partition or "", {"count": 0, "bytes": 0})
+        if a.kind in by_partition:
+            p = partitions.setdefault(a.partition or "", {"count": 0, "bytes": 0})
             p["count"] += 1
             p["bytes"] += a.size or 0
     return {
-        "by_kind": dict(sorted(by_kind.items())),
-        "by_partition": dict(sorted(by_partition.items())),
-        "files": sum(1 for a in actions if a.kind.deletes and a.kind != ActionKind.EMPTY_DIR),
-        "bytes": sum(a.size or 0 for a in actions if a.kind.deletes),
+        "by_kind": dict(sorted(kinds.items())),
+        "by_partition": dict(sorted(partitions.items())),
+        "files": sum(1 for a in actions if a.verb is Verb.DELETE_FILE),
+        "bytes": sum(a.size or 0 for a in actions if a.verb.deletes),
     }

@@ -6,6 +6,7 @@ the format version and that the plan id still matches the content, so an edited 
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import stat
@@ -16,19 +17,30 @@ import pyarrow.parquet as pq
 from engine.errors import PlanRejected
 from engine.fileio import FileIO, fileio_for, normalize_location
 from engine.plan import (
+    ACTION_COLUMNS,
+    ACTION_FIELDS,
     FORMAT_VERSION,
+    FORMATS,
     Action,
-    ActionKind,
     CleanupPlan,
-    Fingerprint,
     OptionValue,
+    PhaseSpec,
+    Verb,
+    action_values,
     compute_plan_id,
+    decode_requirement,
 )
 
 HEADER_KEY = b"lakesweep.plan.header"
 ID_KEY = b"lakesweep.plan.id"
 
-SCHEMA = pa.schema(
+ARROW_TYPES = {"string": pa.string(), "int64": pa.int64(), "int32": pa.int32(), "int8": pa.int8()}
+
+# Version 2: one column per ``Action`` field, in field order, typed as the field declares.
+SCHEMA = pa.schema([pa.field(name, ARROW_TYPES[t], nullable=n) for name, t, n in ACTION_COLUMNS])
+
+# Version 1 (read only): snapshot expiry's columns, before actions had a verb.
+SCHEMA_V1 = pa.schema(
     [
         pa.field("action_id", pa.int64(), nullable=False),
         pa.field("phase", pa.int8(), nullable=False),
@@ -45,18 +57,11 @@ SCHEMA = pa.schema(
 
 
 def plan_to_bytes(plan: CleanupPlan) -> bytes:
-    cols = {name: [] for name in SCHEMA.names}
-    for a in plan.actions:
-        cols["action_id"].append(a.action_id)
-        cols["phase"].append(int(a.phase))
-        cols["kind"].append(a.kind.value)
-        cols["path"].append(a.path)
-        cols["snapshot_id"].append(a.snapshot_id)
-        cols["partition"].append(a.partition)
-        cols["bucket"].append(a.bucket)
-        cols["size"].append(a.size)
-        cols["source"].append(a.source)
-        cols["depth"].append(a.depth)
+    if plan.format_version != FORMAT_VERSION:
+        raise PlanRejected(f"plan {plan.plan_id} is in format version {plan.format_version}; lakesweep writes "
+                           f"only version {FORMAT_VERSION}: re-run 'lakesweep plan'")
+    rows = list(zip(*map(action_values, plan.actions))) or [()] * len(ACTION_FIELDS)
+    cols = {name: list(values) for name, values in zip(ACTION_FIELDS, rows)}
     header = plan.header()
     table = pa.Table.from_pydict(cols, schema=SCHEMA).replace_schema_metadata(
         {
@@ -76,9 +81,18 @@ def write_plan(plan: CleanupPlan, location: str, fileio: FileIO | None = None) -
     return plan.plan_id
 
 
+def format_kinds(fmt: str) -> dict:
+    """The action kinds a table format defines, by stored label (labels it does not define stay text)."""
+    if fmt not in FORMATS:
+        raise ValueError(f"table format {fmt!r} is not one of {list(FORMATS)}")
+    return importlib.import_module(f"engine.{fmt}.kinds").KINDS
+
+
 def plan_from_header(header: dict, actions: tuple[Action, ...], *, source: str = "<plan>") -> CleanupPlan:
     """Rebuild a plan from its header and actions (as stored in a plan file or the journal)."""
     try:
+        if header.get("format_version") == 1:
+            return _plan_from_v1_header(header, actions)
         t = header["table"]
         return CleanupPlan(
             kind=header["plan_kind"],
@@ -87,16 +101,51 @@ def plan_from_header(header: dict, actions: tuple[Action, ...], *, source: str =
             branch=t["branch"],
             now_ms=header["now_ms"],
             options={k: OptionValue(v["value"], v["source"]) for k, v in header["options"].items()},
-            begin=header["range"]["begin"],
-            end=header["range"]["end"],
-            earliest_hint=header["earliest_hint"],
-            fingerprint=Fingerprint.from_json(header["fingerprint"]),
+            scope=dict(header["scope"]),
+            requirements=tuple(decode_requirement(r) for r in header["requirements"]),
+            phases=tuple(PhaseSpec(p["name"], p["mode"]) for p in header["phases"]),
             actions=actions,
             stats=header.get("stats") or {},
+            format=header["format"],
             format_version=header["format_version"],
         )
-    except (KeyError, TypeError, ValueError) as e:
+    except (KeyError, TypeError, ValueError, AttributeError) as e:
         raise PlanRejected(f"{source}: the plan is malformed ({e}); re-run 'lakesweep plan'") from e
+
+
+def _plan_from_v1_header(header: dict, actions: tuple[Action, ...]) -> CleanupPlan:
+    """A version-1 plan (snapshot expiry of a Paimon table), with its fingerprint turned into the same
+    requirements the planner makes today. The plan keeps its header, so its id stays the file's."""
+    from engine.paimon.kinds import EXPIRE_PHASES, ActionKind
+    from engine.paimon.requirements import expire_requirements
+
+    t, fp = header["table"], header["fingerprint"]
+    begin, end, hint = header["range"]["begin"], header["range"]["end"], header["earliest_hint"]
+    only = header["options"].get("consumer.changelog-only")
+    pins = fp.get("snapshots")
+    requirements = expire_requirements(
+        identity=t["identity"], location=t["location"], branch=t["branch"], begin=begin, end=end, hint=hint,
+        deletes=any(a.verb.deletes for a in actions), schema_id=fp["schema_id"], branches=tuple(fp["branches"]),
+        tags=fp["tags"], consumers=fp["consumers"], consumer_changelog_only=bool(only and only["value"]),
+        snapshots=[a.snapshot_id for a in actions if a.kind == ActionKind.SNAPSHOT],
+        pins=None if pins is None else {int(k): v for k, v in pins.items()},
+    )
+    return CleanupPlan(
+        kind=header["plan_kind"],
+        table_location=t["location"],
+        table_identity=t["identity"],
+        branch=t["branch"],
+        now_ms=header["now_ms"],
+        options={k: OptionValue(v["value"], v["source"]) for k, v in header["options"].items()},
+        scope={"begin": begin, "end": end, "earliest_hint": hint},
+        requirements=requirements,
+        phases=EXPIRE_PHASES,
+        actions=actions,
+        stats={**(header.get("stats") or {}), "earliest": fp["earliest"], "latest": fp["latest"]},
+        format="paimon",
+        format_version=1,
+        stored_header=header,
+    )
 
 
 def column_values(col: pa.ChunkedArray) -> list:
@@ -113,8 +162,22 @@ def column_values(col: pa.ChunkedArray) -> list:
     return [None if null else v for v, null in zip(values, nulls)]
 
 
-_KINDS = {k.value: k for k in ActionKind}
-_PHASES = {k: int(k.phase) for k in ActionKind}
+_VERBS = {v.value: v for v in Verb}
+
+
+def _actions(cols: dict, kinds: dict, source: str) -> tuple[Action, ...]:
+    """Actions from stored columns. A kind the format defines must keep its own verb and phase: a plan
+    whose id was recomputed after an edit cannot turn a data file into a written file."""
+    labels = [kinds.get(k, k) for k in cols["kind"]]
+    verbs = [_VERBS[v] for v in cols["verb"]]
+    actions = tuple(map(Action, labels, cols["path"], cols["snapshot_id"], cols["partition"], cols["bucket"],
+                        cols["size"], cols["source"], cols["depth"], cols["action_id"], verbs, cols["phase"]))
+    for a, kind in zip(actions, labels):
+        own = getattr(kind, "verb", None)
+        if own is not None and (own is not a.verb or int(kind.phase) != a.phase):
+            raise ValueError(f"action {a.action_id} is a {kind} {a.verb} in phase {a.phase}; that kind is a "
+                             f"{own} in phase {int(kind.phase)}")
+    return actions
 
 
 def plan_from_bytes(data: bytes, *, source: str = "<bytes>") -> CleanupPlan:
@@ -131,24 +194,28 @@ def plan_from_bytes(data: bytes, *, source: str = "<bytes>") -> CleanupPlan:
         header = json.loads(meta[HEADER_KEY])
     except json.JSONDecodeError as e:
         raise PlanRejected(f"{source}: the plan header is not valid JSON") from e
-    version = header.get("format_version")
-    if version != FORMAT_VERSION:
+    version = header.get("format_version") if isinstance(header, dict) else None
+    if version not in (1, FORMAT_VERSION):
         raise PlanRejected(
             f"{source}: plan format version {version!r} is not supported by this lakesweep "
-            f"(it reads version {FORMAT_VERSION}); re-run 'lakesweep plan'"
+            f"(it reads versions 1 and {FORMAT_VERSION}); re-run 'lakesweep plan'"
         )
-    if table.schema.remove_metadata() != SCHEMA.remove_metadata():
+    schema = SCHEMA_V1 if version == 1 else SCHEMA
+    if table.schema.remove_metadata() != schema.remove_metadata():
         raise PlanRejected(f"{source}: the plan's columns are not the ones lakesweep writes")
-    cols = {name: column_values(table.column(name)) for name in SCHEMA.names}
+    cols = {name: column_values(table.column(name)) for name in schema.names}
     try:
-        kinds = [_KINDS[k] for k in cols["kind"]]
-        actions = tuple(map(Action, kinds, cols["path"], cols["snapshot_id"], cols["partition"], cols["bucket"],
-                            cols["size"], cols["source"], cols["depth"], cols["action_id"]))
-        for a, kind, phase in zip(actions, kinds, cols["phase"]):
-            if _PHASES[kind] != phase:
-                raise ValueError(f"action {a.action_id} has phase {phase}, its kind belongs to {_PHASES[kind]}")
+        if version == 1:
+            kinds = format_kinds("paimon")
+            try:
+                cols["verb"] = [kinds[k].verb.value for k in cols["kind"]]
+            except KeyError as e:
+                raise ValueError(f"{e.args[0]!r} is not an action kind") from e
+        else:
+            kinds = format_kinds(header.get("format"))
+        actions = _actions(cols, kinds, source)
     except KeyError as e:
-        raise PlanRejected(f"{source}: the plan is malformed ({e.args[0]!r} is not an action kind); "
+        raise PlanRejected(f"{source}: the plan is malformed ({e.args[0]!r} is not a verb); "
                            "re-run 'lakesweep plan'") from e
     except (TypeError, ValueError) as e:
         raise PlanRejected(f"{source}: the plan is malformed ({e}); re-run 'lakesweep plan'") from e

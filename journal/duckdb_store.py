@@ -19,7 +19,8 @@ import duckdb
 import pyarrow as pa
 
 from engine.errors import JournalConflict, JournalError
-from engine.plan import Action, ActionKind
+from engine.plan import Action
+from engine.paimon.kinds import ActionKind
 
 from journal.events import FileOutcome, FileRecord, PlanRecorded, decode
 from journal.globs import glob_literal

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, ClassVar, Mapping
 
 from engine.errors import JournalError
-from engine.plan import ActionKind, Phase
+from engine.paimon.kinds import ActionKind, Phase
 
 
 class Event:

@@ -26,7 +26,8 @@ from dataclasses import dataclass
 from typing import Any, Iterable, Sequence
 
 from engine.errors import JournalConflict, JournalError
-from engine.plan import Action, ActionKind, CleanupPlan, compute_plan_id
+from engine.plan import Action, CleanupPlan, compute_plan_id
+from engine.paimon.kinds import ActionKind
 
 from journal.events import ApplyStarted, Event, FileOutcome, FileRecord, PlanRecorded, decode
 from journal.globs import glob_regex

@@ -10,12 +10,14 @@ with ``skip_unreadable``; by default it raises naming the file (fail closed).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 from engine.errors import MetadataNotFound, TableFormatError
 from engine.fileio import join
 from engine.paimon.model import FileKind, FileSource, ManifestEntry, Snapshot, Tag
-from engine.plan import Action, ActionKind, CleanupPlan, canonical_actions, summarize
+from engine.plan import Action, CleanupPlan, canonical_actions, summarize
+from engine.paimon.kinds import EXPIRE_PHASES, PARTITIONED_KINDS, ActionKind
+from engine.paimon.requirements import expire_requirements
 from engine.paimon.table import PaimonTable
 from engine.paimon.state import snapshot_pins, table_fingerprint, table_identity
 from planner.guard import assert_unreachable
@@ -309,19 +311,31 @@ def plan_expire(table: PaimonTable, *, now_ms: int, options: ExpireOptions) -> C
             "skipped_snapshots": sorted(set(notes.skipped_snapshots)),
             "warnings": notes.warnings,
             "changelog_decoupled": options.changelog_decoupled,
-            "summary": summarize(actions),
+            "earliest": earliest,
+            "latest": latest,
+            "summary": summarize(actions, by_partition=PARTITIONED_KINDS),
         }
+        identity = table_identity(table)
+        pins = snapshot_pins(table, pinned)  # also refuses a snapshot replaced while planning
+        deletes = any(a.verb.deletes for a in actions)
+        requirements = expire_requirements(
+            identity=identity, location=table.location, branch=table.branch, begin=begin, end=end, hint=hint,
+            deletes=deletes, schema_id=fingerprint.schema_id, branches=tuple(fingerprint.branches),
+            tags=fingerprint.tags, consumers=fingerprint.consumers,
+            consumer_changelog_only=options.consumer_changelog_only,
+            snapshots=[a.snapshot_id for a in actions if a.kind == ActionKind.SNAPSHOT],
+            pins=pins,
+        )
         return CleanupPlan(
             kind="expire",
             table_location=table.location,
-            table_identity=table_identity(table),
+            table_identity=identity,
             branch=table.branch,
             now_ms=now_ms,
             options=dict(options.sources),
-            begin=begin,
-            end=end,
-            earliest_hint=hint,
-            fingerprint=replace(fingerprint, snapshots=snapshot_pins(table, pinned)),
+            scope={"begin": begin, "end": end, "earliest_hint": hint},
+            requirements=requirements,
+            phases=EXPIRE_PHASES,
             actions=actions,
             stats=stats,
         )

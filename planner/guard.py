@@ -15,7 +15,7 @@ from __future__ import annotations
 from typing import Callable, Sequence
 
 from engine.errors import PlannerInvariantViolated, PlanRejected, TableFormatError
-from engine.plan import Action
+from engine.plan import Action, Verb
 from engine.paimon.reachability import first_reachable, reachable_paths  # noqa: F401  (reachable_paths re-exported)
 from engine.paimon.table import PaimonTable
 
@@ -23,7 +23,7 @@ from engine.paimon.table import PaimonTable
 def planned_paths(table: PaimonTable, actions: Sequence[Action]) -> dict[str, Action]:
     """Full location -> action, for every action that deletes a file (directories are deleted only
     when empty, so they cannot take a reachable file with them)."""
-    return {table.paths.absolute(a.path): a for a in actions if a.kind.deletes and a.kind.value != "empty-dir"}
+    return {table.paths.absolute(a.path): a for a in actions if a.verb is Verb.DELETE_FILE}
 
 
 def assert_unreachable(
@@ -47,11 +47,11 @@ def assert_unreachable(
     a = planned[path]
     if holder.own:
         raise PlannerInvariantViolated(
-            f"refusing the plan: {a.kind.value} {a.path} (planned for snapshot {a.snapshot_id}) is still "
+            f"refusing the plan: {a.kind} {a.path} (planned for snapshot {a.snapshot_id}) is still "
             f"referenced by {holder.what}. Nothing was deleted; please report this with the table's metadata."
         )
     raise PlanRejected(
-        f"refusing the plan: {a.kind.value} {a.path} (planned for snapshot {a.snapshot_id}) is still used by "
+        f"refusing the plan: {a.kind} {a.path} (planned for snapshot {a.snapshot_id}) is still used by "
         f"{holder.what}: branches share the table's files, and Paimon's own expiry does not look across branches "
         "(Paimon #6272). Nothing was planned; expire or drop what holds it first, then re-run 'lakesweep plan expire'."
     )

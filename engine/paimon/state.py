@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import hashlib
 import json
+from dataclasses import dataclass
+from typing import Mapping
 
 from engine.errors import MetadataNotFound, StalePlan
 from engine.fileio import join
 from engine.paimon.model import Snapshot
-from engine.plan import Fingerprint
 from engine.paimon.table import SCHEMA_PREFIX, PaimonTable
 
 
@@ -29,6 +30,18 @@ def table_identity(table: PaimonTable) -> str:
     except FileNotFoundError as e:
         raise MetadataNotFound(path, "schema") from e
     return "schema:" + hashlib.sha256(data).hexdigest()[:24]
+
+
+@dataclass(frozen=True, slots=True)
+class Fingerprint:
+    """The facts of a table that decide what a plan may delete, as read at one moment."""
+
+    earliest: int | None
+    latest: int | None
+    schema_id: int
+    tags: Mapping[str, int]  # tag name -> snapshot id
+    consumers: Mapping[str, int]  # consumer id -> next snapshot
+    branches: Mapping[str, int | None]  # branch name -> its latest snapshot id (None: no snapshot)
 
 
 def table_fingerprint(table: PaimonTable) -> Fingerprint:

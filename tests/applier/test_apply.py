@@ -7,7 +7,8 @@ import pytest
 from applier.apply import apply_plan, dry_run_plan, resume
 from applier.local import apply_locally
 from engine.errors import PlanRejected, StalePlan
-from engine.plan import Action, ActionKind, CleanupPlan, canonical_actions
+from engine.plan import Action, CleanupPlan, canonical_actions
+from engine.paimon.kinds import ActionKind
 from engine.plan_io import plan_from_bytes, plan_to_bytes
 from engine.paimon.table import PaimonTable
 from journal.audit import list_files

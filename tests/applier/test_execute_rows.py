@@ -6,7 +6,8 @@ import pytest
 
 from applier.spark_exec import execute_rows, task_row
 from engine.fileio import ArrowFileIO
-from engine.plan import Action, ActionKind
+from engine.plan import Action
+from engine.paimon.kinds import ActionKind
 
 
 def _table(tmp_path, n: int, missing: set[int]):
@@ -49,7 +50,7 @@ def test_a_path_outside_the_root_fails_its_action_and_deletes_nothing(tmp_path):
     root, actions = _table(tmp_path, 20, set())
     outside = tmp_path / "outside.orc"
     outside.write_bytes(b"keep")
-    rows = [task_row(a) for a in actions] + [(20, "data-file", str(outside), 1, None)]
+    rows = [task_row(a) for a in actions] + [(20, "data-file", str(outside), 1, None, "delete-file", 1)]
     out = {r[0]: r for batch in execute_rows(iter(rows), ArrowFileIO("file"), str(root), [], False, 8, 4)
            for r in batch}
     assert out[20][1] == "FAILED" and "outside the table root" in out[20][3]

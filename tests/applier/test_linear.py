@@ -15,13 +15,14 @@ from collections import Counter
 
 import pytest
 
-import applier.apply
+import applier.phases
 import engine.plan
 from applier.actions import resolve_action_path
 from applier.apply import DriverExecutor, apply_plan, resume
 from engine.fileio import MemoryFileIO
 from engine.paimon.paths import external_roots
-from engine.plan import ActionKind, CleanupPlan, Phase
+from engine.plan import CleanupPlan
+from engine.paimon.kinds import ActionKind, Phase
 from engine.paimon.table import open_table
 from journal.duckdb_store import DuckDBRecorder
 from planner.expire import plan_expire
@@ -166,7 +167,7 @@ def run(tmp_path, commits: int) -> dict:
     engine.plan.action_json = counted_row
     # Journal every task batch (500), as small as the driver phases do, so a crash halfway through the
     # data files leaves about half of them journaled at both sizes.
-    bulk_batch, applier.apply._BULK_JOURNAL_BATCH = applier.apply._BULK_JOURNAL_BATCH, 500
+    bulk_batch, applier.phases._BULK_JOURNAL_BATCH = applier.phases._BULK_JOURNAL_BATCH, 500
     try:
         CountedActions.counts = fileio.counts = apply_counts
         with counting_journal(journal, apply_counts) as recorder:
@@ -181,7 +182,7 @@ def run(tmp_path, commits: int) -> dict:
             [report] = resume(recorder, fileio=fileio, executor=DriverExecutor())
     finally:
         engine.plan.action_json = original_row
-        applier.apply._BULK_JOURNAL_BATCH = bulk_batch
+        applier.phases._BULK_JOURNAL_BATCH = bulk_batch
 
     # The resumed apply finished the plan: every planned deletion is gone, everything else is still there.
     assert (report.state, report.resumed) == ("COMPLETED", True)

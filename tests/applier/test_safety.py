@@ -15,11 +15,13 @@ import pytest
 from pypaimon import CatalogFactory, Schema
 from pypaimon.common.identifier import Identifier
 
-import applier.apply as apply_mod
+import applier.phases as phases_mod
 import planner.expire as expire_mod
 from applier.apply import apply_plan, dry_run_plan, resume
 from engine.errors import PlanRejected, StalePlan, UnsupportedTable
-from engine.plan import Action, ActionKind, CleanupPlan, canonical_actions
+from engine.plan import Action, CleanupPlan, canonical_actions
+from engine.paimon.kinds import ActionKind
+from engine.paimon.requirements import AssertSnapshotsPresent
 from engine.paimon.table import open_table
 from journal.events import FileOutcome
 from journal.projection import incomplete_applies
@@ -122,9 +124,9 @@ def test_reachability_is_checked_again_before_each_destructive_phase(tmp_path, s
     history(lake)
     plan = plan_for(lake.root, retain_min=2)
 
-    class TagAfterDataFiles(apply_mod._NoProgress):
+    class TagAfterDataFiles(phases_mod.NoProgress):
         def phase_finished(self, phase):
-            if phase.name == "DATA_FILES":
+            if phase == "data_files":
                 lake.table.create_tag("late", snapshot_id=4)  # now protects snapshot 4's manifests
 
     manifests_before = {f for f in all_files(lake.root) if f.startswith("manifest/")}
@@ -315,19 +317,19 @@ def test_resume_without_an_id_goes_past_a_refused_plan(tmp_path, spark, recorder
     for lake in lakes:
         history(lake)
         plans.append(plan_for(lake.root, retain_min=2))
-    original = apply_mod._crash_hook
+    original = phases_mod.crash_hook
 
     def crash(stage, count):
         if stage == "before-journal" and count >= 1:
             raise Crash()
 
-    apply_mod._crash_hook = crash
+    phases_mod.crash_hook = crash
     try:
         for plan in plans:
             with pytest.raises(Crash):
                 apply_plan(plan, recorder, spark=spark)
     finally:
-        apply_mod._crash_hook = original
+        phases_mod.crash_hook = original
     lakes[0].table.create_tag("late", snapshot_id=3)  # makes the first plan stale
     reports = {r.plan_id: r for r in resume(recorder, spark=spark)}
     assert reports[plans[0].plan_id].state == "REFUSED"
@@ -339,6 +341,8 @@ def test_a_plan_without_snapshot_pins_is_refused(tmp_path, spark, recorder):
     lake = Lake(tmp_path / "wh")
     history(lake)
     plan = plan_for(lake.root, retain_min=2)
-    old = replace(plan, fingerprint=replace(plan.fingerprint, snapshots=None))
+    # A version-1 plan written before pins existed has the same requirements with no pins.
+    old = replace(plan, requirements=tuple(replace(r, pins=None) if isinstance(r, AssertSnapshotsPresent) else r
+                                           for r in plan.requirements))
     assert_refused_untouched(lake, old, recorder, spark, "does not pin the content of its snapshots", lake.rows())
 

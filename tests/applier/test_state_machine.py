@@ -18,10 +18,11 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
-import applier.apply as apply_mod
+import applier.phases as phases_mod
 from applier.apply import apply_plan, resume
 from engine.errors import PlanRejected
-from engine.plan import Action, ActionKind, canonical_actions
+from engine.plan import Action, canonical_actions
+from engine.paimon.kinds import ActionKind
 from engine.paimon.table import PaimonTable
 from journal.recorder import MemoryRecorder
 from planner.guard import reachable_paths
@@ -174,19 +175,19 @@ class ExpiryMachine(RuleBasedStateMachine):
         plan = self._plan(retain)
         if plan is None or not plan.deletes_anything:
             return
-        original = apply_mod._crash_hook
+        original = phases_mod.crash_hook
 
         def hook(stage, count):
             if stage == "before-journal" and count >= after:
                 raise Crash()
 
-        apply_mod._crash_hook = hook
+        phases_mod.crash_hook = hook
         try:
             apply_plan(plan, self.recorder, spark=self.spark)
         except Crash:
             self.pending_end, self.pending_plan_id = plan.end, plan.plan_id
         finally:
-            apply_mod._crash_hook = original
+            phases_mod.crash_hook = original
 
     @precondition(lambda self: self.pending_end is not None)
     @rule()

@@ -50,7 +50,14 @@ def test_a_version_1_plan_is_read():
     assert [a.kind.value for a in plan.actions] == (
         ["data-file"] + ["manifest-list"] * 8 + ["snapshot"] * 5 + ["write-earliest-hint"])
     assert plan.actions[0].path.startswith("dt=2024-01-01/bucket-0/data-")
-    assert plan.fingerprint.tags == {"release-1": 2}
+    # The fingerprint became today's requirements, with the plan's own values.
+    reqs = {r.TYPE: r for r in plan.requirements}
+    assert list(reqs) == ["paimon.table-identity", "paimon.schema-id", "paimon.branches", "paimon.tags-below",
+                          "paimon.consumers-outside", "paimon.snapshots-present"]
+    assert reqs["paimon.tags-below"].tags == {"release-1": 2} and reqs["paimon.tags-below"].end == 6
+    assert reqs["paimon.snapshots-present"].snapshots == (1, 2, 3, 4, 5)
+    assert sorted(reqs["paimon.snapshots-present"].pins) == [1, 2, 3, 4, 5, 6]
+    assert [(p.name, p.mode.value) for p in plan.phases][:2] == [("data_files", "bulk"), ("changelog_files", "bulk")]
 
 
 def test_a_version_1_plan_is_shown():

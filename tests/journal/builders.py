@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from engine.plan import Action, ActionKind, CleanupPlan, Fingerprint, canonical_actions
+from engine.plan import Action, CleanupPlan, canonical_actions
+from engine.paimon.kinds import EXPIRE_PHASES, ActionKind
+from engine.paimon.requirements import AssertTableIdentity
 
 from journal.events import ApplyCompleted, ApplyStarted, FileOutcome, FileRecord, PhaseCompleted
 
@@ -27,14 +29,13 @@ ACTIONS = (
 def make_plan(actions=ACTIONS, *, table=TABLE, identity=IDENTITY, now_ms=1) -> CleanupPlan:
     return CleanupPlan(
         kind="expire", table_location=table, table_identity=identity, branch="main", now_ms=now_ms, options={},
-        begin=1, end=3, earliest_hint=3,
-        fingerprint=Fingerprint(earliest=1, latest=5, schema_id=0, tags={}, consumers={}, branches={}),
-        actions=canonical_actions(actions), stats={},
+        scope={"begin": 1, "end": 3, "earliest_hint": 3}, requirements=(AssertTableIdentity(identity, table, "main"),),
+        phases=EXPIRE_PHASES, actions=canonical_actions(actions), stats={},
     )
 
 
 def success(action: Action) -> FileOutcome:
-    return FileOutcome.DELETED if action.kind.deletes else FileOutcome.WRITTEN
+    return FileOutcome.DELETED if action.verb.deletes else FileOutcome.WRITTEN
 
 
 def record(plan: CleanupPlan, action: Action, *, apply_id="a1", outcome=None, attempt=1, time_ms=100,

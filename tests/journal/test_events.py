@@ -11,7 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from engine.errors import JournalError
-from engine.plan import ActionKind
+from engine.paimon.kinds import ActionKind
 
 from journal.events import (
     EVENT_TYPES,

@@ -9,7 +9,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from engine.errors import JournalConflict, JournalError
-from engine.plan import Action, ActionKind, Phase
+from engine.plan import Action
+from engine.paimon.kinds import ActionKind, Phase
 
 from journal.audit import export_files, list_events, list_files, list_plans
 from journal.duckdb_store import DuckDBRecorder

@@ -4,7 +4,7 @@ table's files through them. The same value is accepted."""
 import pytest
 
 from engine.errors import PlanRejected
-from engine.plan import ActionKind
+from engine.paimon.kinds import ActionKind
 from engine.paimon.table import open_table
 from planner.expire import plan_expire
 from planner.options import resolve_expire_options

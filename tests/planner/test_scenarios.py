@@ -12,7 +12,7 @@ import pytest
 from applier.local import apply_locally
 from engine.errors import CorruptMetadata, MetadataNotFound, PlanRejected, TableFormatError
 from engine.fileio import ArrowFileIO
-from engine.plan import ActionKind
+from engine.paimon.kinds import ActionKind
 from engine.paimon.table import PaimonTable
 from planner.expire import plan_expire
 from planner.options import resolve_expire_options
@@ -219,7 +219,8 @@ def test_consumer_bounds_the_range(builder):
     plan = expire(b.root, retain_min=1)
     assert (plan.begin, plan.end, plan.stats["bound"]) == (1, 3, "consumer")
     assert snapshot_ids(b) == [3, 4, 5, 6]
-    assert plan.fingerprint.consumers == {"job": 3}
+    [consumers] = [r for r in plan.requirements if r.TYPE == "paimon.consumers-outside"]
+    assert (consumers.begin, consumers.end, consumers.consumers) == (1, 3, {"job": 3})
 
 
 def test_consumer_changelog_only_does_not_bound_snapshots(builder):

@@ -1,0 +1,149 @@
+"""Where bulk phases run: Spark tasks (``SparkExecutor``, what ``apply`` and ``resume`` use) or this process
+(``DriverExecutor``, for tests and measurements), behind one ``BulkExecutor`` interface."""
+
+from __future__ import annotations
+
+import re
+import threading
+from typing import Callable, Protocol, Sequence
+
+from engine.errors import LakesweepError, SparkUnavailable
+from engine.fileio import FileIO
+from engine.plan import Action
+
+from applier.actions import ActionResult, Outcome
+
+
+# The master URLs Spark's own SparkSubmit accepts (local, local-cluster, standalone, YARN, Kubernetes).
+_MASTER = re.compile(r"^(local(\[(\*|\d+)(,\s*\d+)?\])?|local-cluster\[\d+,\s*\d+,\s*\d+\]|"
+                     r"spark://[^\s/]+(:\d+)?(,[^\s/]+(:\d+)?)*|yarn|k8s://\S+)$")
+
+
+class _SparkSession:
+    """The Spark session of one apply: the caller's, or one started here on first use and stopped at the end.
+
+    A session that cannot start raises ``SparkUnavailable`` (exit 1) with the first line of Spark's error
+    instead of a Java stack trace.
+    """
+
+    def __init__(self, spark, master: str, conf: dict[str, str] | None):
+        self.spark, self.master, self.conf, self.owned = spark, master, conf, False
+
+    def get(self):
+        if self.spark is None:
+            if not _MASTER.match(self.master):
+                raise SparkUnavailable(
+                    f"{self.master!r} is not a Spark master URL: use local[*], local[N], spark://host:7077, "
+                    "yarn or k8s://https://host:port. Nothing was deleted and no apply was started."
+                )
+            from pyspark.sql import SparkSession
+
+            from applier.spark_exec import spark_session
+
+            self.owned = SparkSession.getActiveSession() is None  # never stop someone else's session
+            try:
+                self.spark = spark_session(self.master, self.conf)
+            except LakesweepError:
+                raise
+            except Exception as e:  # py4j and pyspark raise many types here; all mean "no session"
+                first = (str(e).strip().splitlines() or [type(e).__name__])[0][:400].rstrip(".")
+                raise SparkUnavailable(
+                    f"Spark could not start with master {self.master!r}: {first}. Check --master and --conf; "
+                    "nothing was deleted and no apply was started."
+                ) from e
+        return self.spark
+
+    def stop(self) -> None:
+        if self.owned and self.spark is not None:
+            self.spark.stop()
+            self.spark = None
+
+
+class BulkExecutor(Protocol):
+    """Runs the actions of the bulk phases (data, changelog and metadata files) and hands their results
+    back, in batches, to ``on_batch`` on the driver. ``prepare`` may begin getting ready while the plan is
+    checked (it must not fail); ``start`` is called before the apply is journaled as started, when bulk
+    work remains, and raises if the executor cannot run; ``stop`` at the end, always."""
+
+    def prepare(self) -> None: ...
+
+    def start(self) -> None: ...
+
+    def run(self, fileio: FileIO, root: str, external: Sequence[str], actions: Sequence[Action], *,
+            on_batch: Callable[[list[ActionResult]], None], dry_run: bool = False) -> None: ...
+
+    def stop(self) -> None: ...
+
+
+class SparkExecutor:
+    """Bulk phases as Spark tasks (``applier.spark_exec.run_on_spark``): what ``apply`` and ``resume`` use."""
+
+    def __init__(self, spark=None, master: str = "local[*]", conf: dict[str, str] | None = None):
+        self.session = _SparkSession(spark, master, conf)
+        self._starting: threading.Thread | None = None
+        self._error: BaseException | None = None
+
+    def prepare(self) -> None:
+        """Start the session on a thread while the driver checks the plan: the JVM boots in its own
+        process, so the seconds it takes overlap the checks. An error is kept for ``start`` to raise."""
+        if self._starting is not None or self.session.spark is not None:
+            return
+        from pyspark import SparkContext
+
+        if SparkContext._active_spark_context is not None:
+            return  # this process has a session already: get() decides, in the caller's thread, whose it is
+
+        def boot() -> None:
+            try:
+                self.session.get()
+            except BaseException as e:  # raised again by start(), in the caller's thread
+                self._error = e
+
+        self._starting = threading.Thread(target=boot, name="lakesweep-spark-start", daemon=True)
+        self._starting.start()
+
+    def _joined(self) -> None:
+        if self._starting is not None:
+            self._starting.join()
+            self._starting = None
+
+    def start(self) -> None:
+        self._joined()
+        if self._error is not None:
+            error, self._error = self._error, None
+            raise error
+        self.session.get()
+
+    def run(self, fileio, root, external, actions, *, on_batch, dry_run=False) -> None:
+        from applier.spark_exec import run_on_spark
+
+        run_on_spark(self.session.get(), fileio, root, external, actions, on_batch=on_batch, dry_run=dry_run)
+
+    def stop(self) -> None:
+        self._joined()
+        self.session.stop()
+
+
+class DriverExecutor:
+    """Bulk phases in this process, one action after another, through the very code a Spark task runs
+    (``applier.spark_exec.execute_rows``, rows encoded as they are for Spark). For tests and measurements:
+    no Spark session, no parallelism."""
+
+    def __init__(self, batch: int | None = None):
+        self.batch = batch
+
+    def prepare(self) -> None:
+        pass
+
+    def start(self) -> None:
+        pass
+
+    def run(self, fileio, root, external, actions, *, on_batch, dry_run=False) -> None:
+        from applier.spark_exec import DEFAULT_BATCH, execute_rows, task_row
+
+        for rows in execute_rows(map(task_row, actions), fileio, root, list(external), dry_run,
+                                 self.batch or DEFAULT_BATCH):
+            on_batch([ActionResult(i, Outcome(o), att, err, ms) for (i, o, att, err, ms) in rows])
+
+    def stop(self) -> None:
+        pass

@@ -1,0 +1,167 @@
+"""Running one phase of a plan by its mode, and tallying what it did.
+
+``bulk``: the actions run as Spark tasks (or wherever the ``BulkExecutor`` runs them), in any order,
+and their results come back in batches. ``ordered``: one action after another on the driver, in plan
+order (deepest directories first, snapshots ascending, a pointer written last). A dry run runs the same
+phases through a probe that only looks: a file to delete that exists would be DELETED, a missing one
+ALREADY_ABSENT, a file to write WRITTEN.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from typing import Callable, Protocol, Sequence
+
+from engine.fileio import FileIO
+from engine.plan import Action, Verb
+from journal.events import FileOutcome, FileRecord
+from journal.recorder import Recorder
+
+from applier.actions import ActionResult, Outcome, execute_with_retry
+from applier.executors import BulkExecutor
+
+_DRIVER_BATCH = 500  # driver-phase results journaled together: at most this many...
+_DRIVER_BATCH_S = 1.0  # ...or this many seconds' worth
+_BULK_JOURNAL_BATCH = 5000  # bulk results arrive in task batches; the journal takes them this many at a time
+
+
+class Progress(Protocol):
+    def phase_started(self, phase: str, files: int, size: int) -> None: ...
+    def advance(self, files: int, size: int) -> None: ...
+    def phase_finished(self, phase: str) -> None: ...
+
+
+class NoProgress:
+    def phase_started(self, phase, files, size):
+        pass
+
+    def advance(self, files, size):
+        pass
+
+    def phase_finished(self, phase):
+        pass
+
+
+def crash_hook(stage: str, count: int) -> None:
+    """Test hook: ``LAKESWEEP_TEST_CRASH=<stage>:<n>`` kills this process with SIGKILL (kill -9) at a
+    known point, e.g. after receiving results but before journaling them."""
+    spec = os.environ.get("LAKESWEEP_TEST_CRASH")
+    if spec:
+        want, _, n = spec.partition(":")
+        if want == stage and count >= int(n):
+            os.kill(os.getpid(), signal.SIGKILL)
+
+
+class Tally:
+    """One phase's results as they arrive: outcome counts, bytes deleted, failures, actions done."""
+
+    def __init__(self):
+        self.counts = {o.value: 0 for o in FileOutcome}
+        self.deleted_bytes = 0
+        self.failed = 0
+        self.first_failure: tuple[Action, str | None] | None = None
+        self.done: set[int] = set()  # action ids whose outcome is not FAILED
+
+    def add(self, a: Action, r: ActionResult) -> None:
+        self.counts[r.outcome.value] += 1
+        if r.outcome == Outcome.DELETED:
+            self.deleted_bytes += a.size or 0
+        if r.outcome == Outcome.FAILED:
+            self.failed += 1
+            if self.first_failure is None:
+                self.first_failure = (a, r.error)
+        else:
+            self.done.add(a.action_id)
+
+    def summary(self, phase: str, n_actions: int) -> dict:
+        """One row of the report: the phase, its action count, outcome counts and bytes deleted."""
+        return {"phase": phase, "actions": n_actions, **self.counts, "bytes": self.deleted_bytes}
+
+
+def probe(fileio: FileIO, target: str, a: Action) -> ActionResult:
+    """What executing ``a`` would do, found by looking only."""
+    if a.verb.deletes:
+        outcome = Outcome.DELETED if fileio.exists(target) else Outcome.ALREADY_ABSENT
+    else:
+        outcome = Outcome.WRITTEN
+    return ActionResult(a.action_id, outcome, 0)
+
+
+class PhaseRunner:
+    """Runs phases of one plan against one table, sending every result batch to the journal (``recorder``;
+    None for a dry run, which journals nothing) and the progress display."""
+
+    def __init__(self, *, actions: Sequence[Action], plan_id: str, recorder: Recorder | None, apply_id: str | None,
+                 fileio: FileIO, root: str, external: Sequence[str], targets: Sequence[str], progress: Progress,
+                 clock: Callable[[], int], executor: BulkExecutor, dry_run: bool = False):
+        self.actions = actions  # canonical: an action's id is its index
+        self.plan_id, self.recorder, self.apply_id = plan_id, recorder, apply_id
+        self.fileio, self.root, self.external, self.targets = fileio, root, external, targets
+        self.progress, self.clock, self.executor, self.dry_run = progress, clock, executor, dry_run
+        self.received = 0
+        self.journaled = 0
+
+    def record(self, results: Sequence[ActionResult], tally: Tally) -> None:
+        self.received += len(results)
+        if self.recorder is not None:
+            crash_hook("before-journal", self.received)
+        rows = []
+        size = 0
+        for r in results:
+            a = self.actions[r.action_id]
+            tally.add(a, r)
+            size += a.size or 0
+            if self.recorder is not None:
+                rows.append(FileRecord(
+                    apply_id=self.apply_id, plan_id=self.plan_id, action_id=a.action_id, path=a.path, kind=a.kind,
+                    phase=a.phase, bytes=a.size, outcome=r.outcome, error=r.error,
+                    attempt=r.attempts, time_ms=r.finished_ms or self.clock(),
+                ))
+        if self.recorder is not None:
+            self.recorder.record_files(rows)
+            self.journaled += len(rows)
+        self.progress.advance(len(results), size)
+        if self.recorder is not None:
+            crash_hook("after-journal", self.journaled)
+
+    def bulk(self, actions: list[Action], tally: Tally) -> None:
+        # One journal transaction per task batch costs more than the deletes of a fast file system;
+        # results are gathered up to _BULK_JOURNAL_BATCH (or a second's worth) per transaction.
+        gathered: list[ActionResult] = []
+        since = time.monotonic()
+
+        def on_batch(batch: list[ActionResult]) -> None:
+            nonlocal since
+            gathered.extend(batch)
+            if len(gathered) >= _BULK_JOURNAL_BATCH or time.monotonic() - since >= _DRIVER_BATCH_S:
+                self.record(gathered, tally)
+                gathered.clear()
+                since = time.monotonic()
+
+        self.executor.run(self.fileio, self.root, self.external, actions, on_batch=on_batch, dry_run=self.dry_run)
+        if gathered:
+            self.record(gathered, tally)
+
+    def ordered(self, actions: list[Action], tally: Tally) -> None:
+        # One action at a time on the driver, journaled in batches. An action done but not journaled when
+        # the process dies is found done again by resume (ALREADY_ABSENT, or the same bytes written again).
+        pending: list[ActionResult] = []
+        flushed = time.monotonic()
+        for a in actions:
+            if self.dry_run:
+                pending.append(probe(self.fileio, self.targets[a.action_id], a))
+            else:
+                pending.append(execute_with_retry(self.fileio, self.root, a, external_roots=self.external,
+                                                  clock_ms=self.clock))
+            if len(pending) >= _DRIVER_BATCH or time.monotonic() - flushed >= _DRIVER_BATCH_S:
+                self.record(pending, tally)
+                pending, flushed = [], time.monotonic()
+        if pending:
+            self.record(pending, tally)
+
+
+def pointer_writes(actions: Sequence[Action]) -> list[Action]:
+    """Written values rather than copied files (Paimon's EARLIEST hint): the journal records each value."""
+    return [a for a in actions if a.verb is Verb.WRITE_FILE and a.source is None and a.snapshot_id is not None]

@@ -1,0 +1,187 @@
+"""What a Paimon plan requires of the live table, as typed requirements (``engine.plan.Requirement``).
+
+Snapshot expiry's set (spec B-1): later snapshots committed by writers never make a plan stale; what
+does is anything that changes what the plan's range protects: the table itself, its schema, its
+branches, tags below the end, consumers reading inside the range, and the planned snapshots (present,
+with the content the plan read).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import AbstractSet, Mapping, Sequence
+
+from engine.errors import PlanRejected
+from engine.plan import Requirement, requirement
+from engine.paimon.state import snapshot_digest, table_identity
+
+
+@requirement
+@dataclass(frozen=True, slots=True)
+class AssertTableIdentity(Requirement):
+    """The plan is for this table (its first schema file) and branch. A mismatch is not a stale plan but
+    a wrong one: ``PlanRejected``."""
+
+    TYPE = "paimon.table-identity"
+    identity: str
+    location: str
+    branch: str
+
+    def problems(self, view, *, done=frozenset()) -> list[str]:
+        found = table_identity(view)
+        if found != self.identity:
+            raise PlanRejected(
+                f"the plan is for another table: it was made for {self.location} ({self.identity}), "
+                f"but {view.location} is {found}"
+            )
+        if view.branch != self.branch:
+            raise PlanRejected(f"the plan is for branch '{self.branch}', not '{view.branch}'")
+        return []
+
+
+@requirement
+@dataclass(frozen=True, slots=True)
+class AssertSchemaId(Requirement):
+    TYPE = "paimon.schema-id"
+    schema_id: int
+
+    def problems(self, view, *, done=frozenset()) -> list[str]:
+        found = view.schema.id
+        return [] if found == self.schema_id else [f"the schema changed from {self.schema_id} to {found}"]
+
+
+@requirement
+@dataclass(frozen=True, slots=True)
+class AssertBranches(Requirement):
+    """The same branches exist: a new branch may share files with the range, a removed one changes what
+    other branches hold."""
+
+    TYPE = "paimon.branches"
+    branches: tuple[str, ...]
+
+    def __post_init__(self):
+        object.__setattr__(self, "branches", tuple(sorted(self.branches)))
+
+    def problems(self, view, *, done=frozenset()) -> list[str]:
+        now, old = set(view.branch_names()), set(self.branches)
+        if now == old:
+            return []
+        return [f"branches changed (added {sorted(now - old) or 'none'}, removed {sorted(old - now) or 'none'})"]
+
+
+@requirement
+@dataclass(frozen=True, slots=True)
+class AssertTagsBelow(Requirement):
+    """No tag below ``end`` was added, removed or moved: a tag at or after the end protects nothing the
+    plan deletes; any tag below it can."""
+
+    TYPE = "paimon.tags-below"
+    end: int
+    tags: Mapping[str, int]  # every tag when planned: name -> snapshot id
+
+    def __post_init__(self):
+        object.__setattr__(self, "tags", {str(k): int(v) for k, v in sorted(self.tags.items())})
+
+    def problems(self, view, *, done=frozenset()) -> list[str]:
+        now = {t.name: t.snapshot.id for t in view.tags()}
+        out = []
+        for name in sorted(set(self.tags) | set(now)):
+            was, is_ = self.tags.get(name), now.get(name)
+            if was == is_ or not any(x is not None and x < self.end for x in (was, is_)):
+                continue
+            if was is None:
+                out.append(f"tag '{name}' was added at snapshot {is_}, inside the plan's protection range (< {self.end})")
+            elif is_ is None:
+                out.append(f"tag '{name}' (snapshot {was}) was removed")
+            else:
+                out.append(f"tag '{name}' moved from snapshot {was} to {is_}")
+        return out
+
+
+@requirement
+@dataclass(frozen=True, slots=True)
+class AssertConsumersOutside(Requirement):
+    """No consumer reads inside ``[begin, end)`` that did not read there when planned."""
+
+    TYPE = "paimon.consumers-outside"
+    begin: int | None
+    end: int
+    consumers: Mapping[str, int]  # every consumer when planned: id -> next snapshot
+
+    def __post_init__(self):
+        object.__setattr__(self, "consumers", {str(k): int(v) for k, v in sorted(self.consumers.items())})
+
+    def problems(self, view, *, done=frozenset()) -> list[str]:
+        return [f"consumer '{c.consumer_id}' now reads from snapshot {c.next_snapshot}, inside the plan's range "
+                f"[{self.begin}, {self.end})"
+                for c in sorted(view.consumers(), key=lambda c: c.consumer_id)
+                if c.next_snapshot < self.end and self.consumers.get(c.consumer_id) != c.next_snapshot]
+
+
+@requirement
+@dataclass(frozen=True, slots=True)
+class AssertSnapshotsPresent(Requirement):
+    """The planned snapshots and the end snapshot are there with the content the plan read.
+
+    A planned snapshot may be gone when this plan deleted it (``done``), or when the plan was applied
+    before without this journal: every planned snapshot gone and the EARLIEST hint at the plan's value.
+    ``pins`` (snapshot id -> digest) tell a rolled-back and recommitted id from the one planned; a plan
+    without pins (written before they existed) is refused.
+    """
+
+    TYPE = "paimon.snapshots-present"
+    end: int
+    snapshots: tuple[int, ...]  # the snapshot files the plan deletes
+    pins: Mapping[int, str] | None
+    hint: int | None  # the EARLIEST value the plan writes
+
+    def __post_init__(self):
+        object.__setattr__(self, "snapshots", tuple(sorted(int(s) for s in self.snapshots)))
+        if self.pins is not None:
+            object.__setattr__(self, "pins", {int(k): str(v) for k, v in sorted(self.pins.items(), key=lambda kv: int(kv[0]))})
+
+    def to_json(self) -> dict:
+        return {"type": self.TYPE, "end": self.end, "snapshots": list(self.snapshots), "hint": self.hint,
+                "pins": None if self.pins is None else {str(k): v for k, v in self.pins.items()}}
+
+    def problems(self, view, *, done: AbstractSet[str] = frozenset()) -> list[str]:
+        out = []
+        exists = view.fileio.exists
+        gone = [sid for sid in self.snapshots if not exists(view.snapshot_path(sid))]
+        already_applied = bool(self.snapshots) and len(gone) == len(self.snapshots) and \
+            view.read_hint("EARLIEST") == self.hint
+        missing = [] if already_applied else [sid for sid in gone if view.snapshot_path(sid) not in done]
+        if missing:
+            out.append(f"snapshot(s) {missing} of the plan's range are gone, removed by something other than this "
+                       "plan (another expiry ran?)")
+        if not exists(view.snapshot_path(self.end)):
+            out.append(f"the plan's end snapshot {self.end} no longer exists")
+        if self.pins is None:
+            out.append("the plan does not pin the content of its snapshots (it was written by an older "
+                       "lakesweep), so a rolled-back and recommitted snapshot id could not be told apart")
+            return out
+        for sid, digest in self.pins.items():
+            try:
+                data = view.fileio.read_bytes(view.snapshot_path(sid))
+            except FileNotFoundError:
+                continue  # reported above when it matters (a planned snapshot, or the end)
+            if snapshot_digest(data) != digest:
+                out.append(f"snapshot {sid} is not the snapshot the plan read: its file changed (was the table "
+                           "rolled back and committed again?)")
+        return out
+
+
+def expire_requirements(*, identity: str, location: str, branch: str, begin: int | None, end: int | None,
+                        hint: int | None, deletes: bool, schema_id: int, branches: Sequence[str],
+                        tags: Mapping[str, int], consumers: Mapping[str, int], consumer_changelog_only: bool,
+                        snapshots: Sequence[int], pins: Mapping[int, str] | None) -> tuple[Requirement, ...]:
+    """Snapshot expiry's requirements, from what the planner read (and from a version-1 plan's
+    fingerprint, the same way). A plan that deletes nothing requires only the table."""
+    reqs: list[Requirement] = [AssertTableIdentity(identity, location, branch)]
+    if not deletes or end is None:
+        return tuple(reqs)
+    reqs += [AssertSchemaId(schema_id), AssertBranches(tuple(branches)), AssertTagsBelow(end, tags)]
+    if not consumer_changelog_only:  # consumers then protect only changelog files (spec §4)
+        reqs.append(AssertConsumersOutside(begin, end, consumers))
+    reqs.append(AssertSnapshotsPresent(end, tuple(snapshots), pins, hint))
+    return tuple(reqs)
