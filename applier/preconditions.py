@@ -15,7 +15,7 @@ from engine.fileio import normalize_location
 from engine.paimon.partition import escape_path_name
 from engine.paimon.paths import external_roots
 from engine.plan import Action, CleanupPlan, Verb
-from engine.paimon.kinds import ActionKind
+from engine.paimon.kinds import SHAPES, ActionKind
 from engine.paimon.table import PaimonTable
 from engine.paimon.reachability import first_reachable
 from engine.paimon.requirements import AssertTableIdentity
@@ -148,10 +148,11 @@ def check_action_kind(plan: CleanupPlan, a: Action, layout: _Layout) -> None:
     def refuse(why: str):
         raise PlanRejected(f"action {a.action_id} ({kind} {path!r}) is refused: {why}; the plan is refused")
 
-    if not isinstance(kind, ActionKind):
+    shape = SHAPES.get(kind) if isinstance(kind, ActionKind) else None
+    if shape is None:
         refuse("unknown kind")
-    if a.verb is not kind.verb or a.phase != kind.phase:
-        refuse(f"a {kind} action is a {kind.verb} in phase {int(kind.phase)}, not a {a.verb} in phase {a.phase}")
+    if a.verb is not shape[0] or a.phase != shape[1]:
+        refuse(f"a {kind} action is a {shape[0]} in phase {shape[1]}, not a {a.verb} in phase {a.phase}")
 
     def in_range(sid) -> bool:
         return (sid is not None and plan.begin is not None and plan.end is not None

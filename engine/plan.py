@@ -21,6 +21,7 @@ import hashlib
 import importlib
 import json
 from dataclasses import dataclass, field
+from operator import attrgetter
 from typing import AbstractSet, Any, Callable, ClassVar, Mapping, Sequence
 
 FORMAT_VERSION = 2
@@ -96,6 +97,11 @@ class Action:
             raise ValueError("an action needs a path")
         if not isinstance(self.kind, str) or not self.kind:
             raise ValueError(f"an action needs a kind label, got {self.kind!r}")
+        if self.verb is None or not self.phase or type(self.verb) is not Verb:
+            self._complete()
+
+    def _complete(self) -> None:
+        """The verb and phase the kind carries, where the caller gave none; a verb given as text."""
         if self.verb is None:
             verb = getattr(self.kind, "verb", None)
             if verb is None:
@@ -108,9 +114,6 @@ class Action:
             if not phase:
                 raise ValueError(f"action kind {self.kind!r} needs a phase")
             object.__setattr__(self, "phase", int(phase))
-        check = getattr(self.kind, "check_action", None)
-        if check is not None:
-            check(self)
 
     def sort_key(self):
         """(phase, the kind's own order): a kind may define ``order_key(action)``; otherwise actions go
@@ -121,6 +124,8 @@ class Action:
         return (self.phase, 0, str(self.kind), -self.depth, self.path)
 
 
+_VERB_TEXT = {v: str.__str__(v) for v in Verb}  # an enum's .value is a descriptor call; this is a dict lookup
+
 # The action columns, in order, with their types: derived once from the dataclass.
 ACTION_COLUMNS: tuple[tuple[str, str, bool], ...] = tuple(
     (f.name, f.metadata["column"], f.metadata["nullable"]) for f in dataclasses.fields(Action))
@@ -129,8 +134,17 @@ ACTION_FIELDS: tuple[str, ...] = tuple(name for name, _, _ in ACTION_COLUMNS)
 
 def action_values(a: Action) -> tuple:
     """An action's column values, in ``ACTION_COLUMNS`` order, as stored (the verb as its text)."""
-    return (str(a.kind), a.path, a.snapshot_id, a.partition, a.bucket, a.size, a.source, a.depth, a.action_id,
-            a.verb.value, a.phase)
+    return (str.__str__(a.kind), a.path, a.snapshot_id, a.partition, a.bucket, a.size, a.source, a.depth,
+            a.action_id, _VERB_TEXT[a.verb], a.phase)
+
+
+def action_columns(actions: Sequence[Action]) -> dict[str, list]:
+    """The actions' values column by column (``action_values``, transposed), as the plan file and the
+    journal store them."""
+    cols = {name: list(map(attrgetter(name), actions)) for name in ACTION_FIELDS}
+    cols["kind"] = list(map(str.__str__, cols["kind"]))
+    cols["verb"] = list(map(_VERB_TEXT.__getitem__, cols["verb"]))
+    return cols
 
 
 assert len(action_values(Action("k", "p", verb=Verb.DELETE_FILE, phase=1))) == len(ACTION_FIELDS)
@@ -149,7 +163,8 @@ def canonical_actions(actions: Sequence[Action]) -> tuple[Action, ...]:
         if old is None or _preference(a) < _preference(old):
             by_key[key] = a
     ordered = sorted(by_key.values(), key=Action.sort_key)
-    return tuple(dataclasses.replace(a, action_id=i) for i, a in enumerate(ordered))
+    return tuple(Action(a.kind, a.path, a.snapshot_id, a.partition, a.bucket, a.size, a.source, a.depth, i, a.verb,
+                        a.phase) for i, a in enumerate(ordered))
 
 
 def _preference(a: Action) -> tuple:
@@ -350,14 +365,17 @@ def _str_or_null(v) -> str:
     return "null" if v is None else _string(v)
 
 
+_VERB_JSON = {v: _string(v) for v in Verb}
+
+
 def action_json(a: Action) -> str:
     """``action_row(a)`` as compact JSON, the same text ``_COMPACT.encode`` writes, without its
     per-call encoder (a third of reading a 300,000-action plan)."""
     try:
-        return (f"[{_string(str(a.kind))},{_string(a.path)},{_int_or_null(a.snapshot_id)},"
+        return (f"[{_string(a.kind)},{_string(a.path)},{_int_or_null(a.snapshot_id)},"
                 f"{_str_or_null(a.partition)},{_int_or_null(a.bucket)},{_int_or_null(a.size)},"
                 f"{_str_or_null(a.source)},{_int_or_null(a.depth)},{_int_or_null(a.action_id)},"
-                f"{_string(a.verb.value)},{_int_or_null(a.phase)}]")
+                f"{_VERB_JSON[a.verb]},{_int_or_null(a.phase)}]")
     except TypeError:  # a field of another type than the plan reader produces
         return _COMPACT.encode(action_row(a))
 

@@ -26,7 +26,7 @@ from engine.plan import (
     OptionValue,
     PhaseSpec,
     Verb,
-    action_values,
+    action_columns,
     compute_plan_id,
     decode_requirement,
 )
@@ -60,8 +60,7 @@ def plan_to_bytes(plan: CleanupPlan) -> bytes:
     if plan.format_version != FORMAT_VERSION:
         raise PlanRejected(f"plan {plan.plan_id} is in format version {plan.format_version}; lakesweep writes "
                            f"only version {FORMAT_VERSION}: re-run 'lakesweep plan'")
-    rows = list(zip(*map(action_values, plan.actions))) or [()] * len(ACTION_FIELDS)
-    cols = {name: list(values) for name, values in zip(ACTION_FIELDS, rows)}
+    cols = action_columns(plan.actions)
     header = plan.header()
     table = pa.Table.from_pydict(cols, schema=SCHEMA).replace_schema_metadata(
         {
@@ -172,11 +171,12 @@ def _actions(cols: dict, kinds: dict, source: str) -> tuple[Action, ...]:
     verbs = [_VERBS[v] for v in cols["verb"]]
     actions = tuple(map(Action, labels, cols["path"], cols["snapshot_id"], cols["partition"], cols["bucket"],
                         cols["size"], cols["source"], cols["depth"], cols["action_id"], verbs, cols["phase"]))
-    for a, kind in zip(actions, labels):
-        own = getattr(kind, "verb", None)
-        if own is not None and (own is not a.verb or int(kind.phase) != a.phase):
-            raise ValueError(f"action {a.action_id} is a {kind} {a.verb} in phase {a.phase}; that kind is a "
-                             f"{own} in phase {int(kind.phase)}")
+    own = {label: (k.verb, int(k.phase)) for label, k in kinds.items() if getattr(k, "verb", None) is not None}
+    for a, label, verb, phase in zip(actions, cols["kind"], verbs, cols["phase"]):
+        expected = own.get(label)
+        if expected is not None and (expected[0] is not verb or expected[1] != phase):
+            raise ValueError(f"action {a.action_id} is a {label} {verb} in phase {phase}; that kind is a "
+                             f"{expected[0]} in phase {expected[1]}")
     return actions
 
 
@@ -208,7 +208,8 @@ def plan_from_bytes(data: bytes, *, source: str = "<bytes>") -> CleanupPlan:
         if version == 1:
             kinds = format_kinds("paimon")
             try:
-                cols["verb"] = [kinds[k].verb.value for k in cols["kind"]]
+                verb_of = {label: k.verb.value for label, k in kinds.items()}
+                cols["verb"] = [verb_of[k] for k in cols["kind"]]
             except KeyError as e:
                 raise ValueError(f"{e.args[0]!r} is not an action kind") from e
         else:

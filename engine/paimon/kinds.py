@@ -65,12 +65,6 @@ class ActionKind(enum.StrEnum):
     def deletes(self) -> bool:
         return _VERB[self].deletes
 
-    def check_action(self, a: Action) -> None:
-        if self is ActionKind.WRITE_CHANGELOG and not a.source:
-            raise ValueError("write-changelog needs a source snapshot file")
-        if self is ActionKind.WRITE_EARLIEST_HINT and a.snapshot_id is None:
-            raise ValueError("the EARLIEST hint action needs the new value as snapshot_id")
-
     def after_write(self, fileio, target: str, a: Action) -> None:
         """A changelog copy moves the changelog directory's LATEST hint to its id, as Paimon's expiry
         does when it keeps a snapshot's changelog (decoupled lifecycle)."""
@@ -105,4 +99,7 @@ _PHASE = {
 }
 _RANK = {k: i for i, k in enumerate(ActionKind)}
 KINDS = {k.value: k for k in ActionKind}  # a stored label -> its kind
+# A label -> (verb, phase), looked up by the label's text: hashing an enum member calls Enum.__hash__ in
+# Python, once per action of a 300,000-action plan.
+SHAPES = {k.value: (_VERB[k], int(_PHASE[k])) for k in ActionKind}
 PARTITIONED_KINDS = frozenset({ActionKind.DATA_FILE, ActionKind.EXTRA_FILE, ActionKind.CHANGELOG_FILE})
