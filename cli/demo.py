@@ -8,7 +8,10 @@ import shutil
 import time
 from pathlib import Path
 
+import typer
+
 from cli import render
+from cli.app import Output, OutputOpt, app, handle_errors
 from engine.errors import ForeignDirectory
 
 # A demo directory holds this file from the moment the demo starts writing into it; a later demo may
@@ -171,3 +174,16 @@ def run_demo(directory: Path, *, json_output: bool) -> dict:
             f"  lakesweep journal query \"SELECT kind, outcome, count(*) FROM file_records GROUP BY ALL\" "
             f"--journal {journal_path}")
     return doc
+
+
+@app.command("demo")
+@handle_errors
+def demo_cmd(
+    directory: Path = typer.Option(Path("lakesweep-demo"), "--dir", help="Work directory for the demo table, "
+                                   "plan and journal: a new or empty directory, or one a previous demo made (the "
+                                   "demo then replaces only its own files there)."),
+    output: Output = OutputOpt,
+):
+    """The whole story on a demo table: write it with pypaimon, inspect, plan expire, show, apply on
+    local Spark with a DuckDB journal, and audit what was deleted."""
+    run_demo(directory, json_output=output == Output.json)

@@ -12,8 +12,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from cli import render
-from cli.apply_cmds import ConfOpt, JournalOpt, MasterOpt
-from cli.main import Output, OutputOpt, app, handle_errors, key_values
+from cli.app import ConfOpt, JournalOpt, MasterOpt, Output, OutputOpt, app, handle_errors, key_values
 
 
 def _journal(journal: Optional[Path]) -> tuple[str, str]:

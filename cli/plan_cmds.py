@@ -1,0 +1,120 @@
+"""``lakesweep inspect``, ``lakesweep plan ...`` and ``lakesweep show``: reading a table, making a plan,
+reviewing it. Nothing here deletes anything."""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from pathlib import Path
+from typing import List, Optional
+
+import typer
+
+from cli import render
+from cli.app import Output, OutputOpt, app, check_output_file, handle_errors, key_values, refuse_inside_table
+
+plan_app = typer.Typer(help="Make a cleanup plan (nothing is deleted; review it with 'lakesweep show').",
+                       no_args_is_help=True)
+app.add_typer(plan_app, name="plan")
+
+
+@app.command()
+@handle_errors
+def inspect(
+    table: str = typer.Argument(..., help="Table location: a local path or s3://bucket/path."),
+    branch: str = typer.Option("main", help="Branch to inspect."),
+    output: Output = OutputOpt,
+):
+    """Show what lakesweep sees in a Paimon table: schema, snapshots, hints, tags, consumers, branches,
+    live files and the files only older snapshots hold (what expiry could reclaim)."""
+    from engine.paimon.inspect import inspect_table
+    from engine.paimon.table import open_table
+
+    info = inspect_table(open_table(table, branch=branch))
+    if output == Output.json:
+        render.emit_json(info)
+    else:
+        render.render_inspect(info)
+
+
+@plan_app.command("expire")
+@handle_errors
+def plan_expire_cmd(
+    table: str = typer.Argument(..., help="Table location: a local path or s3://bucket/path."),
+    out: Path = typer.Option(..., "--out", help="Where to write the plan (a Parquet file)."),
+    retain_min: Optional[int] = typer.Option(None, help="Keep at least this many newest snapshots "
+                                             "(table: snapshot.num-retained.min, default 10)."),
+    retain_max: Optional[int] = typer.Option(None, help="Keep at most this many snapshots "
+                                             "(snapshot.num-retained.max, default unlimited)."),
+    time_retained: Optional[str] = typer.Option(None, help="Keep snapshots younger than this, e.g. '1 h', "
+                                                "'30 min', '7 d', '0 s' (snapshot.time-retained, default 1 h)."),
+    max_deletes: Optional[int] = typer.Option(None, help="Expire at most this many snapshot ids in one plan "
+                                              "(snapshot.expire.limit, default 50)."),
+    now: Optional[str] = typer.Option(None, help="Plan as of this time: epoch ms or ISO-8601 "
+                                      "(default: the current time)."),
+    option: List[str] = typer.Option([], "--option", help="Override a table option, key=value (repeatable)."),
+    time_rule: str = typer.Option("successor", help="'successor' (Paimon 2.0+: a snapshot expires when its "
+                                  "successor is older than time-retained) or 'own' (Paimon < 2.0: when it is "
+                                  "itself older)."),
+    skip_unreadable: bool = typer.Option(False, "--skip-unreadable", help="Do as Paimon does with unreadable "
+                                         "metadata: keep what depends on it and plan the rest (warnings list "
+                                         "it). Without it, planning stops and names the file."),
+    branch: str = typer.Option("main", help="Branch to expire."),
+    output: Output = OutputOpt,
+):
+    """Plan a snapshot expiration exactly as Apache Paimon would run it, and save the plan.
+
+    Nothing is deleted. Review the plan with 'lakesweep show PLAN'.
+
+    When stderr is a terminal (and the output is text), a bar shows the manifest files read out of
+    those found so far (the total grows as planning finds the snapshots in range), with every metadata
+    file read, their bytes, files/s and bytes/s."""
+    from cli.progress import MetadataReadProgress, progress_enabled
+    from engine.errors import PlanRejected
+    from engine.plan_io import write_plan
+    from engine.paimon.table import open_table
+    from planner.expire import plan_expire
+    from engine.timeutil import parse_time_ms
+    from planner.options import resolve_expire_options
+
+    # Every input is checked before anything is written.
+    now_ms = parse_time_ms(now) if now is not None else int(time.time() * 1000)
+    check_output_file(out, "--out", PlanRejected)
+    refuse_inside_table(out, table, "--out", PlanRejected)
+    reads = MetadataReadProgress() if progress_enabled(output == Output.text) else None
+    t = open_table(table, branch=branch, on_read=reads)
+    opts = resolve_expire_options(
+        t.options,
+        retain_min=retain_min,
+        retain_max=retain_max,
+        time_retained=time_retained,
+        max_deletes=max_deletes,
+        overrides=key_values(option, "--option"),
+        time_rule=time_rule,
+        skip_unreadable=skip_unreadable,
+    )
+    with reads if reads is not None else contextlib.nullcontext():
+        plan = plan_expire(t, now_ms=now_ms, options=opts)
+    write_plan(plan, str(out))
+    if output == Output.json:
+        render.emit_json(render.plan_document(plan) | {"out": str(out)})
+    else:
+        render.render_plan(plan, location=str(out))
+
+
+@app.command()
+@handle_errors
+def show(
+    plan: Path = typer.Argument(..., help="A plan written by 'lakesweep plan'."),
+    files: bool = typer.Option(False, "--files", help="List every action."),
+    output: Output = OutputOpt,
+):
+    """Show a saved plan: the range, counts and bytes per kind and partition, what tags and consumers
+    protected, and whether there is anything to do."""
+    from engine.plan_io import read_plan
+
+    p = read_plan(str(plan))
+    if output == Output.json:
+        render.emit_json(render.plan_document(p, files=files))
+    else:
+        render.render_plan(p, files=files)
