@@ -10,7 +10,6 @@ from here; ``cli.main`` imports them all and is only the console script's entry 
 
 from __future__ import annotations
 
-import enum
 import functools
 import os
 import sys
@@ -22,6 +21,7 @@ from rich.markup import escape
 from typer.core import TyperGroup
 
 from cli import render
+from cli.output import OutputFormat
 from engine.errors import LakesweepError, PlannerInvariantViolated
 
 try:  # typer >= 0.22 vendors Click as typer._click
@@ -126,12 +126,7 @@ def handle_errors(fn):
 
 # Shared options.
 
-class Output(str, enum.Enum):
-    text = "text"
-    json = "json"
-
-
-OutputOpt = typer.Option(Output.text, "--output", "-o", help="text for people, json for scripts.")
+OutputOpt = typer.Option(OutputFormat.text, "--output", "-o", help="text for people, json for scripts.")
 JournalOpt = typer.Option(None, "--journal", "-j", help="The DuckDB journal file (env LAKESWEEP_JOURNAL; default "
                           "~/.local/share/lakesweep/journal.duckdb).")
 MasterOpt = typer.Option("local[*]", "--master", help="Spark master, e.g. local[*] or spark://host:7077.")

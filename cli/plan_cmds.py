@@ -10,8 +10,8 @@ from typing import List, Optional
 
 import typer
 
-from cli import render
-from cli.app import Output, OutputOpt, app, check_output_file, handle_errors, key_values, refuse_inside_table
+from cli.app import OutputOpt, app, check_output_file, handle_errors, key_values, refuse_inside_table
+from cli.output import OutputFormat, output_for
 
 plan_app = typer.Typer(help="Make a cleanup plan (nothing is deleted; review it with 'lakesweep show').",
                        no_args_is_help=True)
@@ -23,18 +23,14 @@ app.add_typer(plan_app, name="plan")
 def inspect(
     table: str = typer.Argument(..., help="Table location: a local path or s3://bucket/path."),
     branch: str = typer.Option("main", help="Branch to inspect."),
-    output: Output = OutputOpt,
+    fmt: OutputFormat = OutputOpt,
 ):
     """Show what lakesweep sees in a Paimon table: schema, snapshots, hints, tags, consumers, branches,
     live files and the files only older snapshots hold (what expiry could reclaim)."""
     from engine.paimon.inspect import inspect_table
     from engine.paimon.table import open_table
 
-    info = inspect_table(open_table(table, branch=branch))
-    if output == Output.json:
-        render.emit_json(info)
-    else:
-        render.render_inspect(info)
+    output_for(fmt).inspect(inspect_table(open_table(table, branch=branch)))
 
 
 @plan_app.command("expire")
@@ -60,7 +56,7 @@ def plan_expire_cmd(
                                          "metadata: keep what depends on it and plan the rest (warnings list "
                                          "it). Without it, planning stops and names the file."),
     branch: str = typer.Option("main", help="Branch to expire."),
-    output: Output = OutputOpt,
+    fmt: OutputFormat = OutputOpt,
 ):
     """Plan a snapshot expiration exactly as Apache Paimon would run it, and save the plan.
 
@@ -77,11 +73,12 @@ def plan_expire_cmd(
     from engine.timeutil import parse_time_ms
     from planner.options import resolve_expire_options
 
+    output = output_for(fmt)
     # Every input is checked before anything is written.
     now_ms = parse_time_ms(now) if now is not None else int(time.time() * 1000)
     check_output_file(out, "--out", PlanRejected)
     refuse_inside_table(out, table, "--out", PlanRejected)
-    reads = MetadataReadProgress() if progress_enabled(output == Output.text) else None
+    reads = MetadataReadProgress() if progress_enabled(output.draws_progress) else None
     t = open_table(table, branch=branch, on_read=reads)
     opts = resolve_expire_options(
         t.options,
@@ -96,10 +93,7 @@ def plan_expire_cmd(
     with reads if reads is not None else contextlib.nullcontext():
         plan = plan_expire(t, now_ms=now_ms, options=opts)
     write_plan(plan, str(out))
-    if output == Output.json:
-        render.emit_json(render.plan_document(plan) | {"out": str(out)})
-    else:
-        render.render_plan(plan, location=str(out))
+    output.plan_written(plan, str(out))
 
 
 @app.command()
@@ -107,14 +101,10 @@ def plan_expire_cmd(
 def show(
     plan: Path = typer.Argument(..., help="A plan written by 'lakesweep plan'."),
     files: bool = typer.Option(False, "--files", help="List every action."),
-    output: Output = OutputOpt,
+    fmt: OutputFormat = OutputOpt,
 ):
     """Show a saved plan: the range, counts and bytes per kind and partition, what tags and consumers
     protected, and whether there is anything to do."""
     from engine.plan_io import read_plan
 
-    p = read_plan(str(plan))
-    if output == Output.json:
-        render.emit_json(render.plan_document(p, files=files))
-    else:
-        render.render_plan(p, files=files)
+    output_for(fmt).plan_shown(read_plan(str(plan)), files=files)

@@ -8,6 +8,7 @@ import sys
 from typing import Any
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 out = Console(highlight=False, soft_wrap=True)
@@ -153,3 +154,67 @@ def render_plan(plan, *, files: bool = False, location: str | None = None) -> No
             ft.add_row(str(a.action_id), a.phase.name.lower(), a.kind.value, a.path,
                        str(a.snapshot_id if a.snapshot_id is not None else "-"), human_bytes(a.size))
         out.print(ft)
+
+
+def render_report(report) -> None:
+    if report.state == "REFUSED":
+        err.print(f"[red]Refused[/red]: plan {report.plan_id}: {report.reason}")
+        return
+    c = report.counts
+    title = {"COMPLETED": "[green]Apply completed[/green]", "FAILED": "[red]Apply failed[/red]",
+             "DRY_RUN": "[cyan]Dry run[/cyan] (nothing was deleted)"}[report.state]
+    out.print(f"{title}: plan {report.plan_id}" + (f", apply {report.apply_id}" if report.apply_id else "")
+              + (" (resumed)" if report.resumed else ""))
+    t = Table()
+    for col in ("phase", "actions", "deleted" if not report.dry_run else "would delete", "already absent",
+                "written", "kept (not empty)", "failed", "bytes"):
+        t.add_column(col, justify="right" if col != "phase" else "left", no_wrap=col == "phase")
+    for p in report.phases:
+        t.add_row(p["phase"], str(p["actions"]), str(p["DELETED"]), str(p["ALREADY_ABSENT"]), str(p["WRITTEN"]),
+                  str(p["KEPT_NOT_EMPTY"]), str(p["FAILED"]), human_bytes(p["bytes"]))
+    out.print(t)
+    verb = "would reclaim" if report.dry_run else "reclaimed"
+    out.print(
+        f"  deleted {c['DELETED']}, already absent {c['ALREADY_ABSENT']}, failed {c['FAILED']}; "
+        f"{verb} {human_bytes(report.bytes_reclaimed)} in {report.duration_ms / 1000:.1f} s"
+    )
+    if report.state == "FAILED":
+        err.print(f"[red]error:[/red] {report.reason}")
+        err.print(f"Fix the cause, then run: lakesweep resume {report.plan_id}")
+
+
+def rows_table(rows: list[dict], columns: list[str], title: str) -> Table:
+    """Journal rows as a table: times in UTC, absent values as '-'."""
+    t = Table(title=title)
+    for c in columns:
+        t.add_column(c, overflow="fold")
+    for r in rows:
+        t.add_row(*[fmt_time(r[c]) if c.endswith("_ms") and r[c] is not None else
+                    ("-" if r[c] is None else str(r[c])) for c in columns])
+    return t
+
+
+def render_query(columns, rows) -> None:
+    t = Table()
+    for c in columns:
+        t.add_column(c, overflow="fold")
+    for r in rows:
+        t.add_row(*["-" if v is None else str(v) for v in r])
+    out.print(t)
+
+
+def render_doctor(checks) -> None:
+    failed = [c for c in checks if not c.ok]
+    t = Table(title="lakesweep doctor", show_lines=True)
+    t.add_column("check", no_wrap=True)
+    t.add_column("status", no_wrap=True)
+    t.add_column("found", overflow="fold")
+    for c in checks:
+        status = "[green]ok[/green]" if c.ok else "[red]FAILED[/red]"
+        t.add_row(c.name, status, escape("\n".join(f"{label}: {value}" for label, value in c.found)))
+    out.print(t)
+    for c in failed:
+        out.print(f"[red]{c.name}:[/red] {escape(c.problem or '')}")
+        if c.fix:
+            out.print(f"  fix: {escape(c.fix)}")
+    out.print(f"{len(failed)} of {len(checks)} checks failed." if failed else f"All {len(checks)} checks passed.")
