@@ -156,28 +156,38 @@ def render_plan(plan, *, files: bool = False, location: str | None = None) -> No
         out.print(ft)
 
 
+# Column labels of the outcomes known today; any other outcome is shown under its own name.
+OUTCOME_LABELS = {"DELETED": "deleted", "ALREADY_ABSENT": "already absent", "WRITTEN": "written",
+                  "KEPT_NOT_EMPTY": "kept (not empty)", "FAILED": "failed"}
+DRY_RUN_LABELS = {"DELETED": "would delete"}
+# Outcomes counted in the table only: the summary line tells what happened to the files the plan removes.
+TABLE_ONLY_OUTCOMES = frozenset({"WRITTEN", "KEPT_NOT_EMPTY"})
+REPORT_TITLES = {"COMPLETED": "[green]Apply completed[/green]", "FAILED": "[red]Apply failed[/red]",
+                 "DRY_RUN": "[cyan]Dry run[/cyan] (nothing was deleted)"}
+
+
 def render_report(report) -> None:
+    """An apply's (or dry run's) report: one column per outcome in ``report.counts``, one row per phase
+    (``{"phase", "actions", <outcome>: n, ..., "bytes"}``), then a summary line."""
     if report.state == "REFUSED":
         err.print(f"[red]Refused[/red]: plan {report.plan_id}: {report.reason}")
         return
-    c = report.counts
-    title = {"COMPLETED": "[green]Apply completed[/green]", "FAILED": "[red]Apply failed[/red]",
-             "DRY_RUN": "[cyan]Dry run[/cyan] (nothing was deleted)"}[report.state]
-    out.print(f"{title}: plan {report.plan_id}" + (f", apply {report.apply_id}" if report.apply_id else "")
-              + (" (resumed)" if report.resumed else ""))
+    outcomes = list(report.counts)
+    labels = OUTCOME_LABELS | (DRY_RUN_LABELS if report.dry_run else {})
+    out.print(f"{REPORT_TITLES.get(report.state, escape(report.state))}: plan {report.plan_id}"
+              + (f", apply {report.apply_id}" if report.apply_id else "") + (" (resumed)" if report.resumed else ""))
     t = Table()
-    for col in ("phase", "actions", "deleted" if not report.dry_run else "would delete", "already absent",
-                "written", "kept (not empty)", "failed", "bytes"):
-        t.add_column(col, justify="right" if col != "phase" else "left", no_wrap=col == "phase")
+    t.add_column("phase", no_wrap=True)
+    for col in ["actions", *(labels.get(o, o) for o in outcomes), "bytes"]:
+        t.add_column(col, justify="right")
     for p in report.phases:
-        t.add_row(p["phase"], str(p["actions"]), str(p["DELETED"]), str(p["ALREADY_ABSENT"]), str(p["WRITTEN"]),
-                  str(p["KEPT_NOT_EMPTY"]), str(p["FAILED"]), human_bytes(p["bytes"]))
+        t.add_row(p["phase"], str(p["actions"]), *(str(p.get(o, 0)) for o in outcomes), human_bytes(p["bytes"]))
     out.print(t)
     verb = "would reclaim" if report.dry_run else "reclaimed"
-    out.print(
-        f"  deleted {c['DELETED']}, already absent {c['ALREADY_ABSENT']}, failed {c['FAILED']}; "
-        f"{verb} {human_bytes(report.bytes_reclaimed)} in {report.duration_ms / 1000:.1f} s"
-    )
+    counted = ", ".join(f"{OUTCOME_LABELS.get(o, o)} {n}" for o, n in report.counts.items()
+                        if o not in TABLE_ONLY_OUTCOMES)
+    out.print(f"  {counted + '; ' if counted else ''}{verb} {human_bytes(report.bytes_reclaimed)} in "
+              f"{report.duration_ms / 1000:.1f} s")
     if report.state == "FAILED":
         err.print(f"[red]error:[/red] {report.reason}")
         err.print(f"Fix the cause, then run: lakesweep resume {report.plan_id}")
