@@ -80,8 +80,13 @@ def render_inspect(info: dict) -> None:
 
 
 def plan_document(plan, *, files: bool = False) -> dict:
-    doc = {"plan_id": plan.plan_id, **plan.header()}
-    doc["nothing_to_expire"] = not plan.deletes_anything
+    """A plan as JSON-ready data: its id, header, what its kind says about it (``nothing_to_do``, and
+    expiry's ``nothing_to_expire``) and, with ``files``, every action."""
+    from planner.kinds import describe_plan
+
+    description = describe_plan(plan)
+    doc = {"plan_id": plan.plan_id, **plan.header(), **description.document,
+           "nothing_to_do": description.nothing_to_do}
     if files:
         doc["actions"] = [
             {
@@ -100,27 +105,25 @@ def plan_document(plan, *, files: bool = False) -> dict:
 
 
 def render_plan(plan, *, files: bool = False, location: str | None = None) -> None:
-    stats = plan.stats
-    summary = stats.get("summary", {})
+    """A plan for people, whatever its kind: id, table, time, options and their sources, the kind's
+    description (``planner.kinds``), actions by kind and partition with totals, warnings (stderr) and,
+    with ``files``, every action."""
+    from planner.kinds import describe_plan
+
+    description = describe_plan(plan)
+    summary = plan.stats.get("summary", {})
     out.print(f"[bold]Plan[/bold] {plan.plan_id} ({plan.kind}) for {plan.table_location}")
     if location:
         out.print(f"  written to {location}")
     out.print(f"  made at now={fmt_time(plan.now_ms)}; options: " + ", ".join(
         f"{k}={v.value} ({v.source})" for k, v in sorted(plan.options.items())
     ))
-    if not plan.deletes_anything:
-        reason = {
-            "no-snapshots": "the table has no snapshots",
-        }.get(stats.get("bound"), f"the range is bounded by {stats.get('bound')}")
-        out.print(f"[green]Nothing to expire[/green]: {reason} (earliest {plan.fingerprint.earliest}, "
-                  f"latest {plan.fingerprint.latest}).")
-        if plan.actions:
-            out.print(f"  apply only writes the missing EARLIEST hint ({plan.earliest_hint}).")
+    if description.nothing_to_do:
+        out.print(f"[green]{escape(description.nothing_label)}[/green]: {escape(description.scope)}")
+        for line in description.remaining:
+            out.print(f"  {escape(line)}")
     else:
-        out.print(
-            f"  expires snapshots [{plan.begin}, {plan.end}) — bounded by {stats.get('bound')}; "
-            f"new EARLIEST hint {plan.earliest_hint}"
-        )
+        out.print(f"  {escape(description.scope)}")
         t = Table(title="Actions by kind")
         t.add_column("kind")
         t.add_column("count", justify="right")
@@ -138,13 +141,9 @@ def render_plan(plan, *, files: bool = False, location: str | None = None) -> No
                 pt.add_row(part or "(unpartitioned)", str(v["count"]), human_bytes(v["bytes"]))
             out.print(pt)
         out.print(f"  total: {summary.get('files', 0)} files, {human_bytes(summary.get('bytes', 0))} (known sizes)")
-    out.print(
-        f"  protected: {stats.get('protected_by_tags', 0)} candidate data files kept by tags; "
-        + (f"consumers hold the range at snapshot {plan.end}" if stats.get("bound") == "consumer" else "no consumer bound")
-    )
-    if stats.get("deferred_to_changelog"):
-        out.print(f"  deferred to changelog expiry: {stats['deferred_to_changelog']} files (decoupled lifecycle)")
-    for w in stats.get("warnings", []):
+    for line in description.notes:
+        out.print(f"  {escape(line)}")
+    for w in plan.stats.get("warnings", []):
         err.print(f"[yellow]warning:[/yellow] {w}")
     if files:
         ft = Table(title="Actions")
