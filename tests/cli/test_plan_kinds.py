@@ -93,3 +93,29 @@ def test_a_description_is_printed_as_text_not_markup(table, tmp_path, printed, m
     out, _ = printed()
     assert "[x]: [bold]kept[/bold] as written" in out
     assert "  [red]r[/red]" in out and "  [i]n[/i]" in out
+
+
+def test_make_plan_runs_any_registered_kind_with_its_own_options(table, tmp_path, monkeypatch, capsys):
+    from cli.output import OutputFormat
+    from cli.plan_cmds import make_plan
+    from planner.kinds import PlanKind
+
+    seen = {}
+    expire = KINDS["expire"]
+
+    def resolve(table_options, *, overrides, **flags):
+        seen.update(flags, overrides=overrides)
+        return expire.resolve_options(table_options, retain_min=1, time_retained="0 s")
+
+    def plan(t, *, now_ms, options):
+        seen["now_ms"] = now_ms
+        return expire.plan(t, now_ms=now_ms, options=options)
+
+    monkeypatch.setitem(KINDS, "sketch", PlanKind("sketch", resolve_options=resolve, plan=plan,
+                                                  describe=expire.describe))
+    out = tmp_path / "sketch.parquet"
+    make_plan("sketch", table=table.path, out=out, now="4102444800000", option=["snapshot.expire.limit=5"],
+              branch="main", fmt=OutputFormat.json, older_than="1 d")
+    assert seen == {"older_than": "1 d", "overrides": {"snapshot.expire.limit": "5"}, "now_ms": 4102444800000}
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["out"] == str(out) and doc["plan_id"] == read_plan(str(out)).plan_id
