@@ -8,7 +8,11 @@ import shutil
 import time
 from pathlib import Path
 
+import typer
+
 from cli import render
+from cli.app import OutputOpt, app, handle_errors
+from cli.output import Output, OutputFormat, output_for
 from engine.errors import ForeignDirectory
 
 # A demo directory holds this file from the moment the demo starts writing into it; a later demo may
@@ -105,7 +109,9 @@ def prepare_demo_dir(directory: Path) -> None:
         )
 
 
-def run_demo(directory: Path, *, json_output: bool) -> dict:
+def run_demo(directory: Path, *, output: Output) -> dict:
+    """Write the demo table in ``directory`` and run the whole story on it, telling each step through
+    ``output``; returns everything it did as data (what ``--output json`` prints)."""
     from cli.progress import MetadataReadProgress, progress_enabled
     from engine.paimon.inspect import inspect_table
     from engine.plan_io import read_plan, write_plan
@@ -115,29 +121,26 @@ def run_demo(directory: Path, *, json_output: bool) -> dict:
 
     directory = directory.resolve()
     prepare_demo_dir(directory)
-    say = (lambda *a: None) if json_output else render.out.print
+    say = output.demo_step
 
     say(f"[bold]1. Writing a Paimon table with pypaimon[/bold] under {directory}")
     location = write_demo_table(directory / DEMO_WAREHOUSE)
     table = open_table(location)
     info = inspect_table(table)
     say("\n[bold]2. lakesweep inspect[/bold]")
-    if not json_output:
-        render.render_inspect(info)
+    output.demo_inspect(info)
 
     plan_path = directory / DEMO_PLAN
     say("\n[bold]3. lakesweep plan expire --retain-min 3 --time-retained '0 s'[/bold]")
     opts = resolve_expire_options(table.options, retain_min=3, time_retained="0 s")
-    reads = MetadataReadProgress() if progress_enabled(not json_output) else None
+    reads = MetadataReadProgress() if progress_enabled(output.draws_progress) else None
     with reads if reads is not None else contextlib.nullcontext():
         plan = plan_expire(open_table(location, on_read=reads), now_ms=int(time.time() * 1000), options=opts)
     write_plan(plan, str(plan_path))
     say(f"\n[bold]4. lakesweep show {plan_path}[/bold]")
     reread = read_plan(str(plan_path))
-    if not json_output:
-        render.render_plan(reread, files=True)
+    output.demo_plan(reread)
     from applier.apply import apply_plan
-    from cli.apply_cmds import render_report
     from cli.progress import RichProgress
     from journal.audit import list_files, list_plans
     from journal.duckdb_store import DuckDBRecorder
@@ -145,10 +148,9 @@ def run_demo(directory: Path, *, json_output: bool) -> dict:
     journal_path = directory / DEMO_JOURNAL
     say(f"\n[bold]5. lakesweep apply {plan_path} --journal {journal_path}[/bold]  (local Spark)")
     with DuckDBRecorder(str(journal_path)) as recorder:
-        with RichProgress(not json_output) as progress:
+        with RichProgress(output.draws_progress) as progress:
             report = apply_plan(reread, recorder, master="local[*]", progress=progress)
-        if not json_output:
-            render_report(report)
+        output.demo_report(report)
         say("\n[bold]6. lakesweep journal files --kind data-file[/bold]  (what was deleted, when, and why)")
         files = list_files(recorder, plan_id=reread.plan_id, kind="data-file")
         plans = list_plans(recorder)
@@ -163,11 +165,22 @@ def run_demo(directory: Path, *, json_output: bool) -> dict:
         "apply": report.to_json(), "journal": str(journal_path), "journal_plans": plans, "deleted_files": files,
         "after": {"earliest": after["earliest"], "latest": after["latest"]},
     }
-    if json_output:
-        render.emit_json(doc)
-    else:
-        say(f"\nTry it yourself:\n  lakesweep inspect {location}\n  lakesweep show {plan_path} --files\n"
-            f"  lakesweep journal plans --journal {journal_path}\n"
-            f"  lakesweep journal query \"SELECT kind, outcome, count(*) FROM file_records GROUP BY ALL\" "
-            f"--journal {journal_path}")
+    say(f"\nTry it yourself:\n  lakesweep inspect {location}\n  lakesweep show {plan_path} --files\n"
+        f"  lakesweep journal plans --journal {journal_path}\n"
+        f"  lakesweep journal query \"SELECT kind, outcome, count(*) FROM file_records GROUP BY ALL\" "
+        f"--journal {journal_path}")
+    output.demo_finished(doc)
     return doc
+
+
+@app.command("demo")
+@handle_errors
+def demo_cmd(
+    directory: Path = typer.Option(Path("lakesweep-demo"), "--dir", help="Work directory for the demo table, "
+                                   "plan and journal: a new or empty directory, or one a previous demo made (the "
+                                   "demo then replaces only its own files there)."),
+    fmt: OutputFormat = OutputOpt,
+):
+    """The whole story on a demo table: write it with pypaimon, inspect, plan expire, show, apply on
+    local Spark with a DuckDB journal, and audit what was deleted."""
+    run_demo(directory, output=output_for(fmt))

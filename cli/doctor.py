@@ -8,12 +8,9 @@ from pathlib import Path
 from typing import List, Optional
 
 import typer
-from rich.markup import escape
-from rich.table import Table
 
-from cli import render
-from cli.apply_cmds import ConfOpt, JournalOpt, MasterOpt
-from cli.main import Output, OutputOpt, app, handle_errors, key_values
+from cli.app import ConfOpt, JournalOpt, MasterOpt, OutputOpt, app, handle_errors, key_values
+from cli.output import OutputFormat, output_for
 
 
 def _journal(journal: Optional[Path]) -> tuple[str, str]:
@@ -35,7 +32,7 @@ def doctor(
     journal: Optional[Path] = JournalOpt,
     table: Optional[str] = typer.Option(None, "--table", help="Also check this table's storage: a local path, "
                                         "or s3://bucket/path (endpoint, credentials, one authenticated listing)."),
-    output: Output = OutputOpt,
+    fmt: OutputFormat = OutputOpt,
 ):
     """Check that this machine can run lakesweep: Java, a Spark session whose executors import
     lakesweep's modules in the driver's versions, the Avro codecs Paimon writes manifests with, a
@@ -43,26 +40,10 @@ def doctor(
     Exit 0 when every check passes, 1 otherwise."""
     from applier.doctor import run_doctor
 
+    output = output_for(fmt)
     journal_path, journal_source = _journal(journal)
     checks = run_doctor(master=master, conf=key_values(conf, "--conf"), journal=journal_path,
                         journal_source=journal_source, table=table)
-    failed = [c for c in checks if not c.ok]
-    if output == Output.json:
-        render.emit_json({"ok": not failed, "checks": [c.to_json() for c in checks]})
-    else:
-        t = Table(title="lakesweep doctor", show_lines=True)
-        t.add_column("check", no_wrap=True)
-        t.add_column("status", no_wrap=True)
-        t.add_column("found", overflow="fold")
-        for c in checks:
-            status = "[green]ok[/green]" if c.ok else "[red]FAILED[/red]"
-            t.add_row(c.name, status, escape("\n".join(f"{label}: {value}" for label, value in c.found)))
-        render.out.print(t)
-        for c in failed:
-            render.out.print(f"[red]{c.name}:[/red] {escape(c.problem or '')}")
-            if c.fix:
-                render.out.print(f"  fix: {escape(c.fix)}")
-        render.out.print(f"{len(failed)} of {len(checks)} checks failed." if failed
-                         else f"All {len(checks)} checks passed.")
-    if failed:
+    output.doctor(checks)
+    if not all(c.ok for c in checks):
         raise typer.Exit(1)

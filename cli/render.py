@@ -8,6 +8,7 @@ import sys
 from typing import Any
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 out = Console(highlight=False, soft_wrap=True)
@@ -79,11 +80,13 @@ def render_inspect(info: dict) -> None:
 
 
 def plan_document(plan, *, files: bool = False) -> dict:
-    doc = {"plan_id": plan.plan_id, **plan.header()}
-    if plan.kind == "expire":  # the keys scripts read before plans had a scope
-        doc["range"] = {"begin": plan.begin, "end": plan.end}
-        doc["earliest_hint"] = plan.earliest_hint
-    doc["nothing_to_expire"] = not plan.deletes_anything
+    """A plan as JSON-ready data: its id, header, what its kind says about it (``nothing_to_do``, and
+    expiry's ``nothing_to_expire``) and, with ``files``, every action."""
+    from planner.kinds import describe_plan
+
+    description = describe_plan(plan)
+    doc = {"plan_id": plan.plan_id, **plan.header(), **description.document,
+           "nothing_to_do": description.nothing_to_do}
     if files:
         doc["actions"] = [
             {
@@ -102,27 +105,25 @@ def plan_document(plan, *, files: bool = False) -> dict:
 
 
 def render_plan(plan, *, files: bool = False, location: str | None = None) -> None:
-    stats = plan.stats
-    summary = stats.get("summary", {})
+    """A plan for people, whatever its kind: id, table, time, options and their sources, the kind's
+    description (``planner.kinds``), actions by kind and partition with totals, warnings (stderr) and,
+    with ``files``, every action."""
+    from planner.kinds import describe_plan
+
+    description = describe_plan(plan)
+    summary = plan.stats.get("summary", {})
     out.print(f"[bold]Plan[/bold] {plan.plan_id} ({plan.kind}) for {plan.table_location}")
     if location:
         out.print(f"  written to {location}")
     out.print(f"  made at now={fmt_time(plan.now_ms)}; options: " + ", ".join(
         f"{k}={v.value} ({v.source})" for k, v in sorted(plan.options.items())
     ))
-    if not plan.deletes_anything:
-        reason = {
-            "no-snapshots": "the table has no snapshots",
-        }.get(stats.get("bound"), f"the range is bounded by {stats.get('bound')}")
-        out.print(f"[green]Nothing to expire[/green]: {reason} (earliest {stats.get('earliest')}, "
-                  f"latest {stats.get('latest')}).")
-        if plan.actions:
-            out.print(f"  apply only writes the missing EARLIEST hint ({plan.earliest_hint}).")
+    if description.nothing_to_do:
+        out.print(f"[green]{escape(description.nothing_label)}[/green]: {escape(description.scope)}")
+        for line in description.remaining:
+            out.print(f"  {escape(line)}")
     else:
-        out.print(
-            f"  expires snapshots [{plan.begin}, {plan.end}) — bounded by {stats.get('bound')}; "
-            f"new EARLIEST hint {plan.earliest_hint}"
-        )
+        out.print(f"  {escape(description.scope)}")
         t = Table(title="Actions by kind")
         t.add_column("kind")
         t.add_column("count", justify="right")
@@ -140,13 +141,9 @@ def render_plan(plan, *, files: bool = False, location: str | None = None) -> No
                 pt.add_row(part or "(unpartitioned)", str(v["count"]), human_bytes(v["bytes"]))
             out.print(pt)
         out.print(f"  total: {summary.get('files', 0)} files, {human_bytes(summary.get('bytes', 0))} (known sizes)")
-    out.print(
-        f"  protected: {stats.get('protected_by_tags', 0)} candidate data files kept by tags; "
-        + (f"consumers hold the range at snapshot {plan.end}" if stats.get("bound") == "consumer" else "no consumer bound")
-    )
-    if stats.get("deferred_to_changelog"):
-        out.print(f"  deferred to changelog expiry: {stats['deferred_to_changelog']} files (decoupled lifecycle)")
-    for w in stats.get("warnings", []):
+    for line in description.notes:
+        out.print(f"  {escape(line)}")
+    for w in plan.stats.get("warnings", []):
         err.print(f"[yellow]warning:[/yellow] {w}")
     if files:
         ft = Table(title="Actions")
@@ -156,3 +153,77 @@ def render_plan(plan, *, files: bool = False, location: str | None = None) -> No
             ft.add_row(str(a.action_id), plan.phase_name(a.phase), str(a.kind), a.path,
                        str(a.snapshot_id if a.snapshot_id is not None else "-"), human_bytes(a.size))
         out.print(ft)
+
+
+# Column labels of the outcomes known today; any other outcome is shown under its own name.
+OUTCOME_LABELS = {"DELETED": "deleted", "ALREADY_ABSENT": "already absent", "WRITTEN": "written",
+                  "KEPT_NOT_EMPTY": "kept (not empty)", "FAILED": "failed"}
+DRY_RUN_LABELS = {"DELETED": "would delete"}
+# Outcomes counted in the table only: the summary line tells what happened to the files the plan removes.
+TABLE_ONLY_OUTCOMES = frozenset({"WRITTEN", "KEPT_NOT_EMPTY"})
+REPORT_TITLES = {"COMPLETED": "[green]Apply completed[/green]", "FAILED": "[red]Apply failed[/red]",
+                 "DRY_RUN": "[cyan]Dry run[/cyan] (nothing was deleted)"}
+
+
+def render_report(report) -> None:
+    """An apply's (or dry run's) report: one column per outcome in ``report.counts``, one row per phase
+    (``{"phase", "actions", <outcome>: n, ..., "bytes"}``), then a summary line."""
+    if report.state == "REFUSED":
+        err.print(f"[red]Refused[/red]: plan {report.plan_id}: {report.reason}")
+        return
+    outcomes = list(report.counts)
+    labels = OUTCOME_LABELS | (DRY_RUN_LABELS if report.dry_run else {})
+    out.print(f"{REPORT_TITLES.get(report.state, escape(report.state))}: plan {report.plan_id}"
+              + (f", apply {report.apply_id}" if report.apply_id else "") + (" (resumed)" if report.resumed else ""))
+    t = Table()
+    t.add_column("phase", no_wrap=True)
+    for col in ["actions", *(labels.get(o, o) for o in outcomes), "bytes"]:
+        t.add_column(col, justify="right")
+    for p in report.phases:
+        t.add_row(p["phase"], str(p["actions"]), *(str(p.get(o, 0)) for o in outcomes), human_bytes(p["bytes"]))
+    out.print(t)
+    verb = "would reclaim" if report.dry_run else "reclaimed"
+    counted = ", ".join(f"{OUTCOME_LABELS.get(o, o)} {n}" for o, n in report.counts.items()
+                        if o not in TABLE_ONLY_OUTCOMES)
+    out.print(f"  {counted + '; ' if counted else ''}{verb} {human_bytes(report.bytes_reclaimed)} in "
+              f"{report.duration_ms / 1000:.1f} s")
+    if report.state == "FAILED":
+        err.print(f"[red]error:[/red] {report.reason}")
+        err.print(f"Fix the cause, then run: lakesweep resume {report.plan_id}")
+
+
+def rows_table(rows: list[dict], columns: list[str], title: str) -> Table:
+    """Journal rows as a table: times in UTC, absent values as '-'."""
+    t = Table(title=title)
+    for c in columns:
+        t.add_column(c, overflow="fold")
+    for r in rows:
+        t.add_row(*[fmt_time(r[c]) if c.endswith("_ms") and r[c] is not None else
+                    ("-" if r[c] is None else str(r[c])) for c in columns])
+    return t
+
+
+def render_query(columns, rows) -> None:
+    t = Table()
+    for c in columns:
+        t.add_column(c, overflow="fold")
+    for r in rows:
+        t.add_row(*["-" if v is None else str(v) for v in r])
+    out.print(t)
+
+
+def render_doctor(checks) -> None:
+    failed = [c for c in checks if not c.ok]
+    t = Table(title="lakesweep doctor", show_lines=True)
+    t.add_column("check", no_wrap=True)
+    t.add_column("status", no_wrap=True)
+    t.add_column("found", overflow="fold")
+    for c in checks:
+        status = "[green]ok[/green]" if c.ok else "[red]FAILED[/red]"
+        t.add_row(c.name, status, escape("\n".join(f"{label}: {value}" for label, value in c.found)))
+    out.print(t)
+    for c in failed:
+        out.print(f"[red]{c.name}:[/red] {escape(c.problem or '')}")
+        if c.fix:
+            out.print(f"  fix: {escape(c.fix)}")
+    out.print(f"{len(failed)} of {len(checks)} checks failed." if failed else f"All {len(checks)} checks passed.")

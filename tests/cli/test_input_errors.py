@@ -10,7 +10,8 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from cli.main import app, handle_errors
+from cli.app import handle_errors
+from cli.main import app
 from journal.duckdb_store import DuckDBRecorder
 from tests.support import pypaimon_tables as pt
 

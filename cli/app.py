@@ -1,0 +1,200 @@
+"""The ``lakesweep`` Typer app and what every command shares: error mapping, shared options and checks.
+
+Exit codes: 0 ok; 1 refused with a reason the user can act on (bad input, usage errors included,
+unreadable metadata, a stale or tampered plan); 2 internal error (a bug, or a guard that must never
+fire). Every error is one line on stderr; ``LAKESWEEP_DEBUG=1`` shows the traceback of an internal error.
+
+Command modules (``plan_cmds``, ``apply_cmds``, ``journal_cmds``, ``doctor``, ``demo``) register on ``app``
+from here; ``cli.main`` imports them all and is only the console script's entry point.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import sys
+import traceback
+from typing import List
+
+import typer
+from rich.markup import escape
+from typer.core import TyperGroup
+
+from cli import render
+from cli.output import OutputFormat
+from engine.errors import LakesweepError, PlannerInvariantViolated
+
+try:  # typer >= 0.22 vendors Click as typer._click
+    from typer._click import exceptions as click_exceptions
+except ImportError:  # pragma: no cover - older typer runs on Click itself
+    from click import exceptions as click_exceptions
+
+DEBUG_ENV = "LAKESWEEP_DEBUG"
+BUG_HINT = f"this is a bug in lakesweep; run again with {DEBUG_ENV}=1 to see the traceback and report it"
+
+
+def one_line(text) -> str:
+    """``text`` on one line (DuckDB and Arrow messages span several)."""
+    return " ".join(part.strip() for part in str(text).splitlines() if part.strip())
+
+
+def print_error(message, *, internal: bool = False) -> None:
+    label = "[red]internal error:[/red]" if internal else "[red]error:[/red]"
+    render.err.print(f"{label} {escape(one_line(message))}")
+
+
+def _debug() -> bool:
+    return os.environ.get(DEBUG_ENV, "").strip().lower() not in ("", "0", "false", "no")
+
+
+def report_bug(e: BaseException) -> None:
+    """An unexpected exception: one line and the hint (and, with LAKESWEEP_DEBUG=1, the traceback first)."""
+    if _debug():
+        traceback.print_exception(e, file=sys.stderr)
+    print_error(f"{type(e).__name__}: {e}; {BUG_HINT}", internal=True)
+
+
+class LakesweepGroup(TyperGroup):
+    """The root command: runs Click in non-standalone mode and maps what it raises to lakesweep's exit
+    codes, so that a usage error (Click's 2) is an input error (1) told in one line, and ``--help``
+    still exits 0."""
+
+    def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True, **extra):
+        if not standalone_mode:
+            return super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
+        try:
+            code = super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
+        except click_exceptions.NoArgsIsHelpError as e:  # 'lakesweep' or 'lakesweep plan' alone: the help
+            render.out.print(e.format_message(), markup=False, highlight=False)
+            sys.exit(0)
+        except click_exceptions.UsageError as e:
+            hint = f" (see '{e.ctx.command_path} --help')" if e.ctx is not None else ""
+            print_error(e.format_message() + hint)
+            sys.exit(1)
+        except click_exceptions.ClickException as e:
+            print_error(e.format_message())
+            sys.exit(1)
+        except typer.Abort:
+            print_error("aborted")
+            sys.exit(1)
+        except Exception as e:  # raised outside a command (a parameter callback, Typer itself): a bug
+            report_bug(e)
+            sys.exit(2)
+        sys.exit(code if isinstance(code, int) else 0)
+
+
+app = typer.Typer(
+    cls=LakesweepGroup,
+    name="lakesweep",
+    help=(
+        "Plan, review, apply and audit Apache Paimon table maintenance.\n\n"
+        "Typical flow: 'lakesweep inspect TABLE', 'lakesweep plan expire TABLE --out p.parquet', "
+        "'lakesweep show p.parquet'."
+    ),
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+
+
+def handle_errors(fn):
+    """Map errors to exit codes, each told in one line on stderr: lakesweep's own errors 1, a planner
+    invariant 2, anything unexpected 2 (a bug; ``LAKESWEEP_DEBUG=1`` also prints its traceback).
+    typer.Exit, Abort and Click's usage errors pass through to ``LakesweepGroup``."""
+
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        try:
+            return fn(*args, **kwargs)
+        except (typer.Exit, typer.Abort, click_exceptions.ClickException):
+            raise
+        except PlannerInvariantViolated as e:
+            print_error(e, internal=True)
+            raise typer.Exit(2) from e
+        except LakesweepError as e:
+            print_error(e)
+            raise typer.Exit(1) from e
+        except KeyboardInterrupt:
+            render.err.print("interrupted")
+            raise typer.Exit(130)
+        except Exception as e:
+            report_bug(e)
+            raise typer.Exit(2) from e
+
+    return wrapper
+
+
+# Shared options.
+
+OutputOpt = typer.Option(OutputFormat.text, "--output", "-o", help="text for people, json for scripts.")
+JournalOpt = typer.Option(None, "--journal", "-j", help="The DuckDB journal file (env LAKESWEEP_JOURNAL; default "
+                          "~/.local/share/lakesweep/journal.duckdb).")
+MasterOpt = typer.Option("local[*]", "--master", help="Spark master, e.g. local[*] or spark://host:7077.")
+ConfOpt = typer.Option([], "--conf", help="Spark configuration key=value (repeatable).")
+
+
+def key_values(values: List[str], param_hint: str) -> dict:
+    """``["k=v", ...]`` from a repeatable option into a dict; anything else is a usage error."""
+    out = {}
+    for v in values or []:
+        if "=" not in v:
+            raise typer.BadParameter(f"'{v}' is not key=value", param_hint=param_hint)
+        k, _, val = v.partition("=")
+        out[k.strip()] = val.strip()
+    return out
+
+
+# Shared checks of the paths a command writes.
+
+def check_output_file(path, what: str, error: type[LakesweepError]) -> None:
+    """Refuse an output path that names something other than a (new or regular) file: a directory, a
+    FIFO, a device, or nothing at all."""
+    from engine.fileio import normalize_location
+
+    if not str(path).strip():
+        raise error(f"{what} is empty; give the path of a file to write")
+    target = normalize_location(str(path))
+    if "://" not in target and os.path.lexists(target) and not os.path.isfile(target):
+        raise error(f"{what} {path} exists and is not a regular file; give the path of a file to write")
+
+
+def refuse_inside_table(path, table_location: str, what: str, error: type[LakesweepError]) -> None:
+    """Refuse to write ``path`` inside the table directory (``--out``, ``--journal``): lakesweep's own
+    files must never look like, or replace, a table's files. Local paths are compared resolved (symlinks
+    followed); object-store locations by prefix."""
+    from engine.fileio import normalize_location
+
+    table = normalize_location(table_location)
+    target = normalize_location(str(path))
+    if table.startswith("s3://") != target.startswith("s3://"):
+        return
+    if not table.startswith("s3://"):
+        table, target = os.path.realpath(table), os.path.realpath(target)
+    if target == table or target.startswith(table.rstrip("/") + "/"):
+        raise error(f"{what} {path} is inside the table {table_location}; write it outside the table directory")
+
+
+def journal_path(journal) -> str:
+    """The journal a command uses: ``--journal``, else ``LAKESWEEP_JOURNAL``, else the default."""
+    from journal.duckdb_store import default_journal_path
+
+    return str(journal) if journal is not None else str(default_journal_path())
+
+
+def existing_journal(journal) -> str:
+    """The journal path of a command that reads a journal: it must exist (a typo must not create one)."""
+    from engine.errors import JournalError
+
+    path = journal_path(journal)
+    if not os.path.exists(path):
+        raise JournalError(f"journal {path} does not exist (nothing has been applied with it yet)")
+    return path
+
+
+def refuse_inside_recorded_tables(path: str, what: str, journal: str) -> None:
+    """``refuse_inside_table`` for every table ``journal`` has recorded."""
+    from engine.errors import JournalError
+    from journal.audit import recorded_tables
+
+    for table in recorded_tables(journal):
+        refuse_inside_table(path, table, what, JournalError)

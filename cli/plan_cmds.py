@@ -1,0 +1,123 @@
+"""``lakesweep inspect``, ``lakesweep plan KIND ...`` and ``lakesweep show``: reading a table, making a plan,
+reviewing it. Nothing here deletes anything.
+
+Each ``plan`` command declares its kind's own options and hands them to ``make_plan``, which does what
+every kind shares (the table, ``--out``, ``--now``, ``--option``, ``--branch``, progress, writing and
+showing the plan) through the kind's entry in ``planner/kinds.py``. A new kind is one entry there and one
+command here.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from pathlib import Path
+from typing import List, Optional
+
+import typer
+
+from cli.app import OutputOpt, app, check_output_file, handle_errors, key_values, refuse_inside_table
+from cli.output import OutputFormat, output_for
+
+plan_app = typer.Typer(help="Make a cleanup plan (nothing is deleted; review it with 'lakesweep show').",
+                       no_args_is_help=True)
+app.add_typer(plan_app, name="plan")
+
+# Options every plan command has.
+TableArg = typer.Argument(..., help="Table location: a local path or s3://bucket/path.")
+PlanOutOpt = typer.Option(..., "--out", help="Where to write the plan (a Parquet file).")
+NowOpt = typer.Option(None, help="Plan as of this time: epoch ms or ISO-8601 (default: the current time).")
+TableOptionOpt = typer.Option([], "--option", help="Override a table option, key=value (repeatable).")
+
+
+def make_plan(kind: str, *, table: str, out: Path, now: Optional[str], option: List[str], branch: str,
+              fmt: OutputFormat, **flags) -> None:
+    """Make a plan of ``kind`` for ``table`` (``branch``) as of ``now``, write it to ``out`` and show it.
+
+    ``option`` holds the ``--option key=value`` overrides and ``flags`` the kind's own options as given
+    (None: not given); both go to the kind's option resolver. Every input is checked before anything is
+    written; while planning, a terminal shows the metadata files read (text output only)."""
+    from cli.progress import MetadataReadProgress, progress_enabled
+    from engine.errors import PlanRejected
+    from engine.paimon.table import open_table
+    from engine.plan_io import write_plan
+    from engine.timeutil import parse_time_ms
+    from planner.kinds import plan_kind
+
+    entry = plan_kind(kind)
+    output = output_for(fmt)
+    now_ms = parse_time_ms(now) if now is not None else int(time.time() * 1000)
+    check_output_file(out, "--out", PlanRejected)
+    refuse_inside_table(out, table, "--out", PlanRejected)
+    reads = MetadataReadProgress() if progress_enabled(output.draws_progress) else None
+    t = open_table(table, branch=branch, on_read=reads)
+    options = entry.resolve_options(t.options, overrides=key_values(option, "--option"), **flags)
+    with reads if reads is not None else contextlib.nullcontext():
+        plan = entry.plan(t, now_ms=now_ms, options=options)
+    write_plan(plan, str(out))
+    output.plan_written(plan, str(out))
+
+
+@app.command()
+@handle_errors
+def inspect(
+    table: str = TableArg,
+    branch: str = typer.Option("main", help="Branch to inspect."),
+    fmt: OutputFormat = OutputOpt,
+):
+    """Show what lakesweep sees in a Paimon table: schema, snapshots, hints, tags, consumers, branches,
+    live files and the files only older snapshots hold (what expiry could reclaim)."""
+    from engine.paimon.inspect import inspect_table
+    from engine.paimon.table import open_table
+
+    output_for(fmt).inspect(inspect_table(open_table(table, branch=branch)))
+
+
+@plan_app.command("expire")
+@handle_errors
+def plan_expire_cmd(
+    table: str = TableArg,
+    out: Path = PlanOutOpt,
+    retain_min: Optional[int] = typer.Option(None, help="Keep at least this many newest snapshots "
+                                             "(table: snapshot.num-retained.min, default 10)."),
+    retain_max: Optional[int] = typer.Option(None, help="Keep at most this many snapshots "
+                                             "(snapshot.num-retained.max, default unlimited)."),
+    time_retained: Optional[str] = typer.Option(None, help="Keep snapshots younger than this, e.g. '1 h', "
+                                                "'30 min', '7 d', '0 s' (snapshot.time-retained, default 1 h)."),
+    max_deletes: Optional[int] = typer.Option(None, help="Expire at most this many snapshot ids in one plan "
+                                              "(snapshot.expire.limit, default 50)."),
+    now: Optional[str] = NowOpt,
+    option: List[str] = TableOptionOpt,
+    time_rule: str = typer.Option("successor", help="'successor' (Paimon 2.0+: a snapshot expires when its "
+                                  "successor is older than time-retained) or 'own' (Paimon < 2.0: when it is "
+                                  "itself older)."),
+    skip_unreadable: bool = typer.Option(False, "--skip-unreadable", help="Do as Paimon does with unreadable "
+                                         "metadata: keep what depends on it and plan the rest (warnings list "
+                                         "it). Without it, planning stops and names the file."),
+    branch: str = typer.Option("main", help="Branch to expire."),
+    fmt: OutputFormat = OutputOpt,
+):
+    """Plan a snapshot expiration exactly as Apache Paimon would run it, and save the plan.
+
+    Nothing is deleted. Review the plan with 'lakesweep show PLAN'.
+
+    When stderr is a terminal (and the output is text), a bar shows the manifest files read out of
+    those found so far (the total grows as planning finds the snapshots in range), with every metadata
+    file read, their bytes, files/s and bytes/s."""
+    make_plan("expire", table=table, out=out, now=now, option=option, branch=branch, fmt=fmt,
+              retain_min=retain_min, retain_max=retain_max, time_retained=time_retained, max_deletes=max_deletes,
+              time_rule=time_rule, skip_unreadable=skip_unreadable)
+
+
+@app.command()
+@handle_errors
+def show(
+    plan: Path = typer.Argument(..., help="A plan written by 'lakesweep plan'."),
+    files: bool = typer.Option(False, "--files", help="List every action."),
+    fmt: OutputFormat = OutputOpt,
+):
+    """Show a saved plan: the range, counts and bytes per kind and partition, what tags and consumers
+    protected, and whether there is anything to do."""
+    from engine.plan_io import read_plan
+
+    output_for(fmt).plan_shown(read_plan(str(plan)), files=files)

@@ -1,0 +1,112 @@
+"""The kinds of plan lakesweep makes: a registry the CLI and the renderers read.
+
+An entry (``PlanKind``) gives a kind's name (the plan's ``kind``, and ``lakesweep plan NAME``), its option
+resolver and its planning function as the CLI calls them, and ``describe(plan)``: what a plan of this kind
+does, as plain data (``PlanDescription``) that a generic renderer prints. Only an entry's ``describe``
+reads kind-specific plan fields. Adding a kind is one entry here plus one short command in
+``cli/plan_cmds.py``.
+
+Every kind's planner also leaves in ``plan.stats`` what the generic renderer shows for any plan:
+``summary`` (``engine.plan.summarize`` of the actions) and ``warnings`` (a list of strings).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable, Mapping
+
+from engine.plan import CleanupPlan
+
+
+@dataclass(frozen=True, slots=True)
+class PlanDescription:
+    """What a plan does, in plain text lines (no markup) a renderer prints as they are."""
+
+    # The plan does none of the work its kind exists for (it may still carry housekeeping: ``remaining``).
+    nothing_to_do: bool
+    # One line: what the plan covers, or, when there is nothing to do, why.
+    scope: str
+    # How the kind says there is nothing to do.
+    nothing_label: str = "Nothing to do"
+    # When there is nothing to do: what apply still does.
+    remaining: tuple[str, ...] = ()
+    # What the plan protected, deferred or was bounded by: shown whether or not there is anything to do.
+    notes: tuple[str, ...] = ()
+    # Keys this kind adds to the plan's JSON document (``lakesweep show --output json``), kept for scripts.
+    document: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class PlanKind:
+    name: str
+    # ``resolve_options(table_options, *, overrides, **flags)``: flags as the user gave them (None: not given)
+    # over ``overrides`` (``--option key=value``) over the table's options over defaults, each value with
+    # its source. Raises ``PlanRejected`` on a bad value.
+    resolve_options: Callable[..., Any]
+    # ``plan(table, *, now_ms, options)``: the pure planner.
+    plan: Callable[..., CleanupPlan]
+    describe: Callable[[CleanupPlan], PlanDescription]
+
+
+# The entries import their planner when called: describing a plan read from a file needs none.
+
+def _resolve_expire(table_options, **flags):
+    from planner.options import resolve_expire_options
+
+    return resolve_expire_options(table_options, **flags)
+
+
+def _plan_expire(table, *, now_ms: int, options) -> CleanupPlan:
+    from planner.expire import plan_expire
+
+    return plan_expire(table, now_ms=now_ms, options=options)
+
+
+def describe_expire(plan: CleanupPlan) -> PlanDescription:
+    """A snapshot expiry: the range [begin, end) and what bounded it, or why nothing expires."""
+    stats = plan.stats
+    bound = stats.get("bound")
+    expires = plan.deletes_anything
+    if expires:
+        scope = (f"expires snapshots [{plan.begin}, {plan.end}) — bounded by {bound}; "
+                 f"new EARLIEST hint {plan.earliest_hint}")
+        remaining: tuple[str, ...] = ()
+    else:
+        reason = "the table has no snapshots" if bound == "no-snapshots" else f"the range is bounded by {bound}"
+        scope = f"{reason} (earliest {stats.get('earliest')}, latest {stats.get('latest')})."
+        remaining = (f"apply only writes the missing EARLIEST hint ({plan.earliest_hint}).",) if plan.actions else ()
+    notes = [
+        f"protected: {stats.get('protected_by_tags', 0)} candidate data files kept by tags; "
+        + (f"consumers hold the range at snapshot {plan.end}" if bound == "consumer" else "no consumer bound")
+    ]
+    if stats.get("deferred_to_changelog"):
+        notes.append(f"deferred to changelog expiry: {stats['deferred_to_changelog']} files (decoupled lifecycle)")
+    return PlanDescription(nothing_to_do=not expires, scope=scope, nothing_label="Nothing to expire",
+                           remaining=remaining, notes=tuple(notes),
+                           # the keys scripts read before plans had a scope
+                           document={"nothing_to_expire": not expires,
+                                     "range": {"begin": plan.begin, "end": plan.end},
+                                     "earliest_hint": plan.earliest_hint})
+
+
+KINDS: Mapping[str, PlanKind] = {
+    k.name: k
+    for k in (
+        PlanKind("expire", resolve_options=_resolve_expire, plan=_plan_expire, describe=describe_expire),
+    )
+}
+
+
+def plan_kind(name: str) -> PlanKind:
+    """The registry entry of ``name`` (a KeyError for a kind lakesweep does not make is a bug)."""
+    return KINDS[name]
+
+
+def describe_plan(plan: CleanupPlan) -> PlanDescription:
+    """``plan`` described by its kind's entry; a plan of a kind without one by its action count."""
+    entry = KINDS.get(plan.kind)
+    if entry is not None:
+        return entry.describe(plan)
+    if not plan.actions:
+        return PlanDescription(nothing_to_do=True, scope="the plan has no actions.")
+    return PlanDescription(nothing_to_do=False, scope=f"{len(plan.actions)} actions")

@@ -1,0 +1,122 @@
+"""Plans shown through the kind registry (planner/kinds.py): each kind describes its plans as plain data,
+and one renderer shows any kind."""
+
+import dataclasses
+import io
+import json
+
+import pytest
+from rich.console import Console
+from typer.testing import CliRunner
+
+from cli import render
+from cli.main import app
+from engine.plan_io import read_plan
+from planner.kinds import KINDS, PlanDescription, describe_plan, plan_kind
+from tests.support import pypaimon_tables as pt
+
+NOW = "2100-01-01T00:00:00Z"
+
+
+@pytest.fixture(scope="module")
+def table(tmp_path_factory):
+    return pt.write_append_table(str(tmp_path_factory.mktemp("kinds") / "wh"))
+
+
+def make_plan(table, tmp_path, *args):
+    out = tmp_path / "plan.parquet"
+    r = CliRunner().invoke(app, ["plan", "expire", table.path, "--out", str(out), "--now", NOW, "-o", "json",
+                                  *map(str, args)])
+    assert r.exit_code == 0, r.output
+    return read_plan(str(out))
+
+
+@pytest.fixture
+def printed(monkeypatch):
+    out, err = io.StringIO(), io.StringIO()
+    monkeypatch.setattr(render, "out", Console(file=out, width=300, highlight=False, soft_wrap=True))
+    monkeypatch.setattr(render, "err", Console(file=err, width=300, highlight=False, soft_wrap=True))
+    return lambda: (out.getvalue(), err.getvalue())
+
+
+def test_the_registry_names_expire():
+    assert list(KINDS) == ["expire"] and plan_kind("expire").name == "expire"
+
+
+def test_an_expiry_describes_its_range_and_what_bounded_it(table, tmp_path):
+    plan = make_plan(table, tmp_path, "--retain-min", 1, "--time-retained", "0 s")
+    end = table.consumers["c1"]
+    assert describe_plan(plan) == PlanDescription(
+        nothing_to_do=False,
+        scope=f"expires snapshots [1, {end}) — bounded by consumer; new EARLIEST hint {end}",
+        nothing_label="Nothing to expire",
+        notes=(f"protected: 0 candidate data files kept by tags; consumers hold the range at snapshot {end}",),
+        document={"nothing_to_expire": False, "range": {"begin": 1, "end": end}, "earliest_hint": end},
+    )
+
+
+def test_an_expiry_with_nothing_to_expire_says_why(table, tmp_path):
+    plan = make_plan(table, tmp_path, "--retain-min", 100)
+    d = describe_plan(plan)
+    assert d.nothing_to_do and d.document["nothing_to_expire"] is True
+    assert d.document["range"] == {"begin": plan.begin, "end": plan.end}
+    assert d.scope == f"the range is bounded by retain-min (earliest 1, latest {table.latest})."
+
+
+def test_show_json_says_nothing_to_do_and_keeps_nothing_to_expire(table, tmp_path):
+    make_plan(table, tmp_path, "--retain-min", 100)
+    doc = json.loads(CliRunner().invoke(app, ["show", str(tmp_path / "plan.parquet"), "-o", "json"]).stdout)
+    assert (doc["nothing_to_do"], doc["nothing_to_expire"]) == (True, True)
+    make_plan(table, tmp_path, "--retain-min", 1, "--time-retained", "0 s")
+    doc = json.loads(CliRunner().invoke(app, ["show", str(tmp_path / "plan.parquet"), "-o", "json"]).stdout)
+    assert (doc["nothing_to_do"], doc["nothing_to_expire"]) == (False, False)
+
+
+def test_a_plan_of_a_kind_without_an_entry_is_shown_by_its_actions(table, tmp_path, printed):
+    plan = dataclasses.replace(make_plan(table, tmp_path, "--retain-min", 1, "--time-retained", "0 s"),
+                               kind="unknown")
+    d = describe_plan(plan)
+    assert (d.nothing_to_do, d.scope, d.notes, d.document) == (False, f"{len(plan.actions)} actions", (), {})
+    render.render_plan(plan)
+    out, _ = printed()
+    assert "(unknown)" in out.splitlines()[0]
+    assert f"  {len(plan.actions)} actions" in out.splitlines() and "Actions by kind" in out
+    assert render.plan_document(plan)["nothing_to_do"] is False
+    assert "nothing_to_expire" not in render.plan_document(plan)
+
+
+def test_a_description_is_printed_as_text_not_markup(table, tmp_path, printed, monkeypatch):
+    plan = make_plan(table, tmp_path, "--retain-min", 100)
+    described = PlanDescription(nothing_to_do=True, scope="[bold]kept[/bold] as written", nothing_label="[x]",
+                                remaining=("[red]r[/red]",), notes=("[i]n[/i]",))
+    monkeypatch.setitem(KINDS, "expire", dataclasses.replace(KINDS["expire"], describe=lambda p: described))
+    render.render_plan(plan)
+    out, _ = printed()
+    assert "[x]: [bold]kept[/bold] as written" in out
+    assert "  [red]r[/red]" in out and "  [i]n[/i]" in out
+
+
+def test_make_plan_runs_any_registered_kind_with_its_own_options(table, tmp_path, monkeypatch, capsys):
+    from cli.output import OutputFormat
+    from cli.plan_cmds import make_plan
+    from planner.kinds import PlanKind
+
+    seen = {}
+    expire = KINDS["expire"]
+
+    def resolve(table_options, *, overrides, **flags):
+        seen.update(flags, overrides=overrides)
+        return expire.resolve_options(table_options, retain_min=1, time_retained="0 s")
+
+    def plan(t, *, now_ms, options):
+        seen["now_ms"] = now_ms
+        return expire.plan(t, now_ms=now_ms, options=options)
+
+    monkeypatch.setitem(KINDS, "sketch", PlanKind("sketch", resolve_options=resolve, plan=plan,
+                                                  describe=expire.describe))
+    out = tmp_path / "sketch.parquet"
+    make_plan("sketch", table=table.path, out=out, now="4102444800000", option=["snapshot.expire.limit=5"],
+              branch="main", fmt=OutputFormat.json, older_than="1 d")
+    assert seen == {"older_than": "1 d", "overrides": {"snapshot.expire.limit": "5"}, "now_ms": 4102444800000}
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["out"] == str(out) and doc["plan_id"] == read_plan(str(out)).plan_id
