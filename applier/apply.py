@@ -17,19 +17,28 @@ from typing import AbstractSet, Callable, Mapping, Sequence
 
 from engine.errors import JournalConflict, JournalError, LakesweepError, PlanRejected, SparkUnavailable
 from engine.fileio import FileIO
-from engine.plan import Action, CleanupPlan, PhaseMode
+from engine.plan import Action, ActionCheck, CleanupPlan, PhaseMode, Verb
 from engine.plan_io import plan_from_header
 from engine.paimon.paths import external_roots
 from engine.paimon.table import open_table
-from journal.events import ApplyCompleted, ApplyFailed, ApplyRefused, ApplyStarted, FileOutcome, HintWritten, PhaseCompleted
+from journal.events import (
+    ApplyCompleted,
+    ApplyFailed,
+    ApplyRefused,
+    ApplyStarted,
+    Committed,
+    FileOutcome,
+    MetadataWritten,
+    PhaseCompleted,
+)
 from journal.projection import PlanStatus, RunStatus, plan_done_actions, plan_state, project, unfinished_apply
 from journal.recorder import Recorder
 
+from applier.actions import ActionResult, Outcome
+from applier.commit import Committer, commit_id, committer_for, run_commit
 from applier.executors import BulkExecutor, DriverExecutor, SparkExecutor  # noqa: F401  (DriverExecutor: tests)
 from applier.phases import NoProgress, PhaseRunner, Progress, Tally, pointer_writes
-from applier.preconditions import check_requirements, check_unreachable, verify_paths, verify_table
-
-_SUPPORTED_MODES = (PhaseMode.BULK, PhaseMode.ORDERED)
+from applier.preconditions import check_phases, check_requirements, check_unreachable, verify_paths, verify_table
 
 
 @dataclass
@@ -58,6 +67,19 @@ class ApplyReport:
         }
 
 
+def report_outcomes(plan: CleanupPlan) -> tuple[str, ...]:
+    """The outcomes a report of ``plan`` counts: deletes, writes, kept directories and failures always (as
+    reports always had them); skipped candidates when the plan re-checks actions; commits when it commits."""
+    extra = set()
+    if any(isinstance(r, ActionCheck) for r in plan.requirements):
+        extra.add(FileOutcome.SKIPPED_REFERENCED)
+    if any(p.mode == PhaseMode.COMMIT for p in plan.phases):
+        extra |= {FileOutcome.COMMITTED, FileOutcome.ALREADY_COMMITTED}
+    base = {FileOutcome.DELETED, FileOutcome.ALREADY_ABSENT, FileOutcome.WRITTEN, FileOutcome.KEPT_NOT_EMPTY,
+            FileOutcome.FAILED}
+    return tuple(o.value for o in FileOutcome if o in base or o in extra)
+
+
 def actions_by_phase(actions: Sequence[Action]) -> dict[int, list[Action]]:
     """The plan's actions grouped by phase, in plan order, in one pass (phases without actions are absent)."""
     groups: dict[int, list[Action]] = {}
@@ -78,13 +100,6 @@ class _DoneLocations:
         return i is not None and i in self.ids
 
 
-def _check_modes(plan: CleanupPlan) -> None:
-    for spec in plan.phases:
-        if spec.mode not in _SUPPORTED_MODES:
-            raise PlanRejected(f"phase '{spec.name}' of plan {plan.plan_id} is a {spec.mode.value} phase, which "
-                               f"this lakesweep cannot apply to {plan.format} tables")
-
-
 @dataclass
 class _Apply:
     """One apply (or dry run) of one plan: what the journal says was done, and where bulk work runs."""
@@ -97,6 +112,7 @@ class _Apply:
     clock: Callable[[], int]
     master: str
     resume_apply_id: str | None = None
+    committer: Committer | None = None  # given to apply_plan; else the format's, when the plan commits
     skip: frozenset = frozenset()  # actions not run again (done by an earlier apply)
     done: set = field(default_factory=set)  # actions done, or possibly done (for requirements)
     completed: frozenset = frozenset()  # phases the resumed apply completed
@@ -115,8 +131,11 @@ class _Apply:
                 self.executor.prepare()  # Spark boots while the plan is checked; nothing runs on it before start()
             try:
                 verify_table(plan, table)
-                _check_modes(plan)
+                check_phases(plan)
+                self.committer = committer_for(plan, self.committer)
                 targets = verify_paths(plan, table)
+                if self.committer is not None:
+                    self.committer.check(table, [a for a in plan.actions if a.verb is Verb.COMMIT])
                 index = {t: i for i, t in enumerate(targets)}
                 check_requirements(plan, table, done=_DoneLocations(index, self.done))
                 check_unreachable(plan, table, plan.actions, targets)
@@ -148,13 +167,15 @@ class _Apply:
                              fileio=table.fileio, root=table.location, external=external_roots(table.options),
                              targets=targets, progress=self.progress, clock=clock, executor=self.executor,
                              dry_run=dry_run)
+        outcomes = report_outcomes(plan)
         report = ApplyReport(plan_id, apply_id, "DRY_RUN" if dry_run else "COMPLETED", dry_run=dry_run,
-                             resumed=self.resume_apply_id is not None)
+                             resumed=self.resume_apply_id is not None, counts=dict.fromkeys(outcomes, 0))
         for number, spec in enumerate(plan.phases, 1):
             in_phase = by_phase.get(number)
             if number in self.completed or not in_phase:
                 continue
             actions = [a for a in in_phase if a.action_id not in self.skip] if self.skip else in_phase
+            live = table
             if not dry_run:
                 try:
                     # The live table may have moved on since the last phase: re-check before touching anything,
@@ -166,9 +187,13 @@ class _Apply:
                     recorder.append([ApplyFailed(apply_id=apply_id, plan_id=plan_id, reason=f"refused: {e}",
                                                  phase=number, finished_ms=clock())])
                     raise
-            tally = Tally()
+            tally = Tally(outcomes)
+            committed: list = []
             self.progress.phase_started(spec.name, len(actions), sum(a.size or 0 for a in actions))
-            if actions:
+            actions = self._skip_rechecked(runner, live, actions, targets, tally)
+            if spec.mode == PhaseMode.COMMIT:
+                committed = self._commit(runner, number, actions, tally, live)
+            elif actions:
                 (runner.bulk if spec.mode == PhaseMode.BULK else runner.ordered)(actions, tally)
             self.progress.phase_finished(spec.name)
             self.done |= tally.done
@@ -183,17 +208,21 @@ class _Apply:
                                              finished_ms=clock())])
                 report.state, report.failed_phase, report.reason = "FAILED", spec.name, reason
                 break
-            recorder.append([PhaseCompleted(apply_id=apply_id, plan_id=plan_id, phase=number,
-                                            deleted=summary["DELETED"], already_absent=summary["ALREADY_ABSENT"],
-                                            failed=0, written=summary["WRITTEN"], kept=summary["KEPT_NOT_EMPTY"],
-                                            bytes=summary["bytes"], finished_ms=clock())])
+            # The phase's end, what it wrote and what it committed, in one transaction: a crash leaves all
+            # of them or none (then the phase runs again, idempotently).
+            now = clock()
+            events = [PhaseCompleted(apply_id=apply_id, plan_id=plan_id, phase=number, counts=tally.counts,
+                                     bytes=summary["bytes"], finished_ms=now)]
             for a in pointer_writes(in_phase):
-                recorder.append([HintWritten(apply_id=apply_id, plan_id=plan_id, value=a.snapshot_id,
-                                             written_ms=clock())])
+                events.append(MetadataWritten(apply_id=apply_id, plan_id=plan_id, kind=str(a.kind), path=a.path,
+                                              value=a.snapshot_id, written_ms=now))
                 report.hint = a.snapshot_id
+            events += [Committed(apply_id=apply_id, plan_id=plan_id, phase=number, commit_id=cid, version=version,
+                                 already=already, committed_ms=now) for cid, version, already in committed]
+            recorder.append(events)
 
         if dry_run:
-            report.counts = {o.value: sum(p[o.value] for p in report.phases) for o in FileOutcome}
+            report.counts = {o: sum(p.get(o, 0) for p in report.phases) for o in outcomes}
             report.bytes_reclaimed = sum(p["bytes"] for p in report.phases)
             report.duration_ms = clock() - started
             report.hint = plan.earliest_hint
@@ -201,16 +230,39 @@ class _Apply:
         # What this apply did, by each action's latest record, counted by the journal (a resumed apply
         # includes what it did before the crash).
         totals = recorder.apply_totals(apply_id)
-        report.counts = {o.value: totals[o][0] for o in FileOutcome}
+        report.counts = {o: totals[FileOutcome(o)][0] for o in outcomes}
         report.bytes_reclaimed = totals[FileOutcome.DELETED][1]
         report.duration_ms = clock() - started
         if report.state == "COMPLETED":
-            recorder.append([ApplyCompleted(apply_id=apply_id, plan_id=plan_id,
-                                            deleted=report.counts["DELETED"], already_absent=report.counts["ALREADY_ABSENT"],
-                                            failed=report.counts["FAILED"], written=report.counts["WRITTEN"],
-                                            kept=report.counts["KEPT_NOT_EMPTY"], bytes_reclaimed=report.bytes_reclaimed,
-                                            duration_ms=report.duration_ms, finished_ms=clock())])
+            recorder.append([ApplyCompleted(apply_id=apply_id, plan_id=plan_id, counts=report.counts,
+                                            bytes_reclaimed=report.bytes_reclaimed, duration_ms=report.duration_ms,
+                                            finished_ms=clock())])
         return report
+
+
+    def _skip_rechecked(self, runner: PhaseRunner, live, actions: list[Action], targets, tally: Tally) -> list[Action]:
+        """The plan's per-action checks (``ActionCheck``) against the live table: an action one of them
+        skips is journaled SKIPPED_REFERENCED and not run."""
+        skipped: set[int] = set()
+        for r in self.plan.requirements:
+            if isinstance(r, ActionCheck) and actions:
+                skipped |= set(r.skipped(live, actions, targets))
+        if not skipped:
+            return actions
+        now = self.clock()
+        runner.record([ActionResult(i, Outcome.SKIPPED_REFERENCED, 1, None, now) for i in sorted(skipped)], tally)
+        return [a for a in actions if a.action_id not in skipped]
+
+    def _commit(self, runner: PhaseRunner, number: int, actions: list[Action], tally: Tally, live) -> list:
+        """A commit phase: its actions committed once, under the plan's commit identifier for the phase.
+        An apply that resumes finds a commit it made before the crash (ALREADY_COMMITTED)."""
+        if not actions:
+            return []
+        cid = commit_id(self.plan.plan_id, number)
+        results, version, already = run_commit(self.committer, live, actions, cid, dry_run=self.recorder is None,
+                                               clock=self.clock)
+        runner.record(results, tally)
+        return [] if version is None else [(cid, version, already)]
 
 
 def apply_plan(
@@ -226,6 +278,7 @@ def apply_plan(
     resume_apply_id: str | None = None,
     skip_done: bool = False,
     executor: BulkExecutor | None = None,
+    committer: Committer | None = None,
 ) -> ApplyReport:
     """Apply ``plan`` and journal it. Raises ``PlanRejected``/``StalePlan`` (after journaling the refusal)
     when the plan is foreign, tampered, escapes the table, or is no longer safe.
@@ -262,7 +315,7 @@ def apply_plan(
         if running_phase is not None:
             possibly_done |= {a.action_id for a in by_phase[running_phase]}
     run = _Apply(plan, recorder, table, executor or SparkExecutor(spark, master, conf), progress or NoProgress(),
-                 clock, master, resume_apply_id=resume_apply_id,
+                 clock, master, resume_apply_id=resume_apply_id, committer=committer,
                  skip=done if (skip_done or resume_apply_id is not None) else frozenset(),
                  done=possibly_done, completed=completed)
     return run.run(by_phase, started)
@@ -270,12 +323,14 @@ def apply_plan(
 
 def dry_run_plan(plan: CleanupPlan, *, fileio: FileIO | None = None, master: str = "local[*]",
                  conf: dict[str, str] | None = None, spark=None, executor: BulkExecutor | None = None,
+                 committer: Committer | None = None,
                  clock: Callable[[], int] = lambda: int(time.time() * 1000)) -> ApplyReport:
     """Validate the plan against the live table exactly as apply does, and count what apply would do,
     deleting nothing and writing nothing (not even to the journal)."""
     started = clock()
     table = open_table(plan.table_location, fileio, branch=plan.branch)
-    run = _Apply(plan, None, table, executor or SparkExecutor(spark, master, conf), NoProgress(), clock, master)
+    run = _Apply(plan, None, table, executor or SparkExecutor(spark, master, conf), NoProgress(), clock, master,
+                 committer=committer)
     return run.run(actions_by_phase(plan.actions), started)
 
 

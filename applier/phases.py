@@ -57,15 +57,15 @@ def crash_hook(stage: str, count: int) -> None:
 class Tally:
     """One phase's results as they arrive: outcome counts, bytes deleted, failures, actions done."""
 
-    def __init__(self):
-        self.counts = {o.value: 0 for o in FileOutcome}
+    def __init__(self, outcomes=tuple(o.value for o in FileOutcome)):
+        self.counts = dict.fromkeys(outcomes, 0)  # the outcomes the report shows; others are added as they come
         self.deleted_bytes = 0
         self.failed = 0
         self.first_failure: tuple[Action, str | None] | None = None
         self.done: set[int] = set()  # action ids whose outcome is not FAILED
 
     def add(self, a: Action, r: ActionResult) -> None:
-        self.counts[r.outcome.value] += 1
+        self.counts[r.outcome.value] = self.counts.get(r.outcome.value, 0) + 1
         if r.outcome == Outcome.DELETED:
             self.deleted_bytes += a.size or 0
         if r.outcome == Outcome.FAILED:

@@ -14,8 +14,9 @@ from engine.errors import InvalidLocation, PlanRejected, StalePlan
 from engine.fileio import normalize_location
 from engine.paimon.partition import escape_path_name
 from engine.paimon.paths import external_roots
-from engine.plan import Action, CleanupPlan, Verb
+from engine.plan import Action, CleanupPlan, PhaseMode, Verb
 from engine.paimon.kinds import SHAPES, ActionKind
+from engine.plan_io import format_plan_kinds
 from engine.paimon.table import PaimonTable
 from engine.paimon.reachability import first_reachable
 from engine.paimon.requirements import AssertTableIdentity
@@ -23,19 +24,25 @@ from engine.paimon.requirements import AssertTableIdentity
 from applier.actions import PathResolver, refuse_symlinked_parents
 
 
-PLAN_KINDS = {"paimon": ("expire",)}  # the plan kinds apply knows the actions of, by table format
-
-
 def verify_table(plan: CleanupPlan, table: PaimonTable) -> None:
     """The plan is of a kind this lakesweep applies, for this table (identity and branch): the plan's
     table-identity requirement, checked before anything else is read."""
-    if plan.kind not in PLAN_KINDS.get(plan.format, ()):
+    if plan.kind not in format_plan_kinds(plan.format):
         raise PlanRejected(f"plan kind '{plan.kind}' is not supported by this lakesweep")
     for r in plan.requirements:
         if isinstance(r, AssertTableIdentity):
             r.check(table)
             return
     raise PlanRejected(f"the plan {plan.plan_id} names no table identity to check; re-run 'lakesweep plan'")
+
+
+def check_phases(plan: CleanupPlan) -> None:
+    """Commit actions run in commit phases, and commit phases hold nothing else."""
+    for a in plan.actions:
+        commit_phase = plan.phases[a.phase - 1].mode == PhaseMode.COMMIT
+        if (a.verb is Verb.COMMIT) != commit_phase:
+            raise PlanRejected(f"action {a.action_id} ({a.kind} {a.path!r}) is a {a.verb} action in the "
+                               f"{plan.phases[a.phase - 1].mode} phase '{plan.phase_name(a.phase)}'; the plan is refused")
 
 
 def check_requirements(plan: CleanupPlan, table: PaimonTable, *, done: AbstractSet[str] = frozenset()) -> None:
@@ -144,6 +151,8 @@ def check_action_kind(plan: CleanupPlan, a: Action, layout: _Layout) -> None:
     empty directories are bucket or partition directories.
     """
     path, kind = a.path, a.kind
+    if a.verb is Verb.COMMIT:
+        return  # a commit's shape is its committer's to check (``applier.commit.Committer.check``)
 
     def refuse(why: str):
         raise PlanRejected(f"action {a.action_id} ({kind} {path!r}) is refused: {why}; the plan is refused")

@@ -116,15 +116,18 @@ class Action:
             object.__setattr__(self, "phase", int(phase))
 
     def sort_key(self):
-        """(phase, the kind's own order): a kind may define ``order_key(action)``; otherwise actions go
-        by kind label, deepest first, then by path."""
+        """(phase, the kind's own order): a kind may define ``order_key(action)`` as (rank, int, path);
+        actions of kinds without one come after those in their phase, by kind label, deepest first, then
+        by path."""
         order = getattr(self.kind, "order_key", None)
         if order is not None:
             return (self.phase, *order(self))
-        return (self.phase, 0, str(self.kind), -self.depth, self.path)
+        return (self.phase, _UNRANKED, str(self.kind), -self.depth, self.path)
 
 
 _VERB_TEXT = {v: str.__str__(v) for v in Verb}  # an enum's .value is a descriptor call; this is a dict lookup
+
+_UNRANKED = 1 << 30  # the rank of kinds that define no order: after every kind that does
 
 # The action columns, in order, with their types: derived once from the dataclass.
 ACTION_COLUMNS: tuple[tuple[str, str, bool], ...] = tuple(

@@ -87,6 +87,13 @@ def format_kinds(fmt: str) -> dict:
     return importlib.import_module(f"engine.{fmt}.kinds").KINDS
 
 
+def format_plan_kinds(fmt: str) -> tuple[str, ...]:
+    """The plan kinds whose actions a table format defines (what apply can check and carry out)."""
+    if fmt not in FORMATS:
+        return ()
+    return importlib.import_module(f"engine.{fmt}.kinds").PLAN_KINDS
+
+
 def plan_from_header(header: dict, actions: tuple[Action, ...], *, source: str = "<plan>") -> CleanupPlan:
     """Rebuild a plan from its header and actions (as stored in a plan file or the journal)."""
     try:

@@ -19,26 +19,30 @@ import duckdb
 import pyarrow as pa
 
 from engine.errors import JournalConflict, JournalError
-from engine.plan import Action
-from engine.paimon.kinds import ActionKind
+from engine.plan import ACTION_COLUMNS, ACTION_FIELDS, action_values
+from engine.plan_io import SCHEMA as PLAN_SCHEMA
 
 from journal.events import FileOutcome, FileRecord, PlanRecorded, decode
 from journal.globs import glob_literal
-from journal.recorder import FILE_COLUMNS, FileQuery, Recorder, StoredEvent
+from journal.recorder import FILE_COLUMNS, FileQuery, Recorder, StoredEvent, stored_actions
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2: plan_actions has every action column (verb added)
 MEMORY = ":memory:"
 _SMALL_BATCH = 64  # rows; larger batches go through Arrow
+
+# plan_actions: the plan id and one column per action field, typed as the plan file types them.
+_SQL_TYPES = {"string": "VARCHAR", "int64": "BIGINT", "int32": "INTEGER", "int8": "TINYINT"}
+_PLAN_ACTIONS = ("CREATE TABLE IF NOT EXISTS plan_actions (plan_id VARCHAR NOT NULL, " + ", ".join(
+    f'"{name}" {_SQL_TYPES[t]}{"" if nullable else " NOT NULL"}' for name, t, nullable in ACTION_COLUMNS)
+    + ", PRIMARY KEY (plan_id, action_id));")
+_ACTION_SELECT = ", ".join(f'"{name}"' for name in ACTION_FIELDS)
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key VARCHAR PRIMARY KEY, value VARCHAR NOT NULL);
 CREATE TABLE IF NOT EXISTS events (
     seq BIGINT PRIMARY KEY, event_type VARCHAR NOT NULL, schema_version INTEGER NOT NULL,
     plan_id VARCHAR NOT NULL, apply_id VARCHAR, payload JSON NOT NULL, recorded_ms BIGINT NOT NULL);
-CREATE TABLE IF NOT EXISTS plan_actions (
-    plan_id VARCHAR NOT NULL, action_id INTEGER NOT NULL, phase INTEGER NOT NULL, kind VARCHAR NOT NULL,
-    path VARCHAR NOT NULL, snapshot_id BIGINT, "partition" VARCHAR, bucket INTEGER, size BIGINT,
-    source VARCHAR, depth INTEGER NOT NULL, PRIMARY KEY (plan_id, action_id));
+{plan_actions}
 CREATE TABLE IF NOT EXISTS file_records (
     seq BIGINT PRIMARY KEY, apply_id VARCHAR NOT NULL, plan_id VARCHAR NOT NULL, action_id INTEGER NOT NULL,
     path VARCHAR NOT NULL, kind VARCHAR NOT NULL, phase INTEGER NOT NULL, bytes BIGINT, outcome VARCHAR NOT NULL,
@@ -51,13 +55,17 @@ LEFT JOIN plan_actions a ON a.plan_id = f.plan_id AND a.action_id = f.action_id
 LEFT JOIN (SELECT plan_id, payload ->> '$.table_location' AS table_location,
                   payload ->> '$.table_identity' AS table_identity
            FROM events WHERE event_type = 'PlanRecorded') p ON p.plan_id = f.plan_id;
+""".replace("{plan_actions}", _PLAN_ACTIONS)
+
+# Journals of schema 1 stored snapshot expiry's actions without their verb; each kind had one.
+_V1_VERBS = """
+ALTER TABLE plan_actions ADD COLUMN IF NOT EXISTS verb VARCHAR;
+UPDATE plan_actions SET verb = CASE kind WHEN 'empty-dir' THEN 'delete-empty-dir'
+    WHEN 'write-changelog' THEN 'write-file' WHEN 'write-earliest-hint' THEN 'write-file' ELSE 'delete-file' END
+WHERE verb IS NULL;
 """
 
-_ACTIONS_SCHEMA = pa.schema([
-    ("plan_id", pa.string()), ("action_id", pa.int32()), ("phase", pa.int32()), ("kind", pa.string()),
-    ("path", pa.string()), ("snapshot_id", pa.int64()), ("partition", pa.string()), ("bucket", pa.int32()),
-    ("size", pa.int64()), ("source", pa.string()), ("depth", pa.int32()),
-])
+_ACTIONS_SCHEMA = pa.schema([("plan_id", pa.string())] + [(f.name, f.type) for f in PLAN_SCHEMA])
 _FILES_SCHEMA = pa.schema([
     ("seq", pa.int64()), ("apply_id", pa.string()), ("plan_id", pa.string()), ("action_id", pa.int32()),
     ("path", pa.string()), ("kind", pa.string()), ("phase", pa.int32()), ("bytes", pa.int64()),
@@ -140,6 +148,7 @@ class DuckDBRecorder(Recorder):
     def _init_schema(self) -> None:
         has_meta = self._con.execute(
             "SELECT count(*) FROM duckdb_tables() WHERE table_name = 'meta'").fetchone()[0]
+        row = None
         if has_meta:
             row = self._con.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
             if row is not None and not re.fullmatch(r"[0-9]+", str(row[0])):
@@ -150,6 +159,9 @@ class DuckDBRecorder(Recorder):
                                    f"understands ({SCHEMA_VERSION}); upgrade lakesweep")
         with self._transaction("create the journal tables"):
             self._con.execute(_SCHEMA)
+            if has_meta and row is not None and int(row[0]) < 2:
+                self._con.execute(_V1_VERBS)
+                self._con.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'", [str(SCHEMA_VERSION)])
             self._con.execute("INSERT INTO meta VALUES ('schema_version', ?) ON CONFLICT DO NOTHING",
                               [str(SCHEMA_VERSION)])
 
@@ -181,8 +193,8 @@ class DuckDBRecorder(Recorder):
             "SELECT plan_id FROM events WHERE event_type = 'PlanRecorded' ORDER BY seq").fetchall()]
 
     def _insert_plan(self, row, actions):
-        rows = [(row.plan_id, a.action_id, int(a.phase), a.kind.value, a.path, a.snapshot_id, a.partition, a.bucket,
-                 a.size, a.source, a.depth) for a in actions]
+        plan_id = row.plan_id
+        rows = [(plan_id, *action_values(a)) for a in actions]
         with self._transaction(f"record plan {row.plan_id}"):
             seqs = self._insert_events([row])
             self._insert_rows("plan_actions", _ACTIONS_SCHEMA, rows)
@@ -195,14 +207,11 @@ class DuckDBRecorder(Recorder):
             "ORDER BY seq LIMIT 1", [plan_id]).fetchone()
         if row is None:
             return None
-        rows = self._con.execute(
-            'SELECT kind, path, snapshot_id, "partition", bucket, size, source, depth, action_id FROM plan_actions '
-            "WHERE plan_id = ? ORDER BY action_id", [plan_id]).fetchall()
-        actions = tuple(Action(ActionKind(r[0]), r[1], snapshot_id=r[2], partition=r[3], bucket=r[4], size=r[5],
-                               source=r[6], depth=r[7], action_id=r[8]) for r in rows)
         event = decode(row[0], row[1], json.loads(row[2]))
         assert isinstance(event, PlanRecorded)
-        return event, actions
+        rows = self._con.execute(f"SELECT {_ACTION_SELECT} FROM plan_actions WHERE plan_id = ? ORDER BY action_id",
+                                 [plan_id]).fetchall()
+        return event, stored_actions(event, rows)
 
     # -- events ------------------------------------------------------------------------------------
 
@@ -232,7 +241,7 @@ class DuckDBRecorder(Recorder):
 
     def _insert_files(self, records):
         seqs = self._next(len(records))
-        rows = [(s, r.apply_id, r.plan_id, r.action_id, r.path, r.kind.value, r.phase, r.bytes, r.outcome.value,
+        rows = [(s, r.apply_id, r.plan_id, r.action_id, r.path, str.__str__(r.kind), r.phase, r.bytes, r.outcome.value,
                  r.error, r.attempt, r.time_ms) for s, r in zip(seqs, records)]
         with self._transaction(f"record {len(records)} file outcomes"):
             self._insert_rows("file_records", _FILES_SCHEMA, rows)
@@ -240,16 +249,19 @@ class DuckDBRecorder(Recorder):
         return seqs
 
     def _insert_rows(self, table_name: str, schema: pa.Schema, rows: list[tuple]) -> None:
+        """Rows in ``schema``'s column order, named (a journal created by an older release may order its
+        columns otherwise)."""
         if not rows:
             return
+        columns = ", ".join(f'"{name}"' for name in schema.names)
         if len(rows) <= _SMALL_BATCH:  # one multi-row VALUES statement: cheapest for the driver's small batches
             values = ", ".join(["(" + ", ".join("?" * len(schema)) + ")"] * len(rows))
-            self._con.execute(f"INSERT INTO {table_name} VALUES {values}", [v for r in rows for v in r])
+            self._con.execute(f"INSERT INTO {table_name} ({columns}) VALUES {values}", [v for r in rows for v in r])
             return
         table = pa.Table.from_arrays([pa.array(col, type=f.type) for col, f in zip(zip(*rows), schema)], schema=schema)
         self._con.register("_lakesweep_batch", table)
         try:
-            self._con.execute(f"INSERT INTO {table_name} SELECT * FROM _lakesweep_batch")
+            self._con.execute(f"INSERT INTO {table_name} ({columns}) SELECT {columns} FROM _lakesweep_batch")
         finally:
             self._con.unregister("_lakesweep_batch")
 

@@ -3,7 +3,7 @@
 Each event type carries ``EVENT_TYPE`` (its stored name) and ``SCHEMA_VERSION``. A payload written by an
 older release is upcast to the current version when it is read (``upcast``), so a journal stays readable
 across releases. Changing an event's fields means: bump ``SCHEMA_VERSION`` and register an upcaster from
-the previous version in ``_UPCASTERS``.
+the previous version in ``_UPCASTERS``; a type that becomes another is listed in ``_RENAMED``.
 
 Per-file outcomes are not events: they are numerous, so they live in their own table as ``FileRecord``s.
 """
@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, ClassVar, Mapping
 
 from engine.errors import JournalError
-from engine.paimon.kinds import ActionKind, Phase
+from engine.plan import Verb
 
 
 class Event:
@@ -79,6 +79,19 @@ def _require_counts(obj, *names: str) -> None:
             raise ValueError(f"{type(obj).__name__}.{name} must be a non-negative int, got {v!r}")
 
 
+def _require_count_map(obj, name: str) -> None:
+    """``counts``: outcome name -> non-negative int, every name an outcome; stored sorted by outcome."""
+    counts = getattr(obj, name)
+    if not isinstance(counts, Mapping):
+        raise ValueError(f"{type(obj).__name__}.{name} must map outcomes to counts, got {counts!r}")
+    for k, v in counts.items():
+        if k not in _OUTCOME_NAMES:
+            raise ValueError(f"{type(obj).__name__}.{name} names {k!r}, which is not an outcome")
+        if not isinstance(v, int) or isinstance(v, bool) or v < 0:
+            raise ValueError(f"{type(obj).__name__}.{name}[{k}] must be a non-negative int, got {v!r}")
+    object.__setattr__(obj, name, {o: counts[o] for o in _OUTCOME_NAMES if o in counts})
+
+
 @dataclass(frozen=True, slots=True)
 class PlanRecorded(Event):
     EVENT_TYPE: ClassVar[str] = "PlanRecorded"
@@ -124,58 +137,86 @@ class ApplyStarted(Event):
 
 @dataclass(frozen=True, slots=True)
 class PhaseCompleted(Event):
+    """v1 counted five outcomes in fields of their own (deleted, already_absent, failed, written, kept); v2
+    has ``counts``, by outcome name."""
+
     EVENT_TYPE: ClassVar[str] = "PhaseCompleted"
-    SCHEMA_VERSION: ClassVar[int] = 1
+    SCHEMA_VERSION: ClassVar[int] = 2
     TIME_FIELD: ClassVar[str] = "finished_ms"
 
     apply_id: str
     plan_id: str
-    phase: int
-    deleted: int
-    already_absent: int
-    failed: int
-    written: int
-    kept: int
+    phase: int  # the phase's position in the plan, from 1
+    counts: Mapping[str, int]
     bytes: int
     finished_ms: int
 
     def __post_init__(self):
         _require_id("apply_id", self.apply_id)
         _require_id("plan_id", self.plan_id)
-        if self.phase not in set(Phase):
-            raise ValueError(f"phase {self.phase!r} is not one of {[int(p) for p in Phase]}")
-        _require_counts(self, "deleted", "already_absent", "failed", "written", "kept", "bytes")
+        if not isinstance(self.phase, int) or isinstance(self.phase, bool) or self.phase < 1:
+            raise ValueError(f"phase {self.phase!r} is not a phase number (1, 2, ...)")
+        _require_count_map(self, "counts")
+        _require_counts(self, "bytes")
 
 
 @dataclass(frozen=True, slots=True)
-class HintWritten(Event):
-    EVENT_TYPE: ClassVar[str] = "HintWritten"
+class MetadataWritten(Event):
+    """A value written to table metadata by a ``write-file`` action (Paimon's EARLIEST hint: the new
+    earliest snapshot). ``path`` is the action's path; None when read from a v1 ``HintWritten``, which
+    recorded only the value of the EARLIEST hint."""
+
+    EVENT_TYPE: ClassVar[str] = "MetadataWritten"
     SCHEMA_VERSION: ClassVar[int] = 1
     TIME_FIELD: ClassVar[str] = "written_ms"
 
     apply_id: str
     plan_id: str
+    kind: str
+    path: str | None
     value: int
     written_ms: int
 
     def __post_init__(self):
         _require_id("apply_id", self.apply_id)
         _require_id("plan_id", self.plan_id)
+        _require_id("kind", self.kind)
+
+
+@dataclass(frozen=True, slots=True)
+class Committed(Event):
+    """A commit phase committed new table metadata: ``version`` is the new snapshot (or metadata version)
+    and ``commit_id`` the identifier derived from the plan id that lets a resumed apply find it."""
+
+    EVENT_TYPE: ClassVar[str] = "Committed"
+    SCHEMA_VERSION: ClassVar[int] = 1
+    TIME_FIELD: ClassVar[str] = "committed_ms"
+
+    apply_id: str
+    plan_id: str
+    phase: int
+    commit_id: str
+    version: int
+    already: bool  # found committed by an earlier attempt, not committed now
+    committed_ms: int
+
+    def __post_init__(self):
+        _require_id("apply_id", self.apply_id)
+        _require_id("plan_id", self.plan_id)
+        _require_id("commit_id", self.commit_id)
 
 
 @dataclass(frozen=True, slots=True)
 class ApplyCompleted(Event):
+    """v1 counted five outcomes in fields of their own; v2 has ``counts``, by outcome name."""
+
     EVENT_TYPE: ClassVar[str] = "ApplyCompleted"
-    SCHEMA_VERSION: ClassVar[int] = 1
+    SCHEMA_VERSION: ClassVar[int] = 2
     TIME_FIELD: ClassVar[str] = "finished_ms"
 
     apply_id: str
     plan_id: str
-    deleted: int
-    already_absent: int
-    failed: int
-    written: int
-    kept: int
+    counts: Mapping[str, int]
     bytes_reclaimed: int
     duration_ms: int
     finished_ms: int
@@ -183,7 +224,8 @@ class ApplyCompleted(Event):
     def __post_init__(self):
         _require_id("apply_id", self.apply_id)
         _require_id("plan_id", self.plan_id)
-        _require_counts(self, "deleted", "already_absent", "failed", "written", "kept", "bytes_reclaimed", "duration_ms")
+        _require_count_map(self, "counts")
+        _require_counts(self, "bytes_reclaimed", "duration_ms")
 
 
 @dataclass(frozen=True, slots=True)
@@ -224,17 +266,46 @@ class ApplyRefused(Event):
 
 EVENT_TYPES: dict[str, type[Event]] = {
     cls.EVENT_TYPE: cls
-    for cls in (PlanRecorded, ApplyStarted, PhaseCompleted, HintWritten, ApplyCompleted, ApplyFailed, ApplyRefused)
+    for cls in (PlanRecorded, ApplyStarted, PhaseCompleted, MetadataWritten, Committed, ApplyCompleted, ApplyFailed,
+                ApplyRefused)
 }
+
+
+def _v1_counts(p: dict) -> dict:
+    """Five counter fields of a v1 event -> the v2 ``counts`` map."""
+    out = {k: v for k, v in p.items() if k not in _V1_COUNTERS}
+    out["counts"] = {outcome: p[field] for field, outcome in _V1_COUNTERS.items() if field in p}
+    return out
+
+
+_V1_COUNTERS = {"deleted": "DELETED", "already_absent": "ALREADY_ABSENT", "failed": "FAILED", "written": "WRITTEN",
+                "kept": "KEPT_NOT_EMPTY"}
 
 # (event_type, from_version) -> function turning a payload of that version into one of version + 1.
 _UPCASTERS: dict[tuple[str, int], Callable[[dict], dict]] = {
     ("ApplyStarted", 1): lambda p: {**p, "master": None},
+    ("PhaseCompleted", 1): _v1_counts,
+    ("ApplyCompleted", 1): _v1_counts,
+}
+
+# Event types of earlier releases that now are another type: name -> (its last version, the new type, the
+# function turning a payload of that version into version 1 of the new type).
+_RENAMED: dict[str, tuple[int, str, Callable[[dict], dict]]] = {
+    "HintWritten": (1, "MetadataWritten", lambda p: {**p, "kind": "write-earliest-hint", "path": None}),
 }
 
 
 def upcast(event_type: str, version: int, payload: Mapping[str, Any]) -> dict[str, Any]:
     """Turn a stored payload of ``version`` into the current version of ``event_type``, step by step."""
+    renamed = _RENAMED.get(event_type)
+    if renamed is not None:
+        last, new_type, step = renamed
+        if version > last:
+            raise JournalError(f"{event_type} v{version} is newer than this lakesweep understands (v{last}); "
+                               "upgrade lakesweep")
+        if version < last:
+            raise JournalError(f"no upcaster for {event_type} v{version}; this is a bug in lakesweep")
+        event_type, version, payload = new_type, 1, step(dict(payload))
     cls = EVENT_TYPES.get(event_type)
     if cls is None:
         raise JournalError(f"unknown event type {event_type!r} in the journal; was it written by a newer lakesweep?")
@@ -252,49 +323,65 @@ def upcast(event_type: str, version: int, payload: Mapping[str, Any]) -> dict[st
     return out
 
 
+def current_type(event_type: str) -> str:
+    """The event type a stored type is read as (a renamed type: its new name)."""
+    renamed = _RENAMED.get(event_type)
+    return renamed[1] if renamed is not None else event_type
+
+
 def decode(event_type: str, version: int, payload: Mapping[str, Any]) -> Event:
     """A stored (type, version, payload) as a current event."""
     current = upcast(event_type, version, payload)  # raises for an unknown type or version
-    return EVENT_TYPES[event_type].from_payload(current)
+    return EVENT_TYPES[current_type(event_type)].from_payload(current)
 
 
 class FileOutcome(enum.StrEnum):
+    """What one action did: one enum for every verb (``OUTCOMES`` says which fit which verb)."""
+
     DELETED = "DELETED"
     ALREADY_ABSENT = "ALREADY_ABSENT"  # deleting an absent file is an outcome, not an error
     WRITTEN = "WRITTEN"
     KEPT_NOT_EMPTY = "KEPT_NOT_EMPTY"  # an "empty" directory that turned out to hold files is kept
+    SKIPPED_REFERENCED = "SKIPPED_REFERENCED"  # a candidate re-checked at apply time is referenced again: kept
+    COMMITTED = "COMMITTED"
+    ALREADY_COMMITTED = "ALREADY_COMMITTED"  # the commit identifier was found committed (a resumed apply)
     FAILED = "FAILED"
 
 
-_OUTCOMES_FOR = {
-    "write": {FileOutcome.WRITTEN, FileOutcome.FAILED},
-    "dir": {FileOutcome.DELETED, FileOutcome.ALREADY_ABSENT, FileOutcome.KEPT_NOT_EMPTY, FileOutcome.FAILED},
-    "file": {FileOutcome.DELETED, FileOutcome.ALREADY_ABSENT, FileOutcome.FAILED},
+_OUTCOME_NAMES = tuple(o.value for o in FileOutcome)
+
+OUTCOMES: Mapping[Verb, frozenset[FileOutcome]] = {
+    Verb.DELETE_FILE: frozenset({FileOutcome.DELETED, FileOutcome.ALREADY_ABSENT, FileOutcome.SKIPPED_REFERENCED,
+                                 FileOutcome.FAILED}),
+    Verb.DELETE_EMPTY_DIR: frozenset({FileOutcome.DELETED, FileOutcome.ALREADY_ABSENT, FileOutcome.KEPT_NOT_EMPTY,
+                                      FileOutcome.FAILED}),
+    Verb.WRITE_FILE: frozenset({FileOutcome.WRITTEN, FileOutcome.FAILED}),
+    Verb.COMMIT: frozenset({FileOutcome.COMMITTED, FileOutcome.ALREADY_COMMITTED, FileOutcome.FAILED}),
 }
 
 
-def _allowed(kind: ActionKind) -> frozenset[FileOutcome]:
-    if not kind.deletes:
-        return frozenset(_OUTCOMES_FOR["write"])
-    return frozenset(_OUTCOMES_FOR["dir" if kind == ActionKind.EMPTY_DIR else "file"])
+def allowed_outcomes(verb: Verb | str) -> frozenset[FileOutcome]:
+    return OUTCOMES[Verb(verb)]
 
 
-_ALLOWED = {kind: _allowed(kind) for kind in ActionKind}  # checked for every file record: built once
-
-
-def allowed_outcomes(kind: ActionKind) -> frozenset[FileOutcome]:
-    return _ALLOWED[ActionKind(kind)]
+def check_outcome(verb: Verb, outcome: FileOutcome, what: str) -> None:
+    """Refuse an outcome that does not fit the action's verb (``what`` names the action)."""
+    if outcome not in OUTCOMES[verb]:
+        raise ValueError(f"outcome {outcome.value} does not fit {what}, a {verb.value} action")
 
 
 @dataclass(frozen=True, slots=True)
 class FileRecord:
-    """What one attempt at one action did. A later record for the same (apply_id, action_id) supersedes it."""
+    """What one attempt at one action did. A later record for the same (apply_id, action_id) supersedes it.
+
+    ``kind`` is the action's label as planned; the journal checks the outcome against the action's verb
+    when the record is written (``Recorder.record_files``), where the plan's action is at hand."""
 
     apply_id: str
     plan_id: str
     action_id: int
     path: str
-    kind: ActionKind
+    kind: str
     phase: int
     bytes: int | None
     outcome: FileOutcome
@@ -305,13 +392,10 @@ class FileRecord:
     def __post_init__(self):
         _require_id("apply_id", self.apply_id)
         _require_id("plan_id", self.plan_id)
-        object.__setattr__(self, "kind", ActionKind(self.kind))
-        object.__setattr__(self, "outcome", FileOutcome(self.outcome))
-        if self.phase != int(self.kind.phase):
-            raise ValueError(f"a {self.kind.value} action runs in phase {int(self.kind.phase)}, not {self.phase}")
-        if self.outcome not in allowed_outcomes(self.kind):
-            raise ValueError(f"outcome {self.outcome.value} does not fit a {self.kind.value} action")
-        if (self.outcome == FileOutcome.FAILED) != (self.error is not None):
+        if type(self.outcome) is not FileOutcome:
+            object.__setattr__(self, "outcome", FileOutcome(self.outcome))
+        if (self.outcome is FileOutcome.FAILED) != (self.error is not None):
             raise ValueError("a FAILED record needs an error, and only a FAILED record has one")
-        if self.action_id < 0 or self.attempt < 1:
-            raise ValueError(f"action_id {self.action_id} must be >= 0 and attempt {self.attempt} >= 1")
+        if self.action_id < 0 or self.attempt < 1 or self.phase < 1:
+            raise ValueError(f"action_id {self.action_id} must be >= 0, attempt {self.attempt} >= 1 and phase "
+                             f"{self.phase} >= 1")

@@ -22,7 +22,8 @@ from journal.events import (
     Event,
     FileOutcome,
     FileRecord,
-    HintWritten,
+    Committed,
+    MetadataWritten,
     PhaseCompleted,
     PlanRecorded,
 )
@@ -64,7 +65,8 @@ class RunState:
     started_ms: int | None = None
     finished_ms: int | None = None
     completed_phases: tuple[int, ...] = ()
-    hint: int | None = None
+    metadata: tuple[tuple[str, int], ...] = ()  # (kind, value) of every MetadataWritten, in order
+    commits: tuple[tuple[int, int], ...] = ()  # (phase, version) of every Committed, in order
     reason: str | None = None  # why it failed or was refused
     failed_phase: int | None = None
     done: frozenset[int] = frozenset()  # latest record is not FAILED
@@ -115,11 +117,16 @@ def step(run: RunState | None, ev: Event) -> RunState:
             if run.completed_phases and ev.phase <= run.completed_phases[-1]:
                 raise _illegal(aid, ev, f"phases run in order and phase {run.completed_phases[-1]} is already complete")
             return dataclasses.replace(run, completed_phases=run.completed_phases + (ev.phase,))
-        case HintWritten():
+        case MetadataWritten():
             run = _require_running(run, ev)
-            if run.hint is not None:
-                raise _illegal(aid, ev, f"the hint was already written ({run.hint})")
-            return dataclasses.replace(run, hint=ev.value)
+            if any(kind == ev.kind for kind, _ in run.metadata):
+                raise _illegal(aid, ev, f"{ev.kind} was already written ({dict(run.metadata)[ev.kind]})")
+            return dataclasses.replace(run, metadata=run.metadata + ((ev.kind, ev.value),))
+        case Committed():
+            run = _require_running(run, ev)
+            if any(phase == ev.phase for phase, _ in run.commits):
+                raise _illegal(aid, ev, f"phase {ev.phase} already committed")
+            return dataclasses.replace(run, commits=run.commits + ((ev.phase, ev.version),))
         case ApplyCompleted():
             run = _require_running(run, ev)
             return dataclasses.replace(run, state=RunStatus.COMPLETED, finished_ms=ev.finished_ms)

@@ -26,10 +26,10 @@ from dataclasses import dataclass
 from typing import Any, Iterable, Sequence
 
 from engine.errors import JournalConflict, JournalError
-from engine.plan import Action, CleanupPlan, compute_plan_id
-from engine.paimon.kinds import ActionKind
+from engine.plan import FORMATS, Action, CleanupPlan, compute_plan_id
+from engine.plan_io import format_kinds
 
-from journal.events import ApplyStarted, Event, FileOutcome, FileRecord, PlanRecorded, decode
+from journal.events import OUTCOMES, ApplyStarted, Event, FileOutcome, FileRecord, PlanRecorded, decode
 from journal.globs import glob_regex
 from journal.projection import RunState, RunStatus, check_file_record, project, step
 
@@ -75,13 +75,13 @@ class FileQuery:
 
     def __post_init__(self):
         # Filters come from the command line: a bad one is a user error with a next step, not a crash.
-        for name, enum_type in (("kind", ActionKind), ("outcome", FileOutcome)):
+        for name, known in (("kind", known_kinds()), ("outcome", tuple(o.value for o in FileOutcome))):
             value = getattr(self, name)
             if value is None:
                 continue
             object.__setattr__(self, name, str(value))
-            if str(value) not in {e.value for e in enum_type}:
-                raise JournalError(f"unknown {name} {str(value)!r}; use one of: {', '.join(e.value for e in enum_type)}")
+            if str(value) not in known:
+                raise JournalError(f"unknown {name} {str(value)!r}; use one of: {', '.join(known)}")
         if self.limit is not None and self.limit < 0:
             raise JournalError(f"limit must be >= 0, got {self.limit}")
         if self.path_glob is not None:
@@ -95,6 +95,18 @@ class FileQuery:
         return None if self.path_glob is None else glob_regex(self.path_glob)
 
 
+def known_kinds() -> tuple[str, ...]:
+    """Every action kind label a table format defines, in definition order."""
+    return tuple(label for fmt in FORMATS for label in format_kinds(fmt))
+
+
+def stored_actions(event: PlanRecorded, rows: Sequence[Sequence]) -> tuple[Action, ...]:
+    """Actions from stored rows (``ACTION_FIELDS`` order); a kind the plan's format defines gets its type
+    back (a plan recorded before plans named a format is Paimon's)."""
+    kinds = format_kinds(event.header.get("format", "paimon"))
+    return tuple(Action(kinds.get(r[0], r[0]), *r[1:]) for r in rows)
+
+
 def _plan_difference(old: PlanRecorded, old_actions: Sequence[Action], new: PlanRecorded,
                      new_actions: Sequence[Action]) -> str | None:
     keys = sorted(k for k in set(old.header) | set(new.header) if old.header.get(k) != new.header.get(k))
@@ -104,7 +116,7 @@ def _plan_difference(old: PlanRecorded, old_actions: Sequence[Action], new: Plan
         return f"{len(old_actions)} actions recorded, {len(new_actions)} in the plan"
     for a, b in zip(old_actions, new_actions):
         if a != b:
-            return f"action {b.action_id} differs: recorded {a.kind.value} {a.path!r}, plan {b.kind.value} {b.path!r}"
+            return f"action {b.action_id} differs: recorded {a.kind} {a.path!r}, plan {b.kind} {b.path!r}"
     return None
 
 
@@ -138,7 +150,7 @@ class Recorder(abc.ABC):
         event = PlanRecorded(
             plan_id=plan_id, table_location=plan.table_location, table_identity=plan.table_identity,
             plan_kind=plan.kind, now_ms=plan.now_ms, n_actions=len(plan.actions),
-            bytes=sum(a.size or 0 for a in plan.actions if a.kind.deletes), header=header, recorded_ms=recorded_ms,
+            bytes=sum(a.size or 0 for a in plan.actions if a.verb.deletes), header=header, recorded_ms=recorded_ms,
         )
         stored = self._load_plan(plan_id)
         if stored is None:
@@ -252,7 +264,10 @@ class Recorder(abc.ABC):
             action = actions[rec.action_id] if rec.action_id < len(actions) else None
             if action is None or action.action_id != rec.action_id or action.kind != rec.kind or action.path != rec.path:
                 raise JournalError(f"apply {rec.apply_id}: file record for action {rec.action_id} names "
-                                   f"{rec.kind.value} {rec.path!r}, which is not that action of plan {rec.plan_id}")
+                                   f"{rec.kind} {rec.path!r}, which is not that action of plan {rec.plan_id}")
+            if rec.outcome not in OUTCOMES[action.verb]:
+                raise JournalError(f"apply {rec.apply_id}: outcome {rec.outcome.value} does not fit action "
+                                   f"{rec.action_id} ({rec.kind} {rec.path!r}), a {action.verb.value} action")
         return self._insert_files(records) if records else []
 
     @abc.abstractmethod
@@ -396,7 +411,7 @@ class MemoryRecorder(Recorder):
             if not ((query.plan_id is None or r.plan_id == query.plan_id)
                     and (query.apply_id is None or r.apply_id == query.apply_id)
                     and (query.table is None or (plan is not None and query.table in (plan.table_location, plan.table_identity)))
-                    and (query.kind is None or r.kind.value == query.kind)
+                    and (query.kind is None or r.kind == query.kind)
                     and (query.outcome is None or r.outcome.value == query.outcome)
                     and (query.since_ms is None or r.time_ms >= query.since_ms)
                     and (regex is None or regex.fullmatch(r.path))):
@@ -405,7 +420,7 @@ class MemoryRecorder(Recorder):
                 break
             out.append(dict(zip(FILE_COLUMNS, (
                 seq, r.plan_id, r.apply_id, plan.table_location if plan else None, plan.table_identity if plan else None,
-                r.action_id, r.path, r.kind.value, r.phase, action.snapshot_id if action else None, r.outcome.value,
+                r.action_id, r.path, str.__str__(r.kind), r.phase, action.snapshot_id if action else None, r.outcome.value,
                 r.error, r.attempt, r.bytes, r.time_ms))))
         return out
 

@@ -15,6 +15,9 @@ from engine.fileio import join
 from engine.plan import Action, PhaseMode, PhaseSpec, Verb
 
 
+PLAN_KINDS = ("expire",)  # the plan kinds whose actions are defined here
+
+
 class Phase(enum.IntEnum):
     """Expiry's phases, by their position in ``EXPIRE_PHASES`` (counted from 1, as stored)."""
 

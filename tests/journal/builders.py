@@ -54,10 +54,10 @@ def started(plan: CleanupPlan, apply_id="a1", *, started_ms=10, dry_run=False) -
 
 
 def phase_done(plan: CleanupPlan, phase: int, apply_id="a1", *, finished_ms=200) -> PhaseCompleted:
-    return PhaseCompleted(apply_id=apply_id, plan_id=plan.plan_id, phase=phase, deleted=1, already_absent=0,
-                          failed=0, written=0, kept=0, bytes=10, finished_ms=finished_ms)
+    return PhaseCompleted(apply_id=apply_id, plan_id=plan.plan_id, phase=phase, counts={"DELETED": 1}, bytes=10,
+                          finished_ms=finished_ms)
 
 
 def completed(plan: CleanupPlan, apply_id="a1", *, finished_ms=300) -> ApplyCompleted:
-    return ApplyCompleted(apply_id=apply_id, plan_id=plan.plan_id, deleted=7, already_absent=0, failed=0,
-                          written=2, kept=0, bytes_reclaimed=187, duration_ms=290, finished_ms=finished_ms)
+    return ApplyCompleted(apply_id=apply_id, plan_id=plan.plan_id, counts={"DELETED": 7, "WRITTEN": 2},
+                          bytes_reclaimed=187, duration_ms=290, finished_ms=finished_ms)

@@ -21,7 +21,7 @@ _SETTINGS = settings(max_examples=20, deadline=None, suppress_health_check=[Heal
 
 
 def _outcome(action, choice: int) -> FileOutcome:
-    options = sorted(allowed_outcomes(action.kind))
+    options = sorted(allowed_outcomes(action.verb))
     return options[choice % len(options)]
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import shutil
 import subprocess
 import sys
 
@@ -70,7 +72,7 @@ def test_schema_tables_and_version(filled):
     columns, rows = run_query(journal, "SELECT table_name, table_type FROM information_schema.tables ORDER BY 1")
     assert rows == [("events", "BASE TABLE"), ("file_audit", "VIEW"), ("file_records", "BASE TABLE"),
                     ("meta", "BASE TABLE"), ("plan_actions", "BASE TABLE")]
-    assert run_query(journal, "SELECT key, value FROM meta")[1] == [("schema_version", "1")]
+    assert run_query(journal, "SELECT key, value FROM meta")[1] == [("schema_version", "2")]
     columns, rows = run_query(journal, "DESCRIBE events")
     assert [(r[0], r[1]) for r in rows] == [
         ("seq", "BIGINT"), ("event_type", "VARCHAR"), ("schema_version", "INTEGER"), ("plan_id", "VARCHAR"),
@@ -84,7 +86,7 @@ def test_a_journal_from_a_newer_lakesweep_is_refused(journal):
     con = duckdb.connect(journal)
     con.execute("UPDATE meta SET value = '99' WHERE key = 'schema_version'")
     con.close()
-    with pytest.raises(JournalError, match=r"has schema version 99, newer than this lakesweep understands \(1\)"):
+    with pytest.raises(JournalError, match=r"has schema version 99, newer than this lakesweep understands \(2\)"):
         DuckDBRecorder(journal)
     with pytest.raises(JournalError, match="newer than this lakesweep"):  # not "already open": it was released
         DuckDBRecorder(journal)
@@ -189,3 +191,23 @@ def test_default_journal_path(monkeypatch, tmp_path):
     monkeypatch.setenv("XDG_DATA_HOME", "relative/ignored")
     monkeypatch.setenv("HOME", str(tmp_path / "home"))
     assert default_journal_path() == tmp_path / "home" / ".local" / "share" / "lakesweep" / "journal.duckdb"
+
+
+def test_a_schema_1_journal_gets_its_actions_verbs_and_stays_readable(tmp_path):
+    """A journal written before actions had a verb (tests/compat has one from a real apply): opening it
+    adds the verb column, fills it from each expiry kind, and the recorded plans still hash to their ids."""
+    from tests.compat.test_v1 import HERE, PLAN_ID
+
+    journal = tmp_path / "journal-v1.duckdb"
+    shutil.copy(HERE / "journal-v1.duckdb", journal)
+    os.chmod(journal, 0o644)
+    before = run_query(str(journal), "SELECT value FROM meta WHERE key = 'schema_version'")[1]
+    assert before == [("1",)]
+    with DuckDBRecorder(str(journal)) as recorder:
+        actions = recorder.plan_actions(PLAN_ID)  # verified against the plan id
+        assert {(str(a.kind), a.verb.value) for a in actions} == {
+            ("data-file", "delete-file"), ("manifest-list", "delete-file"), ("snapshot", "delete-file"),
+            ("write-earliest-hint", "write-file")}
+    _, rows = run_query(str(journal), "SELECT DISTINCT kind, verb FROM plan_actions ORDER BY kind")
+    assert ("write-earliest-hint", "write-file") in rows and all(verb is not None for _, verb in rows)
+    assert run_query(str(journal), "SELECT value FROM meta WHERE key = 'schema_version'")[1] == [("2",)]

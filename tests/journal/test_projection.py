@@ -8,7 +8,7 @@ import pytest
 
 from engine.errors import JournalError
 
-from journal.events import ApplyFailed, ApplyRefused, FileOutcome, HintWritten
+from journal.events import ApplyFailed, ApplyRefused, Committed, FileOutcome, MetadataWritten
 from journal.projection import PlanStatus, RunState, RunStatus, plan_status, project
 from tests.journal.builders import completed, make_plan, phase_done, record, started
 
@@ -31,10 +31,11 @@ def test_file_outcomes_fold_into_counts_latest_record_wins():
     records = [record(PLAN, A[0], outcome="FAILED"), record(PLAN, A[0], attempt=2),
                record(PLAN, A[1], outcome="ALREADY_ABSENT"), record(PLAN, A[2]),
                record(PLAN, A[2], outcome="FAILED", attempt=2), record(PLAN, A[9])]
-    run = project([started(PLAN), HintWritten("a1", PID, 3, 20)], records)["a1"]
-    assert (run.done, run.failed, run.hint) == (frozenset({0, 1, 9}), frozenset({2}), 3)
-    assert run.counts == {FileOutcome.DELETED: 1, FileOutcome.ALREADY_ABSENT: 1, FileOutcome.WRITTEN: 1,
-                          FileOutcome.KEPT_NOT_EMPTY: 0, FileOutcome.FAILED: 1}
+    hint = MetadataWritten("a1", PID, "write-earliest-hint", "snapshot/EARLIEST", 3, 20)
+    run = project([started(PLAN), hint], records)["a1"]
+    assert (run.done, run.failed, run.metadata) == (frozenset({0, 1, 9}), frozenset({2}), (("write-earliest-hint", 3),))
+    assert run.counts == {**{o: 0 for o in FileOutcome}, FileOutcome.DELETED: 1, FileOutcome.ALREADY_ABSENT: 1,
+                          FileOutcome.WRITTEN: 1, FileOutcome.FAILED: 1}
     assert run.bytes_reclaimed == 10  # ALREADY_ABSENT and the later-failed DELETED reclaim nothing
 
 
@@ -49,8 +50,11 @@ def test_file_outcomes_fold_into_counts_latest_record_wins():
      r"apply a1: ApplyStarted does not fit: the apply already exists \(REFUSED\); resume with a new apply id"),
     ([started(PLAN), phase_done(PLAN, 2), phase_done(PLAN, 2)],
      r"phases run in order and phase 2 is already complete"),
-    ([started(PLAN), HintWritten("a1", PID, 3, 1), HintWritten("a1", PID, 4, 2)],
-     r"apply a1: HintWritten does not fit: the hint was already written \(3\)"),
+    ([started(PLAN), MetadataWritten("a1", PID, "write-earliest-hint", "snapshot/EARLIEST", 3, 1),
+      MetadataWritten("a1", PID, "write-earliest-hint", "snapshot/EARLIEST", 4, 2)],
+     r"apply a1: MetadataWritten does not fit: write-earliest-hint was already written \(3\)"),
+    ([started(PLAN), Committed("a1", PID, 8, "lakesweep-x-8", 12, False, 1), Committed("a1", PID, 8, "lakesweep-x-8", 12, True, 2)],
+     r"apply a1: Committed does not fit: phase 8 already committed"),
     ([started(PLAN), dataclasses.replace(completed(PLAN), plan_id="other")],
      f"apply a1: ApplyCompleted does not fit: the apply belongs to plan {PID}, the event names plan other"),
 ])

@@ -19,7 +19,7 @@ from journal.events import (
     ApplyRefused,
     ApplyStarted,
     FileOutcome,
-    HintWritten,
+    MetadataWritten,
     PlanRecorded,
 )
 from journal.projection import (
@@ -52,7 +52,8 @@ def _run_everything(recorder, plan=PLAN, apply_id="a1"):
     recorder.append([started(plan, apply_id)])
     recorder.record_files([record(plan, a, apply_id=apply_id, time_ms=100 + a.action_id) for a in plan.actions])
     recorder.append([phase_done(plan, p, apply_id) for p in sorted({int(a.phase) for a in plan.actions})])
-    recorder.append([HintWritten(apply_id, plan.plan_id, 3, 250), completed(plan, apply_id)])
+    recorder.append([MetadataWritten(apply_id, plan.plan_id, "write-earliest-hint", "snapshot/EARLIEST", 3, 250),
+                     completed(plan, apply_id)])
 
 
 class RecorderContract:
@@ -179,8 +180,8 @@ class RecorderContract:
         assert recorder.file_records(plan_id="other") == []
         run = project_apply(recorder, "a1")
         assert (run.state, run.done, run.failed) == (RunStatus.RUNNING, frozenset({0, 1, 3}), frozenset({2}))
-        assert run.counts == {FileOutcome.DELETED: 1, FileOutcome.ALREADY_ABSENT: 1, FileOutcome.KEPT_NOT_EMPTY: 1,
-                              FileOutcome.FAILED: 1, FileOutcome.WRITTEN: 0}
+        assert run.counts == {**{o: 0 for o in FileOutcome}, FileOutcome.DELETED: 1, FileOutcome.ALREADY_ABSENT: 1,
+                              FileOutcome.KEPT_NOT_EMPTY: 1, FileOutcome.FAILED: 1}
         assert run.bytes_reclaimed == 10
         assert recorder.outcome_totals(PLAN.plan_id)[FileOutcome.DELETED] == (1, 10)
 
@@ -238,7 +239,7 @@ class RecorderContract:
         run = project_apply(recorder, "a1")
         assert (run.state, run.done, run.failed) == (RunStatus.COMPLETED, frozenset(range(10)), frozenset())
         assert run.completed_phases == tuple(int(p) for p in Phase)
-        assert (run.hint, run.bytes_reclaimed, run.finished_ms) == (3, 187, 300)
+        assert (run.metadata, run.bytes_reclaimed, run.finished_ms) == ((("write-earliest-hint", 3),), 187, 300)
         assert run.counts[FileOutcome.DELETED] == 8 and run.counts[FileOutcome.WRITTEN] == 2
         assert incomplete_applies(recorder) == []
         assert plan_state(recorder, PLAN.plan_id) == PlanStatus.APPLIED
@@ -311,8 +312,8 @@ class RecorderContract:
                                record(PLAN, A[6]), record(PLAN, A[4], apply_id="a2")])
         recorder.record_files([record(PLAN, A[0], attempt=2, time_ms=110), record(PLAN, A[1], outcome="FAILED")])
         totals = recorder.apply_totals("a1")
-        assert totals == {FileOutcome.DELETED: (1, 10), FileOutcome.ALREADY_ABSENT: (0, 0),
-                          FileOutcome.WRITTEN: (1, 0), FileOutcome.KEPT_NOT_EMPTY: (0, 0), FileOutcome.FAILED: (1, 20)}
+        assert totals == {**{o: (0, 0) for o in FileOutcome}, FileOutcome.DELETED: (1, 10),
+                          FileOutcome.WRITTEN: (1, 0), FileOutcome.FAILED: (1, 20)}
         run = project_apply(recorder, "a1")
         assert {o: n for o, (n, _) in totals.items()} == run.counts
         assert totals[FileOutcome.DELETED][1] == run.bytes_reclaimed

@@ -1,0 +1,78 @@
+"""The commit mode: a phase that applies by committing new table metadata instead of deleting files.
+
+A commit is idempotent through its identifier (``commit_id``), derived from the plan id and the phase:
+before committing, the committer looks for a commit that carries it (Paimon's ``FileStoreCommit``
+filters already-committed identifiers the same way). A crash after the commit and before the journal
+heard of it is found by a resumed apply, which journals ``ALREADY_COMMITTED`` and goes on.
+
+A table format provides its ``Committer``; none is registered for a format that cannot commit yet, and
+a plan with a commit phase for it is refused before anything is done.
+"""
+
+from __future__ import annotations
+
+from typing import Callable, Protocol, Sequence
+
+from engine.errors import LakesweepError, PlanRejected
+from engine.plan import Action, CleanupPlan, PhaseMode
+
+from applier.actions import ActionResult, Outcome
+
+
+def commit_id(plan_id: str, phase: int) -> str:
+    """The identifier a commit phase commits under: the same for every attempt of the same plan."""
+    return f"lakesweep-{plan_id}-{phase}"
+
+
+class Committer(Protocol):
+    """Commits a phase's actions to one table format."""
+
+    def check(self, table, actions: Sequence[Action]) -> None:
+        """Refuse (``PlanRejected``) commit actions this committer would not carry out as planned."""
+
+    def find(self, table, commit_id: str) -> int | None:
+        """The version (snapshot id, metadata version) of a commit carrying ``commit_id``; None if none."""
+
+    def commit(self, table, actions: Sequence[Action], commit_id: str) -> int:
+        """Commit the actions under ``commit_id``; the new version. Raises ``LakesweepError`` when the table
+        cannot take the commit (a conflict that retries did not resolve)."""
+
+
+_COMMITTERS: dict[str, Callable[[], Committer]] = {}  # table format -> its committer (none yet)
+
+
+def committer_for(plan: CleanupPlan, given: Committer | None) -> Committer | None:
+    """The committer of the plan's format (``given`` wins), or None when the plan has no commit phase.
+    A plan with a commit phase and no committer is refused."""
+    if not any(p.mode == PhaseMode.COMMIT for p in plan.phases):
+        return None
+    if given is not None:
+        return given
+    make = _COMMITTERS.get(plan.format)
+    if make is None:
+        name = next(p.name for p in plan.phases if p.mode == PhaseMode.COMMIT)
+        raise PlanRejected(f"phase '{name}' of plan {plan.plan_id} commits to the table, which this lakesweep "
+                           f"cannot do for {plan.format} tables yet; nothing was done")
+    return make()
+
+
+def run_commit(committer: Committer, table, actions: Sequence[Action], cid: str, *, dry_run: bool,
+               clock: Callable[[], int]) -> tuple[list[ActionResult], int | None, bool]:
+    """Commit ``actions`` once under ``cid``: (one result per action, the version, found already).
+
+    Found already: every action ``ALREADY_COMMITTED``; committed now: ``COMMITTED``; a dry run only looks
+    (``COMMITTED`` standing for "would commit"). A failure is ``FAILED`` for every action, with the reason."""
+    try:
+        version = committer.find(table, cid)
+        if version is not None:
+            outcome, already = Outcome.ALREADY_COMMITTED, True
+        elif dry_run:
+            outcome, already = Outcome.COMMITTED, False
+        else:
+            version, outcome, already = committer.commit(table, actions, cid), Outcome.COMMITTED, False
+    except (LakesweepError, OSError) as e:
+        now = clock()
+        error = f"{type(e).__name__}: {e}"
+        return [ActionResult(a.action_id, Outcome.FAILED, 1, error, now) for a in actions], None, False
+    now = clock()
+    return [ActionResult(a.action_id, outcome, 1, None, now) for a in actions], version, already
