@@ -18,7 +18,6 @@ from engine.errors import PlanRejected
 from engine.fileio import FileIO, fileio_for, normalize_location
 from engine.plan import (
     ACTION_COLUMNS,
-    ACTION_FIELDS,
     FORMAT_VERSION,
     FORMATS,
     Action,

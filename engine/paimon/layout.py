@@ -1,0 +1,146 @@
+"""Where each kind of file of a Paimon table may live: what apply checks every planned path against,
+whatever the plan says (a forged plan with a recomputed id once overwrote ``schema/schema-0`` through a
+hint action)."""
+
+from __future__ import annotations
+
+from engine.errors import InvalidLocation, PlanRejected
+from engine.fileio import normalize_location
+from engine.paimon.kinds import SHAPES, ActionKind
+from engine.paimon.partition import escape_path_name
+from engine.paimon.paths import external_roots
+from engine.paimon.table import PaimonTable
+from engine.plan import Action, CleanupPlan, Verb
+
+
+class Layout:
+    """Where each kind of file of this table may live, relative to the table root."""
+
+    def __init__(self, table: PaimonTable):
+        prefix = table.base[len(table.location):].strip("/")
+        self.base = prefix + "/" if prefix else ""
+        self.keys = [escape_path_name(k) for k in table.schema.partition_keys]
+        self.path_directory = table.paths.path_directory
+        self.index_in_data_dir = table.paths.index_in_data_dir
+        self.external = external_roots(table.options)
+        self._bucket_dirs: dict[str, bool] = {}  # a directory of data files -> is it a bucket directory
+
+    def in_bucket_dir(self, path: str) -> bool:
+        """``path`` is a plainly named file directly in a bucket directory (``bucket_dir``, once per
+        directory)."""
+        head, slash, name = path.rpartition("/")
+        if not _plain_name(name):
+            return False
+        ok = self._bucket_dirs.get(head)
+        if ok is None:
+            ok = self._bucket_dirs[head] = self.bucket_dir(head.split("/") if slash else [])
+        return ok
+
+    def bucket_dir(self, segments: list[str], *, with_path_directory: bool = True) -> bool:
+        """``[path-directory/]k1=v1/.../bucket-N`` (the partition levels only with ``bucket=False``)."""
+        pd = self.path_directory.split("/") if (self.path_directory and with_path_directory) else []
+        if segments[:len(pd)] != pd:
+            return False
+        rest = segments[len(pd):]
+        if len(rest) != len(self.keys) + 1:
+            return False
+        if not all(seg.startswith(k + "=") for seg, k in zip(rest, self.keys)):
+            return False
+        bucket = rest[-1]
+        return bucket.startswith("bucket-") and (bucket[7:] == "postpone" or _ascii_int(bucket[7:]))
+
+    def partition_dir(self, segments: list[str]) -> bool:
+        """``k1=v1[/k2=v2...]`` as empty-directory cleanup visits them (no path-directory, T-24)."""
+        return 0 < len(segments) <= len(self.keys) and all(
+            seg.startswith(k + "=") for seg, k in zip(segments, self.keys))
+
+    def is_external(self, path: str) -> bool:
+        """An absolute path or URI under a declared external root (never one under the table root)."""
+        if not (path.startswith("/") or "://" in path or path.startswith("file:")):
+            return False
+        try:
+            full = normalize_location(path, relative_ok=False)
+        except InvalidLocation:
+            return False
+        return any(full.startswith(r + "/") for r in self.external)
+
+
+def _ascii_int(text: str) -> bool:
+    return bool(text) and text.isascii() and text.isdigit()
+
+
+def _plain_name(name: str) -> bool:
+    return bool(name) and name not in (".", "..") and "/" not in name and "\\" not in name
+
+
+def check_action_kind(plan: CleanupPlan, a: Action, layout: Layout) -> None:
+    """Refuse an action whose path is not where its kind of file lives (issue: a forged plan with a
+    recomputed id once overwrote ``schema/schema-0`` through a hint action).
+
+    Snapshot actions are ``snapshot/snapshot-<id>`` with ``begin <= id < end``; the hint is only
+    ``snapshot/EARLIEST`` with the plan's value; manifests, lists and index manifests live in
+    ``manifest/``, statistics in ``statistics/``, index files in ``index/`` (or their bucket directory);
+    data, extra and changelog files in a partition's bucket directory or under a declared external root;
+    empty directories are bucket or partition directories.
+    """
+    path, kind = a.path, a.kind
+    if a.verb is Verb.COMMIT:
+        return  # a commit's shape is its committer's to check (``applier.commit.Committer.check``)
+
+    def refuse(why: str):
+        raise PlanRejected(f"action {a.action_id} ({kind} {path!r}) is refused: {why}; the plan is refused")
+
+    shape = SHAPES.get(kind) if isinstance(kind, ActionKind) else None
+    if shape is None:
+        refuse("unknown kind")
+    if a.verb is not shape[0] or a.phase != shape[1]:
+        refuse(f"a {kind} action is a {shape[0]} in phase {shape[1]}, not a {a.verb} in phase {a.phase}")
+
+    def in_range(sid) -> bool:
+        return (sid is not None and plan.begin is not None and plan.end is not None
+                and plan.begin <= sid < plan.end)
+
+    def one_file(directory: str) -> str | None:
+        head = layout.base + directory + "/" if directory in ("snapshot", "changelog") else directory + "/"
+        if not path.startswith(head):
+            return None
+        name = path[len(head):]
+        return name if _plain_name(name) else None
+
+    if kind == ActionKind.SNAPSHOT:
+        if one_file("snapshot") != f"snapshot-{a.snapshot_id}" or not in_range(a.snapshot_id):
+            refuse(f"a snapshot action must be {layout.base}snapshot/snapshot-<id> with its id in the plan's "
+                   f"range [{plan.begin}, {plan.end})")
+    elif kind == ActionKind.WRITE_EARLIEST_HINT:
+        if path != layout.base + "snapshot/EARLIEST" or a.snapshot_id != plan.earliest_hint:
+            refuse(f"the hint action may only write {layout.base}snapshot/EARLIEST with the plan's value "
+                   f"{plan.earliest_hint}")
+    elif kind == ActionKind.WRITE_CHANGELOG:
+        sid = a.snapshot_id
+        if (one_file("changelog") != f"changelog-{sid}" or a.source != f"{layout.base}snapshot/snapshot-{sid}"
+                or not in_range(sid)):
+            refuse(f"a changelog action must copy {layout.base}snapshot/snapshot-<id> to "
+                   f"{layout.base}changelog/changelog-<id> for an id in the plan's range")
+    elif kind in (ActionKind.MANIFEST, ActionKind.MANIFEST_LIST, ActionKind.INDEX_MANIFEST):
+        if one_file("manifest") is None:
+            refuse("manifests, manifest lists and index manifests live in manifest/")
+    elif kind == ActionKind.STATISTICS:
+        if one_file("statistics") is None:
+            refuse("statistics files live in statistics/")
+    elif kind == ActionKind.INDEX_FILE:
+        ok = (one_file("index") is not None
+              or (layout.index_in_data_dir and layout.in_bucket_dir(path))
+              or layout.is_external(path))
+        if not ok:
+            refuse("index files live in index/, in their bucket directory, or under an external root")
+    elif kind in (ActionKind.DATA_FILE, ActionKind.EXTRA_FILE, ActionKind.CHANGELOG_FILE):
+        if not (layout.is_external(path) or layout.in_bucket_dir(path)):
+            refuse("data, extra and changelog files live in a partition's bucket directory "
+                   f"({'/'.join(layout.keys + ['bucket-N']) if layout.keys else 'bucket-N'}) "
+                   "or under a declared external root")
+    elif kind == ActionKind.EMPTY_DIR:
+        segments = path.split("/")
+        if not (layout.bucket_dir(segments) or layout.partition_dir(segments)):
+            refuse("only bucket and partition directories are cleaned up")
+    else:
+        refuse("unknown kind")
