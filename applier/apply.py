@@ -123,7 +123,7 @@ class _Apply:
                                                apply_id=self.resume_apply_id)])
 
     def run(self, by_phase: dict[int, list[Action]], started: int) -> ApplyReport:
-        plan, table, recorder = self.plan, self.table, self.recorder
+        plan, table = self.plan, self.table
         bulk_left = any(a.action_id not in self.skip for p, spec in enumerate(plan.phases, 1)
                         if spec.mode == PhaseMode.BULK for a in by_phase.get(p, ()))
         try:
