@@ -13,7 +13,8 @@ from engine.errors import JournalError
 from journal.audit import list_files, list_plans
 from journal.duckdb_store import DuckDBRecorder
 from journal.events import ApplyFailed, ApplyRefused, FileOutcome, allowed_outcomes
-from journal.projection import incomplete_applies, plan_done_actions, project
+from journal.projection import project
+from journal.queries import incomplete_applies, plan_done_actions
 from journal.recorder import MemoryRecorder
 from tests.journal.builders import ACTIONS, completed, make_plan, phase_done, record, started
 

@@ -21,15 +21,8 @@ from journal.events import (
     HintWritten,
     PlanRecorded,
 )
-from journal.projection import (
-    PlanStatus,
-    RunStatus,
-    incomplete_applies,
-    plan_done_actions,
-    plan_state,
-    project_apply,
-    unfinished_apply,
-)
+from journal.projection import PlanStatus, RunStatus
+from journal.queries import incomplete_applies, plan_done_actions, plan_state, project_apply, unfinished_apply
 from journal.recorder import FILE_COLUMNS, MemoryRecorder, StoredEvent
 from tests.journal.builders import ACTIONS, completed, make_plan, phase_done, record, started
 
