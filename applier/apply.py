@@ -35,7 +35,8 @@ from journal.events import (
 )
 from journal.projection import PlanStatus, RunStatus, project
 from journal.queries import plan_done_actions, plan_state, unfinished_apply
-from journal.recorder import FileQuery, Recorder
+from journal.recorder import Recorder
+from journal.rules import FileQuery
 
 from applier.actions import ActionResult, Outcome, execute_with_retry, resolve_action_path
 from engine.paimon.paths import external_roots

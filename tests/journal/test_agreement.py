@@ -13,9 +13,9 @@ from engine.errors import JournalError
 from journal.audit import list_files, list_plans
 from journal.duckdb_store import DuckDBRecorder
 from journal.events import ApplyFailed, ApplyRefused, FileOutcome, allowed_outcomes
+from journal.memory_store import MemoryRecorder
 from journal.projection import project
 from journal.queries import incomplete_applies, plan_done_actions
-from journal.recorder import MemoryRecorder
 from tests.journal.builders import ACTIONS, completed, make_plan, phase_done, record, started
 
 _SETTINGS = settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])
