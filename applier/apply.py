@@ -31,7 +31,8 @@ from journal.events import (
     MetadataWritten,
     PhaseCompleted,
 )
-from journal.projection import PlanStatus, RunStatus, plan_done_actions, plan_state, project, unfinished_apply
+from journal.projection import PlanStatus, RunStatus, project
+from journal.queries import plan_done_actions, plan_state, unfinished_apply
 from journal.recorder import Recorder
 
 from applier.actions import ActionResult, Outcome

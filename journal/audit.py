@@ -13,10 +13,11 @@ import pyarrow as pa
 
 from engine.errors import JournalError
 
-from journal.duckdb_store import FILE_AUDIT_SCHEMA, DuckDBRecorder, connect_journal, copy_to_parquet
+from journal.duckdb_store import DuckDBRecorder, connect_journal, copy_to_parquet
 from journal.events import ApplyRefused, Event, FileOutcome, PlanRecorded
 from journal.projection import PlanStatus, RunStatus, plan_status, project
-from journal.recorder import FileQuery, Recorder
+from journal.recorder import Recorder
+from journal.rules import FILE_AUDIT_SCHEMA, FileQuery
 
 _READ_ONLY_CONFIG = {"enable_external_access": False}  # a query reads the journal, not the file system
 

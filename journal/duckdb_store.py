@@ -13,29 +13,19 @@ import os
 import re
 import weakref
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Sequence
 
 import duckdb
-import pyarrow as pa
 
 from engine.errors import JournalConflict, JournalError
-from engine.plan import ACTION_COLUMNS, ACTION_FIELDS, action_values
-from engine.plan_io import SCHEMA as PLAN_SCHEMA
 
-from journal.events import FileOutcome, FileRecord, PlanRecorded, decode
-from journal.globs import glob_literal
-from journal.recorder import FILE_COLUMNS, FileQuery, Recorder, StoredEvent, stored_actions
+from journal import rules
+from journal.events import FileRecord, PlanRecorded, decode
+from journal.recorder import Recorder, StoredEvent
 
 SCHEMA_VERSION = 2  # 2: plan_actions has every action column (verb added)
 MEMORY = ":memory:"
 _SMALL_BATCH = 64  # rows; larger batches go through Arrow
-
-# plan_actions: the plan id and one column per action field, typed as the plan file types them.
-_SQL_TYPES = {"string": "VARCHAR", "int64": "BIGINT", "int32": "INTEGER", "int8": "TINYINT"}
-_PLAN_ACTIONS = ("CREATE TABLE IF NOT EXISTS plan_actions (plan_id VARCHAR NOT NULL, " + ", ".join(
-    f'"{name}" {_SQL_TYPES[t]}{"" if nullable else " NOT NULL"}' for name, t, nullable in ACTION_COLUMNS)
-    + ", PRIMARY KEY (plan_id, action_id));")
-_ACTION_SELECT = ", ".join(f'"{name}"' for name in ACTION_FIELDS)
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key VARCHAR PRIMARY KEY, value VARCHAR NOT NULL);
@@ -48,14 +38,7 @@ CREATE TABLE IF NOT EXISTS file_records (
     path VARCHAR NOT NULL, kind VARCHAR NOT NULL, phase INTEGER NOT NULL, bytes BIGINT, outcome VARCHAR NOT NULL,
     error VARCHAR, attempt INTEGER NOT NULL, time_ms BIGINT NOT NULL);
 CREATE OR REPLACE VIEW file_audit AS
-SELECT f.seq, f.plan_id, f.apply_id, p.table_location AS "table", p.table_identity, f.action_id, f.path, f.kind,
-       f.phase, a.snapshot_id, f.outcome, f.error, f.attempt, f.bytes, f.time_ms
-FROM file_records f
-LEFT JOIN plan_actions a ON a.plan_id = f.plan_id AND a.action_id = f.action_id
-LEFT JOIN (SELECT plan_id, payload ->> '$.table_location' AS table_location,
-                  payload ->> '$.table_identity' AS table_identity
-           FROM events WHERE event_type = 'PlanRecorded') p ON p.plan_id = f.plan_id;
-""".replace("{plan_actions}", _PLAN_ACTIONS)
+""".replace("{plan_actions}", rules.PLAN_ACTIONS_DDL) + rules.FILE_AUDIT + ";\n"
 
 # Journals of schema 1 stored snapshot expiry's actions without their verb; each kind had one.
 _V1_VERBS = """
@@ -64,21 +47,6 @@ UPDATE plan_actions SET verb = CASE kind WHEN 'empty-dir' THEN 'delete-empty-dir
     WHEN 'write-changelog' THEN 'write-file' WHEN 'write-earliest-hint' THEN 'write-file' ELSE 'delete-file' END
 WHERE verb IS NULL;
 """
-
-_ACTIONS_SCHEMA = pa.schema([("plan_id", pa.string())] + [(f.name, f.type) for f in PLAN_SCHEMA])
-_FILES_SCHEMA = pa.schema([
-    ("seq", pa.int64()), ("apply_id", pa.string()), ("plan_id", pa.string()), ("action_id", pa.int32()),
-    ("path", pa.string()), ("kind", pa.string()), ("phase", pa.int32()), ("bytes", pa.int64()),
-    ("outcome", pa.string()), ("error", pa.string()), ("attempt", pa.int32()), ("time_ms", pa.int64()),
-])
-# The column types of the file_audit view, for exports that do not come from DuckDB.
-FILE_AUDIT_SCHEMA = pa.schema([
-    ("seq", pa.int64()), ("plan_id", pa.string()), ("apply_id", pa.string()), ("table", pa.string()),
-    ("table_identity", pa.string()), ("action_id", pa.int32()), ("path", pa.string()), ("kind", pa.string()),
-    ("phase", pa.int32()), ("snapshot_id", pa.int64()), ("outcome", pa.string()), ("error", pa.string()),
-    ("attempt", pa.int32()), ("bytes", pa.int64()), ("time_ms", pa.int64()),
-])
-assert tuple(FILE_AUDIT_SCHEMA.names) == FILE_COLUMNS
 
 # DuckDB shares one database between the connections of a process, so its file lock cannot stop a
 # second recorder here; this registry does. Weak, so a recorder dropped without close() frees its file.
@@ -159,7 +127,7 @@ class DuckDBRecorder(Recorder):
                                    f"understands ({SCHEMA_VERSION}); upgrade lakesweep")
         with self._transaction("create the journal tables"):
             self._con.execute(_SCHEMA)
-            if has_meta and row is not None and int(row[0]) < 2:
+            if row is not None and int(row[0]) < 2:
                 self._con.execute(_V1_VERBS)
                 self._con.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'", [str(SCHEMA_VERSION)])
             self._con.execute("INSERT INTO meta VALUES ('schema_version', ?) ON CONFLICT DO NOTHING",
@@ -187,17 +155,15 @@ class DuckDBRecorder(Recorder):
 
     # -- plans -------------------------------------------------------------------------------------
 
-    def plan_ids(self) -> list[str]:
-        self._check_open()
+    def _plan_ids(self):
         return [r[0] for r in self._con.execute(
             "SELECT plan_id FROM events WHERE event_type = 'PlanRecorded' ORDER BY seq").fetchall()]
 
     def _insert_plan(self, row, actions):
-        plan_id = row.plan_id
-        rows = [(plan_id, *action_values(a)) for a in actions]
+        rows = [rules.action_row(row.plan_id, a) for a in actions]
         with self._transaction(f"record plan {row.plan_id}"):
             seqs = self._insert_events([row])
-            self._insert_rows("plan_actions", _ACTIONS_SCHEMA, rows)
+            self._insert_rows("plan_actions", rows)
         self._seq = seqs[-1]
 
     def _load_plan(self, plan_id):
@@ -209,9 +175,10 @@ class DuckDBRecorder(Recorder):
             return None
         event = decode(row[0], row[1], json.loads(row[2]))
         assert isinstance(event, PlanRecorded)
-        rows = self._con.execute(f"SELECT {_ACTION_SELECT} FROM plan_actions WHERE plan_id = ? ORDER BY action_id",
+        columns = ", ".join(f'"{c}"' for c in rules.ACTIONS_SCHEMA.names)
+        rows = self._con.execute(f"SELECT {columns} FROM plan_actions WHERE plan_id = ? ORDER BY action_id",
                                  [plan_id]).fetchall()
-        return event, stored_actions(event, rows)
+        return event, rules.actions_from_rows(event, rows)
 
     # -- events ------------------------------------------------------------------------------------
 
@@ -241,122 +208,35 @@ class DuckDBRecorder(Recorder):
 
     def _insert_files(self, records):
         seqs = self._next(len(records))
-        rows = [(s, r.apply_id, r.plan_id, r.action_id, r.path, str.__str__(r.kind), r.phase, r.bytes, r.outcome.value,
-                 r.error, r.attempt, r.time_ms) for s, r in zip(seqs, records)]
+        rows = [rules.file_row(s, r) for s, r in zip(seqs, records)]
         with self._transaction(f"record {len(records)} file outcomes"):
-            self._insert_rows("file_records", _FILES_SCHEMA, rows)
+            self._insert_rows("file_records", rows)
         self._seq = seqs[-1]
         return seqs
 
-    def _insert_rows(self, table_name: str, schema: pa.Schema, rows: list[tuple]) -> None:
-        """Rows in ``schema``'s column order, named (a journal created by an older release may order its
-        columns otherwise)."""
+    def _insert_rows(self, table_name: str, rows: list[tuple]) -> None:
+        schema = rules.RELATIONS[table_name]
         if not rows:
             return
-        columns = ", ".join(f'"{name}"' for name in schema.names)
         if len(rows) <= _SMALL_BATCH:  # one multi-row VALUES statement: cheapest for the driver's small batches
             values = ", ".join(["(" + ", ".join("?" * len(schema)) + ")"] * len(rows))
-            self._con.execute(f"INSERT INTO {table_name} ({columns}) VALUES {values}", [v for r in rows for v in r])
+            self._con.execute(f"INSERT INTO {table_name} VALUES {values}", [v for r in rows for v in r])
             return
-        table = pa.Table.from_arrays([pa.array(col, type=f.type) for col, f in zip(zip(*rows), schema)], schema=schema)
-        self._con.register("_lakesweep_batch", table)
+        self._con.register("_lakesweep_batch", rules.arrow_table(schema, rows))
         try:
-            self._con.execute(f"INSERT INTO {table_name} ({columns}) SELECT {columns} FROM _lakesweep_batch")
+            self._con.execute(f"INSERT INTO {table_name} SELECT * FROM _lakesweep_batch")
         finally:
             self._con.unregister("_lakesweep_batch")
 
-    def file_records(self, *, plan_id=None, apply_id=None):
-        self._check_open()
+    def _file_records(self, plan_id, apply_id):
         where, params = _where(plan_id=plan_id, apply_id=apply_id)
         rows = self._con.execute(
             "SELECT apply_id, plan_id, action_id, path, kind, phase, bytes, outcome, error, attempt, time_ms "
             f"FROM file_records{where} ORDER BY seq", params).fetchall()
         return [FileRecord(*r) for r in rows]
 
-    def file_rows(self, query: FileQuery) -> list[dict[str, Any]]:
-        self._check_open()
-        clauses, params = [], []
-        for column, value in (("plan_id", query.plan_id), ("apply_id", query.apply_id), ("kind", query.kind),
-                              ("outcome", query.outcome)):
-            if value is not None:
-                clauses.append(f"{column} = ?")
-                params.append(value)
-        if query.table is not None:
-            clauses.append('("table" = ? OR table_identity = ?)')
-            params += [query.table, query.table]
-        if query.since_ms is not None:
-            clauses.append("time_ms >= ?")
-            params.append(query.since_ms)
-        if query.path_glob is not None:
-            literal = glob_literal(query.path_glob)
-            if literal:  # a substring search skips most rows before the regex reads them
-                clauses.append("contains(path, ?)")
-                params.append(literal)
-            clauses.append("regexp_full_match(path, ?)")
-            params.append(query.path_regex)
-        sql = "SELECT * FROM file_audit" + (" WHERE " + " AND ".join(clauses) if clauses else "") + " ORDER BY seq"
-        if query.limit is not None:
-            sql += f" LIMIT {int(query.limit)}"
-        cursor = self._con.execute(sql, params)
-        columns = [d[0] for d in cursor.description]
-        return [dict(zip(columns, r)) for r in cursor.fetchall()]
-
-    def done_actions(self, plan_id, *, exclude_applies=()):
-        self._check_open()
-        rows = self._con.execute(
-            """SELECT action_id FROM (
-                   SELECT action_id, outcome, row_number() OVER (PARTITION BY action_id ORDER BY seq DESC) AS rn
-                   FROM file_records WHERE plan_id = ? AND NOT list_contains(?::VARCHAR[], apply_id))
-               WHERE rn = 1 AND outcome <> 'FAILED'""", [plan_id, sorted(exclude_applies)]).fetchall()
-        return frozenset(r[0] for r in rows)
-
-    def apply_totals(self, apply_id):
-        self._check_open()
-        rows = self._con.execute(
-            """SELECT outcome, count(*), coalesce(sum(bytes), 0) FROM (
-                   SELECT outcome, bytes, row_number() OVER (PARTITION BY action_id ORDER BY seq DESC) AS rn
-                   FROM file_records WHERE apply_id = ?)
-               WHERE rn = 1 GROUP BY outcome""", [apply_id]).fetchall()
-        totals = {o: (0, 0) for o in FileOutcome}
-        totals.update({FileOutcome(o): (int(n), int(b)) for o, n, b in rows})
-        return totals
-
-    def outcome_totals(self, plan_id, *, exclude_applies=()):
-        self._check_open()
-        rows = self._con.execute(
-            """SELECT outcome, count(*), coalesce(sum(bytes), 0) FROM (
-                   SELECT outcome, bytes, row_number() OVER (PARTITION BY action_id
-                                            ORDER BY (outcome = 'DELETED') DESC, seq DESC) AS rn
-                   FROM file_records WHERE plan_id = ? AND NOT list_contains(?::VARCHAR[], apply_id))
-               WHERE rn = 1 GROUP BY outcome""", [plan_id, sorted(exclude_applies)]).fetchall()
-        totals = {o: (0, 0) for o in FileOutcome}
-        totals.update({FileOutcome(o): (int(n), int(b)) for o, n, b in rows})
-        return totals
-
-    def all_outcome_totals(self, *, exclude_applies=()):
-        self._check_open()
-        # Most plans record each action once: their totals are a plain GROUP BY. The plans where some
-        # action has several records (a resumed or repeated apply) are found exactly with one bitmap of
-        # action ids per 65,536, and only those go through the per-action ranking of outcome_totals.
-        rows = self._con.execute(
-            """WITH kept AS (SELECT plan_id, action_id, outcome, bytes, seq FROM file_records
-                             WHERE NOT list_contains(?::VARCHAR[], apply_id)),
-               repeated AS (SELECT DISTINCT plan_id FROM (
-                   SELECT plan_id, count(*) AS n, bit_count(bitstring_agg(action_id % 65536, 0, 65535)) AS ids
-                   FROM kept GROUP BY plan_id, action_id // 65536) WHERE n <> ids)
-               SELECT plan_id, outcome, count(*), coalesce(sum(bytes), 0) FROM kept
-               WHERE plan_id NOT IN (SELECT plan_id FROM repeated) GROUP BY plan_id, outcome
-               UNION ALL
-               SELECT plan_id, outcome, count(*), coalesce(sum(bytes), 0) FROM (
-                   SELECT plan_id, outcome, bytes, row_number() OVER (PARTITION BY plan_id, action_id
-                                            ORDER BY (outcome = 'DELETED') DESC, seq DESC) AS rn
-                   FROM kept WHERE plan_id IN (SELECT plan_id FROM repeated))
-               WHERE rn = 1 GROUP BY plan_id, outcome""", [sorted(exclude_applies)]).fetchall()
-        out: dict[str, dict[FileOutcome, tuple[int, int]]] = {}
-        for plan_id, outcome, n, b in rows:
-            totals = out.setdefault(plan_id, {o: (0, 0) for o in FileOutcome})
-            totals[FileOutcome(outcome)] = (int(n), int(b))
-        return out
+    def _select(self, sql, params):
+        return self._con.execute(sql, list(params)).fetchall()
 
     def export_file_audit(self, out_path: str | os.PathLike) -> int:
         """Write the ``file_audit`` view (every file record, joined) as Parquet; returns the row count."""

@@ -3,6 +3,7 @@
 ``project`` has one branch per event type and refuses an event that does not fit the apply's state
 (an ``ApplyCompleted`` for an apply that never started, a ``PhaseCompleted`` after ``ApplyCompleted``...).
 The recorder runs the same fold before it appends, so an illegal transition never reaches the journal.
+Projections are functions of values; the helpers that read them from a recorder live in ``journal.queries``.
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 import enum
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Iterable, Mapping, Sequence
+from typing import Iterable, Mapping, Sequence
 
 from engine.errors import JournalError
 
@@ -27,9 +28,6 @@ from journal.events import (
     PhaseCompleted,
     PlanRecorded,
 )
-
-if TYPE_CHECKING:
-    from journal.recorder import Recorder
 
 
 class RunStatus(enum.StrEnum):
@@ -193,35 +191,6 @@ def project(events: Iterable[Event], file_records: Iterable[FileRecord] = ()) ->
     return {aid: _with_files(run, latest.get(aid, {})) for aid, run in runs.items()}
 
 
-def project_apply(recorder: Recorder, apply_id: str) -> RunState:
-    """The state of one apply; raises ``JournalError`` if the journal does not know it."""
-    runs = project(recorder.events(apply_id=apply_id), recorder.file_records(apply_id=apply_id))
-    if apply_id not in runs:
-        raise JournalError(f"apply {apply_id} is not in the journal")
-    return runs[apply_id]
-
-
-def incomplete_applies(recorder: Recorder) -> list[RunState]:
-    """Applies that started and have no end (a crash, or still running), in start order."""
-    lifecycle = project(recorder.events())
-    return [project_apply(recorder, aid) for aid, run in lifecycle.items() if run.state == RunStatus.RUNNING]
-
-
-def unfinished_apply(recorder: Recorder, plan_id: str) -> str | None:
-    """The id of the plan's first apply (not a dry run) that started and has no end, from its events
-    alone (no file records are read); None when there is none."""
-    runs = project(recorder.events(plan_id=plan_id))
-    return next((aid for aid, run in runs.items() if run.state == RunStatus.RUNNING and not run.dry_run), None)
-
-
-def plan_state(recorder: Recorder, plan_id: str) -> PlanStatus:
-    """RECORDED, APPLYING, APPLIED, FAILED or REFUSED; raises ``JournalError`` for an unknown plan."""
-    events = recorder.events(plan_id=plan_id)
-    if not events:
-        raise JournalError(f"plan {plan_id} is not in the journal")
-    return plan_status(events)
-
-
 def plan_status(events: Sequence[Event]) -> PlanStatus:
     """The state of a plan from its events: RECORDED, then the outcome of its latest apply or refusal.
 
@@ -244,11 +213,3 @@ def plan_status(events: Sequence[Event]) -> PlanStatus:
             case ApplyRefused():
                 state = PlanStatus.REFUSED
     return state
-
-
-def plan_done_actions(recorder: Recorder, plan_id: str) -> frozenset[int]:
-    """Action ids whose latest record over all (non dry-run) applies of the plan is not FAILED: what resume
-    skips. The journal works it out (``Recorder.done_actions``); no record is read back one by one."""
-    runs = project(recorder.events(plan_id=plan_id))
-    dry = sorted(aid for aid, run in runs.items() if run.dry_run)
-    return recorder.done_actions(plan_id, exclude_applies=dry)

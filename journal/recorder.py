@@ -1,11 +1,16 @@
-"""The recorder interface of the journal, and its in-memory twin.
+"""The journal's recorder: its public contract, and the narrow storage interface behind it.
 
 ``Recorder`` holds the contract: an append-only, sequence-numbered log of events, the actions of every
-recorded plan, and per-file records. The public methods check what is written (a plan id that arrives
-with other content, a transition the projection refuses, a file record that does not match its plan)
-and then call a handful of storage primitives (``_insert_plan``, ``_load_plan``, ``_append_rows``,
-``_event_rows``, ...) that each implementation provides. One contract test class runs against every
-implementation (tests/journal/test_recorder_contract.py).
+recorded plan, and per-file records. Its public methods are written here, once:
+
+* the writes check what is written (a plan id that arrives with other content, a transition the
+  projection refuses, a file record that does not match its plan) and then store rows;
+* the queries run the rules of ``journal.rules`` through the storage's ``_select``.
+
+A storage implements only the abstract, underscored methods: insert and load a plan, append and select
+event rows, insert and select file records, run a rules query over its relations, close. The twins are
+``DuckDBRecorder`` (journal/duckdb_store.py) and ``MemoryRecorder`` (journal/memory_store.py); one
+contract test class runs against both (tests/journal/test_recorder_contract.py).
 
 Sequence numbers are shared by events and file records, so together they give one total order.
 
@@ -19,23 +24,17 @@ raw rows).
 from __future__ import annotations
 
 import abc
-import dataclasses
 import json
-import re
 from dataclasses import dataclass
 from typing import Any, Iterable, Sequence
 
 from engine.errors import JournalConflict, JournalError
-from engine.plan import FORMATS, Action, CleanupPlan, compute_plan_id
-from engine.plan_io import format_kinds
+from engine.plan import Action, CleanupPlan, compute_plan_id
 
+from journal import rules
 from journal.events import OUTCOMES, ApplyStarted, Event, FileOutcome, FileRecord, PlanRecorded, decode
-from journal.globs import glob_regex
 from journal.projection import RunState, RunStatus, check_file_record, project, step
-
-FILE_COLUMNS = ("seq", "plan_id", "apply_id", "table", "table_identity", "action_id", "path", "kind", "phase",
-                "snapshot_id", "outcome", "error", "attempt", "bytes", "time_ms")
-
+from journal.rules import FileQuery
 
 @dataclass(frozen=True, slots=True)
 class StoredEvent:
@@ -53,58 +52,6 @@ class StoredEvent:
     def of(event: Event) -> "StoredEvent":
         return StoredEvent(event.EVENT_TYPE, event.SCHEMA_VERSION, event.plan_id, event.event_apply_id,
                            event.to_payload(), event.time_ms)
-
-
-@dataclass(frozen=True, slots=True)
-class FileQuery:
-    """Filters of ``Recorder.file_rows``; all optional, combined with AND.
-
-    ``table`` matches the table location or identity; ``path_glob`` has shell glob semantics (``fnmatch``:
-    ``*`` also crosses ``/``, ``?``, ``[abc]``, ``[a-z]``, ``[!abc]``), case-sensitive. Rows come in
-    sequence order; ``limit`` keeps the first ones.
-    """
-
-    plan_id: str | None = None
-    apply_id: str | None = None
-    table: str | None = None
-    kind: str | None = None
-    outcome: str | None = None
-    since_ms: int | None = None
-    path_glob: str | None = None
-    limit: int | None = None
-
-    def __post_init__(self):
-        # Filters come from the command line: a bad one is a user error with a next step, not a crash.
-        for name, known in (("kind", known_kinds()), ("outcome", tuple(o.value for o in FileOutcome))):
-            value = getattr(self, name)
-            if value is None:
-                continue
-            object.__setattr__(self, name, str(value))
-            if str(value) not in known:
-                raise JournalError(f"unknown {name} {str(value)!r}; use one of: {', '.join(known)}")
-        if self.limit is not None and self.limit < 0:
-            raise JournalError(f"limit must be >= 0, got {self.limit}")
-        if self.path_glob is not None:
-            try:
-                glob_regex(self.path_glob)
-            except ValueError as e:
-                raise JournalError(str(e)) from e
-
-    @property
-    def path_regex(self) -> str | None:
-        return None if self.path_glob is None else glob_regex(self.path_glob)
-
-
-def known_kinds() -> tuple[str, ...]:
-    """Every action kind label a table format defines, in definition order."""
-    return tuple(label for fmt in FORMATS for label in format_kinds(fmt))
-
-
-def stored_actions(event: PlanRecorded, rows: Sequence[Sequence]) -> tuple[Action, ...]:
-    """Actions from stored rows (``ACTION_FIELDS`` order); a kind the plan's format defines gets its type
-    back (a plan recorded before plans named a format is Paimon's)."""
-    kinds = format_kinds(event.header.get("format", "paimon"))
-    return tuple(Action(kinds.get(r[0], r[0]), *r[1:]) for r in rows)
 
 
 def _plan_difference(old: PlanRecorded, old_actions: Sequence[Action], new: PlanRecorded,
@@ -125,6 +72,9 @@ class Recorder(abc.ABC):
 
     Readers get events upcast to the current schema version, in sequence order. A recorder is a context
     manager; using it after ``close()`` raises ``JournalError``.
+
+    A storage subclasses it and provides the storage interface (the abstract methods) only: the public
+    methods, their checks and their rules are the same for every storage.
     """
 
     def __init__(self):
@@ -189,9 +139,10 @@ class Recorder(abc.ABC):
         self._verified[plan_id] = stored
         return stored
 
-    @abc.abstractmethod
     def plan_ids(self) -> list[str]:
         """Ids of the recorded plans, in recording order."""
+        self._check_open()
+        return self._plan_ids()
 
     # -- events ------------------------------------------------------------------------------------
 
@@ -270,38 +221,42 @@ class Recorder(abc.ABC):
                                    f"{rec.action_id} ({rec.kind} {rec.path!r}), a {action.verb.value} action")
         return self._insert_files(records) if records else []
 
-    @abc.abstractmethod
     def file_records(self, *, plan_id: str | None = None, apply_id: str | None = None) -> list[FileRecord]:
         """File records in sequence order (every attempt); filters combine with AND."""
+        self._check_open()
+        return self._file_records(plan_id, apply_id)
 
-    @abc.abstractmethod
     def file_rows(self, query: FileQuery) -> list[dict[str, Any]]:
         """File records joined with their plan (table) and action (snapshot_id), as dicts keyed by
-        ``FILE_COLUMNS``, filtered by ``query``, in sequence order."""
+        ``rules.FILE_COLUMNS``, filtered by ``query``, in sequence order."""
+        self._check_open()
+        return rules.file_rows(self._select, query)
 
-    @abc.abstractmethod
     def done_actions(self, plan_id: str, *, exclude_applies: Iterable[str] = ()) -> frozenset[int]:
         """Ids of the plan's actions whose latest record, over every apply of the plan but
         ``exclude_applies``, is not FAILED: what a resumed apply skips. Worked out by the storage, in
         one query; actions without a record are not done."""
+        self._check_open()
+        return rules.done_actions(self._select, plan_id, exclude_applies=exclude_applies)
 
-    @abc.abstractmethod
     def apply_totals(self, apply_id: str) -> dict[FileOutcome, tuple[int, int]]:
         """(count, bytes) per outcome over the apply's actions, by each action's latest record in that
         apply (``RunState.counts`` and, for DELETED, ``bytes_reclaimed``); every outcome present."""
+        self._check_open()
+        return rules.apply_totals(self._select, apply_id)
 
-    @abc.abstractmethod
     def outcome_totals(self, plan_id: str, *, exclude_applies: Iterable[str] = ()) -> dict[FileOutcome, tuple[int, int]]:
         """(count, bytes) per outcome, one outcome per action of the plan, every outcome present (zero
         when none). An action any apply DELETED counts as DELETED (a later idempotent re-apply that found
         the file absent does not un-delete it); otherwise its latest record counts."""
+        self._check_open()
+        return rules.outcome_totals(self._select, plan_id, exclude_applies=exclude_applies)
 
     def all_outcome_totals(self, *, exclude_applies: Iterable[str] = ()) -> dict[str, dict[FileOutcome, tuple[int, int]]]:
-        """``outcome_totals`` of every plan with file records, by plan id; storages answer it in one query."""
-        excluded = frozenset(exclude_applies)
-        return {pid: self.outcome_totals(pid, exclude_applies=excluded)
-                for pid in dict.fromkeys(r.plan_id for r in self.file_records()
-                                         if r.apply_id not in excluded)}
+        """``outcome_totals`` of every plan with file records (outside ``exclude_applies``), by plan id,
+        in one query."""
+        self._check_open()
+        return rules.all_outcome_totals(self._select, exclude_applies=exclude_applies)
 
     # -- lifecycle ---------------------------------------------------------------------------------
 
@@ -315,140 +270,41 @@ class Recorder(abc.ABC):
     def __exit__(self, *exc):
         self.close()
 
-    # -- storage primitives (no checks; tests use them to write raw rows) --------------------------
+    # -- the storage interface (no checks; tests use the writes to put raw rows in) ------------------
 
     @abc.abstractmethod
-    def _check_open(self) -> None: ...
-
-    @abc.abstractmethod
-    def _insert_plan(self, row: StoredEvent, actions: tuple[Action, ...]) -> None: ...
-
-    @abc.abstractmethod
-    def _load_plan(self, plan_id: str) -> tuple[PlanRecorded, tuple[Action, ...]] | None: ...
-
-    @abc.abstractmethod
-    def _append_rows(self, rows: Sequence[StoredEvent]) -> list[int]: ...
-
-    @abc.abstractmethod
-    def _event_rows(self, plan_id: str | None, apply_id: str | None) -> list[StoredEvent]: ...
-
-    @abc.abstractmethod
-    def _insert_files(self, records: Sequence[FileRecord]) -> list[int]: ...
-
-
-def _zero_totals() -> dict[FileOutcome, tuple[int, int]]:
-    return {o: (0, 0) for o in FileOutcome}
-
-
-class MemoryRecorder(Recorder):
-    """The in-memory twin, for tests. Payloads go through JSON, as they would in a database."""
-
-    def __init__(self):
-        super().__init__()
-        self._seq = 0
-        self._rows: list[StoredEvent] = []
-        self._plans: dict[str, tuple[Action, ...]] = {}
-        self._files: list[tuple[int, FileRecord]] = []
-        self._closed = False
-
-    def _next(self, n: int) -> list[int]:
-        seqs = list(range(self._seq + 1, self._seq + n + 1))
-        self._seq += n
-        return seqs
-
     def _check_open(self) -> None:
-        if self._closed:
-            raise JournalError("the in-memory journal is closed")
+        """Raise ``JournalError`` if the storage is closed."""
 
-    def close(self) -> None:
-        self._closed = True
+    @abc.abstractmethod
+    def _insert_plan(self, row: StoredEvent, actions: tuple[Action, ...]) -> None:
+        """Append the plan's event row and store its actions, in one transaction."""
 
-    def plan_ids(self) -> list[str]:
-        self._check_open()
-        return list(self._plans)
+    @abc.abstractmethod
+    def _load_plan(self, plan_id: str) -> tuple[PlanRecorded, tuple[Action, ...]] | None:
+        """The plan's first ``PlanRecorded`` event and its actions by action id; None if it has no event."""
 
-    def _insert_plan(self, row, actions):
-        self._append_rows([row])
-        self._plans[row.plan_id] = tuple(actions)
+    @abc.abstractmethod
+    def _plan_ids(self) -> list[str]:
+        """Plan ids of the ``PlanRecorded`` rows, in sequence order."""
 
-    def _load_plan(self, plan_id):
-        if plan_id not in self._plans:
-            return None
-        row = next(r for r in self._rows if r.plan_id == plan_id and r.event_type == PlanRecorded.EVENT_TYPE)
-        return decode(row.event_type, row.schema_version, row.payload), self._plans[plan_id]
+    @abc.abstractmethod
+    def _append_rows(self, rows: Sequence[StoredEvent]) -> list[int]:
+        """Append event rows in one transaction; returns their new sequence numbers."""
 
-    def _append_rows(self, rows):
-        self._check_open()
-        stored = [StoredEvent(r.event_type, r.schema_version, r.plan_id, r.apply_id, json.loads(json.dumps(r.payload)),
-                              r.time_ms) for r in rows]
-        seqs = self._next(len(stored))
-        self._rows.extend(dataclasses.replace(r, seq=s) for r, s in zip(stored, seqs))
-        return seqs
+    @abc.abstractmethod
+    def _event_rows(self, plan_id: str | None, apply_id: str | None) -> list[StoredEvent]:
+        """Event rows with these ids (None: any), in sequence order."""
 
-    def _event_rows(self, plan_id, apply_id):
-        return [r for r in self._rows if (plan_id is None or r.plan_id == plan_id)
-                and (apply_id is None or r.apply_id == apply_id)]
+    @abc.abstractmethod
+    def _insert_files(self, records: Sequence[FileRecord]) -> list[int]:
+        """Insert file records in one transaction; returns their new sequence numbers."""
 
-    def _insert_files(self, records):
-        seqs = self._next(len(records))
-        self._files.extend(zip(seqs, records))
-        return seqs
+    @abc.abstractmethod
+    def _file_records(self, plan_id: str | None, apply_id: str | None) -> list[FileRecord]:
+        """File records with these ids (None: any), in sequence order."""
 
-    def file_records(self, *, plan_id=None, apply_id=None):
-        self._check_open()
-        return [r for _, r in self._files if (plan_id is None or r.plan_id == plan_id)
-                and (apply_id is None or r.apply_id == apply_id)]
-
-    def file_rows(self, query: FileQuery):
-        self._check_open()
-        regex = re.compile(query.path_regex) if query.path_glob is not None else None
-        plans = {pid: self._load_plan(pid)[0] for pid in self._plans}
-        out = []
-        for seq, r in self._files:
-            plan = plans.get(r.plan_id)
-            actions = self._plans.get(r.plan_id, ())
-            action = actions[r.action_id] if r.action_id < len(actions) else None
-            if not ((query.plan_id is None or r.plan_id == query.plan_id)
-                    and (query.apply_id is None or r.apply_id == query.apply_id)
-                    and (query.table is None or (plan is not None and query.table in (plan.table_location, plan.table_identity)))
-                    and (query.kind is None or r.kind == query.kind)
-                    and (query.outcome is None or r.outcome.value == query.outcome)
-                    and (query.since_ms is None or r.time_ms >= query.since_ms)
-                    and (regex is None or regex.fullmatch(r.path))):
-                continue
-            if query.limit is not None and len(out) >= query.limit:
-                break
-            out.append(dict(zip(FILE_COLUMNS, (
-                seq, r.plan_id, r.apply_id, plan.table_location if plan else None, plan.table_identity if plan else None,
-                r.action_id, r.path, str.__str__(r.kind), r.phase, action.snapshot_id if action else None, r.outcome.value,
-                r.error, r.attempt, r.bytes, r.time_ms))))
-        return out
-
-    def done_actions(self, plan_id, *, exclude_applies=()):
-        self._check_open()
-        excluded = set(exclude_applies)
-        latest = {r.action_id: r.outcome for _, r in self._files if r.plan_id == plan_id and r.apply_id not in excluded}
-        return frozenset(a for a, o in latest.items() if o != FileOutcome.FAILED)
-
-    def apply_totals(self, apply_id):
-        self._check_open()
-        latest = {r.action_id: r for _, r in self._files if r.apply_id == apply_id}
-        totals = _zero_totals()
-        for r in latest.values():
-            n, b = totals[r.outcome]
-            totals[r.outcome] = (n + 1, b + (r.bytes or 0))
-        return totals
-
-    def outcome_totals(self, plan_id, *, exclude_applies=()):
-        self._check_open()
-        excluded = set(exclude_applies)
-        latest: dict[int, FileRecord] = {}
-        for _, r in self._files:
-            if r.plan_id == plan_id and r.apply_id not in excluded:
-                if latest.get(r.action_id) is None or latest[r.action_id].outcome != FileOutcome.DELETED:
-                    latest[r.action_id] = r
-        totals = _zero_totals()
-        for r in latest.values():
-            n, b = totals[r.outcome]
-            totals[r.outcome] = (n + 1, b + (r.bytes or 0))
-        return totals
+    @abc.abstractmethod
+    def _select(self, sql: str, params: Sequence[Any]) -> list[tuple]:
+        """Run one read-only query of ``journal.rules`` over the relations ``rules.RELATIONS`` names
+        (as they are now, every row written so far); its rows as tuples."""

@@ -13,7 +13,7 @@ from engine.plan_io import plan_from_bytes, plan_to_bytes
 from engine.paimon.table import PaimonTable
 from journal.audit import list_files
 from journal.events import FileOutcome
-from journal.projection import incomplete_applies
+from journal.queries import incomplete_applies
 from tests.applier.conftest import copy_table
 from tests.planner.conftest import make_plan
 from tests.support import pypaimon_tables as pt

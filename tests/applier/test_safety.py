@@ -24,7 +24,7 @@ from engine.paimon.kinds import ActionKind
 from engine.paimon.requirements import AssertSnapshotsPresent
 from engine.paimon.table import open_table
 from journal.events import FileOutcome
-from journal.projection import incomplete_applies
+from journal.queries import incomplete_applies
 from planner.expire import plan_expire
 from planner.options import resolve_expire_options
 from tests.support.table_builder import all_files

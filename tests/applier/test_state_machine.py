@@ -24,7 +24,7 @@ from engine.errors import PlanRejected
 from engine.plan import Action, canonical_actions
 from engine.paimon.kinds import ActionKind
 from engine.paimon.table import PaimonTable
-from journal.recorder import MemoryRecorder
+from journal.memory_store import MemoryRecorder
 from planner.guard import reachable_paths
 from tests.planner.conftest import make_plan
 from tests.support.table_builder import ADD, DELETE, E, TableBuilder, all_files

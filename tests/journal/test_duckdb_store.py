@@ -15,7 +15,8 @@ from engine.errors import JournalConflict, JournalError
 
 from journal.audit import export_files, list_files, run_query
 from journal.duckdb_store import DuckDBRecorder, default_journal_path
-from journal.projection import RunStatus, project_apply
+from journal.projection import RunStatus
+from journal.queries import project_apply
 from tests.journal.builders import completed, make_plan, phase_done, record, started
 
 PLAN = make_plan()

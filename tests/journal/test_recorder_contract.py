@@ -22,16 +22,11 @@ from journal.events import (
     MetadataWritten,
     PlanRecorded,
 )
-from journal.projection import (
-    PlanStatus,
-    RunStatus,
-    incomplete_applies,
-    plan_done_actions,
-    plan_state,
-    project_apply,
-    unfinished_apply,
-)
-from journal.recorder import FILE_COLUMNS, MemoryRecorder, StoredEvent
+from journal.memory_store import MemoryRecorder
+from journal.projection import PlanStatus, RunStatus
+from journal.queries import incomplete_applies, plan_done_actions, plan_state, project_apply, unfinished_apply
+from journal.recorder import StoredEvent
+from journal.rules import FILE_COLUMNS
 from tests.journal.builders import ACTIONS, completed, make_plan, phase_done, record, started
 
 PLAN = make_plan()

@@ -1,0 +1,257 @@
+"""The journal's query rules, each written once, in SQL over the journal's relations.
+
+Both recorders answer the same questions with the same statements: ``DuckDBRecorder`` runs them on its
+tables, ``MemoryRecorder`` on Arrow tables built from its rows in a private in-memory DuckDB. A rule is a
+function ``rule(select, ...)``; ``select(sql, params)`` runs one query against a storage and returns its
+rows as tuples. A new outcome, filter or column is one edit here, not one per storage.
+
+The relations, named and typed as the DuckDB tables are (``RELATIONS``):
+
+* ``events``: every event row; ``payload`` is its JSON text;
+* ``plan_actions``: every action of every recorded plan;
+* ``file_records``: every file record, each attempt.
+
+The rules:
+
+* An action's outcome in one apply is that of its latest record there (highest ``seq``).
+* Over a plan's applies, an outcome in ``STICKY_OUTCOMES`` by any apply stays: a later idempotent
+  re-apply that found the file absent does not un-delete it. Otherwise the latest record counts.
+* An action is done (resume skips it) when its latest record is not in ``RETRY_OUTCOMES``.
+* File rows join each record with its plan's table (location and identity) and its action's snapshot.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable, Iterable, Sequence
+
+import pyarrow as pa
+
+from engine.errors import JournalError
+from engine.plan import FORMATS, Action, action_values
+from engine.plan_io import SCHEMA as PLAN_SCHEMA
+from engine.plan_io import format_kinds
+
+from journal.events import FileOutcome, FileRecord, PlanRecorded
+from journal.globs import glob_literal, glob_regex
+
+Select = Callable[[str, Sequence[Any]], list[tuple]]
+Totals = dict[FileOutcome, tuple[int, int]]
+
+STICKY_OUTCOMES = (FileOutcome.DELETED,)  # once any apply of the plan records one, the action keeps it
+RETRY_OUTCOMES = (FileOutcome.FAILED,)  # an action whose latest record has one is not done
+
+# -- relations -------------------------------------------------------------------------------------
+
+EVENTS_SCHEMA = pa.schema([
+    ("seq", pa.int64()), ("event_type", pa.string()), ("schema_version", pa.int32()), ("plan_id", pa.string()),
+    ("apply_id", pa.string()), ("payload", pa.string()), ("recorded_ms", pa.int64()),
+])
+# plan_actions: the plan id, then the plan file's action columns (engine.plan.ACTION_COLUMNS).
+ACTIONS_SCHEMA = pa.schema([pa.field("plan_id", pa.string(), nullable=False)] + list(PLAN_SCHEMA))
+_SQL_TYPES = {pa.string(): "VARCHAR", pa.int64(): "BIGINT", pa.int32(): "INTEGER", pa.int8(): "TINYINT"}
+PLAN_ACTIONS_DDL = ("CREATE TABLE IF NOT EXISTS plan_actions (" + ", ".join(
+    f'"{f.name}" {_SQL_TYPES[f.type]}{"" if f.nullable else " NOT NULL"}' for f in ACTIONS_SCHEMA)
+    + ", PRIMARY KEY (plan_id, action_id));")
+FILES_SCHEMA = pa.schema([
+    ("seq", pa.int64()), ("apply_id", pa.string()), ("plan_id", pa.string()), ("action_id", pa.int32()),
+    ("path", pa.string()), ("kind", pa.string()), ("phase", pa.int32()), ("bytes", pa.int64()),
+    ("outcome", pa.string()), ("error", pa.string()), ("attempt", pa.int32()), ("time_ms", pa.int64()),
+])
+RELATIONS = {"events": EVENTS_SCHEMA, "plan_actions": ACTIONS_SCHEMA, "file_records": FILES_SCHEMA}
+
+# The columns of ``file_rows`` and of the DuckDB journal's ``file_audit`` view, with their types.
+FILE_AUDIT_SCHEMA = pa.schema([
+    ("seq", pa.int64()), ("plan_id", pa.string()), ("apply_id", pa.string()), ("table", pa.string()),
+    ("table_identity", pa.string()), ("action_id", pa.int32()), ("path", pa.string()), ("kind", pa.string()),
+    ("phase", pa.int32()), ("snapshot_id", pa.int64()), ("outcome", pa.string()), ("error", pa.string()),
+    ("attempt", pa.int32()), ("bytes", pa.int64()), ("time_ms", pa.int64()),
+])
+FILE_COLUMNS = tuple(FILE_AUDIT_SCHEMA.names)
+
+
+def action_row(plan_id: str, a: Action) -> tuple:
+    """One ``plan_actions`` row, in ``ACTIONS_SCHEMA`` order."""
+    return (plan_id, *action_values(a))
+
+
+def actions_from_rows(event: PlanRecorded, rows: Iterable[Sequence]) -> tuple[Action, ...]:
+    """The actions of ``plan_actions`` rows (``ACTIONS_SCHEMA`` order). A kind the plan's format defines
+    gets its type back (a plan recorded before plans named a format is Paimon's)."""
+    kinds = format_kinds(event.header.get("format", "paimon"))
+    return tuple(Action(kinds.get(r[1], r[1]), *r[2:]) for r in rows)
+
+
+def known_kinds() -> tuple[str, ...]:
+    """Every action kind label a table format defines, in definition order."""
+    return tuple(label for fmt in FORMATS for label in format_kinds(fmt))
+
+
+def file_row(seq: int, r: FileRecord) -> tuple:
+    """One ``file_records`` row, in ``FILES_SCHEMA`` order."""
+    return (seq, r.apply_id, r.plan_id, r.action_id, r.path, str.__str__(r.kind), r.phase, r.bytes, r.outcome.value,
+            r.error, r.attempt, r.time_ms)
+
+
+def arrow_table(schema: pa.Schema, rows: Sequence[tuple]) -> pa.Table:
+    """Rows (tuples in schema order) as an Arrow table of that schema."""
+    if not rows:
+        return schema.empty_table()
+    return pa.Table.from_arrays([pa.array(col, type=f.type) for col, f in zip(zip(*rows), schema)], schema=schema)
+
+
+# -- file rows -------------------------------------------------------------------------------------
+
+FILE_AUDIT = f"""SELECT f.seq, f.plan_id, f.apply_id, p.table_location AS "table", p.table_identity, f.action_id, f.path, f.kind,
+       f.phase, a.snapshot_id, f.outcome, f.error, f.attempt, f.bytes, f.time_ms
+FROM file_records f
+LEFT JOIN plan_actions a ON a.plan_id = f.plan_id AND a.action_id = f.action_id
+LEFT JOIN (SELECT plan_id, payload ->> '$.table_location' AS table_location,
+                  payload ->> '$.table_identity' AS table_identity
+           FROM events WHERE event_type = '{PlanRecorded.EVENT_TYPE}') p ON p.plan_id = f.plan_id"""
+
+
+@dataclass(frozen=True, slots=True)
+class FileQuery:
+    """Filters of ``Recorder.file_rows``; all optional, combined with AND.
+
+    ``table`` matches the table location or identity; ``path_glob`` has shell glob semantics (``fnmatch``:
+    ``*`` also crosses ``/``, ``?``, ``[abc]``, ``[a-z]``, ``[!abc]``), case-sensitive. Rows come in
+    sequence order; ``limit`` keeps the first ones.
+    """
+
+    plan_id: str | None = None
+    apply_id: str | None = None
+    table: str | None = None
+    kind: str | None = None
+    outcome: str | None = None
+    since_ms: int | None = None
+    path_glob: str | None = None
+    limit: int | None = None
+
+    def __post_init__(self):
+        # Filters come from the command line: a bad one is a user error with a next step, not a crash.
+        for name, known in (("kind", known_kinds()), ("outcome", tuple(o.value for o in FileOutcome))):
+            value = getattr(self, name)
+            if value is None:
+                continue
+            object.__setattr__(self, name, str(value))
+            if str(value) not in known:
+                raise JournalError(f"unknown {name} {str(value)!r}; use one of: {', '.join(known)}")
+        if self.limit is not None and self.limit < 0:
+            raise JournalError(f"limit must be >= 0, got {self.limit}")
+        if self.path_glob is not None:
+            try:
+                glob_regex(self.path_glob)
+            except ValueError as e:
+                raise JournalError(str(e)) from e
+
+    @property
+    def path_regex(self) -> str | None:
+        return None if self.path_glob is None else glob_regex(self.path_glob)
+
+
+def file_rows(select: Select, query: FileQuery) -> list[dict[str, Any]]:
+    """File records joined with their plan (table) and action (snapshot_id), as dicts keyed by
+    ``FILE_COLUMNS``, filtered by ``query``, in sequence order."""
+    clauses, params = [], []
+    for column, value in (("plan_id", query.plan_id), ("apply_id", query.apply_id), ("kind", query.kind),
+                          ("outcome", query.outcome)):
+        if value is not None:
+            clauses.append(f"{column} = ?")
+            params.append(value)
+    if query.table is not None:
+        clauses.append('("table" = ? OR table_identity = ?)')
+        params += [query.table, query.table]
+    if query.since_ms is not None:
+        clauses.append("time_ms >= ?")
+        params.append(query.since_ms)
+    if query.path_glob is not None:
+        literal = glob_literal(query.path_glob)
+        if literal:  # a substring search skips most rows before the regex reads them
+            clauses.append("contains(path, ?)")
+            params.append(literal)
+        clauses.append("regexp_full_match(path, ?)")
+        params.append(query.path_regex)
+    sql = f"SELECT * FROM ({FILE_AUDIT}) AS file_audit"
+    sql += (" WHERE " + " AND ".join(clauses) if clauses else "") + " ORDER BY seq"
+    if query.limit is not None:
+        sql += f" LIMIT {int(query.limit)}"
+    return [dict(zip(FILE_COLUMNS, r)) for r in select(sql, params)]
+
+
+# -- outcomes of actions ---------------------------------------------------------------------------
+
+def _outcome_list(outcomes: Iterable[FileOutcome]) -> str:
+    return "(" + ", ".join(f"'{FileOutcome(o).value}'" for o in outcomes) + ")"
+
+
+_LATEST = "seq DESC"
+_STICKY_THEN_LATEST = f"(outcome IN {_outcome_list(STICKY_OUTCOMES)}) DESC, seq DESC"
+_EXCLUDED = "NOT list_contains(?::VARCHAR[], apply_id)"
+
+
+def _deciding_records(where: str, order: str, *, source: str = "file_records", across_plans: bool = False) -> str:
+    """Per action, the one record among the rows of ``source`` that ``where`` selects that decides the
+    action's outcome: the first by ``order``. Actions are told apart by id alone unless ``across_plans``
+    (ranking by plan and action costs a fifth more, so a query within one plan or apply does without)."""
+    by = "plan_id, action_id" if across_plans else "action_id"
+    return f"""SELECT plan_id, action_id, outcome, bytes FROM (
+                   SELECT plan_id, action_id, outcome, bytes,
+                          row_number() OVER (PARTITION BY {by} ORDER BY {order}) AS rn
+                   FROM {source} WHERE {where})
+               WHERE rn = 1"""
+
+
+def _totals(rows: Iterable[tuple]) -> Totals:
+    totals = {o: (0, 0) for o in FileOutcome}
+    totals.update({FileOutcome(o): (int(n), int(b)) for o, n, b in rows})
+    return totals
+
+
+def done_actions(select: Select, plan_id: str, *, exclude_applies: Iterable[str] = ()) -> frozenset[int]:
+    """Ids of the plan's actions whose latest record, over every apply of the plan but
+    ``exclude_applies``, is not in ``RETRY_OUTCOMES``; actions without a record are not done."""
+    rows = select(f"SELECT action_id FROM ({_deciding_records(f'plan_id = ? AND {_EXCLUDED}', _LATEST)}) "
+                  f"WHERE outcome NOT IN {_outcome_list(RETRY_OUTCOMES)}", [plan_id, sorted(exclude_applies)])
+    return frozenset(r[0] for r in rows)
+
+
+def apply_totals(select: Select, apply_id: str) -> Totals:
+    """(count, bytes) per outcome over the apply's actions, by each action's latest record in that apply;
+    every outcome present."""
+    rows = select(f"SELECT outcome, count(*), coalesce(sum(bytes), 0) "
+                  f"FROM ({_deciding_records('apply_id = ?', _LATEST)}) GROUP BY outcome", [apply_id])
+    return _totals(rows)
+
+
+def outcome_totals(select: Select, plan_id: str, *, exclude_applies: Iterable[str] = ()) -> Totals:
+    """(count, bytes) per outcome, one outcome per action of the plan, every outcome present (zero when
+    none). An outcome in ``STICKY_OUTCOMES`` by any apply but ``exclude_applies`` stays; otherwise the
+    action's latest record counts."""
+    deciding = _deciding_records(f"plan_id = ? AND {_EXCLUDED}", _STICKY_THEN_LATEST)
+    return _totals(select(f"SELECT outcome, count(*), coalesce(sum(bytes), 0) FROM ({deciding}) GROUP BY outcome",
+                          [plan_id, sorted(exclude_applies)]))
+
+
+def all_outcome_totals(select: Select, *, exclude_applies: Iterable[str] = ()) -> dict[str, Totals]:
+    """``outcome_totals`` of every plan with file records outside ``exclude_applies``, by plan id."""
+    # Most plans record each action once: their totals are a plain GROUP BY. The plans where some
+    # action has several records (a resumed or repeated apply) are found exactly with one bitmap of
+    # action ids per 65,536, and only those go through the per-action ranking of outcome_totals.
+    deciding = _deciding_records("plan_id IN (SELECT plan_id FROM repeated)", _STICKY_THEN_LATEST, source="kept",
+                                 across_plans=True)
+    rows = select(
+        f"""WITH kept AS (SELECT plan_id, action_id, outcome, bytes, seq FROM file_records WHERE {_EXCLUDED}),
+            repeated AS (SELECT DISTINCT plan_id FROM (
+                SELECT plan_id, count(*) AS n, bit_count(bitstring_agg(action_id % 65536, 0, 65535)) AS ids
+                FROM kept GROUP BY plan_id, action_id // 65536) WHERE n <> ids)
+            SELECT plan_id, outcome, count(*), coalesce(sum(bytes), 0) FROM kept
+            WHERE plan_id NOT IN (SELECT plan_id FROM repeated) GROUP BY plan_id, outcome
+            UNION ALL
+            SELECT plan_id, outcome, count(*), coalesce(sum(bytes), 0) FROM ({deciding}) GROUP BY plan_id, outcome""",
+        [sorted(exclude_applies)])
+    by_plan: dict[str, list[tuple]] = {}
+    for pid, outcome, n, b in rows:
+        by_plan.setdefault(pid, []).append((outcome, n, b))
+    return {pid: _totals(r) for pid, r in by_plan.items()}
