@@ -98,14 +98,8 @@ def plan_from_header(header: dict, actions: tuple[Action, ...], *, source: str =
     try:
         if header.get("format_version") == 1:
             return _plan_from_v1_header(header, actions)
-        t = header["table"]
         return CleanupPlan(
-            kind=header["plan_kind"],
-            table_location=t["location"],
-            table_identity=t["identity"],
-            branch=t["branch"],
-            now_ms=header["now_ms"],
-            options={k: OptionValue(v["value"], v["source"]) for k, v in header["options"].items()},
+            **_header_basics(header),
             scope=dict(header["scope"]),
             requirements=tuple(decode_requirement(r) for r in header["requirements"]),
             phases=tuple(PhaseSpec(p["name"], p["mode"]) for p in header["phases"]),
@@ -116,6 +110,14 @@ def plan_from_header(header: dict, actions: tuple[Action, ...], *, source: str =
         )
     except (KeyError, TypeError, ValueError, AttributeError) as e:
         raise PlanRejected(f"{source}: the plan is malformed ({e}); re-run 'lakesweep plan'") from e
+
+
+def _header_basics(header: dict) -> dict:
+    """What every format version's header says the same way: kind, table, now, options."""
+    t = header["table"]
+    return dict(kind=header["plan_kind"], table_location=t["location"], table_identity=t["identity"],
+                branch=t["branch"], now_ms=header["now_ms"],
+                options={k: OptionValue(v["value"], v["source"]) for k, v in header["options"].items()})
 
 
 def _plan_from_v1_header(header: dict, actions: tuple[Action, ...]) -> CleanupPlan:
@@ -136,12 +138,7 @@ def _plan_from_v1_header(header: dict, actions: tuple[Action, ...]) -> CleanupPl
         pins=None if pins is None else {int(k): v for k, v in pins.items()},
     )
     return CleanupPlan(
-        kind=header["plan_kind"],
-        table_location=t["location"],
-        table_identity=t["identity"],
-        branch=t["branch"],
-        now_ms=header["now_ms"],
-        options={k: OptionValue(v["value"], v["source"]) for k, v in header["options"].items()},
+        **_header_basics(header),
         scope={"begin": begin, "end": end, "earliest_hint": hint},
         requirements=requirements,
         phases=EXPIRE_PHASES,

@@ -2,11 +2,9 @@
 and one renderer shows any kind."""
 
 import dataclasses
-import io
 import json
 
 import pytest
-from rich.console import Console
 from typer.testing import CliRunner
 
 from cli import render
@@ -29,14 +27,6 @@ def make_plan(table, tmp_path, *args):
                                   *map(str, args)])
     assert r.exit_code == 0, r.output
     return read_plan(str(out))
-
-
-@pytest.fixture
-def printed(monkeypatch):
-    out, err = io.StringIO(), io.StringIO()
-    monkeypatch.setattr(render, "out", Console(file=out, width=300, highlight=False, soft_wrap=True))
-    monkeypatch.setattr(render, "err", Console(file=err, width=300, highlight=False, soft_wrap=True))
-    return lambda: (out.getvalue(), err.getvalue())
 
 
 def test_the_registry_names_expire():

@@ -1,21 +1,8 @@
 """The apply report for people: one column per outcome the report counts, known outcomes by their label,
 others by their own name."""
 
-import io
-
-import pytest
-from rich.console import Console
-
 from applier.apply import ApplyReport
 from cli import render
-
-
-@pytest.fixture
-def printed(monkeypatch):
-    out, err = io.StringIO(), io.StringIO()
-    monkeypatch.setattr(render, "out", Console(file=out, width=200, highlight=False, soft_wrap=True))
-    monkeypatch.setattr(render, "err", Console(file=err, width=200, highlight=False, soft_wrap=True))
-    return lambda: (out.getvalue(), err.getvalue())
 
 
 def _header(text: str) -> list[str]:
