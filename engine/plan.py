@@ -15,11 +15,14 @@ is, for review and audit). A format's action kinds may carry their verb and defa
 from __future__ import annotations
 
 import abc
+import collections.abc
 import dataclasses
 import enum
 import hashlib
 import importlib
 import json
+import types
+import typing
 from dataclasses import dataclass, field
 from operator import attrgetter
 from typing import AbstractSet, Any, Callable, ClassVar, Mapping, Sequence
@@ -213,7 +216,15 @@ class Requirement(abc.ABC):
 
     @classmethod
     def from_json(cls, obj: Mapping) -> "Requirement":
-        return cls(**{k: v for k, v in obj.items() if k != "type"})
+        """The requirement a plan header stores; a value of another type than the field declares is a
+        ``ValueError`` (a plan edited by hand is refused as malformed, not checked with odd values)."""
+        req = cls(**{k: v for k, v in obj.items() if k != "type"})
+        hints = typing.get_type_hints(cls)
+        for f in dataclasses.fields(req):
+            value = getattr(req, f.name)
+            if not _fits(value, hints[f.name]):
+                raise ValueError(f"requirement {cls.TYPE}: {f.name} is {value!r}, not a {hints[f.name]}")
+        return req
 
 
 class ActionCheck(Requirement):
@@ -223,6 +234,23 @@ class ActionCheck(Requirement):
 
     @abc.abstractmethod
     def skipped(self, view, actions: Sequence[Action], targets: Sequence[str]) -> AbstractSet[int]: ...
+
+
+def _fits(value, hint) -> bool:
+    """``value`` is of the type ``hint`` names: str, int (not bool), bool, None, unions of these,
+    ``tuple[X, ...]`` and ``Mapping[K, V]``."""
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if origin in (typing.Union, types.UnionType):
+        return any(_fits(value, a) for a in args)
+    if hint is type(None):
+        return value is None
+    if hint is int:
+        return type(value) is int
+    if origin is tuple:
+        return isinstance(value, tuple) and all(_fits(v, args[0]) for v in value)
+    if origin in (Mapping, collections.abc.Mapping, dict):
+        return isinstance(value, Mapping) and all(_fits(k, args[0]) and _fits(v, args[1]) for k, v in value.items())
+    return isinstance(value, hint)
 
 
 _REQUIREMENTS: dict[str, type[Requirement]] = {}

@@ -75,3 +75,15 @@ def test_a_plan_with_an_unreadable_requirement_is_refused(stored, message):
     header["requirements"] = [stored]
     with pytest.raises(PlanRejected, match="the plan is malformed .*" + message.replace("(", r"\(")):
         plan_from_header(header, plan.actions, source="p.parquet")
+
+
+@pytest.mark.parametrize("stored, message", [
+    ({"type": "paimon.schema-id", "schema_id": "3"}, "requirement paimon.schema-id: schema_id is '3'"),
+    ({"type": "paimon.schema-id", "schema_id": True}, "schema_id is True"),
+    ({"type": "paimon.tags-below", "end": None, "tags": {}}, "end is None"),
+    ({"type": "paimon.branches", "branches": [1]}, r"branches is \(1,\)"),
+    ({"type": "paimon.table-identity", "identity": 7, "location": "/t", "branch": "main"}, "identity is 7"),
+])
+def test_a_requirement_with_values_of_another_type_is_refused(stored, message):
+    with pytest.raises(ValueError, match=message):
+        decode_requirement(stored)
