@@ -139,7 +139,8 @@ class _Apply:
                     self.committer.check(table, [a for a in plan.actions if a.verb is Verb.COMMIT])
                 index = {t: i for i, t in enumerate(targets)}
                 check_requirements(plan, table, done=_DoneLocations(index, self.done))
-                check_unreachable(plan, table, plan.actions, targets)
+                skipped = self._rechecked(table, plan.actions, targets)
+                check_unreachable(plan, table, [a for a in plan.actions if a.action_id not in skipped], targets)
             except PlanRejected as e:
                 self.refuse(e)
                 raise
@@ -183,15 +184,18 @@ class _Apply:
                     # on a view that reads snapshots, tags and schemas anew (manifests already read are reused).
                     live = table.refreshed()
                     check_requirements(plan, live, done=_DoneLocations(index, self.done))
-                    check_unreachable(plan, live, actions, targets)
+                    skipped = self._rechecked(live, actions, targets)
+                    check_unreachable(plan, live, [a for a in actions if a.action_id not in skipped], targets)
                 except PlanRejected as e:
                     recorder.append([ApplyFailed(apply_id=apply_id, plan_id=plan_id, reason=f"refused: {e}",
                                                  phase=number, finished_ms=clock())])
                     raise
+            else:
+                skipped = self._rechecked(live, actions, targets)
             tally = Tally(outcomes)
             committed: list = []
             self.progress.phase_started(spec.name, len(actions), sum(a.size or 0 for a in actions))
-            actions = self._skip_rechecked(runner, live, actions, targets, tally)
+            actions = self._skip(runner, actions, skipped, tally)
             if spec.mode == PhaseMode.COMMIT:
                 committed = self._commit(runner, number, actions, tally, live)
             elif actions:
@@ -241,13 +245,18 @@ class _Apply:
         return report
 
 
-    def _skip_rechecked(self, runner: PhaseRunner, live, actions: list[Action], targets, tally: Tally) -> list[Action]:
-        """The plan's per-action checks (``ActionCheck``) against the live table: an action one of them
-        skips is journaled SKIPPED_REFERENCED and not run."""
+    def _rechecked(self, live, actions: Sequence[Action], targets) -> set[int]:
+        """The ids of the actions the plan's per-action checks (``ActionCheck``) skip on the live table.
+        They are left out of the reachability gate: a skipped action is kept, so it being used again is
+        not a reason to refuse the rest (an orphan candidate a writer has since committed)."""
         skipped: set[int] = set()
         for r in self.plan.requirements:
             if isinstance(r, ActionCheck) and actions:
                 skipped |= set(r.skipped(live, actions, targets))
+        return skipped
+
+    def _skip(self, runner: PhaseRunner, actions: list[Action], skipped: set[int], tally: Tally) -> list[Action]:
+        """Journal the ``skipped`` actions SKIPPED_REFERENCED; the others, to run."""
         if not skipped:
             return actions
         now = self.clock()

@@ -109,6 +109,33 @@ def plan_expire_cmd(
               time_rule=time_rule, skip_unreadable=skip_unreadable)
 
 
+@plan_app.command("orphans")
+@handle_errors
+def plan_orphans_cmd(
+    table: str = TableArg,
+    out: Path = PlanOutOpt,
+    older_than: Optional[str] = typer.Option(None, help="Only files modified before this are candidates: a "
+                                             "duration back from --now ('1 d', '36 h') or a time (ISO-8601 such "
+                                             "as '2026-11-01 12:00:00', read as UTC, or epoch ms). Default 1 d. "
+                                             "It must be longer than any writer takes from writing a file to "
+                                             "committing it."),
+    now: Optional[str] = NowOpt,
+    force: bool = typer.Option(False, "--force", help="Allow an --older-than less than 1 hour back (only when "
+                               "no writer is running)."),
+    fmt: OutputFormat = OutputOpt,
+):
+    """Plan the removal of orphan files as Apache Paimon's remove_orphan_files would, and save the plan.
+
+    Lists the data, manifest, index and statistics directories and every branch's snapshot and changelog
+    directories first, then reads what every snapshot, tag and changelog of every branch uses. Plans files
+    older than --older-than that nothing uses, and stray files of the snapshot and changelog directories.
+    Never a directory, nothing outside Paimon's directories. Apply checks every candidate again.
+
+    Nothing is deleted. Review the plan with 'lakesweep show PLAN'."""
+    make_plan("orphans", table=table, out=out, now=now, option=[], branch="main", fmt=fmt,
+              older_than=older_than, force=force)
+
+
 @app.command()
 @handle_errors
 def show(

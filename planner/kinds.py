@@ -89,10 +89,52 @@ def describe_expire(plan: CleanupPlan) -> PlanDescription:
                                      "earliest_hint": plan.earliest_hint})
 
 
+def _resolve_orphans(table_options, **flags):
+    from planner.options import resolve_orphan_options
+
+    return resolve_orphan_options(table_options, **flags)
+
+
+def _plan_orphans(table, *, now_ms: int, options) -> CleanupPlan:
+    """List first, then plan: the listing is made before anything says which files are used (#3074)."""
+    from engine.paimon.orphans import list_orphan_candidates
+    from planner.orphans import plan_orphans
+
+    options.threshold_ms(now_ms)  # refuse a bad --older-than before listing a large table
+    listing = list_orphan_candidates(table)
+    return plan_orphans(table, listing, now_ms=now_ms, options=options)
+
+
+def describe_orphans(plan: CleanupPlan) -> PlanDescription:
+    """An orphan cleaning: the threshold, and what was kept (used, too young, no modification time)."""
+    from engine.timeutil import MAX_TIME_MS, MIN_TIME_MS
+
+    stats = plan.stats
+    at = plan.scope.get("older_than_ms")
+    when = _utc(at) if isinstance(at, int) and MIN_TIME_MS <= at <= MAX_TIME_MS else str(at)
+    deletes = bool(plan.actions)
+    scope = (f"deletes files orphan cleaning lists that were modified before {when} and that no snapshot, tag or "
+             "changelog of any branch uses" if deletes else
+             f"no listed file modified before {when} is unused ({stats.get('listed', 0)} listed).")
+    notes = (f"kept: {stats.get('kept_used', 0)} used, {stats.get('kept_young', 0)} modified since {when}, "
+             f"{stats.get('kept_unknown_time', 0)} without a modification time",
+             "apply checks every candidate again and keeps (SKIPPED_REFERENCED) any that became used")
+    return PlanDescription(nothing_to_do=not deletes, scope=scope, nothing_label="No orphan files",
+                           notes=notes, document={"older_than_ms": at})
+
+
+def _utc(ms: int) -> str:
+    import datetime
+
+    return (datetime.datetime(1970, 1, 1, tzinfo=datetime.timezone.utc)
+            + datetime.timedelta(milliseconds=ms)).strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
 KINDS: Mapping[str, PlanKind] = {
     k.name: k
     for k in (
         PlanKind("expire", resolve_options=_resolve_expire, plan=_plan_expire, describe=describe_expire),
+        PlanKind("orphans", resolve_options=_resolve_orphans, plan=_plan_orphans, describe=describe_orphans),
     )
 }
 

@@ -203,3 +203,70 @@ def resolve_expire_options(
         skip_unreadable=skip_unreadable,
         sources=sources,
     )
+
+
+# -- orphan cleaning --------------------------------------------------------------------------------------
+
+ORPHAN_DEFAULT_OLDER_THAN = "1 d"  # LocalOrphanFilesClean: now - 1 day
+ORPHAN_FORCE_BELOW_MS = 3_600_000  # a window below 1 h needs --force
+
+
+@dataclass(frozen=True, slots=True)
+class OrphanOptions:
+    """Resolved options for one orphan plan. ``older_than`` is a duration back from the plan's now
+    (``duration_ms``) or an instant (``at_ms``): exactly one is set."""
+
+    older_than: str
+    duration_ms: int | None
+    at_ms: int | None
+    force: bool
+    sources: Mapping[str, OptionValue]
+
+    def threshold_ms(self, now_ms: int) -> int:
+        """Files modified at or after this instant are kept; refuses a threshold at or after ``now_ms``,
+        and one less than an hour back without ``force``."""
+        threshold = now_ms - self.duration_ms if self.duration_ms is not None else self.at_ms
+        if threshold >= now_ms:
+            raise PlanRejected(
+                f"--older-than {self.older_than} is not before now ({format_ms(now_ms)}): files being written "
+                "now, not yet committed, would look unused. Give a time before now or a duration such as '1 d'")
+        if now_ms - threshold < ORPHAN_FORCE_BELOW_MS and not self.force:
+            raise PlanRejected(
+                f"--older-than {self.older_than} keeps only files younger than {(now_ms - threshold) // 60_000} "
+                "min: a writer that takes longer between writing a file and committing it would lose the file. "
+                "Use at least 1 h, or add --force if no writer is running")
+        return threshold
+
+
+def format_ms(ms: int) -> str:
+    import datetime as _dt
+
+    return (_dt.datetime(1970, 1, 1, tzinfo=_dt.timezone.utc) + _dt.timedelta(milliseconds=ms)).isoformat()
+
+
+_UNIT_DURATION = re.compile(r"^\s*\d+\s*[a-zµ]+\s*$", re.IGNORECASE)
+
+
+def resolve_orphan_options(
+    table_options: Mapping[str, str],
+    *,
+    overrides: Mapping[str, str] | None = None,
+    older_than: str | None = None,
+    force: bool = False,
+) -> OrphanOptions:
+    """``older_than``: a Paimon duration with a unit (``1 d``, ``36 h``), measured back from the plan's
+    now; or an instant (ISO-8601, ``2026-11-01 12:00:00`` read as UTC, or epoch milliseconds). Default
+    ``1 d``. Paimon has no table option for it, so the table's options play no part."""
+    from engine.timeutil import parse_time_ms
+
+    if overrides:
+        raise PlanRejected(f"--option {sorted(overrides)[0]} is not an orphan-cleaning option; orphan "
+                           "cleaning has none (use --older-than and --force)")
+    text = ORPHAN_DEFAULT_OLDER_THAN if older_than is None else str(older_than).strip()
+    if _UNIT_DURATION.match(text):
+        duration, at = parse_duration_ms(text), None
+    else:
+        duration, at = None, parse_time_ms(text)
+    sources = {"older-than": OptionValue(text, "default" if older_than is None else "flag"),
+               "force": OptionValue(bool(force), "flag" if force else "default")}
+    return OrphanOptions(older_than=text, duration_ms=duration, at_ms=at, force=bool(force), sources=sources)

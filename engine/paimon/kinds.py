@@ -1,9 +1,14 @@
-"""Paimon's action kinds for snapshot expiry: each kind's verb, phase and order within its phase.
+"""Paimon's action kinds: each kind's verb, phase and order within its phase, for each plan kind.
 
 Expiry deletes in Java's order with a barrier between phases (``ExpireSnapshotsImpl#expireUntil``):
 data and extra files, changelog files, empty directories, metadata (manifests, lists, index files,
 statistics), changelog metadata (decoupled lifecycle), snapshot files in ascending id, and the
 EARLIEST hint last.
+
+Orphan cleaning deletes as ``LocalOrphanFilesClean#clean`` does: first the stray files of the snapshot
+and changelog directories, then the unused files of the data, manifest, index and statistics
+directories. Java orders nothing within either step (one parallel batch each); nothing refers to an
+orphan, so no order among them is safer than another.
 """
 
 from __future__ import annotations
@@ -15,7 +20,7 @@ from engine.fileio import join
 from engine.plan import Action, PhaseMode, PhaseSpec, Verb
 
 
-PLAN_KINDS = ("expire",)  # the plan kinds whose actions are defined here
+PLAN_KINDS = ("expire", "orphans")  # the plan kinds whose actions are defined here
 
 
 class Phase(enum.IntEnum):
@@ -101,8 +106,66 @@ _PHASE = {
     ActionKind.WRITE_EARLIEST_HINT: Phase.HINT,
 }
 _RANK = {k: i for i, k in enumerate(ActionKind)}
-KINDS = {k.value: k for k in ActionKind}  # a stored label -> its kind
+PARTITIONED_KINDS = frozenset({ActionKind.DATA_FILE, ActionKind.EXTRA_FILE, ActionKind.CHANGELOG_FILE})
+
+
+class OrphanPhase(enum.IntEnum):
+    """Orphan cleaning's phases, by their position in ``ORPHAN_PHASES``."""
+
+    STRAY_METADATA = 1
+    ORPHAN_FILES = 2
+
+
+ORPHAN_PHASES: tuple[PhaseSpec, ...] = (
+    PhaseSpec("stray_metadata", PhaseMode.ORDERED),  # a few files: on the driver
+    PhaseSpec("orphan_files", PhaseMode.BULK),
+)
+
+
+class OrphanKind(enum.StrEnum):
+    """What an orphan plan deletes. Every kind is one file, never a directory.
+
+    The stray kinds are files of a snapshot or changelog directory that are neither a snapshot (or
+    changelog) file nor a hint (``OrphanFilesClean#cleanSnapshotDir``); nothing can refer to them. The
+    other kinds are candidates Paimon keeps when any snapshot, tag or changelog of any branch names a
+    file with their name (``by_name``), and apply checks that again before deleting them.
+    """
+
+    STRAY_SNAPSHOT_FILE = "stray-snapshot-file"
+    STRAY_CHANGELOG_FILE = "stray-changelog-file"
+    ORPHAN_DATA_FILE = "orphan-data-file"  # any file of a bucket directory: data, changelog, extra, index
+    ORPHAN_MANIFEST = "orphan-manifest"  # manifest/: manifests, manifest lists, index manifests
+    ORPHAN_INDEX_FILE = "orphan-index-file"
+    ORPHAN_STATISTICS = "orphan-statistics"
+
+    @property
+    def phase(self) -> OrphanPhase:
+        return OrphanPhase.STRAY_METADATA if self in _STRAY else OrphanPhase.ORPHAN_FILES
+
+    @property
+    def verb(self) -> Verb:
+        return Verb.DELETE_FILE
+
+    @property
+    def deletes(self) -> bool:
+        return True
+
+    @property
+    def by_name(self) -> bool:
+        """Kept when a file of this name is used (Paimon matches candidates by bare file name)."""
+        return self not in _STRAY
+
+    def order_key(self, a: Action) -> tuple:
+        return (_ORPHAN_RANK[self], 0, a.path)
+
+
+_STRAY = frozenset({OrphanKind.STRAY_SNAPSHOT_FILE, OrphanKind.STRAY_CHANGELOG_FILE})
+_ORPHAN_RANK = {k: i for i, k in enumerate(OrphanKind)}
+
+KINDS = {k.value: k for k in (*ActionKind, *OrphanKind)}  # a stored label -> its kind
 # A label -> (verb, phase), looked up by the label's text: hashing an enum member calls Enum.__hash__ in
 # Python, once per action of a 300,000-action plan.
-SHAPES = {k.value: (_VERB[k], int(_PHASE[k])) for k in ActionKind}
-PARTITIONED_KINDS = frozenset({ActionKind.DATA_FILE, ActionKind.EXTRA_FILE, ActionKind.CHANGELOG_FILE})
+SHAPES = {k.value: (k.verb, int(k.phase)) for k in KINDS.values()}
+# A label -> the plan kind whose actions it is: a kind is refused in a plan of another kind (its phase
+# number means another phase there).
+PLAN_KIND_OF = {**{k.value: "expire" for k in ActionKind}, **{k.value: "orphans" for k in OrphanKind}}

@@ -1,15 +1,17 @@
 """Where each kind of file of a Paimon table may live: what apply checks every planned path against,
 whatever the plan says (a forged plan with a recomputed id once overwrote ``schema/schema-0`` through a
-hint action)."""
+hint action). The orphan planner asks the same questions of every file it is given (``orphan_kind_of``),
+so apply accepts exactly the directories orphan cleaning may list."""
 
 from __future__ import annotations
 
 from engine.errors import InvalidLocation, PlanRejected
 from engine.fileio import normalize_location
-from engine.paimon.kinds import SHAPES, ActionKind
+from engine.paimon.kinds import PLAN_KIND_OF, SHAPES, ActionKind, OrphanKind
 from engine.paimon.partition import escape_path_name
 from engine.paimon.paths import external_roots
-from engine.paimon.table import PaimonTable
+from engine.paimon.table import (BRANCH_PREFIX, CHANGELOG_PREFIX, SNAPSHOT_PREFIX, PaimonTable,
+                                 branch_name_problem)
 from engine.plan import Action, CleanupPlan, Verb
 
 
@@ -64,6 +66,56 @@ class Layout:
             return False
         return any(full.startswith(r + "/") for r in self.external)
 
+    def in_external_bucket_dir(self, path: str) -> bool:
+        """``<external root>/k1=v1/.../bucket-N/<name>``: where Paimon writes data files under an external
+        root (no ``data-file.path-directory`` there)."""
+        if not self.is_external(path):
+            return False
+        full = normalize_location(path, relative_ok=False)
+        root = max((r for r in self.external if full.startswith(r + "/")), key=len)
+        head, _, name = full[len(root) + 1:].rpartition("/")
+        return _plain_name(name) and bool(head) and self.bucket_dir(head.split("/"), with_path_directory=False)
+
+
+_HINTS = ("EARLIEST", "LATEST")
+_STRAY_DIRS = {"snapshot": (OrphanKind.STRAY_SNAPSHOT_FILE, SNAPSHOT_PREFIX),
+               "changelog": (OrphanKind.STRAY_CHANGELOG_FILE, CHANGELOG_PREFIX)}
+_ORPHAN_DIRS = {"manifest": OrphanKind.ORPHAN_MANIFEST, "index": OrphanKind.ORPHAN_INDEX_FILE,
+                "statistics": OrphanKind.ORPHAN_STATISTICS}
+
+
+def orphan_kind_of(layout: Layout, path: str) -> OrphanKind | None:
+    """What orphan cleaning may delete at ``path`` (table-relative, or a full location under an external
+    root), or ``None`` where it never deletes anything.
+
+    * ``[branch/branch-<b>/]snapshot/<name>`` and ``.../changelog/<name>``: a stray file, unless the name
+      starts with ``snapshot-`` (``changelog-``) or is a hint; Java leaves those (T-19).
+    * ``manifest/``, ``index/``, ``statistics/``: any file directly inside.
+    * a bucket directory (``[path-directory/]k1=v1/.../bucket-N``, the partition keys in order), under
+      the table root or an external root: any file directly inside. Nothing beside the partitions
+      (``tmp/``, ``_upload/``), nothing deeper in a bucket directory, no directory.
+    """
+    if layout.is_external(path):
+        return OrphanKind.ORPHAN_DATA_FILE if layout.in_external_bucket_dir(path) else None
+    if path.startswith("/") or "://" in path or path.startswith("file:"):
+        return None
+    segments = path.split("/")
+    name = segments[-1]
+    if not _plain_name(name) or any(not _plain_name(s) for s in segments[:-1]):
+        return None
+    if len(segments) == 2 and segments[0] in _ORPHAN_DIRS:
+        return _ORPHAN_DIRS[segments[0]]
+    meta = segments[:-1]
+    if len(meta) == 3 and meta[0] == "branch" and meta[1].startswith(BRANCH_PREFIX) \
+            and branch_name_problem(meta[1][len(BRANCH_PREFIX):]) is None:
+        meta = meta[2:]
+    if len(meta) == 1 and meta[0] in _STRAY_DIRS:
+        kind, prefix = _STRAY_DIRS[meta[0]]
+        return None if name.startswith(prefix) or name in _HINTS else kind
+    if layout.in_bucket_dir(path):
+        return OrphanKind.ORPHAN_DATA_FILE
+    return None
+
 
 def _ascii_int(text: str) -> bool:
     return bool(text) and text.isascii() and text.isdigit()
@@ -71,6 +123,17 @@ def _ascii_int(text: str) -> bool:
 
 def _plain_name(name: str) -> bool:
     return bool(name) and name not in (".", "..") and "/" not in name and "\\" not in name
+
+
+_ORPHAN_PLACES = {
+    OrphanKind.STRAY_SNAPSHOT_FILE: "directly in a snapshot directory, named neither snapshot-* nor a hint",
+    OrphanKind.STRAY_CHANGELOG_FILE: "directly in a changelog directory, named neither changelog-* nor a hint",
+    OrphanKind.ORPHAN_MANIFEST: "directly in manifest/",
+    OrphanKind.ORPHAN_INDEX_FILE: "directly in index/",
+    OrphanKind.ORPHAN_STATISTICS: "directly in statistics/",
+    OrphanKind.ORPHAN_DATA_FILE: "directly in a partition's bucket directory, under the table root or an "
+                                 "external root",
+}
 
 
 def check_action_kind(plan: CleanupPlan, a: Action, layout: Layout) -> None:
@@ -90,11 +153,17 @@ def check_action_kind(plan: CleanupPlan, a: Action, layout: Layout) -> None:
     def refuse(why: str):
         raise PlanRejected(f"action {a.action_id} ({kind} {path!r}) is refused: {why}; the plan is refused")
 
-    shape = SHAPES.get(kind) if isinstance(kind, ActionKind) else None
+    shape = SHAPES.get(kind) if isinstance(kind, (ActionKind, OrphanKind)) else None
     if shape is None:
         refuse("unknown kind")
+    if PLAN_KIND_OF[kind] != plan.kind:
+        refuse(f"{kind} actions belong in '{PLAN_KIND_OF[kind]}' plans, not in '{plan.kind}' plans")
     if a.verb is not shape[0] or a.phase != shape[1]:
         refuse(f"a {kind} action is a {shape[0]} in phase {shape[1]}, not a {a.verb} in phase {a.phase}")
+    if isinstance(kind, OrphanKind):
+        if orphan_kind_of(layout, path) is not kind:
+            refuse(f"orphan cleaning deletes {kind} files only {_ORPHAN_PLACES[kind]}")
+        return
 
     def in_range(sid) -> bool:
         return (sid is not None and plan.begin is not None and plan.end is not None

@@ -1,5 +1,9 @@
 """What a Paimon plan requires of the live table, as typed requirements (``engine.plan.Requirement``).
 
+Orphan cleaning's (``orphan_requirements``): the table, and ``AssertUnreferenced``, which re-reads before
+each phase what every snapshot, tag, changelog and branch uses now, and skips each candidate that has
+become used since planning (a writer's commit, a new tag or branch).
+
 Snapshot expiry's set (spec B-1): later snapshots committed by writers never make a plan stale; what
 does is anything that changes what the plan's range protects: the table itself, its schema, its
 branches, tags below the end, consumers reading inside the range, and the planned snapshots (present,
@@ -8,11 +12,13 @@ with the content the plan read).
 
 from __future__ import annotations
 
+import posixpath
+import weakref
 from dataclasses import dataclass
 from typing import AbstractSet, Mapping, Sequence
 
 from engine.errors import PlanRejected
-from engine.plan import Requirement, requirement
+from engine.plan import Action, ActionCheck, Requirement, requirement
 from engine.paimon.state import snapshot_digest, table_identity
 
 
@@ -184,4 +190,52 @@ def expire_requirements(*, identity: str, location: str, branch: str, begin: int
     if not consumer_changelog_only:  # consumers then protect only changelog files (spec §4)
         reqs.append(AssertConsumersOutside(begin, end, consumers))
     reqs.append(AssertSnapshotsPresent(end, tuple(snapshots), pins, hint))
+    return tuple(reqs)
+
+
+# The used names read for one live view: ``problems`` and ``skipped`` run on the same view one after the
+# other before each phase, and the view is read anew for the next.
+_USED: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+
+
+def _live_used(view):
+    from engine.paimon.orphans import read_used_names
+
+    used = _USED.get(view)
+    if used is None:
+        used = _USED[view] = read_used_names(view)
+    return used
+
+
+@requirement
+@dataclass(frozen=True, slots=True)
+class AssertUnreferenced(ActionCheck):
+    """No orphan candidate is used by the live table: before each phase, every file name reachable from
+    every snapshot, tag and changelog of every branch is read again (``engine.paimon.orphans``), and a
+    candidate whose name is among them is skipped (journaled, never deleted). A used set that cannot be
+    read, or that misses a file a newest snapshot references, stops the apply."""
+
+    TYPE = "paimon.unreferenced"
+
+    def problems(self, view, *, done=frozenset()) -> list[str]:
+        try:
+            _live_used(view)
+        except PlanRejected as e:
+            return [str(e)]
+        return []
+
+    def skipped(self, view, actions: Sequence[Action], targets: Sequence[str]) -> AbstractSet[int]:
+        checked = [a for a in actions if getattr(a.kind, "by_name", False)]
+        if not checked:
+            return frozenset()
+        names = _live_used(view).names
+        return frozenset(a.action_id for a in checked if posixpath.basename(targets[a.action_id]) in names)
+
+
+def orphan_requirements(*, identity: str, location: str, deletes: bool) -> tuple[Requirement, ...]:
+    """Orphan cleaning's requirements: the table (main: the plan covers every branch), and, when the plan
+    deletes anything, the per-action re-check."""
+    reqs: list[Requirement] = [AssertTableIdentity(identity, location, "main")]
+    if deletes:
+        reqs.append(AssertUnreferenced())
     return tuple(reqs)

@@ -29,8 +29,30 @@ def make_plan(table, tmp_path, *args):
     return read_plan(str(out))
 
 
-def test_the_registry_names_expire():
-    assert list(KINDS) == ["expire"] and plan_kind("expire").name == "expire"
+def test_the_registry_names_expire_and_orphans():
+    assert list(KINDS) == ["expire", "orphans"] and plan_kind("orphans").name == "orphans"
+
+
+def test_plan_orphans_with_nothing_old_says_so_in_json(table, tmp_path):
+    out = tmp_path / "orphans.parquet"
+    r = CliRunner().invoke(app, ["plan", "orphans", table.path, "--out", str(out), "--older-than",
+                                 "2000-01-01 00:00:00", "-o", "json"])
+    assert r.exit_code == 0, r.output
+    doc = json.loads(r.stdout)
+    assert (doc["plan_kind"], doc["nothing_to_do"], doc["older_than_ms"]) == ("orphans", True, 946684800000)
+    assert describe_plan(read_plan(str(out))).nothing_label == "No orphan files"
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--older-than", "2999-01-01T00:00:00Z"], "--older-than 2999-01-01T00:00:00Z is not before now"),
+    (["--older-than", "30 min"], "--older-than 30 min keeps only files younger than 30 min"),
+    (["--older-than", "soon"], "'soon' is neither epoch milliseconds nor an ISO-8601 time"),
+])
+def test_plan_orphans_refuses_a_bad_older_than_with_exit_code_1(table, tmp_path, args, message):
+    out = tmp_path / "orphans.parquet"
+    r = CliRunner().invoke(app, ["plan", "orphans", table.path, "--out", str(out), *args])
+    assert r.exit_code == 1 and message in " ".join(r.output.split()), r.output
+    assert not out.exists()
 
 
 def test_an_expiry_describes_its_range_and_what_bounded_it(table, tmp_path):

@@ -1,0 +1,113 @@
+"""Orphan-file cleaning planning with Apache Paimon's semantics (``LocalOrphanFilesClean#clean``, §8 of
+the spec).
+
+``plan_orphans(table, listing, now_ms=..., options=...)`` lists nothing: ``listing`` is the value
+``engine.paimon.orphans.list_orphan_candidates`` returned, made before the planner reads which files the
+table uses (Paimon #3074). Of the listed files, those modified before the threshold are candidates; the
+stray files of snapshot and changelog directories are planned as they are, the others unless a file of
+their name is used by any snapshot, tag or changelog of any branch. Reads no clock, writes nothing.
+"""
+
+from __future__ import annotations
+
+import posixpath
+from typing import Iterable
+
+from engine.errors import PlannerInvariantViolated
+from engine.paimon.kinds import ORPHAN_PHASES, OrphanKind
+from engine.paimon.layout import Layout, orphan_kind_of
+from engine.paimon.orphans import ListedFile, read_used_names
+from engine.paimon.reachability import first_reachable
+from engine.paimon.requirements import orphan_requirements
+from engine.paimon.state import table_identity
+from engine.paimon.table import PaimonTable
+from engine.plan import Action, CleanupPlan, canonical_actions, summarize
+from planner.options import OrphanOptions
+
+
+def _bucket_of(rel: str, layout: Layout) -> tuple[str | None, int | None]:
+    """The partition (``k1=v1/k2=v2``) and bucket of a file of a bucket directory, for review."""
+    segments = rel.split("/")[:-1]
+    if rel.startswith("/") or "://" in rel:
+        segments = segments[-(len(layout.keys) + 1):]
+    elif layout.path_directory:
+        segments = segments[len(layout.path_directory.split("/")):]
+    bucket = segments[-1][len("bucket-"):] if segments else ""
+    return "/".join(segments[:-1]), (int(bucket) if bucket.isdigit() else None)
+
+
+def plan_orphans(table: PaimonTable, listing: Iterable[ListedFile | tuple], *, now_ms: int,
+                 options: OrphanOptions) -> CleanupPlan:
+    """Plan the deletion of ``table``'s orphan files, as Paimon's orphan clean would delete them at
+    ``now_ms`` from what ``listing`` holds (``(path, size, mtime_ms)`` each).
+
+    Refuses (``PlanRejected``) an ``older_than`` at or after now, or within an hour of it without
+    ``force``; a used set it cannot read, or one that misses a file a branch's newest snapshot
+    references. A listed path orphan cleaning never deletes is ignored; a file without a modification
+    time is kept. ``PlannerInvariantViolated`` if a planned file is still reachable (a bug).
+    """
+    threshold = options.threshold_ms(now_ms)
+    layout = Layout(table)
+    paths = table.paths
+    candidates: list[tuple[OrphanKind, str, ListedFile]] = []
+    young = unknown_time = ignored = 0
+    for item in listing:
+        f = item if isinstance(item, ListedFile) else ListedFile(*item)
+        rel = paths.relative(f.path)
+        kind = orphan_kind_of(layout, rel)
+        if kind is None:
+            ignored += 1
+        elif f.mtime_ms is None:
+            unknown_time += 1
+        elif f.mtime_ms >= threshold:
+            young += 1
+        else:
+            candidates.append((kind, rel, f))
+
+    used = read_used_names(table).names if any(k.by_name for k, _, _ in candidates) else frozenset()
+    actions: list[Action] = []
+    kept_used = 0
+    for kind, rel, f in candidates:
+        if kind.by_name and posixpath.basename(rel) in used:
+            kept_used += 1
+            continue
+        partition, bucket = _bucket_of(rel, layout) if kind is OrphanKind.ORPHAN_DATA_FILE else (None, None)
+        actions.append(Action(kind, rel, partition=partition, bucket=bucket, size=f.size))
+    planned = canonical_actions(actions)
+
+    # Subtracted by name above; checked again by path against what the table keeps (STYLE 5).
+    full = {paths.absolute(a.path): a for a in planned}
+    hit = first_reachable(table, frozenset(full), end=None)
+    if hit is not None:
+        holder, path = hit
+        raise PlannerInvariantViolated(
+            f"refusing the plan: {full[path].kind} {full[path].path} is still referenced by {holder.what}. "
+            "Nothing was deleted; please report this with the table's metadata.")
+
+    identity = table_identity(table)
+    warnings = []
+    if unknown_time:
+        warnings.append(f"{unknown_time} listed file(s) have no modification time and are kept")
+    stats = {
+        "older_than_ms": threshold,
+        "listed": len(candidates) + young + unknown_time,
+        "kept_used": kept_used,
+        "kept_young": young,
+        "kept_unknown_time": unknown_time,
+        "ignored_paths": ignored,
+        "warnings": warnings,
+        "summary": summarize(planned, by_partition=frozenset({OrphanKind.ORPHAN_DATA_FILE})),
+    }
+    return CleanupPlan(
+        kind="orphans",
+        table_location=table.location,
+        table_identity=identity,
+        branch=table.branch,
+        now_ms=now_ms,
+        options=dict(options.sources),
+        scope={"older_than_ms": threshold},
+        requirements=orphan_requirements(identity=identity, location=table.location, deletes=bool(planned)),
+        phases=ORPHAN_PHASES,
+        actions=planned,
+        stats=stats,
+    )
