@@ -264,6 +264,14 @@ def requirement(cls):
     return cls
 
 
+def format_module(fmt: str, part: str):
+    """``engine.<fmt>.<part>`` (``kinds``, ``requirements``) of a table format lakesweep knows; a
+    ``ValueError`` for any other format, so a plan can never make lakesweep import a module it names."""
+    if fmt not in FORMATS:
+        raise ValueError(f"table format {fmt!r} is not one of {list(FORMATS)}")
+    return importlib.import_module(f"engine.{fmt}.{part}")
+
+
 def decode_requirement(obj: Mapping) -> Requirement:
     """A requirement from its JSON form; the format named by the tag's prefix is loaded on first use."""
     tag = obj.get("type") if isinstance(obj, Mapping) else None
@@ -271,7 +279,7 @@ def decode_requirement(obj: Mapping) -> Requirement:
         raise ValueError(f"a requirement needs a type tag, got {obj!r}")
     fmt = tag.partition(".")[0]
     if tag not in _REQUIREMENTS and fmt in FORMATS:
-        importlib.import_module(f"engine.{fmt}.requirements")
+        format_module(fmt, "requirements")
     cls = _REQUIREMENTS.get(tag)
     if cls is None:
         raise ValueError(f"unknown requirement type {tag!r}")

@@ -6,7 +6,6 @@ the format version and that the plan id still matches the content, so an edited 
 
 from __future__ import annotations
 
-import importlib
 import json
 import os
 import stat
@@ -28,6 +27,7 @@ from engine.plan import (
     action_columns,
     compute_plan_id,
     decode_requirement,
+    format_module,
 )
 
 HEADER_KEY = b"lakesweep.plan.header"
@@ -81,16 +81,12 @@ def write_plan(plan: CleanupPlan, location: str, fileio: FileIO | None = None) -
 
 def format_kinds(fmt: str) -> dict:
     """The action kinds a table format defines, by stored label (labels it does not define stay text)."""
-    if fmt not in FORMATS:
-        raise ValueError(f"table format {fmt!r} is not one of {list(FORMATS)}")
-    return importlib.import_module(f"engine.{fmt}.kinds").KINDS
+    return format_module(fmt, "kinds").KINDS
 
 
 def format_plan_kinds(fmt: str) -> tuple[str, ...]:
     """The plan kinds whose actions a table format defines (what apply can check and carry out)."""
-    if fmt not in FORMATS:
-        return ()
-    return importlib.import_module(f"engine.{fmt}.kinds").PLAN_KINDS
+    return format_module(fmt, "kinds").PLAN_KINDS if fmt in FORMATS else ()
 
 
 def plan_from_header(header: dict, actions: tuple[Action, ...], *, source: str = "<plan>") -> CleanupPlan:

@@ -364,12 +364,6 @@ def allowed_outcomes(verb: Verb | str) -> frozenset[FileOutcome]:
     return OUTCOMES[Verb(verb)]
 
 
-def check_outcome(verb: Verb, outcome: FileOutcome, what: str) -> None:
-    """Refuse an outcome that does not fit the action's verb (``what`` names the action)."""
-    if outcome not in OUTCOMES[verb]:
-        raise ValueError(f"outcome {outcome.value} does not fit {what}, a {verb.value} action")
-
-
 @dataclass(frozen=True, slots=True)
 class FileRecord:
     """What one attempt at one action did. A later record for the same (apply_id, action_id) supersedes it.
