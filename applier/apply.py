@@ -21,6 +21,7 @@ from engine.plan import Action, ActionCheck, CleanupPlan, PhaseMode, Verb
 from engine.plan_io import plan_from_header
 from engine.paimon.paths import external_roots
 from engine.paimon.table import open_table
+from engine.paimon.verify import verify_table as verify_whole
 from journal.events import (
     ApplyCompleted,
     ApplyFailed,
@@ -30,6 +31,7 @@ from journal.events import (
     FileOutcome,
     MetadataWritten,
     PhaseCompleted,
+    Verified,
 )
 from journal.projection import PlanStatus, RunStatus, project
 from journal.queries import plan_done_actions, plan_state, unfinished_apply
@@ -58,14 +60,23 @@ class ApplyReport:
     reason: str | None = None
     phases: list = field(default_factory=list)
     hint: int | None = None
+    verify: dict | None = None  # the check after the last phase (``VerifyReport.to_json``); None: not run
+
+    @property
+    def whole(self) -> bool:
+        """False when the check after the last phase found the table damaged."""
+        return self.verify is None or self.verify["whole"]
 
     def to_json(self) -> dict:
         return {
             "plan_id": self.plan_id, "apply_id": self.apply_id, "state": self.state, "dry_run": self.dry_run,
             "resumed": self.resumed, "counts": self.counts, "bytes_reclaimed": self.bytes_reclaimed,
             "duration_ms": self.duration_ms, "failed_phase": self.failed_phase, "reason": self.reason,
-            "phases": self.phases, "earliest_hint": self.hint,
+            "phases": self.phases, "earliest_hint": self.hint, "verify": self.verify,
         }
+
+
+VERIFY_PROBLEMS_JOURNALED = 100  # the first problems the Verified event keeps (it counts them all)
 
 
 def report_outcomes(plan: CleanupPlan) -> tuple[str, ...]:
@@ -117,6 +128,7 @@ class _Apply:
     skip: frozenset = frozenset()  # actions not run again (done by an earlier apply)
     done: set = field(default_factory=set)  # actions done, or possibly done (for requirements)
     completed: frozenset = frozenset()  # phases the resumed apply completed
+    verify: bool = True  # check the touched files against the live table after the last phase
 
     def refuse(self, e: PlanRejected) -> None:
         if self.recorder is not None:
@@ -238,12 +250,27 @@ class _Apply:
         report.counts = {o: totals[FileOutcome(o)][0] for o in outcomes}
         report.bytes_reclaimed = totals[FileOutcome.DELETED][1]
         report.duration_ms = clock() - started
+        if report.state == "COMPLETED" and self.verify:
+            self._verify(report, targets)
         if report.state == "COMPLETED":
             recorder.append([ApplyCompleted(apply_id=apply_id, plan_id=plan_id, counts=report.counts,
                                             bytes_reclaimed=report.bytes_reclaimed, duration_ms=report.duration_ms,
                                             finished_ms=clock())])
         return report
 
+
+    def _verify(self, report: ApplyReport, targets: Sequence[str]) -> None:
+        """``lakesweep verify`` on the locations the plan deleted from, in the live table: none that a
+        snapshot, tag, branch or changelog references may be gone, and the hints must agree. Journaled
+        (``Verified``); a table found damaged is reported, the apply stays completed (nothing more to do)."""
+        touched = {targets[a.action_id] for a in self.plan.actions if a.verb.deletes}
+        result = verify_whole(self.table.refreshed(), only=touched)
+        report.verify = result.to_json()
+        del report.verify["unreferenced"], report.verify["unreferenced_bytes"]
+        shown = [p.to_json() for p in result.problems[:VERIFY_PROBLEMS_JOURNALED]]
+        self.recorder.append([Verified(apply_id=report.apply_id, plan_id=self.plan.plan_id, whole=result.whole,
+                                       checked=len(touched), n_problems=len(result.problems), problems=shown,
+                                       verified_ms=self.clock())])
 
     def _rechecked(self, live, actions: Sequence[Action], targets) -> set[int]:
         """The ids of the actions the plan's per-action checks (``ActionCheck``) skip on the live table.
@@ -289,13 +316,15 @@ def apply_plan(
     skip_done: bool = False,
     executor: BulkExecutor | None = None,
     committer: Committer | None = None,
+    verify: bool = True,
 ) -> ApplyReport:
     """Apply ``plan`` and journal it. Raises ``PlanRejected``/``StalePlan`` (after journaling the refusal)
     when the plan is foreign, tampered, escapes the table, or is no longer safe.
 
     Bulk phases run on Spark (``spark``, or a session started with ``master`` and ``conf``) unless an
     ``executor`` is given. Everything per plan (its id, its phases, what earlier applies did) is worked out
-    once; each result batch then costs in proportion to its size."""
+    once; each result batch then costs in proportion to its size. After the last phase, unless ``verify``
+    is false, the locations the plan deleted from are checked against the live table (``ApplyReport.verify``)."""
     started = clock()
     plan_id = plan.plan_id
     table = open_table(plan.table_location, fileio, branch=plan.branch)
@@ -327,7 +356,7 @@ def apply_plan(
     run = _Apply(plan, recorder, table, executor or SparkExecutor(spark, master, conf), progress or NoProgress(),
                  clock, master, resume_apply_id=resume_apply_id, committer=committer,
                  skip=done if (skip_done or resume_apply_id is not None) else frozenset(),
-                 done=possibly_done, completed=completed)
+                 done=possibly_done, completed=completed, verify=verify)
     return run.run(by_phase, started)
 
 

@@ -13,6 +13,10 @@ from cli.output import OutputFormat, output_for
 from cli.progress import RichProgress
 
 
+NoVerifyOpt = typer.Option(False, "--no-verify", help="Do not check the deleted files against the live table "
+                           "after the last phase.")
+
+
 def _conf(values: List[str]) -> dict:
     return key_values(values, "--conf")
 
@@ -26,6 +30,7 @@ def apply(
     conf: List[str] = ConfOpt,
     dry_run: bool = typer.Option(False, "--dry-run", help="Validate the plan against the live table and show "
                                  "what would be done; delete nothing, journal nothing."),
+    no_verify: bool = NoVerifyOpt,
     fmt: OutputFormat = OutputOpt,
 ):
     """Execute a reviewed plan on Spark, phase by phase, journaling every deletion.
@@ -35,7 +40,11 @@ def apply(
     nothing the second time. After a crash or a failed phase, 'lakesweep resume' finishes the job.
 
     When stderr is a terminal (and the output is text), each phase shows a bar: files, bytes, files/s
-    and bytes/s."""
+    and bytes/s.
+
+    After the last phase the files the plan deleted are checked against the live table, as 'lakesweep
+    verify' does (skip it with --no-verify): if a snapshot, tag, branch or changelog still needs one, or
+    the hints disagree, the problems are shown and the exit code is 1."""
     from applier.apply import apply_plan, dry_run_plan
     from engine.errors import JournalError
     from engine.plan_io import read_plan
@@ -50,9 +59,10 @@ def apply(
         path = journal_path(journal)
         refuse_inside_table(path, p.table_location, "--journal", JournalError)
         with DuckDBRecorder(path) as recorder, RichProgress(output.draws_progress) as progress:
-            report = apply_plan(p, recorder, master=master, conf=spark_conf, progress=progress)
+            report = apply_plan(p, recorder, master=master, conf=spark_conf, progress=progress,
+                                verify=not no_verify)
     output.apply_report(report)
-    if report.state == "FAILED":
+    if report.state == "FAILED" or not report.whole:
         raise typer.Exit(1)
 
 
@@ -63,6 +73,7 @@ def resume(
     journal: Optional[Path] = JournalOpt,
     master: str = MasterOpt,
     conf: List[str] = ConfOpt,
+    no_verify: bool = NoVerifyOpt,
     fmt: OutputFormat = OutputOpt,
 ):
     """Finish unfinished applies recorded in the journal (after a crash, kill or failed phase).
@@ -77,7 +88,8 @@ def resume(
     refuse_inside_recorded_tables(path, "--journal", path)
     spark_conf = _conf(conf)
     with DuckDBRecorder(path) as recorder, RichProgress(output.draws_progress) as progress:
-        reports = resume_applies(recorder, plan_id, master=master, conf=spark_conf, progress=progress)
+        reports = resume_applies(recorder, plan_id, master=master, conf=spark_conf, progress=progress,
+                                 verify=not no_verify)
     output.resume_reports(reports)
-    if any(r.state in ("FAILED", "REFUSED") for r in reports):
+    if any(r.state in ("FAILED", "REFUSED") or not r.whole for r in reports):
         raise typer.Exit(1)

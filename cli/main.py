@@ -10,6 +10,7 @@ import sys
 from cli.app import app
 # Each command module registers its commands on the app when imported; the order is the order of --help.
 from cli import plan_cmds  # noqa: F401  (inspect, show, plan ...)
+from cli import verify_cmds  # noqa: F401  (verify)
 from cli import demo  # noqa: F401  (demo)
 from cli import apply_cmds  # noqa: F401  (apply, resume)
 from cli import doctor  # noqa: F401  (doctor)

@@ -47,6 +47,10 @@ class Output(ABC):
         """What resume did: one ``ApplyReport`` per unfinished apply (none: nothing to resume)."""
 
     @abstractmethod
+    def verify(self, report, *, files: bool) -> None:
+        """What ``verify_table`` found (a ``VerifyReport``); with ``files``, every unreferenced file."""
+
+    @abstractmethod
     def journal_plans(self, rows: list[dict]) -> None:
         """The journal's plans (``journal.audit.list_plans``)."""
 
@@ -107,6 +111,9 @@ class TextOutput(Output):
         for r in reports:
             render.render_report(r)
 
+    def verify(self, report, *, files: bool) -> None:
+        render.render_verify(report, files=files)
+
     def journal_plans(self, rows: list[dict]) -> None:
         render.out.print(render.rows_table(rows, ["plan_id", "table", "kind", "state", "n_actions", "deleted",
                                                   "already_absent", "failed", "bytes_reclaimed", "recorded_ms",
@@ -156,6 +163,9 @@ class JsonOutput(Output):
 
     def resume_reports(self, reports: Sequence) -> None:
         render.emit_json([r.to_json() for r in reports])
+
+    def verify(self, report, *, files: bool) -> None:
+        render.emit_json(report.to_json())
 
     def journal_plans(self, rows: list[dict]) -> None:
         render.emit_json(rows)

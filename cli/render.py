@@ -190,6 +190,16 @@ def render_report(report) -> None:
     if report.state == "FAILED":
         err.print(f"[red]error:[/red] {report.reason}")
         err.print(f"Fix the cause, then run: lakesweep resume {report.plan_id}")
+    v = report.verify
+    if v is not None and v["whole"]:
+        out.print(f"  verified: none of the {v['only']} location(s) it deleted is needed by the table")
+    elif v is not None:
+        err.print(f"[red]error:[/red] the table is not whole after the apply: {len(v['problems'])} problem(s)")
+        for p in v["problems"]:
+            needed = f" (needed by {p['needed_by']})" if p["needed_by"] else ""
+            err.print(f"  {p['kind']}: {escape(p['path'])}{escape(needed)}: {escape(p['detail'])}")
+        err.print("Run 'lakesweep verify TABLE' for the whole table, and 'lakesweep journal files' for what "
+                  "this apply deleted")
 
 
 def rows_table(rows: list[dict], columns: list[str], title: str) -> Table:
@@ -227,3 +237,50 @@ def render_doctor(checks) -> None:
         if c.fix:
             out.print(f"  fix: {escape(c.fix)}")
     out.print(f"{len(failed)} of {len(checks)} checks failed." if failed else f"All {len(checks)} checks passed.")
+
+
+def _under(location: str, path: str) -> str:
+    """``path`` relative to the table ``location`` when it lies below it."""
+    prefix = location.rstrip("/") + "/"
+    return path[len(prefix):] if path.startswith(prefix) else path
+
+
+def render_verify(report, *, files: bool = False) -> None:
+    """``lakesweep verify``'s report: whether the table is whole, each problem with what needs the file,
+    the notes, and what nothing references (counted; listed with ``files``)."""
+    h = report.holders
+    walked = (f"{h['snapshots']} snapshot(s), {h['tags']} tag(s), {h['changelogs']} changelog(s) "
+              f"of {1 + h['branches']} branch(es)")
+    scope = f", limited to {report.only} location(s)" if report.only is not None else ""
+    if report.whole:
+        out.print(f"[green]Whole[/green]: {escape(report.location)}: {report.files} referenced file(s) of "
+                  f"{walked} exist with their recorded sizes{scope}")
+    else:
+        out.print(f"[red]Not whole[/red]: {escape(report.location)}: {len(report.problems)} problem(s) in "
+                  f"{report.files} referenced file(s) of {walked}{scope}")
+        t = Table()
+        for col in ("problem", "file", "needed by", "detail"):
+            t.add_column(col, overflow="fold")
+        for p in report.problems:
+            needed = "-" if p.needed_by is None else p.needed_by + (
+                f" (+{p.holders - 1} more)" if p.holders > 1 else "")
+            t.add_row(p.kind, escape(_under(report.location, p.path)), escape(needed), escape(p.detail))
+        out.print(t)
+    for n in report.notes:
+        out.print(f"  note: {escape(n)}")
+    unref = report.unreferenced
+    if unref is None:
+        return
+    if not unref:
+        out.print("  Unreferenced: none")
+        return
+    out.print(f"  Unreferenced: {len(unref)} file(s), {human_bytes(sum(f.size for f in unref))}, that no snapshot, "
+              "tag or changelog of any branch names; 'lakesweep plan orphans' plans those older than its "
+              "--older-than" + ("" if files else " (--files lists them)"))
+    if files:
+        t = Table()
+        for col in ("file", "bytes", "modified (UTC)"):
+            t.add_column(col, overflow="fold")
+        for f in unref:
+            t.add_row(escape(_under(report.location, f.path)), str(f.size), fmt_time(f.mtime_ms))
+        out.print(t)

@@ -207,6 +207,31 @@ class Committed(Event):
 
 
 @dataclass(frozen=True, slots=True)
+class Verified(Event):
+    """After the last phase, the files the apply touched were checked against the live table: ``whole``
+    when none that a snapshot, tag, branch or changelog still references is missing and the hints agree.
+    ``problems`` holds the first of them (kind, path, detail, needed_by), ``n_problems`` counts them all."""
+
+    EVENT_TYPE: ClassVar[str] = "Verified"
+    SCHEMA_VERSION: ClassVar[int] = 1
+    TIME_FIELD: ClassVar[str] = "verified_ms"
+
+    apply_id: str
+    plan_id: str
+    whole: bool
+    checked: int  # locations checked
+    n_problems: int
+    verified_ms: int
+    problems: tuple = ()
+
+    def __post_init__(self):
+        _require_id("apply_id", self.apply_id)
+        _require_id("plan_id", self.plan_id)
+        _require_counts(self, "checked", "n_problems", "verified_ms")
+        object.__setattr__(self, "problems", tuple(dict(p) for p in self.problems))
+
+
+@dataclass(frozen=True, slots=True)
 class ApplyCompleted(Event):
     """v1 counted five outcomes in fields of their own; v2 has ``counts``, by outcome name."""
 
@@ -266,8 +291,8 @@ class ApplyRefused(Event):
 
 EVENT_TYPES: dict[str, type[Event]] = {
     cls.EVENT_TYPE: cls
-    for cls in (PlanRecorded, ApplyStarted, PhaseCompleted, MetadataWritten, Committed, ApplyCompleted, ApplyFailed,
-                ApplyRefused)
+    for cls in (PlanRecorded, ApplyStarted, PhaseCompleted, MetadataWritten, Committed, Verified, ApplyCompleted,
+                ApplyFailed, ApplyRefused)
 }
 
 

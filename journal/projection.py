@@ -27,6 +27,7 @@ from journal.events import (
     MetadataWritten,
     PhaseCompleted,
     PlanRecorded,
+    Verified,
 )
 
 
@@ -65,6 +66,7 @@ class RunState:
     completed_phases: tuple[int, ...] = ()
     metadata: tuple[tuple[str, int], ...] = ()  # (kind, value) of every MetadataWritten, in order
     commits: tuple[tuple[int, int], ...] = ()  # (phase, version) of every Committed, in order
+    whole: bool | None = None  # what the check after the last phase found (None: not checked)
     reason: str | None = None  # why it failed or was refused
     failed_phase: int | None = None
     done: frozenset[int] = frozenset()  # latest record is not FAILED
@@ -125,6 +127,11 @@ def step(run: RunState | None, ev: Event) -> RunState:
             if any(phase == ev.phase for phase, _ in run.commits):
                 raise _illegal(aid, ev, f"phase {ev.phase} already committed")
             return dataclasses.replace(run, commits=run.commits + ((ev.phase, ev.version),))
+        case Verified():
+            run = _require_running(run, ev)
+            if run.whole is not None:
+                raise _illegal(aid, ev, "the apply was already verified")
+            return dataclasses.replace(run, whole=ev.whole)
         case ApplyCompleted():
             run = _require_running(run, ev)
             return dataclasses.replace(run, state=RunStatus.COMPLETED, finished_ms=ev.finished_ms)

@@ -132,7 +132,7 @@ def used_names(table: PaimonTable) -> UsedNames:
     a manifest list, manifest or index manifest they name that is missing or unreadable, raise
     ``TableFormatError`` naming it. Two absences are normal and tolerated, as Paimon's expiry makes them:
     a tag's changelog list (tags do not protect changelog files, L-2) and a retained changelog's base or
-    delta list (``engine.paimon.reachability.changelog_reachable_paths``). A snapshot or changelog file
+    delta list (``engine.paimon.reachability.changelog_reachable_files``). A snapshot or changelog file
     listed but gone when read was expired meanwhile: skipped, as in Java.
     """
     names: set[str] = set()

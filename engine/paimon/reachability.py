@@ -37,68 +37,88 @@ class Holder:
 def reachable_paths(table: PaimonTable, snapshot: Snapshot, *, with_changelog: bool) -> set[str]:
     """Every file a reader of ``snapshot`` needs: lists, manifests, data and extra files, index
     manifest and index files, statistics; with ``with_changelog`` also its changelog list and files."""
+    return set(reachable_files(table, snapshot, with_changelog=with_changelog))
+
+
+def reachable_files(table: PaimonTable, snapshot: Snapshot, *, with_changelog: bool) -> dict[str, int | None]:
+    """``reachable_paths`` with the size the metadata records for each file (``None`` where it records
+    none: manifest lists, extra files, the index manifest, statistics)."""
     paths = table.paths
-    out = {paths.manifest(snapshot.base_manifest_list), paths.manifest(snapshot.delta_manifest_list)}
-    manifests = table.data_manifests(snapshot)
-    out.update(paths.manifest(m.file_name) for m in manifests)
+    out = snapshot_files(table, snapshot, with_changelog=with_changelog)
+    for m in table.data_manifests(snapshot):
+        out[paths.manifest(m.file_name)] = m.file_size
     for e in table.live_entries(snapshot):
-        out.add(paths.data_file(e.partition, e.bucket, e.file))
-        out.update(paths.extra_file(e.partition, e.bucket, e.file, x) for x in e.file.extra_files)
+        out[paths.data_file(e.partition, e.bucket, e.file)] = e.file.file_size
+        for x in e.file.extra_files:
+            out[paths.extra_file(e.partition, e.bucket, e.file, x)] = None
+    return out
+
+
+def snapshot_files(table: PaimonTable, snapshot: Snapshot, *, with_changelog: bool) -> dict[str, int | None]:
+    """What ``snapshot`` needs besides its data manifests and data files: its two lists, its index
+    manifest and index files, its statistics, and with ``with_changelog`` its changelog list and files."""
+    paths = table.paths
+    out: dict[str, int | None] = {paths.manifest(snapshot.base_manifest_list): None,
+                                  paths.manifest(snapshot.delta_manifest_list): None}
     if snapshot.index_manifest:
-        out.add(paths.manifest(snapshot.index_manifest))
+        out[paths.manifest(snapshot.index_manifest)] = None
         for ie in table.index_manifest(snapshot.index_manifest):
             f = ie.index_file
-            out.add(paths.index_file(ie.partition, ie.bucket, f.file_name, f.external_path))
+            out[paths.index_file(ie.partition, ie.bucket, f.file_name, f.external_path)] = f.file_size
     if snapshot.statistics:
-        out.add(paths.statistics(snapshot.statistics))
+        out[paths.statistics(snapshot.statistics)] = None
     if with_changelog and snapshot.changelog_manifest_list:
-        out |= _changelog_list_files(table, snapshot.changelog_manifest_list)
+        out.update(changelog_list_files(table, snapshot.changelog_manifest_list))
     return out
 
 
-def _changelog_list_files(table: PaimonTable, name: str) -> set[str]:
+def changelog_list_files(table: PaimonTable, name: str) -> dict[str, int | None]:
+    """A changelog manifest list, its manifests and the changelog files they add, with recorded sizes."""
     paths = table.paths
-    out = {paths.manifest(name)}
+    out: dict[str, int | None] = {paths.manifest(name): None}
     for m in table.manifest_list(name):
-        out.add(paths.manifest(m.file_name))
+        out[paths.manifest(m.file_name)] = m.file_size
         for e in table.manifest(m.file_name):
             if e.kind == FileKind.ADD:
-                out.add(paths.data_file(e.partition, e.bucket, e.file))
+                out[paths.data_file(e.partition, e.bucket, e.file)] = e.file.file_size
     return out
 
 
-def changelog_reachable_paths(table: PaimonTable, changelog: Snapshot) -> set[str]:
-    """What a retained changelog still needs, as Paimon's changelog expiry (``ChangelogDeletion``) will
-    later clean it up: with a changelog list, that list, its manifests and the changelog files; without
-    one (``changelog-producer=none``), the base and delta lists that exist, their manifests, and the
-    APPEND-sourced files the delta added (what a streaming reader of that changelog reads). A list that
-    no longer exists protects nothing, as in Java; one that exists but cannot be read raises."""
+def changelog_reachable_files(table: PaimonTable, changelog: Snapshot) -> dict[str, int | None]:
+    """What a retained changelog still needs, with recorded sizes, as Paimon's changelog expiry
+    (``ChangelogDeletion``) will later clean it up: with a changelog list, that list, its manifests and
+    the changelog files; without one (``changelog-producer=none``), the base and delta lists that exist,
+    their manifests, and the APPEND-sourced files the delta added (what a streaming reader of that
+    changelog reads). A list that no longer exists protects nothing, as in Java; one that exists but
+    cannot be read raises."""
     if changelog.changelog_manifest_list:
-        return _changelog_list_files(table, changelog.changelog_manifest_list)
+        return changelog_list_files(table, changelog.changelog_manifest_list)
     paths = table.paths
-    out: set[str] = set()
+    out: dict[str, int | None] = {}
     for name, delta in ((changelog.base_manifest_list, False), (changelog.delta_manifest_list, True)):
         try:
             metas = table.manifest_list(name)
         except MetadataNotFound:
             continue
-        out.add(paths.manifest(name))
+        out[paths.manifest(name)] = None
         for m in metas:
-            out.add(paths.manifest(m.file_name))
+            out[paths.manifest(m.file_name)] = m.file_size
             if not delta:
                 continue
             for e in table.manifest(m.file_name):
                 source = e.file.file_source
                 if e.kind == FileKind.ADD and (source is None or source == FileSource.APPEND):
-                    out.add(paths.data_file(e.partition, e.bucket, e.file))
-                    out.update(paths.extra_file(e.partition, e.bucket, e.file, x) for x in e.file.extra_files)
+                    out[paths.data_file(e.partition, e.bucket, e.file)] = e.file.file_size
+                    for x in e.file.extra_files:
+                        out[paths.extra_file(e.partition, e.bucket, e.file, x)] = None
     return out
 
 
-def holder_paths(holder: Holder) -> set[str]:
+def holder_files(holder: Holder) -> dict[str, int | None]:
+    """The files ``holder`` keeps, with their recorded sizes."""
     if holder.kind == "changelog":
-        return changelog_reachable_paths(holder.table, holder.snapshot)
-    return reachable_paths(holder.table, holder.snapshot, with_changelog=holder.kind == "snapshot")
+        return changelog_reachable_files(holder.table, holder.snapshot)
+    return reachable_files(holder.table, holder.snapshot, with_changelog=holder.kind == "snapshot")
 
 
 def holders(
@@ -174,7 +194,7 @@ def first_reachable(
         return None
     for holder in holders(table, end=end, tolerate=tolerate):
         try:
-            reachable = holder_paths(holder)
+            reachable = holder_files(holder).keys()
         except TableFormatError as e:
             if tolerate is None:
                 raise

@@ -56,3 +56,21 @@ def test_a_refused_apply_is_one_line_on_stderr(printed):
     render.render_report(ApplyReport(plan_id="p1", apply_id=None, state="REFUSED", reason="stale"))
     out, err = printed()
     assert (out, err) == ("", "Refused: plan p1: stale\n")
+
+
+def test_the_check_after_the_last_phase_is_told_whole_or_not(printed):
+    counts = {"DELETED": 2, "ALREADY_ABSENT": 0, "FAILED": 0}
+    ok = {"whole": True, "only": 2, "problems": []}
+    render.render_report(ApplyReport(plan_id="p1", apply_id="a1", state="COMPLETED", counts=counts, verify=ok))
+    out, err = printed()
+    assert out.splitlines()[-1] == "  verified: none of the 2 location(s) it deleted is needed by the table"
+    assert err == ""
+    bad = {"whole": False, "only": 2, "problems": [
+        {"kind": "missing", "path": "/t/dt=a/bucket-0/f.parquet", "detail": "file does not exist",
+         "needed_by": "tag 'late'", "holders": 1}]}
+    render.render_report(ApplyReport(plan_id="p1", apply_id="a1", state="COMPLETED", counts=counts, verify=bad))
+    out, err = printed()
+    assert out.count("verified:") == 1  # the first report's line only
+    assert err.splitlines()[:2] == [
+        "error: the table is not whole after the apply: 1 problem(s)",
+        "  missing: /t/dt=a/bucket-0/f.parquet (needed by tag 'late'): file does not exist"]

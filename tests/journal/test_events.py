@@ -29,6 +29,7 @@ from journal.events import (
     allowed_outcomes,
     decode,
     upcast,
+    Verified,
 )
 from journal.globs import glob_literal, glob_regex
 from tests.journal.builders import make_plan
@@ -41,6 +42,8 @@ EVENTS = [
     PhaseCompleted("a1", PLAN.plan_id, 1, {"DELETED": 2, "ALREADY_ABSENT": 1}, 30, 20),
     MetadataWritten("a1", PLAN.plan_id, "write-earliest-hint", "snapshot/EARLIEST", 3, 25),
     Committed("a1", PLAN.plan_id, 8, "lakesweep-x-8", 12, False, 26),
+    Verified("a1", PLAN.plan_id, False, 9, 1, 27, [{"kind": "missing", "path": "/t/dt=a/bucket-0/f",
+                                                     "detail": "file does not exist", "needed_by": "tag 't1'"}]),
     ApplyCompleted("a1", PLAN.plan_id, {"DELETED": 8, "WRITTEN": 2}, 187, 20, 30),
     ApplyFailed("a2", PLAN.plan_id, "executor lost", None, 40),
     ApplyRefused(PLAN.plan_id, "tag 'release-1' now points at snapshot 2", 50),

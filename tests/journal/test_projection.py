@@ -8,7 +8,7 @@ import pytest
 
 from engine.errors import JournalError
 
-from journal.events import ApplyFailed, ApplyRefused, Committed, FileOutcome, MetadataWritten
+from journal.events import ApplyFailed, ApplyRefused, Committed, FileOutcome, MetadataWritten, Verified
 from journal.projection import PlanStatus, RunState, RunStatus, plan_status, project
 from tests.journal.builders import completed, make_plan, phase_done, record, started
 
@@ -55,6 +55,10 @@ def test_file_outcomes_fold_into_counts_latest_record_wins():
      r"apply a1: MetadataWritten does not fit: write-earliest-hint was already written \(3\)"),
     ([started(PLAN), Committed("a1", PID, 8, "lakesweep-x-8", 12, False, 1), Committed("a1", PID, 8, "lakesweep-x-8", 12, True, 2)],
      r"apply a1: Committed does not fit: phase 8 already committed"),
+    ([started(PLAN), Verified("a1", PID, True, 3, 0, 1), Verified("a1", PID, True, 3, 0, 2)],
+     r"apply a1: Verified does not fit: the apply was already verified"),
+    ([started(PLAN), completed(PLAN), Verified("a1", PID, True, 3, 0, 2)],
+     r"apply a1: Verified does not fit: the apply is already COMPLETED"),
     ([started(PLAN), dataclasses.replace(completed(PLAN), plan_id="other")],
      f"apply a1: ApplyCompleted does not fit: the apply belongs to plan {PID}, the event names plan other"),
 ])
@@ -83,3 +87,9 @@ def test_plan_status_follows_the_latest_apply_and_applied_sticks():
     assert plan_status(resumed) == PlanStatus.APPLYING
     done = resumed + [completed(PLAN, "a2"), ApplyRefused(PID, "stale", 9)]
     assert plan_status(done) == PlanStatus.APPLIED
+
+
+def test_the_check_after_the_last_phase_is_kept_on_the_run():
+    assert project([started(PLAN)])["a1"].whole is None
+    run = project([started(PLAN), Verified("a1", PID, False, 3, 1, 5), completed(PLAN)])["a1"]
+    assert run.whole is False and run.state == RunStatus.COMPLETED

@@ -1,0 +1,35 @@
+"""``lakesweep verify``: is a table whole?"""
+
+from __future__ import annotations
+
+import typer
+
+from cli.app import OutputOpt, app, handle_errors
+from cli.output import OutputFormat, output_for
+from cli.plan_cmds import TableArg
+
+
+@app.command()
+@handle_errors
+def verify(
+    table: str = TableArg,
+    unreferenced: bool = typer.Option(True, "--unreferenced/--no-unreferenced",
+                                      help="Also list Paimon's directories and count the files nothing references "
+                                      "(what orphan cleaning would consider, whatever their age)."),
+    files: bool = typer.Option(False, "--files", help="List every unreferenced file, not just their count."),
+    fmt: OutputFormat = OutputOpt,
+):
+    """Check that a Paimon table is whole: every file that its snapshots, tags, branches and changelogs
+    reference exists, with the size its manifest records; snapshots run without gaps from the earliest to
+    the latest; and the EARLIEST/LATEST hints agree with the snapshot files. Reports each missing file with
+    the snapshot or tag that needs it, and the files nothing references. Changes nothing.
+
+    Exit code 0 when the table is whole, 1 when it is not (or cannot be read)."""
+    from engine.paimon.table import open_table
+    from engine.paimon.verify import verify_table
+
+    output = output_for(fmt)
+    report = verify_table(open_table(table), unreferenced=unreferenced)
+    output.verify(report, files=files)
+    if not report.whole:
+        raise typer.Exit(1)
