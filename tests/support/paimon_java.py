@@ -423,6 +423,7 @@ class Harness:
         partitions: int | None = None,
         rows_per_write: int | None = None,
         bucket_dirs: bool = True,
+        partitioned: bool = True,
     ) -> dict[str, Any]:
         """Create a Paimon table at ``table`` and commit a seeded random history.
 
@@ -437,6 +438,8 @@ class Harness:
         ``rows_per_write`` the rows of every write (default 3..22 per write): with many partitions,
         buckets and rows, every commit writes many files.  ``bucket_dirs=False`` leaves
         ``bucketDirs`` out of the answer (it scans every snapshot, which is slow on large tables).
+        ``partitioned=False`` makes ``dt`` an ordinary column: the table has no partition key and its
+        bucket directories sit at the root (an overwrite then replaces the whole table).
 
         Returns ``snapshots`` (list of dicts with id, timeMillis, commitKind, baseManifestList,
         deltaManifestList, changelogManifestList, indexManifest, totalRecordCount, schemaId),
@@ -462,6 +465,8 @@ class Harness:
             cmd["rowsPerWrite"] = rows_per_write
         if not bucket_dirs:
             cmd["bucketDirs"] = False
+        if not partitioned:
+            cmd["partitioned"] = False
         return self.call(cmd)
 
     def expire(
@@ -473,6 +478,8 @@ class Harness:
         time_retained_ms: int | None = None,
         older_than_ms: int | None = None,
         max_deletes: int,
+        changelog_retain_min: int | None = None,
+        changelog_retain_max: int | None = None,
     ) -> dict[str, Any]:
         """Run Paimon's ExpireSnapshotsImpl with an explicit ExpireConfig; returns ``{"expired": n}``.
 
@@ -480,6 +487,8 @@ class Harness:
         right before ``expire()``, which recomputes ``now - timeRetained``: the effective cut-off
         can drift later by the (sub-millisecond) time in between.  With neither given, time does
         not limit retention (Paimon's builder default).  Consumers always bound expiry.
+        ``changelog_retain_min`` / ``changelog_retain_max`` above the snapshot ones decouple changelogs:
+        the expired snapshots still needed are kept as ``changelog/changelog-N`` files.
         """
         if time_retained_ms is not None and older_than_ms is not None:
             raise ValueError("pass time_retained_ms or older_than_ms, not both")
@@ -489,6 +498,10 @@ class Harness:
             cmd["timeRetainedMs"] = time_retained_ms
         if older_than_ms is not None:
             cmd["olderThanMs"] = older_than_ms
+        if changelog_retain_min is not None:
+            cmd["changelogRetainMin"] = changelog_retain_min
+        if changelog_retain_max is not None:
+            cmd["changelogRetainMax"] = changelog_retain_max
         return self.call(cmd)
 
     def live_files(self, table: str | os.PathLike[str]) -> dict[str, Any]:
@@ -516,3 +529,40 @@ class Harness:
         if tag is not None:
             cmd["tag"] = tag
         return self.call(cmd)["rows"]
+
+    def create_branch(self, table: str | os.PathLike[str], branch: str, *, tag: str | None = None) -> None:
+        """Create ``branch`` from ``tag`` (Paimon copies the tag, its snapshot and schema into
+        ``branch/branch-<name>/``), or an empty branch without ``tag``."""
+        cmd: dict[str, Any] = {"cmd": "create_branch", "table": os.fspath(table), "branch": branch}
+        if tag is not None:
+            cmd["tag"] = tag
+        self.call(cmd)
+
+    def write(
+        self,
+        table: str | os.PathLike[str],
+        *,
+        seed: int,
+        commits: int,
+        branch: str = "main",
+        partitions: Iterable[str] | None = None,
+    ) -> dict[str, Any]:
+        """Commit ``commits`` random writes to ``branch``, as ``generate``'s write op does (``dt``
+        drawn from ``partitions``, default generate's first two). Returns ``latest`` (the branch's
+        latest snapshot id) and ``ops``."""
+        cmd: dict[str, Any] = {"cmd": "write", "table": os.fspath(table), "branch": branch, "seed": seed,
+                               "commits": commits}
+        if partitions is not None:
+            cmd["partitions"] = list(partitions)
+        return self.call(cmd)
+
+    def delete_branch(self, table: str | os.PathLike[str], branch: str) -> None:
+        """Drop ``branch`` as Paimon does: its directory goes; the files it wrote stay."""
+        self.call({"cmd": "delete_branch", "table": os.fspath(table), "branch": branch})
+
+    def orphan_clean(self, table: str | os.PathLike[str], *, older_than_ms: int) -> dict[str, bool]:
+        """Paimon 0.9's ``OrphanFilesClean`` as a dry run with its threshold set to exactly
+        ``older_than_ms``: every path it would delete (absolute) -> whether it is a directory, which
+        0.9 deletes recursively. Nothing on disk changes."""
+        answer = self.call({"cmd": "orphan_clean", "table": os.fspath(table), "olderThanMillis": older_than_ms})
+        return {c["path"]: c["dir"] for c in answer["cleaned"]}

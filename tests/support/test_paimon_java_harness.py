@@ -6,7 +6,9 @@ Every assertion is about what Paimon wrote to disk or what Paimon's own APIs rep
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import time
 from pathlib import Path
 
 import fastavro
@@ -289,6 +291,67 @@ def test_expire_time_and_max_deletes(paimon_java, tables, tmp_path):
     res = paimon_java.expire(t3, retain_min=1, retain_max=10_000, time_retained_ms=3_600_000, max_deletes=10_000)
     assert res["expired"] == 0
     assert _snapshot_ids_on_disk(t3) == ids
+
+
+# --------------------------------------------------------------------------- branches
+
+
+def test_branches_are_made_from_a_tag_written_and_dropped(paimon_java, tables, tmp_path):
+    src, info = tables["pk"]
+    table = tmp_path / "branched"
+    shutil.copytree(src, table)
+    tag = sorted(info["tags"])[0]
+    tagged = info["tags"][tag]
+    main_snapshots = _snapshot_ids_on_disk(table)
+    paimon_java.create_branch(table, "b1", tag=tag)
+    branch = table / "branch" / "branch-b1"
+    assert (branch / "tag" / f"tag-{tag}").is_file() and _snapshot_ids_on_disk(branch) == [tagged]
+
+    out = paimon_java.write(table, branch="b1", seed=1, commits=2, partitions=info["partitions"])
+    assert [op.split()[0] for op in out["ops"]] == ["write", "write"]
+    assert _snapshot_ids_on_disk(branch) == list(range(tagged, out["latest"] + 1))
+    assert _snapshot_ids_on_disk(table) == main_snapshots
+    assert paimon_java.read_rows(table, snapshot=main_snapshots[-1])  # main still reads
+
+    paimon_java.delete_branch(table, "b1")
+    assert not branch.exists() and (table / "branch").is_dir()
+    with pytest.raises(HarnessError, match="Branch b1 does not exist"):
+        paimon_java.write(table, branch="b1", seed=1, commits=1)
+
+
+def test_generate_unpartitioned(paimon_java, tmp_path):
+    flat = tmp_path / "flat"
+    info = paimon_java.generate(flat, seed=3, kind="pk", steps=10, ops={"overwrite": 200}, partitioned=False)
+    assert json.loads((flat / "schema" / "schema-0").read_text())["partitionKeys"] == []
+    assert not list(flat.glob("dt=*"))
+    assert info["bucketDirs"] == sorted(p.name for p in flat.glob("bucket-*")) != []
+    assert any(op.startswith("overwrite * ") for op in info["ops"])
+    assert any(s["commitKind"] == "OVERWRITE" for s in info["snapshots"])
+
+
+# --------------------------------------------------------------------------- orphan clean
+
+
+def test_orphan_clean_records_at_the_exact_threshold_and_deletes_nothing(paimon_java, tables, tmp_path):
+    src, info = tables["append"]
+    table = tmp_path / "orphans"
+    shutil.copytree(src, table)
+    threshold = int(time.time() * 1000) - 86_400_000  # Paimon's own files are younger: never candidates
+    bucket = table / info["bucketDirs"][0]
+    older, at, sub = bucket / "data-older-0.orc", bucket / "data-at-0.orc", bucket / "sub"
+    sub.mkdir()
+    for f in (older, at, sub / "data-inside-0.orc"):
+        f.write_text("junk")
+    for p, ms in ((older, threshold - 1), (at, threshold), (sub, threshold - 1)):
+        os.utime(p, ns=(ms * 1_000_000, ms * 1_000_000))
+    before = {p: (p.stat().st_mtime_ns, p.is_dir()) for p in table.rglob("*")}
+
+    cleaned = paimon_java.orphan_clean(table, older_than_ms=threshold)
+
+    assert cleaned == {str(older): False, str(sub): True}
+    assert {p: (p.stat().st_mtime_ns, p.is_dir()) for p in table.rglob("*")} == before
+    with pytest.raises(HarnessError, match="missing field 'olderThanMillis'"):
+        paimon_java.call({"cmd": "orphan_clean", "table": str(table)})
 
 
 # --------------------------------------------------------------------------- sizes for benchmarks

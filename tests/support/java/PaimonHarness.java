@@ -9,14 +9,20 @@
  *   {"cmd":"generate","table":DIR,"seed":N,"kind":"append"|"pk","steps":N,
  *        "options":{...}, "ops":{"write":w,...},
  *        "manifestCompression":"zstd"|"snappy"|"deflate"|"null",
- *        "partitions":N, "rowsPerWrite":N, "bucketDirs":true|false}
+ *        "partitions":N, "rowsPerWrite":N, "bucketDirs":true|false, "partitioned":true|false}
  *   {"cmd":"expire","table":DIR,"retainMin":N,"retainMax":N,
- *        "timeRetainedMs":N | "olderThanMs":N,"maxDeletes":N}
+ *        "timeRetainedMs":N | "olderThanMs":N,"maxDeletes":N,
+ *        "changelogRetainMin":N,"changelogRetainMax":N}
  *   {"cmd":"live_files","table":DIR}
  *   {"cmd":"read_rows","table":DIR,"snapshot":N | "tag":NAME}
+ *   {"cmd":"create_branch","table":DIR,"branch":NAME,"tag":NAME}
+ *   {"cmd":"write","table":DIR,"branch":NAME,"seed":N,"commits":N,"partitions":[DT,...]}
+ *   {"cmd":"delete_branch","table":DIR,"branch":NAME}
+ *   {"cmd":"orphan_clean","table":DIR,"olderThanMillis":N}
  *
  * generate creates the table with SchemaManager + FileStoreTableFactory over LocalFileIO
- * (schema: dt STRING partition key, id INT, v INT, s STRING; pk tables have PRIMARY KEY (dt, id))
+ * (schema: dt STRING partition key, id INT, v INT, s STRING; pk tables have PRIMARY KEY (dt, id);
+ * with "partitioned": false dt is an ordinary column and the table has no partition key)
  * and runs `steps` random operations drawn with the seed: write, delete (pk), full compaction,
  * partition overwrite, tag create/delete, consumer reset.  Table options are drawn from the
  * seed too (file.format, bucket, changelog-producer, deletion vectors, merge-min-count) and
@@ -34,6 +40,20 @@
  * The answer lists snapshots (id, timeMillis, commitKind, manifest lists, ...), tags,
  * consumers, the persisted options, partitions, bucket, bucketDirs (relative bucket directories
  * referenced by any snapshot) and ops (log).
+ *
+ * expire with changelogRetainMin/Max set keeps changelogs longer than snapshots (decoupled): the
+ * expired snapshots it still needs become changelog/changelog-N files.
+ *
+ * create_branch makes a branch from a tag (an empty one without "tag"); write commits "commits"
+ * random writes to the branch ("main" when absent) as generate's write op does, the dt values
+ * drawn from "partitions" (default: generate's first two); delete_branch drops a branch the way
+ * Paimon does (its directory goes, the data and manifests it wrote stay where they are).
+ *
+ * orphan_clean runs Paimon 0.9's OrphanFilesClean as a dry run: its file cleaner records each
+ * path it is handed, and whether that path is a directory at that moment, and deletes nothing.
+ * The threshold is set to exactly olderThanMillis (epoch ms; OrphanFilesClean#olderThan would
+ * parse a local date-time string).  Answers "cleaned": [{"path": absolute path, "dir": bool}],
+ * sorted by path.
  *
  * live_files answers, with paths relative to the table root:
  *   snapshots/tags:          data files (+ extra files + deletion-vector index files) that
@@ -68,6 +88,7 @@ import org.apache.paimon.io.DataIncrement;
 import org.apache.paimon.io.IndexIncrement;
 import org.apache.paimon.manifest.IndexManifestEntry;
 import org.apache.paimon.operation.AppendOnlyFileStoreWrite;
+import org.apache.paimon.operation.OrphanFilesClean;
 import org.apache.paimon.options.ExpireConfig;
 import org.apache.paimon.reader.RecordReader;
 import org.apache.paimon.schema.Schema;
@@ -99,10 +120,13 @@ import java.io.BufferedReader;
 import java.io.File;
 import java.io.FileDescriptor;
 import java.io.FileOutputStream;
+import java.io.IOException;
 import java.io.InputStreamReader;
 import java.io.PrintStream;
 import java.io.PrintWriter;
 import java.io.StringWriter;
+import java.io.UncheckedIOException;
+import java.lang.reflect.Field;
 import java.nio.charset.StandardCharsets;
 import java.time.Duration;
 import java.util.ArrayList;
@@ -174,6 +198,14 @@ public class PaimonHarness {
                 return liveFiles(cmd);
             case "read_rows":
                 return readRows(cmd);
+            case "create_branch":
+                return createBranch(cmd);
+            case "write":
+                return write(cmd);
+            case "delete_branch":
+                return deleteBranch(cmd);
+            case "orphan_clean":
+                return orphanClean(cmd);
             default:
                 throw new IllegalArgumentException("unknown command '" + name + "'");
         }
@@ -235,6 +267,7 @@ public class PaimonHarness {
         final Random r;
         final boolean pk;
         final boolean unawareBucket;
+        final boolean partitioned;
         final FileStoreTable table;
         final IOManager ioManager;
         final String user;
@@ -255,6 +288,7 @@ public class PaimonHarness {
             this.r = r;
             this.pk = pk;
             this.unawareBucket = unawareBucket;
+            this.partitioned = !table.partitionKeys().isEmpty();
             this.table = table;
             this.ioManager = ioManager;
             this.user = user;
@@ -438,8 +472,10 @@ public class PaimonHarness {
                         .column("id", DataTypes.INT())
                         .column("v", DataTypes.INT())
                         .column("s", DataTypes.STRING())
-                        .partitionKeys("dt")
                         .options(options);
+        if (cmd.path("partitioned").asBoolean(true)) {
+            sb.partitionKeys("dt");
+        }
         if (pk) {
             sb.primaryKey("dt", "id");
         }
@@ -621,8 +657,11 @@ public class PaimonHarness {
             }
             messages = write.prepareCommit(true, g.identifier);
         }
+        // an unpartitioned table is overwritten whole
         Map<String, String> spec = new HashMap<>();
-        spec.put("dt", dt);
+        if (g.partitioned) {
+            spec.put("dt", dt);
+        }
         // Paimon's overwrite makes an OVERWRITE snapshot and then, when the write compacted, a
         // COMPACT one, and commits no changelog; the same, as two commits.
         Parts parts = parts(messages, true);
@@ -636,7 +675,7 @@ public class PaimonHarness {
             }
             waitPastLatestSnapshot(g);
         }
-        return "overwrite " + dt + " " + n;
+        return "overwrite " + (g.partitioned ? dt : "*") + " " + n;
     }
 
     /** Full compaction of one random partition, or null when there is nothing to compact. */
@@ -646,7 +685,7 @@ public class PaimonHarness {
         Map<String, TreeSet<Integer>> buckets = new HashMap<>();
         Map<String, List<DataFileMeta>> files = new HashMap<>();
         for (DataSplit split : splits) {
-            String dt = split.partition().getString(0).toString();
+            String dt = g.partitioned ? split.partition().getString(0).toString() : "";
             partRows.put(dt, split.partition());
             buckets.computeIfAbsent(dt, k -> new TreeSet<>()).add(split.bucket());
             files.computeIfAbsent(dt, k -> new ArrayList<>()).addAll(split.dataFiles());
@@ -683,7 +722,7 @@ public class PaimonHarness {
             }
         }
         commitSplit(g, messages);
-        return "compact " + dt;
+        return "compact " + (g.partitioned ? dt : "*");
     }
 
     /** A commit's messages, parted into what Paimon commits as APPEND and as COMPACT. */
@@ -791,6 +830,12 @@ public class PaimonHarness {
         if (hasRetained) {
             b.snapshotTimeRetain(Duration.ofMillis(cmd.get("timeRetainedMs").asLong()));
         }
+        if (cmd.hasNonNull("changelogRetainMin")) {
+            b.changelogRetainMin(cmd.get("changelogRetainMin").asInt());
+        }
+        if (cmd.hasNonNull("changelogRetainMax")) {
+            b.changelogRetainMax(cmd.get("changelogRetainMax").asInt());
+        }
         ExpireSnapshots expire = table.newExpireSnapshots();
         if (hasOlderThan) {
             // ExpireSnapshotsImpl computes olderThan = now - timeRetained itself; compute the
@@ -801,6 +846,111 @@ public class PaimonHarness {
         int expired = expire.config(b.build()).expire();
         ObjectNode res = JSON.createObjectNode();
         res.put("expired", expired);
+        return res;
+    }
+
+    // ------------------------------------------------------------------ branches
+
+    private static ObjectNode createBranch(JsonNode cmd) {
+        FileStoreTable table = open(tablePath(cmd));
+        String branch = requireText(cmd, "branch");
+        if (cmd.hasNonNull("tag")) {
+            table.createBranch(branch, cmd.get("tag").asText());
+        } else {
+            table.createBranch(branch);
+        }
+        return JSON.createObjectNode();
+    }
+
+    private static ObjectNode deleteBranch(JsonNode cmd) {
+        open(tablePath(cmd)).deleteBranch(requireText(cmd, "branch"));
+        return JSON.createObjectNode();
+    }
+
+    /** Random writes committed to one branch, as generate's write op makes them. */
+    private static ObjectNode write(JsonNode cmd) throws Exception {
+        FileStoreTable table = open(tablePath(cmd));
+        String branch = cmd.hasNonNull("branch") ? cmd.get("branch").asText() : "main";
+        if (!branch.equals("main")) {
+            table = table.switchToBranch(branch);
+        }
+        long seed = cmd.path("seed").asLong(0);
+        int commits = cmd.path("commits").asInt(1);
+        List<String> partitions = new ArrayList<>();
+        JsonNode given = cmd.get("partitions");
+        if (given != null && given.isArray()) {
+            given.forEach(n -> partitions.add(n.asText()));
+        } else {
+            partitions.add("2024-01-01");
+            partitions.add("2024-01-02");
+        }
+        boolean pk = !table.primaryKeys().isEmpty();
+        boolean unaware = !pk && table.coreOptions().bucket() == -1;
+        List<String> opLog = new ArrayList<>();
+        try (IOManager ioManager = IOManager.create(System.getProperty("java.io.tmpdir"))) {
+            Gen g =
+                    new Gen(
+                            new Random(seed),
+                            pk,
+                            unaware,
+                            table,
+                            ioManager,
+                            "lakesweep-write-" + branch + "-" + seed,
+                            partitions);
+            for (int i = 0; i < commits; i++) {
+                opLog.add(doWrite(g));
+            }
+        }
+        ObjectNode res = JSON.createObjectNode();
+        res.put("latest", table.snapshotManager().latestSnapshotId());
+        ArrayNode opsDone = res.putArray("ops");
+        opLog.forEach(opsDone::add);
+        return res;
+    }
+
+    // ------------------------------------------------------------------ orphan clean
+
+    /**
+     * Paimon 0.9's OrphanFilesClean with a file cleaner that records instead of deleting. The
+     * cleaner runs on OrphanFilesClean's own thread pool, hence the synchronized map.
+     */
+    private static ObjectNode orphanClean(JsonNode cmd) throws Exception {
+        if (!cmd.hasNonNull("olderThanMillis")) {
+            throw new IllegalArgumentException("missing field 'olderThanMillis'");
+        }
+        long olderThanMillis = cmd.get("olderThanMillis").asLong();
+        FileStoreTable table = open(tablePath(cmd));
+        Map<String, Boolean> cleaned = Collections.synchronizedMap(new TreeMap<>());
+        OrphanFilesClean clean =
+                new OrphanFilesClean(table)
+                        .fileCleaner(
+                                p -> {
+                                    try {
+                                        cleaned.put(p.toUri().getPath(), table.fileIO().isDir(p));
+                                    } catch (IOException e) {
+                                        throw new UncheckedIOException(e);
+                                    }
+                                });
+        Field threshold = OrphanFilesClean.class.getDeclaredField("olderThanMillis");
+        threshold.setAccessible(true);
+        threshold.setLong(clean, olderThanMillis);
+        TreeSet<String> returned = new TreeSet<>();
+        for (Path p : clean.clean()) {
+            returned.add(p.toUri().getPath());
+        }
+        ObjectNode res = JSON.createObjectNode();
+        ArrayNode out = res.putArray("cleaned");
+        synchronized (cleaned) {
+            if (!returned.equals(cleaned.keySet())) {
+                throw new IllegalStateException(
+                        "OrphanFilesClean returned " + returned + " but cleaned " + cleaned.keySet());
+            }
+            for (Map.Entry<String, Boolean> e : cleaned.entrySet()) {
+                ObjectNode n = out.addObject();
+                n.put("path", e.getKey());
+                n.put("dir", e.getValue());
+            }
+        }
         return res;
     }
 
