@@ -21,20 +21,11 @@ from typing import Iterable
 
 from engine.errors import MetadataNotFound, PlanRejected, TableFormatError
 from engine.fileio import FileInfo, join
+from engine.listing import ListedFile
 from engine.paimon.layout import Layout, orphan_kind_of
 from engine.paimon.model import Snapshot
 from engine.paimon.paths import external_roots
 from engine.paimon.table import BRANCH_PREFIX, SCHEMA_PREFIX, PaimonTable, parse_versioned_id
-
-
-@dataclass(frozen=True, slots=True)
-class ListedFile:
-    """One file as listed: its full location, size and modification time (``None`` when the store did not
-    say; such a file is never deleted)."""
-
-    path: str
-    size: int
-    mtime_ms: int | None
 
 
 class ListedDirs:

@@ -45,7 +45,8 @@ def table(tmp_path):
     ext = str(tmp_path / "ext")
     b = TableBuilder(str(tmp_path / "t"), options={"data-file.path-directory": "data",
                                                    "data-file.external-paths": f"file://{ext}"}, **P)
-    b.commit([E(ADD, "data-1", ("a", 1)), E(ADD, "data-ext-1", ("a", 1), external_path=f"{ext}/dt=a/hr=1/bucket-0/data-ext-1")])
+    b.commit([E(ADD, "data-1", ("a", 1)),
+              E(ADD, "data-ext-1", ("a", 1), external_path=f"{ext}/dt=a/hr=1/bucket-0/data-ext-1")])
     b.create_branch("b1", 1).commit([E(ADD, "data-b-1", ("b", 2))])
     b.commit([E(ADD, "data-2", ("a", 2))])
     for _, rel in LISTED:
