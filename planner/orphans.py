@@ -11,7 +11,7 @@ their name is used by any snapshot, tag or changelog of any branch. Reads no clo
 from __future__ import annotations
 
 import posixpath
-from typing import Iterable
+from typing import Any, Iterable, Mapping
 
 from engine.errors import PlannerInvariantViolated
 from engine.paimon.kinds import ORPHAN_PHASES, OrphanKind
@@ -46,9 +46,11 @@ def _newest(a: ListedFile, b: ListedFile) -> ListedFile:
 
 
 def plan_orphans(table: PaimonTable, listing: Iterable[ListedFile | tuple], *, now_ms: int,
-                 options: OrphanOptions) -> CleanupPlan:
+                 options: OrphanOptions, source: Mapping[str, Any] | None = None) -> CleanupPlan:
     """Plan the deletion of ``table``'s orphan files, as Paimon's orphan clean would delete them at
-    ``now_ms`` from what ``listing`` holds (``(path, size, mtime_ms)`` each).
+    ``now_ms`` from what ``listing`` holds (``(path, size, mtime_ms)`` each). ``source`` says where the
+    listing came from (``{"from": "store"}`` by default; an inventory's ``Inventory.source()``), and the
+    plan keeps it in ``stats["listing"]``.
 
     Refuses (``PlanRejected``) an ``older_than`` at or after now, or within an hour of it without
     ``force``; a used set it cannot read, or one that misses a file a branch's newest snapshot
@@ -111,6 +113,10 @@ def plan_orphans(table: PaimonTable, listing: Iterable[ListedFile | tuple], *, n
     warnings = []
     if unknown_time:
         warnings.append(f"{unknown_time} listed file(s) have no modification time and are kept")
+    source = dict(source) if source is not None else {"from": "store"}
+    if source.get("from") == "inventory" and not source.get("under_table"):
+        warnings.append("the inventory lists no file under the table's location or its external paths: is it "
+                        "an inventory of the table's bucket?")
     if twice:
         warnings.append(f"{len(twice)} path(s) were listed more than once; each counts with its newest modification "
                         "time")
@@ -121,6 +127,7 @@ def plan_orphans(table: PaimonTable, listing: Iterable[ListedFile | tuple], *, n
         "kept_young": young,
         "kept_unknown_time": unknown_time,
         "ignored_paths": ignored,
+        "listing": source,
         "warnings": warnings,
         "summary": summarize(planned, by_partition=frozenset({OrphanKind.ORPHAN_DATA_FILE})),
     }
