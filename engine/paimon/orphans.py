@@ -227,11 +227,18 @@ def check_latest_covered(table: PaimonTable, used: UsedNames) -> None:
 
 def read_used_names(table: PaimonTable) -> UsedNames:
     """``used_names`` checked with ``check_latest_covered``; a ``TableFormatError`` while reading becomes a
-    refusal that names the file."""
+    refusal that names the file. A table in which no branch has a snapshot is refused too (T-8: a used
+    set that is unexpectedly empty): an empty or unreadable snapshot listing would make every file of the
+    table look unused, tags or not."""
     try:
         used = used_names(table)
         check_latest_covered(table, used)
     except TableFormatError as e:
         raise PlanRejected(f"orphan cleaning cannot tell which files {table.location} uses: {e} "
                            "(lakesweep deletes no file it cannot prove unused)") from e
+    if not used.latest:
+        raise PlanRejected(
+            f"orphan cleaning found no snapshot in {table.location} or any of its branches, so every file of "
+            "the table would look unused; nothing was planned. If the table really has no snapshot, nothing "
+            "in it is Paimon's to keep: remove it yourself")
     return used

@@ -12,6 +12,7 @@ from typer.testing import CliRunner
 
 from applier.apply import DriverExecutor, apply_plan, dry_run_plan
 from cli.main import app
+from engine.errors import PlanRejected
 from engine.paimon.table import open_table
 from engine.plan_io import read_plan
 from journal.duckdb_store import DuckDBRecorder
@@ -102,3 +103,18 @@ def test_a_candidate_committed_between_plan_and_apply_is_skipped_journaled_and_k
         assert (record.outcome.value, record.error) == ("SKIPPED_REFERENCED", None)
     assert os.path.exists(os.path.join(lake.root, pending[0]))
     assert 99 in lake.rows()
+
+
+def test_an_apply_that_finds_no_snapshot_refuses_and_deletes_nothing(lake, tmp_path):
+    t = open_table(lake.root)
+    plan = plan_orphans(t, list_orphan_candidates(t), now_ms=NOW, options=resolve_orphan_options({}))
+    snapshots = os.path.join(lake.root, "snapshot")
+    os.rename(snapshots, snapshots + "-away")  # a listing of the snapshot directory that comes back empty
+    before = all_files(lake.root)
+    with DuckDBRecorder(tmp_path / "j.duckdb") as recorder:
+        with pytest.raises(PlanRejected, match="orphan cleaning found no snapshot in .* or any of its branches"):
+            apply_plan(plan, recorder, executor=DriverExecutor())
+        assert [e.EVENT_TYPE for e in recorder.events(plan_id=plan.plan_id)] == ["PlanRecorded", "ApplyRefused"]
+        assert all_files(lake.root) == before
+        os.rename(snapshots + "-away", snapshots)
+        assert apply_plan(plan, recorder, executor=DriverExecutor()).counts["DELETED"] == len(JUNK)
