@@ -98,12 +98,17 @@ def _resolve_orphans(table_options, **flags):
 def _plan_orphans(table, *, now_ms: int, options) -> CleanupPlan:
     """List first, then plan: the listing is made (or the inventory was) before anything says which files
     are used (#3074)."""
+    from engine.errors import PlanRejected
     from engine.listing import read_inventory
     from engine.paimon.orphans import list_orphan_candidates
+    from engine.paimon.requirements import AssertNowReached
     from engine.paimon.paths import external_roots
     from planner.orphans import plan_orphans
 
     options.threshold_ms(now_ms)  # refuse a bad --older-than before listing a large table
+    ahead = AssertNowReached(now_ms).problems(table)  # apply would refuse the plan: say so before listing
+    if ahead:
+        raise PlanRejected(f"--now: {ahead[0]}. Plan orphans as of the current time or an earlier one")
     if options.inventory:
         inventory = read_inventory(options.inventory, roots=[table.location, *external_roots(table.options)])
         return plan_orphans(table, inventory.files, now_ms=now_ms, options=options, source=inventory.source())

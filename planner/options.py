@@ -13,7 +13,7 @@ from typing import Mapping, Sequence
 from engine.errors import PlanRejected
 from engine.paimon.paths import PATH_SHAPING_OPTIONS
 from engine.plan import OptionValue
-from engine.timeutil import parse_duration_ms
+from engine.timeutil import format_time_ms, parse_duration_ms
 
 INT_MIN = -(2**31)
 INT_MAX = 2**31 - 1
@@ -230,7 +230,7 @@ class OrphanOptions:
         threshold = now_ms - self.duration_ms if self.duration_ms is not None else self.at_ms
         if threshold >= now_ms:
             raise PlanRejected(
-                f"--older-than {self.older_than} is not before now ({format_ms(now_ms)}): files being written "
+                f"--older-than {self.older_than} is not before now ({format_time_ms(now_ms)}): files being written "
                 "now, not yet committed, would look unused. Give a time before now or a duration such as '1 d'")
         if now_ms - threshold < ORPHAN_FORCE_BELOW_MS and not self.force:
             raise PlanRejected(
@@ -238,12 +238,6 @@ class OrphanOptions:
                 "min: a writer that takes longer between writing a file and committing it would lose the file. "
                 "Use at least 1 h, or add --force if no writer is running")
         return threshold
-
-
-def format_ms(ms: int) -> str:
-    import datetime as _dt
-
-    return (_dt.datetime(1970, 1, 1, tzinfo=_dt.timezone.utc) + _dt.timedelta(milliseconds=ms)).isoformat()
 
 
 _UNIT_DURATION = re.compile(r"^\s*\d+\s*[a-zµ]+\s*$", re.IGNORECASE)
