@@ -153,10 +153,11 @@ def used_names(table: PaimonTable) -> UsedNames:
 
     Fails closed where Java tolerates: a snapshot, tag or changelog that exists but cannot be read, and
     a manifest list, manifest or index manifest they name that is missing or unreadable, raise
-    ``TableFormatError`` naming it. Two absences are normal and tolerated, as Paimon's expiry makes them:
-    a tag's changelog list (tags do not protect changelog files, L-2) and a retained changelog's base or
-    delta list (``engine.paimon.reachability.changelog_reachable_paths``). A snapshot or changelog file
-    listed but gone when read was expired meanwhile: skipped, as in Java.
+    ``TableFormatError`` naming it. Some absences are normal and tolerated, as Paimon's expiry makes them:
+    a tag's changelog list (tags do not protect changelog files, L-2), and a retained changelog's base or
+    delta list (``engine.paimon.reachability.changelog_reachable_paths``) and index manifest (expiry keeps
+    the index manifests of the end snapshot and the tags only; Java reads it "if it exists"). A snapshot
+    or changelog file listed but gone when read was expired meanwhile: skipped, as in Java.
     """
     names: set[str] = set()
     manifests: set[str] = set()
@@ -177,7 +178,7 @@ def used_names(table: PaimonTable) -> UsedNames:
                 c = view.changelog(cid)
             except MetadataNotFound:
                 continue
-            _collect(view, c, names, manifests, tolerate_missing=("base", "delta", "changelog"))
+            _collect(view, c, names, manifests, tolerate_missing=("base", "delta", "changelog", "index"))
     for m in sorted(manifests):
         for e in table.manifest(m):
             names.add(e.file.file_name)
@@ -205,7 +206,11 @@ def _collect(view: PaimonTable, s: Snapshot, names: set[str], manifests: set[str
             manifests.add(m.file_name)
     if s.index_manifest:
         names.add(s.index_manifest)
-        names.update(e.index_file.file_name for e in view.index_manifest(s.index_manifest))
+        try:
+            names.update(e.index_file.file_name for e in view.index_manifest(s.index_manifest))
+        except MetadataNotFound:
+            if "index" not in tolerate_missing:
+                raise
     if s.statistics:
         names.add(s.statistics)
 
