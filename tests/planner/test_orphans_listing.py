@@ -67,7 +67,8 @@ def every_file(*roots) -> list[ListedFile]:
         for d, _, files in os.walk(root):
             for name in files:
                 p = os.path.join(d, name)
-                out.append(ListedFile(p, os.path.getsize(p), int(os.path.getmtime(p) * 1000)))
+                st = os.stat(p)
+                out.append(ListedFile(p, st.st_size, st.st_mtime_ns // 1_000_000))
     return out
 
 
