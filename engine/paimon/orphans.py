@@ -22,9 +22,9 @@ from typing import Iterable
 from engine.errors import MetadataNotFound, PlanRejected, TableFormatError
 from engine.fileio import FileInfo, join
 from engine.listing import ListedFile
+from engine.paimon.kinds import OrphanKind
 from engine.paimon.layout import Layout, orphan_kind_of
 from engine.paimon.model import Snapshot
-from engine.paimon.paths import external_roots
 from engine.paimon.table import BRANCH_PREFIX, SCHEMA_PREFIX, PaimonTable, parse_versioned_id
 
 
@@ -50,6 +50,7 @@ class ListedDirs:
         pd = self.layout.path_directory
         self.data_roots = (join(loc, pd) if pd else loc, *self.layout.external)
         self._metadata = frozenset(self.metadata)
+        self._listed: dict[str, bool] = {}  # directory -> listed (asked once per file of a listing)
 
     def in_tree(self, root: str, directory: str) -> bool:
         """``directory`` is a partition or bucket directory of the data tree under ``root``."""
@@ -60,8 +61,12 @@ class ListedDirs:
 
     def lists(self, directory: str) -> bool:
         """Orphan cleaning lists the files of ``directory`` (a full location)."""
-        return (directory in self._metadata or directory in self.data_roots
+        found = self._listed.get(directory)
+        if found is None:
+            found = self._listed[directory] = (
+                directory in self._metadata or directory in self.data_roots
                 or any(self.in_tree(root, directory) for root in self.data_roots))
+        return found
 
     def kind_of(self, path: str) -> OrphanKind | None:
         """What orphan cleaning may delete at ``path`` (a full location): ``orphan_kind_of`` for a file
