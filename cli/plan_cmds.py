@@ -122,18 +122,23 @@ def plan_orphans_cmd(
     now: Optional[str] = NowOpt,
     force: bool = typer.Option(False, "--force", help="Allow an --older-than less than 1 hour back (only when "
                                "no writer is running)."),
+    inventory: List[str] = typer.Option([], "--inventory", help="Read the listing from this Parquet inventory "
+                                        "instead of listing the store: S3 Inventory's own Parquet files (bucket, "
+                                        "key, size, last_modified_date) or path, size and mtime_ms (or "
+                                        "last_modified). Repeat it for an inventory in several files."),
     fmt: OutputFormat = OutputOpt,
 ):
     """Plan the removal of orphan files as Apache Paimon's remove_orphan_files would, and save the plan.
 
     Lists the data, manifest, index and statistics directories and every branch's snapshot and changelog
-    directories first, then reads what every snapshot, tag and changelog of every branch uses. Plans files
-    older than --older-than that nothing uses, and stray files of the snapshot and changelog directories.
-    Never a directory, nothing outside Paimon's directories. Apply checks every candidate again.
+    directories first (or reads that listing from --inventory), then reads what every snapshot, tag and
+    changelog of every branch uses. Plans files older than --older-than that nothing uses, and stray files
+    of the snapshot and changelog directories. Never a directory, nothing outside Paimon's directories.
+    Apply checks every candidate again.
 
     Nothing is deleted. Review the plan with 'lakesweep show PLAN'."""
     make_plan("orphans", table=table, out=out, now=now, option=[], branch="main", fmt=fmt,
-              older_than=older_than, force=force)
+              older_than=older_than, force=force, inventory=inventory or None)
 
 
 @app.command()

@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import abc
 import enum
+import io
 import os
 import posixpath
 import threading
 import time
 import uuid
 from dataclasses import dataclass
-from typing import Iterable, Mapping
+from typing import BinaryIO, Iterable, Mapping
 
 from engine.errors import AtomicCreateUnsupported, InvalidLocation, StorageError
 
@@ -110,6 +111,8 @@ class FileIO(abc.ABC):
 
     * ``read_bytes`` raises ``FileNotFoundError`` when the file does not exist, ``StorageError`` when it
       exists but cannot be read. Nothing is ever reported as missing because it could not be read.
+    * ``open_input`` opens a file for reading in parts (a seekable binary file, for readers such as
+      Parquet's that fetch only what they need), with the same errors as ``read_bytes``.
     * ``list`` returns the direct children (or all files below, when ``recursive``), sorted by path;
       a directory that does not exist has no children.
     * ``delete`` removes one file, never a directory. Deleting an absent file is the outcome
@@ -128,6 +131,9 @@ class FileIO(abc.ABC):
 
     @abc.abstractmethod
     def read_bytes(self, path: str) -> bytes: ...
+
+    @abc.abstractmethod
+    def open_input(self, path: str) -> BinaryIO: ...
 
     @abc.abstractmethod
     def exists(self, path: str) -> bool: ...
@@ -258,6 +264,16 @@ class ArrowFileIO(FileIO):
             if _is_not_found(e):
                 raise FileNotFoundError(path) from e
             raise StorageError(path, f"cannot read: {e}") from e
+
+    def open_input(self, path: str) -> BinaryIO:
+        try:
+            return self.fs.open_input_file(self._native(path))
+        except FileNotFoundError:
+            raise
+        except OSError as e:
+            if _is_not_found(e):
+                raise FileNotFoundError(path) from e
+            raise StorageError(path, f"cannot open: {e}") from e
 
     def info(self, path: str) -> FileInfo | None:
         from pyarrow import fs as pafs
@@ -417,6 +433,9 @@ class MemoryFileIO(FileIO):
         if path not in self.files:
             raise FileNotFoundError(path)
         return self.files[path][0]
+
+    def open_input(self, path: str) -> BinaryIO:
+        return io.BytesIO(self.read_bytes(path))
 
     def info(self, path: str) -> FileInfo | None:
         if path in self.files:

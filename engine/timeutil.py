@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import re
+import time
 
 from engine.errors import PlanRejected
 
@@ -60,3 +61,13 @@ def parse_time_ms(text: str) -> int:
     if not MIN_TIME_MS <= ms <= MAX_TIME_MS:
         raise PlanRejected(f"'{text}' is outside the times lakesweep handles (the years 1 to 9999, UTC)")
     return ms
+
+
+def wall_clock_ms() -> int:
+    """The current time in epoch milliseconds (what apply-time checks compare a plan's times with)."""
+    return int(time.time() * 1000)
+
+
+def format_time_ms(ms: int) -> str:
+    """``ms`` as an ISO-8601 UTC time, for messages."""
+    return (_dt.datetime(1970, 1, 1, tzinfo=_dt.timezone.utc) + _dt.timedelta(milliseconds=ms)).isoformat()

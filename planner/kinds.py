@@ -96,13 +96,24 @@ def _resolve_orphans(table_options, **flags):
 
 
 def _plan_orphans(table, *, now_ms: int, options) -> CleanupPlan:
-    """List first, then plan: the listing is made before anything says which files are used (#3074)."""
+    """List first, then plan: the listing is made (or the inventory was) before anything says which files
+    are used (#3074)."""
+    from engine.errors import PlanRejected
+    from engine.listing import read_inventory
     from engine.paimon.orphans import list_orphan_candidates
+    from engine.paimon.requirements import AssertNowReached
+    from engine.paimon.paths import external_roots
     from planner.orphans import plan_orphans
 
     options.threshold_ms(now_ms)  # refuse a bad --older-than before listing a large table
+    ahead = AssertNowReached(now_ms).problems(table)  # apply would refuse the plan: say so before listing
+    if ahead:
+        raise PlanRejected(f"--now: {ahead[0]}. Plan orphans as of the current time or an earlier one")
+    if options.inventory:
+        inventory = read_inventory(options.inventory, roots=[table.location, *external_roots(table.options)])
+        return plan_orphans(table, inventory.files, now_ms=now_ms, options=options, source=inventory.source())
     listing = list_orphan_candidates(table)
-    return plan_orphans(table, listing, now_ms=now_ms, options=options)
+    return plan_orphans(table, listing, now_ms=now_ms, options=options, source={"from": "store"})
 
 
 def describe_orphans(plan: CleanupPlan) -> PlanDescription:
@@ -116,11 +127,23 @@ def describe_orphans(plan: CleanupPlan) -> PlanDescription:
     scope = (f"deletes files orphan cleaning lists that were modified before {when} and that no snapshot, tag or "
              "changelog of any branch uses" if deletes else
              f"no listed file modified before {when} is unused ({stats.get('listed', 0)} listed).")
-    notes = (f"kept: {stats.get('kept_used', 0)} used, {stats.get('kept_young', 0)} modified since {when}, "
+    notes = (_listed_from(stats.get("listing")),
+             f"kept: {stats.get('kept_used', 0)} used, {stats.get('kept_young', 0)} modified since {when}, "
              f"{stats.get('kept_unknown_time', 0)} without a modification time",
              "apply checks every candidate again and keeps (SKIPPED_REFERENCED) any that became used")
     return PlanDescription(nothing_to_do=not deletes, scope=scope, nothing_label="No orphan files",
-                           notes=notes, document={"older_than_ms": at})
+                           notes=notes, document={"older_than_ms": at, "listing": stats.get("listing")})
+
+
+def _listed_from(listing) -> str:
+    """Where an orphan plan's listing came from, for the reviewer."""
+    if not isinstance(listing, dict) or listing.get("from") != "inventory":
+        return "listed: the store, before reading what the table uses"
+    files = ", ".join(f"{f.get('file')} ({f.get('form')})" for f in listing.get("inventory", ()))
+    left_out = sum((listing.get("left_out") or {}).values())
+    return (f"listed: from the inventory {files}, not the store: {listing.get('rows')} rows, "
+            f"{listing.get('under_table')} under the table, {listing.get('outside_table')} outside it, "
+            f"{left_out} naming no current file; files written after it was made are not candidates")
 
 
 def _utc(ms: int) -> str:

@@ -8,12 +8,12 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Mapping
+from typing import Mapping, Sequence
 
 from engine.errors import PlanRejected
 from engine.paimon.paths import PATH_SHAPING_OPTIONS
 from engine.plan import OptionValue
-from engine.timeutil import parse_duration_ms
+from engine.timeutil import format_time_ms, parse_duration_ms
 
 INT_MIN = -(2**31)
 INT_MAX = 2**31 - 1
@@ -214,13 +214,15 @@ ORPHAN_FORCE_BELOW_MS = 3_600_000  # a window below 1 h needs --force
 @dataclass(frozen=True, slots=True)
 class OrphanOptions:
     """Resolved options for one orphan plan. ``older_than`` is a duration back from the plan's now
-    (``duration_ms``) or an instant (``at_ms``): exactly one is set."""
+    (``duration_ms``) or an instant (``at_ms``): exactly one is set. ``inventory``: the inventory files
+    to read the listing from (full locations), none to list the store."""
 
     older_than: str
     duration_ms: int | None
     at_ms: int | None
     force: bool
     sources: Mapping[str, OptionValue]
+    inventory: tuple[str, ...] = ()
 
     def threshold_ms(self, now_ms: int) -> int:
         """Files modified at or after this instant are kept; refuses a threshold at or after ``now_ms``,
@@ -228,7 +230,7 @@ class OrphanOptions:
         threshold = now_ms - self.duration_ms if self.duration_ms is not None else self.at_ms
         if threshold >= now_ms:
             raise PlanRejected(
-                f"--older-than {self.older_than} is not before now ({format_ms(now_ms)}): files being written "
+                f"--older-than {self.older_than} is not before now ({format_time_ms(now_ms)}): files being written "
                 "now, not yet committed, would look unused. Give a time before now or a duration such as '1 d'")
         if now_ms - threshold < ORPHAN_FORCE_BELOW_MS and not self.force:
             raise PlanRejected(
@@ -236,12 +238,6 @@ class OrphanOptions:
                 "min: a writer that takes longer between writing a file and committing it would lose the file. "
                 "Use at least 1 h, or add --force if no writer is running")
         return threshold
-
-
-def format_ms(ms: int) -> str:
-    import datetime as _dt
-
-    return (_dt.datetime(1970, 1, 1, tzinfo=_dt.timezone.utc) + _dt.timedelta(milliseconds=ms)).isoformat()
 
 
 _UNIT_DURATION = re.compile(r"^\s*\d+\s*[a-zµ]+\s*$", re.IGNORECASE)
@@ -253,10 +249,13 @@ def resolve_orphan_options(
     overrides: Mapping[str, str] | None = None,
     older_than: str | None = None,
     force: bool = False,
+    inventory: Sequence[str] | None = None,
 ) -> OrphanOptions:
     """``older_than``: a Paimon duration with a unit (``1 d``, ``36 h``), measured back from the plan's
     now; or an instant (ISO-8601, ``2026-11-01 12:00:00`` read as UTC, or epoch milliseconds). Default
-    ``1 d``. Paimon has no table option for it, so the table's options play no part."""
+    ``1 d``. Paimon has no table option for it, so the table's options play no part. ``inventory``:
+    inventory files (``engine.listing``) to read the listing from instead of listing the store."""
+    from engine.fileio import normalize_location
     from engine.timeutil import parse_time_ms
 
     if overrides:
@@ -267,6 +266,9 @@ def resolve_orphan_options(
         duration, at = parse_duration_ms(text), None
     else:
         duration, at = None, parse_time_ms(text)
+    files = tuple(normalize_location(str(f)) for f in inventory or ())
     sources = {"older-than": OptionValue(text, "default" if older_than is None else "flag"),
-               "force": OptionValue(bool(force), "flag" if force else "default")}
-    return OrphanOptions(older_than=text, duration_ms=duration, at_ms=at, force=bool(force), sources=sources)
+               "force": OptionValue(bool(force), "flag" if force else "default"),
+               "inventory": OptionValue(list(files) if files else None, "flag" if files else "default")}
+    return OrphanOptions(older_than=text, duration_ms=duration, at_ms=at, force=bool(force), sources=sources,
+                         inventory=files)

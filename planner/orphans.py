@@ -11,12 +11,12 @@ their name is used by any snapshot, tag or changelog of any branch. Reads no clo
 from __future__ import annotations
 
 import posixpath
-from typing import Iterable
+from typing import Any, Iterable, Mapping
 
 from engine.errors import PlannerInvariantViolated
 from engine.paimon.kinds import ORPHAN_PHASES, OrphanKind
-from engine.paimon.layout import Layout, orphan_kind_of
-from engine.paimon.orphans import ListedFile, read_used_names
+from engine.paimon.layout import Layout
+from engine.paimon.orphans import ListedDirs, ListedFile, read_used_names
 from engine.paimon.reachability import first_reachable
 from engine.paimon.requirements import orphan_requirements
 from engine.paimon.state import table_identity
@@ -36,28 +36,53 @@ def _bucket_of(rel: str, layout: Layout) -> tuple[str | None, int | None]:
     return "/".join(segments[:-1]), (int(bucket) if bucket.isdigit() else None)
 
 
+def _newest(a: ListedFile, b: ListedFile) -> ListedFile:
+    """Of two listings of one path, the one that keeps it longer: no modification time, else the newer."""
+    if a.mtime_ms is None:
+        return a
+    if b.mtime_ms is None or b.mtime_ms > a.mtime_ms:
+        return b
+    return a
+
+
 def plan_orphans(table: PaimonTable, listing: Iterable[ListedFile | tuple], *, now_ms: int,
-                 options: OrphanOptions) -> CleanupPlan:
+                 options: OrphanOptions, source: Mapping[str, Any] | None = None) -> CleanupPlan:
     """Plan the deletion of ``table``'s orphan files, as Paimon's orphan clean would delete them at
-    ``now_ms`` from what ``listing`` holds (``(path, size, mtime_ms)`` each).
+    ``now_ms`` from what ``listing`` holds (``(path, size, mtime_ms)`` each). ``source`` says where the
+    listing came from (``{"from": "store"}`` by default; an inventory's ``Inventory.source()``), and the
+    plan keeps it in ``stats["listing"]``.
 
     Refuses (``PlanRejected``) an ``older_than`` at or after now, or within an hour of it without
     ``force``; a used set it cannot read, or one that misses a file a branch's newest snapshot
-    references. A listed path orphan cleaning never deletes is ignored; a file without a modification
-    time is kept. ``PlannerInvariantViolated`` if a planned file is still reachable (a bug).
+    references; another table's ``schema/schema-<n>`` in a listed directory. A listed path outside the
+    directories orphan cleaning lists (``ListedDirs``) is ignored; a file without a modification time is
+    kept; a path listed more than once counts with its newest modification time.
+    ``PlannerInvariantViolated`` if a planned file is still reachable (a bug).
     """
     threshold = options.threshold_ms(now_ms)
-    layout = Layout(table)
+    dirs = ListedDirs(table)
+    layout = dirs.layout
     paths = table.paths
-    candidates: list[tuple[OrphanKind, str, ListedFile]] = []
-    young = unknown_time = ignored = 0
+    listed: dict[str, tuple[OrphanKind, ListedFile]] = {}
+    ignored = 0
+    twice: set[str] = set()  # paths listed more than once (counted only)
     for item in listing:
         f = item if isinstance(item, ListedFile) else ListedFile(*item)
-        rel = paths.relative(f.path)
-        kind = orphan_kind_of(layout, rel)
+        dirs.check_foreign(f.path)
+        kind = dirs.kind_of(f.path)
         if kind is None:
             ignored += 1
-        elif f.mtime_ms is None:
+            continue
+        rel = paths.relative(f.path)
+        seen = listed.get(rel)
+        if seen is not None:
+            twice.add(rel)
+            f = _newest(seen[1], f)
+        listed[rel] = (kind, f)
+    candidates: list[tuple[OrphanKind, str, ListedFile]] = []
+    young = unknown_time = 0
+    for rel, (kind, f) in listed.items():
+        if f.mtime_ms is None:
             unknown_time += 1
         elif f.mtime_ms >= threshold:
             young += 1
@@ -88,6 +113,13 @@ def plan_orphans(table: PaimonTable, listing: Iterable[ListedFile | tuple], *, n
     warnings = []
     if unknown_time:
         warnings.append(f"{unknown_time} listed file(s) have no modification time and are kept")
+    source = dict(source) if source is not None else {"from": "store"}
+    if source.get("from") == "inventory" and not source.get("under_table"):
+        warnings.append("the inventory lists no file under the table's location or its external paths: is it "
+                        "an inventory of the table's bucket?")
+    if twice:
+        warnings.append(f"{len(twice)} path(s) were listed more than once; each counts with its newest modification "
+                        "time")
     stats = {
         "older_than_ms": threshold,
         "listed": len(candidates) + young + unknown_time,
@@ -95,6 +127,7 @@ def plan_orphans(table: PaimonTable, listing: Iterable[ListedFile | tuple], *, n
         "kept_young": young,
         "kept_unknown_time": unknown_time,
         "ignored_paths": ignored,
+        "listing": source,
         "warnings": warnings,
         "summary": summarize(planned, by_partition=frozenset({OrphanKind.ORPHAN_DATA_FILE})),
     }
@@ -106,7 +139,8 @@ def plan_orphans(table: PaimonTable, listing: Iterable[ListedFile | tuple], *, n
         now_ms=now_ms,
         options=dict(options.sources),
         scope={"older_than_ms": threshold},
-        requirements=orphan_requirements(identity=identity, location=table.location, deletes=bool(planned)),
+        requirements=orphan_requirements(identity=identity, location=table.location, deletes=bool(planned),
+                                         now_ms=now_ms),
         phases=ORPHAN_PHASES,
         actions=planned,
         stats=stats,

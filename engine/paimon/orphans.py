@@ -1,11 +1,13 @@
 """What orphan cleaning reads of a Paimon table: the files it may delete, listed first, and the names the
 table uses, read after (``LocalOrphanFilesClean``, §8 of the spec).
 
-``list_orphan_candidates`` is the only code that lists data directories. It walks exactly the directories
-Java lists (``OrphanFilesClean#listPaimonFileDirs`` and ``#cleanSnapshotDir``) and keeps the files
-``engine.paimon.layout.orphan_kind_of`` accepts, so apply accepts every path it returns. The planner gets
-its result as a value: listing before the used set is read is what keeps a file written and committed
-in between from looking unused (Paimon #3074).
+``ListedDirs`` is the one rule for where orphan cleaning looks: the directories Java lists
+(``OrphanFilesClean#listPaimonFileDirs`` and ``#cleanSnapshotDir``), and in them the files
+``engine.paimon.layout.orphan_kind_of`` accepts, so apply accepts every path it lets through.
+``list_orphan_candidates`` is the only code that lists data directories, and it walks exactly these; a
+listing made elsewhere (an inventory) is held to the same rule by the planner. The planner gets the
+listing as a value: listing before the used set is read is what keeps a file written and committed in
+between from looking unused (Paimon #3074).
 
 ``used_names`` is every file name reachable from every snapshot, tag and changelog of every branch.
 Matching is by bare file name, as in Java: a candidate is kept if anything anywhere names it.
@@ -15,81 +17,104 @@ from __future__ import annotations
 
 import posixpath
 from dataclasses import dataclass
-from typing import Iterable, Iterator
+from typing import Iterable
 
 from engine.errors import MetadataNotFound, PlanRejected, TableFormatError
 from engine.fileio import FileInfo, join
+from engine.listing import ListedFile
+from engine.paimon.kinds import OrphanKind
 from engine.paimon.layout import Layout, orphan_kind_of
 from engine.paimon.model import Snapshot
-from engine.paimon.paths import external_roots
 from engine.paimon.table import BRANCH_PREFIX, SCHEMA_PREFIX, PaimonTable, parse_versioned_id
 
 
-@dataclass(frozen=True, slots=True)
-class ListedFile:
-    """One file as listed: its full location, size and modification time (``None`` when the store did not
-    say; such a file is never deleted)."""
+class ListedDirs:
+    """The directories orphan cleaning lists (``OrphanFilesClean#listPaimonFileDirs`` and
+    ``#cleanSnapshotDir``), as one rule: ``list_orphan_candidates`` walks exactly these, and a listing made
+    elsewhere (an inventory) counts only files directly in them.
 
-    path: str
-    size: int
-    mtime_ms: int | None
+    * the ``snapshot/`` and ``changelog/`` directories of main and of every branch that exists;
+    * ``manifest/``, ``index/``, ``statistics/``;
+    * in each data tree (the table root, or its ``data-file.path-directory``, and every external root):
+      the root, the partition directories, one level per key and named ``key=`` of the key at that level,
+      and the bucket directories below the last (``Layout.partition_dir``, ``Layout.bucket_dir``).
+    """
+
+    def __init__(self, table: PaimonTable):
+        self.table = table
+        self.layout = Layout(table)
+        loc = table.location
+        bases = [loc] + [join(loc, "branch", BRANCH_PREFIX + b) for b in table.branch_names()]
+        self.metadata = tuple(join(b, d) for b in bases for d in ("snapshot", "changelog")) + tuple(
+            join(loc, d) for d in ("manifest", "index", "statistics"))
+        pd = self.layout.path_directory
+        self.data_roots = (join(loc, pd) if pd else loc, *self.layout.external)
+        self._metadata = frozenset(self.metadata)
+        self._listed: dict[str, bool] = {}  # directory -> listed (asked once per file of a listing)
+
+    def in_tree(self, root: str, directory: str) -> bool:
+        """``directory`` is a partition or bucket directory of the data tree under ``root``."""
+        if not directory.startswith(root + "/"):
+            return False
+        segments = directory[len(root) + 1:].split("/")
+        return self.layout.partition_dir(segments) or self.layout.bucket_dir(segments, with_path_directory=False)
+
+    def lists(self, directory: str) -> bool:
+        """Orphan cleaning lists the files of ``directory`` (a full location)."""
+        found = self._listed.get(directory)
+        if found is None:
+            found = self._listed[directory] = (
+                directory in self._metadata or directory in self.data_roots
+                or any(self.in_tree(root, directory) for root in self.data_roots))
+        return found
+
+    def kind_of(self, path: str) -> OrphanKind | None:
+        """What orphan cleaning may delete at ``path`` (a full location): ``orphan_kind_of`` for a file
+        directly in a listed directory, ``None`` for any other."""
+        kind = orphan_kind_of(self.layout, self.table.paths.relative(path))
+        return kind if kind is not None and self.lists(posixpath.dirname(path)) else None
+
+    def check_foreign(self, path: str) -> None:
+        """Refuse (``PlanRejected``) when ``path`` is ``<d>/schema/schema-<n>`` with ``d`` a listed
+        directory other than the table root: another Paimon table lives in ``d``."""
+        schema_dir = posixpath.dirname(path)
+        holder = posixpath.dirname(schema_dir)
+        if (posixpath.basename(schema_dir) == "schema" and holder != self.table.location
+                and _is_schema_file(posixpath.basename(path)) and self.lists(holder)):
+            _refuse_foreign_table(self.table, holder, path)
 
 
 def list_orphan_candidates(table: PaimonTable) -> tuple[ListedFile, ...]:
-    """Every file orphan cleaning may delete, whatever its age, sorted by path. Raises ``StorageError`` when
-    a directory cannot be listed, and ``PlanRejected`` when a listed directory holds another table."""
+    """Every file orphan cleaning may delete, whatever its age, sorted by path: the files ``ListedDirs``
+    accepts, found by listing its directories. Raises ``StorageError`` when a directory cannot be
+    listed, and ``PlanRejected`` when a listed directory holds another table."""
     if table.branch != "main":
         raise PlanRejected("orphan cleaning covers the whole table, every branch included: open its main branch")
-    layout = Layout(table)
-    fileio = table.fileio
+    dirs = ListedDirs(table)
     found: list[ListedFile] = []
 
-    def files_of(directory: str) -> None:
-        for f in fileio.list(directory):
-            if f.is_dir:
+    def walk(directory: str, root: str | None) -> None:
+        """List ``directory``; with a ``root``, go on into the partition and bucket directories of its
+        data tree."""
+        for f in table.fileio.list(directory):
+            if not f.is_dir:
+                if dirs.kind_of(f.path) is not None:
+                    found.append(ListedFile(f.path, f.size, f.mtime_ms))
+                continue
+            if directory != table.location:
                 _refuse_foreign(table, f)
-            elif orphan_kind_of(layout, table.paths.relative(f.path)) is not None:
-                found.append(ListedFile(f.path, f.size, f.mtime_ms))
+            if root is not None and dirs.in_tree(root, f.path):
+                walk(f.path, root)
 
-    bases = [table.location] + [join(table.location, "branch", BRANCH_PREFIX + b) for b in table.branch_names()]
-    for base in bases:
-        files_of(join(base, "snapshot"))
-        files_of(join(base, "changelog"))
-    for name in ("manifest", "index", "statistics"):
-        files_of(join(table.location, name))
-    data_root = join(table.location, layout.path_directory) if layout.path_directory else table.location
-    for root in [data_root, *external_roots(table.options)]:
-        for bucket_dir in _bucket_dirs(table, layout, root):
-            files_of(bucket_dir)
+    for directory in dirs.metadata:
+        walk(directory, None)
+    for root in dirs.data_roots:
+        walk(root, root)
     return tuple(sorted(found, key=lambda f: f.path))
 
 
-def _bucket_dirs(table: PaimonTable, layout: Layout, root: str) -> Iterator[str]:
-    """``OrphanFilesClean#listFileDirs``: one level per partition key, then the bucket directories. Only
-    directories named as Paimon names them (``key=`` of the key at that level, ``bucket-<n>``): the same
-    test apply makes. Another table's metadata met on the way is refused."""
-    level = [root]
-    for key in layout.keys:
-        below = []
-        for d in level:
-            for f in table.fileio.list(d):
-                if f.is_dir and d != table.location:
-                    _refuse_foreign(table, f)
-                name = posixpath.basename(f.path)
-                if f.is_dir and name.startswith(key + "="):
-                    below.append(f.path)
-        level = below
-    for d in level:
-        for f in table.fileio.list(d):
-            if f.is_dir and d != table.location:
-                _refuse_foreign(table, f)
-            if f.is_dir and _is_bucket_name(posixpath.basename(f.path)):
-                yield f.path
-
-
-def _is_bucket_name(name: str) -> bool:
-    rest = name[len("bucket-"):]
-    return name.startswith("bucket-") and (rest == "postpone" or (rest.isascii() and rest.isdigit()))
+def _is_schema_file(name: str) -> bool:
+    return name.startswith(SCHEMA_PREFIX) and parse_versioned_id(name[len(SCHEMA_PREFIX):]) is not None
 
 
 def _refuse_foreign(table: PaimonTable, directory: FileInfo) -> None:
@@ -98,12 +123,15 @@ def _refuse_foreign(table: PaimonTable, directory: FileInfo) -> None:
     if posixpath.basename(directory.path) != "schema" or posixpath.dirname(directory.path) == table.location:
         return
     for f in table.fileio.list(directory.path):
-        name = posixpath.basename(f.path)
-        if not f.is_dir and name.startswith(SCHEMA_PREFIX) and parse_versioned_id(name[len(SCHEMA_PREFIX):]) is not None:
-            raise PlanRejected(
-                f"{posixpath.dirname(directory.path)} holds another Paimon table's metadata ({f.path}), inside "
-                f"what orphan cleaning of {table.location} lists: that table's files would all look unused. "
-                "Nothing was planned; move one of the tables (or its data-file.external-paths) elsewhere")
+        if not f.is_dir and _is_schema_file(posixpath.basename(f.path)):
+            _refuse_foreign_table(table, posixpath.dirname(directory.path), f.path)
+
+
+def _refuse_foreign_table(table: PaimonTable, holder: str, schema_file: str) -> None:
+    raise PlanRejected(
+        f"{holder} holds another Paimon table's metadata ({schema_file}), inside what orphan cleaning of "
+        f"{table.location} lists: that table's files would all look unused. Nothing was planned; move one of "
+        "the tables (or its data-file.external-paths) elsewhere")
 
 
 # -- the used set ---------------------------------------------------------------------------------------
@@ -130,10 +158,11 @@ def used_names(table: PaimonTable) -> UsedNames:
 
     Fails closed where Java tolerates: a snapshot, tag or changelog that exists but cannot be read, and
     a manifest list, manifest or index manifest they name that is missing or unreadable, raise
-    ``TableFormatError`` naming it. Two absences are normal and tolerated, as Paimon's expiry makes them:
-    a tag's changelog list (tags do not protect changelog files, L-2) and a retained changelog's base or
-    delta list (``engine.paimon.reachability.changelog_reachable_files``). A snapshot or changelog file
-    listed but gone when read was expired meanwhile: skipped, as in Java.
+    ``TableFormatError`` naming it. Some absences are normal and tolerated, as Paimon's expiry makes them:
+    a tag's changelog list (tags do not protect changelog files, L-2), and a retained changelog's base or
+    delta list (``engine.paimon.reachability.changelog_reachable_files``) and index manifest (expiry keeps
+    the index manifests of the end snapshot and the tags only; Java reads it "if it exists"). A snapshot
+    or changelog file listed but gone when read was expired meanwhile: skipped, as in Java.
     """
     names: set[str] = set()
     manifests: set[str] = set()
@@ -154,7 +183,7 @@ def used_names(table: PaimonTable) -> UsedNames:
                 c = view.changelog(cid)
             except MetadataNotFound:
                 continue
-            _collect(view, c, names, manifests, tolerate_missing=("base", "delta", "changelog"))
+            _collect(view, c, names, manifests, tolerate_missing=("base", "delta", "changelog", "index"))
     for m in sorted(manifests):
         for e in table.manifest(m):
             names.add(e.file.file_name)
@@ -182,7 +211,11 @@ def _collect(view: PaimonTable, s: Snapshot, names: set[str], manifests: set[str
             manifests.add(m.file_name)
     if s.index_manifest:
         names.add(s.index_manifest)
-        names.update(e.index_file.file_name for e in view.index_manifest(s.index_manifest))
+        try:
+            names.update(e.index_file.file_name for e in view.index_manifest(s.index_manifest))
+        except MetadataNotFound:
+            if "index" not in tolerate_missing:
+                raise
     if s.statistics:
         names.add(s.statistics)
 
@@ -204,11 +237,18 @@ def check_latest_covered(table: PaimonTable, used: UsedNames) -> None:
 
 def read_used_names(table: PaimonTable) -> UsedNames:
     """``used_names`` checked with ``check_latest_covered``; a ``TableFormatError`` while reading becomes a
-    refusal that names the file."""
+    refusal that names the file. A table in which no branch has a snapshot is refused too (T-8: a used
+    set that is unexpectedly empty): an empty or unreadable snapshot listing would make every file of the
+    table look unused, tags or not."""
     try:
         used = used_names(table)
         check_latest_covered(table, used)
     except TableFormatError as e:
         raise PlanRejected(f"orphan cleaning cannot tell which files {table.location} uses: {e} "
                            "(lakesweep deletes no file it cannot prove unused)") from e
+    if not used.latest:
+        raise PlanRejected(
+            f"orphan cleaning found no snapshot in {table.location} or any of its branches, so every file of "
+            "the table would look unused; nothing was planned. If the table really has no snapshot, nothing "
+            "in it is Paimon's to keep: remove it yourself")
     return used

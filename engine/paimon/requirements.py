@@ -1,6 +1,7 @@
 """What a Paimon plan requires of the live table, as typed requirements (``engine.plan.Requirement``).
 
-Orphan cleaning's (``orphan_requirements``): the table, and ``AssertUnreferenced``, which re-reads before
+Orphan cleaning's (``orphan_requirements``): the table; ``AssertNowReached``, that the time the plan
+judged files' ages against is not ahead of the clock; and ``AssertUnreferenced``, which re-reads before
 each phase what every snapshot, tag, changelog and branch uses now, and skips each candidate that has
 become used since planning (a writer's commit, a new tag or branch).
 
@@ -232,10 +233,39 @@ class AssertUnreferenced(ActionCheck):
         return frozenset(a.action_id for a in checked if posixpath.basename(targets[a.action_id]) in names)
 
 
-def orphan_requirements(*, identity: str, location: str, deletes: bool) -> tuple[Requirement, ...]:
+CLOCK_SKEW_MS = 60_000  # how far a plan's now may be ahead of the clock that checks it (machines disagree)
+
+
+@requirement
+@dataclass(frozen=True, slots=True)
+class AssertNowReached(Requirement):
+    """The plan's now is not ahead of the clock. Orphan cleaning judged each file's age against it: a plan
+    made as of a later time than the files were listed at (``--now`` in the future, a time read in the
+    wrong zone) takes files written just before the listing, which writers may not have committed yet,
+    for old ones, and nothing else checks their age again. Once the clock has reached the plan's now,
+    every planned file is at least ``--older-than`` old. Allows ``CLOCK_SKEW_MS`` between machines."""
+
+    TYPE = "paimon.now-reached"
+    now_ms: int
+
+    def problems(self, view, *, done=frozenset()) -> list[str]:
+        from engine.timeutil import format_time_ms, wall_clock_ms
+
+        clock = wall_clock_ms()
+        if self.now_ms <= clock + CLOCK_SKEW_MS:
+            return []
+        return [f"the plan was made as of {format_time_ms(self.now_ms)}, after the current time "
+                f"{format_time_ms(clock)}: files it found older than its --older-than may be younger, and a "
+                "writer may not have committed them yet"]
+
+
+def orphan_requirements(*, identity: str, location: str, deletes: bool,
+                        now_ms: int | None = None) -> tuple[Requirement, ...]:
     """Orphan cleaning's requirements: the table (main: the plan covers every branch), and, when the plan
-    deletes anything, the per-action re-check."""
+    deletes anything, that its now has been reached and the per-action re-check."""
     reqs: list[Requirement] = [AssertTableIdentity(identity, location, "main")]
     if deletes:
+        if now_ms is not None:
+            reqs.append(AssertNowReached(now_ms))
         reqs.append(AssertUnreferenced())
     return tuple(reqs)

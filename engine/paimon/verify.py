@@ -29,7 +29,8 @@ from typing import Callable, Iterable, Iterator
 from engine.errors import CorruptMetadata, MetadataNotFound, TableFormatError
 from engine.fileio import join
 from engine.paimon.layout import Layout, orphan_kind_of
-from engine.paimon.orphans import ListedFile, list_orphan_candidates, used_names
+from engine.listing import ListedFile
+from engine.paimon.orphans import list_orphan_candidates, used_names
 from engine.paimon.model import FileKind, Snapshot
 from engine.paimon.reachability import changelog_reachable_files, snapshot_files
 from engine.paimon.table import CHANGELOG_PREFIX, MAIN_BRANCH, SNAPSHOT_PREFIX, PaimonTable

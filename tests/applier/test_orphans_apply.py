@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 
 import pyarrow as pa
 import pytest
@@ -12,6 +13,8 @@ from typer.testing import CliRunner
 
 from applier.apply import DriverExecutor, apply_plan, dry_run_plan
 from cli.main import app
+from engine.errors import PlanRejected, StalePlan
+from engine.paimon.requirements import CLOCK_SKEW_MS, AssertNowReached
 from engine.paimon.table import open_table
 from engine.plan_io import read_plan
 from journal.duckdb_store import DuckDBRecorder
@@ -102,3 +105,55 @@ def test_a_candidate_committed_between_plan_and_apply_is_skipped_journaled_and_k
         assert (record.outcome.value, record.error) == ("SKIPPED_REFERENCED", None)
     assert os.path.exists(os.path.join(lake.root, pending[0]))
     assert 99 in lake.rows()
+
+
+def test_an_apply_that_finds_no_snapshot_refuses_and_deletes_nothing(lake, tmp_path):
+    t = open_table(lake.root)
+    plan = plan_orphans(t, list_orphan_candidates(t), now_ms=NOW, options=resolve_orphan_options({}))
+    snapshots = os.path.join(lake.root, "snapshot")
+    os.rename(snapshots, snapshots + "-away")  # a listing of the snapshot directory that comes back empty
+    before = all_files(lake.root)
+    with DuckDBRecorder(tmp_path / "j.duckdb") as recorder:
+        with pytest.raises(PlanRejected, match="orphan cleaning found no snapshot in .* or any of its branches"):
+            apply_plan(plan, recorder, executor=DriverExecutor())
+        assert [e.EVENT_TYPE for e in recorder.events(plan_id=plan.plan_id)] == ["PlanRecorded", "ApplyRefused"]
+        assert all_files(lake.root) == before
+        os.rename(snapshots + "-away", snapshots)
+        assert apply_plan(plan, recorder, executor=DriverExecutor()).counts["DELETED"] == len(JUNK)
+
+
+def test_a_plan_made_as_of_a_future_time_is_refused_before_it_deletes_a_writers_file(lake, tmp_path):
+    # A writer's file, written a moment ago and not committed yet.
+    builder = lake.table.new_batch_write_builder()
+    write, commit = builder.new_write(), builder.new_commit()
+    write.write_arrow(pa.Table.from_pylist([{"id": 99, "dt": "a"}], schema=SCHEMA))
+    messages = write.prepare_commit()
+    t = open_table(lake.root)
+    ahead = NOW + 2 * 86_400_000  # '--now' two days ahead: the 1 d window ends tomorrow
+    plan = plan_orphans(t, list_orphan_candidates(t), now_ms=ahead, options=resolve_orphan_options({}))
+    [pending] = [a.path for a in plan.actions if a.path not in JUNK]
+    before = all_files(lake.root)
+    with DuckDBRecorder(tmp_path / "j.duckdb") as recorder:
+        with pytest.raises(StalePlan, match=r"the plan was made as of .*, after the current time .*: files it "
+                                            r"found older than its --older-than may be younger, and a writer may "
+                                            r"not have committed them yet"):
+            apply_plan(plan, recorder, executor=DriverExecutor())
+    assert all_files(lake.root) == before
+    commit.commit(messages)
+    write.close()
+    commit.close()
+    assert os.path.exists(os.path.join(lake.root, pending)) and 99 in lake.rows()
+
+
+def test_plan_orphans_refuses_a_future_now(lake, tmp_path):
+    out = tmp_path / "p.plan"
+    r = CliRunner().invoke(app, ["plan", "orphans", lake.root, "--out", str(out), "--now", "2999-01-01T00:00:00Z"])
+    assert r.exit_code == 1 and "--now: the plan was made as of 2999-01-01T00:00:00+00:00, after the current " \
+                                "time" in " ".join(r.output.split()), r.output
+    assert not out.exists()
+
+
+def test_a_plan_may_be_ahead_of_the_clock_by_a_minute_at_most():
+    now = int(time.time() * 1000)
+    assert AssertNowReached(now + CLOCK_SKEW_MS - 5_000).problems(None) == []
+    assert AssertNowReached(now + CLOCK_SKEW_MS + 5_000).problems(None) != []

@@ -34,6 +34,19 @@ def test_write_read_roundtrip(fio):
     assert info.size == 5 and not info.is_dir
 
 
+def test_open_input_reads_any_part_of_a_file(fio):
+    io, root = fio
+    p = join(root, "a", "parts.bin")
+    io.write_atomic(p, b"0123456789")
+    with io.open_input(p) as f:
+        f.seek(6)
+        assert f.read(3) == b"678"
+        f.seek(0)
+        assert f.read() == b"0123456789"
+    with pytest.raises(FileNotFoundError):
+        io.open_input(join(root, "a", "nope"))
+
+
 def test_overwrite_is_atomic_replacement(fio):
     io, root = fio
     p = join(root, "hint")

@@ -169,6 +169,17 @@ def test_a_used_set_that_misses_a_file_of_the_latest_snapshot_aborts(lake, monke
         plan(lake.root)
 
 
+def test_a_table_whose_snapshot_directory_lists_empty_is_refused(lake):
+    junk(lake.root, "dt=a/bucket-0/UNKNOWN")
+    lake.table.create_tag("t1", snapshot_id=1)  # a tag alone must not stand for the whole table
+    snapshots = os.path.join(lake.root, "snapshot")
+    shutil.move(snapshots, snapshots + "-moved")
+    with pytest.raises(PlanRejected, match=f"^orphan cleaning found no snapshot in {lake.root} or any of its "
+                                           "branches, so every file of the table would look unused; nothing "
+                                           "was planned"):
+        plan(lake.root)
+
+
 def test_a_branch_without_a_schema_aborts_planning(lake):
     junk(lake.root, "dt=a/bucket-0/UNKNOWN")
     os.makedirs(os.path.join(lake.root, "branch", "branch-empty", "snapshot"))
