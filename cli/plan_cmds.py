@@ -126,6 +126,9 @@ def plan_orphans_cmd(
                                         "instead of listing the store: S3 Inventory's own Parquet files (bucket, "
                                         "key, size, last_modified_date) or path, size and mtime_ms (or "
                                         "last_modified). Repeat it for an inventory in several files."),
+    empty_dirs: bool = typer.Option(False, "--empty-dirs", help="Also remove the bucket and partition "
+                                    "directories the plan's deletes leave empty: deepest first, each only if it is "
+                                    "empty when apply gets to it (never recursively), never the table root."),
     fmt: OutputFormat = OutputOpt,
 ):
     """Plan the removal of orphan files as Apache Paimon's remove_orphan_files would, and save the plan.
@@ -133,12 +136,13 @@ def plan_orphans_cmd(
     Lists the data, manifest, index and statistics directories and every branch's snapshot and changelog
     directories first (or reads that listing from --inventory), then reads what every snapshot, tag and
     changelog of every branch uses. Plans files older than --older-than that nothing uses, and stray files
-    of the snapshot and changelog directories. Never a directory, nothing outside Paimon's directories.
+    of the snapshot and changelog directories; with --empty-dirs, the directories that leaves empty.
+    Never a directory recursively, nothing outside Paimon's directories.
     Apply checks every candidate again.
 
     Nothing is deleted. Review the plan with 'lakesweep show PLAN'."""
     make_plan("orphans", table=table, out=out, now=now, option=[], branch="main", fmt=fmt,
-              older_than=older_than, force=force, inventory=inventory or None)
+              older_than=older_than, force=force, inventory=inventory or None, empty_dirs=empty_dirs)
 
 
 @app.command()

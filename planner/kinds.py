@@ -130,7 +130,9 @@ def describe_orphans(plan: CleanupPlan) -> PlanDescription:
     notes = (_listed_from(stats.get("listing")),
              f"kept: {stats.get('kept_used', 0)} used, {stats.get('kept_young', 0)} modified since {when}, "
              f"{stats.get('kept_unknown_time', 0)} without a modification time",
-             "apply checks every candidate again and keeps (SKIPPED_REFERENCED) any that became used")
+             "apply checks every candidate again and keeps (SKIPPED_REFERENCED) any that became used",
+             *([f"then {stats['empty_dirs']} bucket or partition director(ies) it leaves empty, deepest first, each "
+                "removed only if it is empty then (else KEPT_NOT_EMPTY)"] if stats.get("empty_dirs") else []))
     return PlanDescription(nothing_to_do=not deletes, scope=scope, nothing_label="No orphan files",
                            notes=notes, document={"older_than_ms": at, "listing": stats.get("listing")})
 

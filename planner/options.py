@@ -223,6 +223,7 @@ class OrphanOptions:
     force: bool
     sources: Mapping[str, OptionValue]
     inventory: tuple[str, ...] = ()
+    empty_dirs: bool = False  # also remove the bucket and partition directories the deletes leave empty
 
     def threshold_ms(self, now_ms: int) -> int:
         """Files modified at or after this instant are kept; refuses a threshold at or after ``now_ms``,
@@ -250,11 +251,13 @@ def resolve_orphan_options(
     older_than: str | None = None,
     force: bool = False,
     inventory: Sequence[str] | None = None,
+    empty_dirs: bool = False,
 ) -> OrphanOptions:
     """``older_than``: a Paimon duration with a unit (``1 d``, ``36 h``), measured back from the plan's
     now; or an instant (ISO-8601, ``2026-11-01 12:00:00`` read as UTC, or epoch milliseconds). Default
     ``1 d``. Paimon has no table option for it, so the table's options play no part. ``inventory``:
-    inventory files (``engine.listing``) to read the listing from instead of listing the store."""
+    inventory files (``engine.listing``) to read the listing from instead of listing the store.
+    ``empty_dirs``: also plan the removal of the directories the plan's deletes leave empty."""
     from engine.fileio import normalize_location
     from engine.timeutil import parse_time_ms
 
@@ -269,6 +272,7 @@ def resolve_orphan_options(
     files = tuple(normalize_location(str(f)) for f in inventory or ())
     sources = {"older-than": OptionValue(text, "default" if older_than is None else "flag"),
                "force": OptionValue(bool(force), "flag" if force else "default"),
-               "inventory": OptionValue(list(files) if files else None, "flag" if files else "default")}
+               "inventory": OptionValue(list(files) if files else None, "flag" if files else "default"),
+               "empty-dirs": OptionValue(bool(empty_dirs), "flag" if empty_dirs else "default")}
     return OrphanOptions(older_than=text, duration_ms=duration, at_ms=at, force=bool(force), sources=sources,
-                         inventory=files)
+                         inventory=files, empty_dirs=bool(empty_dirs))

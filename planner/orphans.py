@@ -11,11 +11,12 @@ their name is used by any snapshot, tag or changelog of any branch. Reads no clo
 from __future__ import annotations
 
 import posixpath
+from collections import defaultdict
 from typing import Any, Iterable, Mapping
 
 from engine.errors import PlannerInvariantViolated
 from engine.paimon.kinds import ORPHAN_PHASES, OrphanKind
-from engine.paimon.layout import Layout
+from engine.paimon.layout import Layout, is_orphan_empty_dir, orphan_dir_segments
 from engine.paimon.orphans import ListedDirs, ListedFile, read_used_names
 from engine.paimon.reachability import first_reachable
 from engine.paimon.requirements import orphan_requirements
@@ -43,6 +44,32 @@ def _newest(a: ListedFile, b: ListedFile) -> ListedFile:
     if b.mtime_ms is None or b.mtime_ms > a.mtime_ms:
         return b
     return a
+
+
+def _emptied_dirs(layout: Layout, listed: Mapping[str, tuple], deleted: set[str]) -> list[Action]:
+    """The bucket and partition directories the plan leaves empty, as far as the listing shows: one whose
+    listed files are all deleted and whose sub-directories (those holding listed files) all go too,
+    deepest first, up to but never including a data root. What the listing does not show (a directory
+    beside them, a file written since) keeps a directory: apply removes each only if it is empty."""
+    files_in: dict[str, list[str]] = defaultdict(list)
+    below: dict[str, set[str]] = defaultdict(set)  # directory -> its sub-directories holding listed files
+    for rel in listed:
+        d = posixpath.dirname(rel)
+        files_in[d].append(rel)
+        while is_orphan_empty_dir(layout, d):
+            up = posixpath.dirname(d)
+            if d in below[up]:
+                break
+            below[up].add(d)
+            d = up
+    known = sorted({d for subs in below.values() for d in subs}, key=lambda d: (-len(d.split("/")), d))
+    emptied: set[str] = set()
+    out = []
+    for d in known:  # children before their parents
+        if all(f in deleted for f in files_in.get(d, ())) and below.get(d, set()) <= emptied:
+            emptied.add(d)
+            out.append(Action(OrphanKind.EMPTY_DIR, d, depth=len(orphan_dir_segments(layout, d))))
+    return out
 
 
 def plan_orphans(table: PaimonTable, listing: Iterable[ListedFile | tuple], *, now_ms: int,
@@ -98,10 +125,12 @@ def plan_orphans(table: PaimonTable, listing: Iterable[ListedFile | tuple], *, n
             continue
         partition, bucket = _bucket_of(rel, layout) if kind is OrphanKind.ORPHAN_DATA_FILE else (None, None)
         actions.append(Action(kind, rel, partition=partition, bucket=bucket, size=f.size))
+    if options.empty_dirs:
+        actions += _emptied_dirs(layout, listed, {a.path for a in actions})
     planned = canonical_actions(actions)
 
     # Subtracted by name above; checked again by path against what the table keeps (STYLE 5).
-    full = {paths.absolute(a.path): a for a in planned}
+    full = {paths.absolute(a.path): a for a in planned if a.kind is not OrphanKind.EMPTY_DIR}
     hit = first_reachable(table, frozenset(full), end=None)
     if hit is not None:
         holder, path = hit
@@ -126,6 +155,7 @@ def plan_orphans(table: PaimonTable, listing: Iterable[ListedFile | tuple], *, n
         "kept_used": kept_used,
         "kept_young": young,
         "kept_unknown_time": unknown_time,
+        "empty_dirs": sum(1 for a in planned if a.kind is OrphanKind.EMPTY_DIR),
         "ignored_paths": ignored,
         "listing": source,
         "warnings": warnings,

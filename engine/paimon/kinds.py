@@ -114,16 +114,19 @@ class OrphanPhase(enum.IntEnum):
 
     STRAY_METADATA = 1
     ORPHAN_FILES = 2
+    EMPTY_DIRS = 3
 
 
 ORPHAN_PHASES: tuple[PhaseSpec, ...] = (
     PhaseSpec("stray_metadata", PhaseMode.ORDERED),  # a few files: on the driver
     PhaseSpec("orphan_files", PhaseMode.BULK),
+    PhaseSpec("empty_dirs", PhaseMode.ORDERED),  # deepest first, once their files are gone
 )
 
 
 class OrphanKind(enum.StrEnum):
-    """What an orphan plan deletes. Every kind is one file, never a directory.
+    """What an orphan plan deletes: files, and (``--empty-dirs``) the bucket and partition directories its
+    deletes leave empty, each removed only if it is empty (never recursively) and never a root.
 
     The stray kinds are files of a snapshot or changelog directory that are neither a snapshot (or
     changelog) file nor a hint (``OrphanFilesClean#cleanSnapshotDir``); nothing can refer to them. The
@@ -137,14 +140,17 @@ class OrphanKind(enum.StrEnum):
     ORPHAN_MANIFEST = "orphan-manifest"  # manifest/: manifests, manifest lists, index manifests
     ORPHAN_INDEX_FILE = "orphan-index-file"
     ORPHAN_STATISTICS = "orphan-statistics"
+    EMPTY_DIR = "orphan-empty-dir"  # a bucket or partition directory the plan's deletes leave empty
 
     @property
     def phase(self) -> OrphanPhase:
+        if self is OrphanKind.EMPTY_DIR:
+            return OrphanPhase.EMPTY_DIRS
         return OrphanPhase.STRAY_METADATA if self in _STRAY else OrphanPhase.ORPHAN_FILES
 
     @property
     def verb(self) -> Verb:
-        return Verb.DELETE_FILE
+        return Verb.DELETE_EMPTY_DIR if self is OrphanKind.EMPTY_DIR else Verb.DELETE_FILE
 
     @property
     def deletes(self) -> bool:
@@ -153,10 +159,10 @@ class OrphanKind(enum.StrEnum):
     @property
     def by_name(self) -> bool:
         """Kept when a file of this name is used (Paimon matches candidates by bare file name)."""
-        return self not in _STRAY
+        return self not in _STRAY and self is not OrphanKind.EMPTY_DIR
 
     def order_key(self, a: Action) -> tuple:
-        return (_ORPHAN_RANK[self], 0, a.path)
+        return (_ORPHAN_RANK[self], -a.depth if self is OrphanKind.EMPTY_DIR else 0, a.path)
 
 
 _STRAY = frozenset({OrphanKind.STRAY_SNAPSHOT_FILE, OrphanKind.STRAY_CHANGELOG_FILE})

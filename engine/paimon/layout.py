@@ -117,6 +117,30 @@ def orphan_kind_of(layout: Layout, path: str) -> OrphanKind | None:
     return None
 
 
+def orphan_dir_segments(layout: Layout, path: str) -> list[str] | None:
+    """The segments of ``path`` (table-relative, or a full location under an external root) below its data
+    root (the table root with its ``data-file.path-directory``, or the external root); ``None`` when it is
+    not under one."""
+    if layout.is_external(path):
+        full = normalize_location(path, relative_ok=False)
+        root = max((r for r in layout.external if full.startswith(r + "/")), key=len)
+        return full[len(root) + 1:].split("/")
+    if path.startswith("/") or "://" in path or path.startswith("file:"):
+        return None
+    segments = path.split("/")
+    pd = layout.path_directory.split("/") if layout.path_directory else []
+    if segments[:len(pd)] != pd or any(not _plain_name(s) for s in segments):
+        return None
+    return segments[len(pd):]
+
+
+def is_orphan_empty_dir(layout: Layout, path: str) -> bool:
+    """A directory orphan cleaning may remove once empty: a bucket directory, or a partition directory of
+    one to all the partition levels, under a data root. Never a data root itself."""
+    rest = orphan_dir_segments(layout, path)
+    return bool(rest) and (layout.bucket_dir(rest, with_path_directory=False) or layout.partition_dir(rest))
+
+
 def _ascii_int(text: str) -> bool:
     return bool(text) and text.isascii() and text.isdigit()
 
@@ -160,6 +184,10 @@ def check_action_kind(plan: CleanupPlan, a: Action, layout: Layout) -> None:
         refuse(f"{kind} actions belong in '{PLAN_KIND_OF[kind]}' plans, not in '{plan.kind}' plans")
     if a.verb is not shape[0] or a.phase != shape[1]:
         refuse(f"a {kind} action is a {shape[0]} in phase {shape[1]}, not a {a.verb} in phase {a.phase}")
+    if kind is OrphanKind.EMPTY_DIR:
+        if not is_orphan_empty_dir(layout, path):
+            refuse("orphan cleaning removes only bucket and partition directories, never a data root")
+        return
     if isinstance(kind, OrphanKind):
         if orphan_kind_of(layout, path) is not kind:
             refuse(f"orphan cleaning deletes {kind} files only {_ORPHAN_PLACES[kind]}")

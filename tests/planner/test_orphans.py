@@ -209,5 +209,6 @@ def test_the_planner_lists_no_directory_it_may_delete_from(lake):
                                                                                         "branch", "schema"}
 
 
-def test_kinds_are_by_name_except_the_stray_ones():
-    assert {k for k in OrphanKind if not k.by_name} == {OrphanKind.STRAY_SNAPSHOT_FILE, OrphanKind.STRAY_CHANGELOG_FILE}
+def test_kinds_are_by_name_except_the_stray_ones_and_directories():
+    assert {k for k in OrphanKind if not k.by_name} == {OrphanKind.STRAY_SNAPSHOT_FILE, OrphanKind.STRAY_CHANGELOG_FILE,
+                                                        OrphanKind.EMPTY_DIR}

@@ -132,3 +132,19 @@ def test_a_path_listed_twice_counts_with_its_newest_time(table):
         assert p.stats["warnings"][-1] == ("1 path(s) were listed more than once; each counts with its newest "
                                            "modification time")
     assert planned(plan(root, [old, old])) == [("orphan-data-file", "data/dt=a/hr=1/bucket-0/junk-1")]
+
+
+def test_empty_directories_under_the_path_directory_and_an_external_root(table):
+    """With ``--empty-dirs``: the directories holding only junk, below ``data/`` and the external root, up
+    to but not including those roots; a directory with a live file or junk nothing plans stays."""
+    root, ext = table
+    t = open_table(root)
+    p = plan_orphans(t, list_orphan_candidates(t), now_ms=NOW, options=resolve_orphan_options({}, empty_dirs=True))
+    dirs = sorted(a.path for a in p.actions if a.kind == "orphan-empty-dir")
+    assert dirs == ["data/dt=z", "data/dt=z/hr=9", "data/dt=z/hr=9/bucket-3"]
+    # the external bucket directory holds a live file beside its junk: it stays, as do the roots
+    assert not any(d.startswith("/") for d in dirs)
+    junk(ext, "dt=q/hr=3/bucket-1/junk-only")
+    p = plan_orphans(t, list_orphan_candidates(t), now_ms=NOW, options=resolve_orphan_options({}, empty_dirs=True))
+    assert sorted(a.path for a in p.actions if a.kind == "orphan-empty-dir" and a.path.startswith("/")) == [
+        f"{ext}/dt=q", f"{ext}/dt=q/hr=3", f"{ext}/dt=q/hr=3/bucket-1"]
