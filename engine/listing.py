@@ -66,38 +66,58 @@ class Inventory:
 
     def source(self) -> dict:
         """Where the listing came from, as a plan records it."""
-        return {"from": "inventory", "inventory": [{"file": loc, "form": form} for loc, form in
-                                                  zip(self.locations, self.forms)],
-                "rows": self.rows, "under_table": len(self.files), "outside_table": self.outside,
-                "left_out": dict(sorted(self.left_out.items()))}
+        return _source(self.locations, self.forms, self.rows, len(self.files), self.outside, self.left_out)
+
+
+class InventoryScan:
+    """Inventory files being read, a batch at a time: ``files()`` yields the listed files under the roots
+    once, holding one batch; the counts (``rows``, ``outside``, ``left_out``) are final when it is done.
+    Every file's form is checked when the scan is made, before any row is read."""
+
+    def __init__(self, locations: Sequence[str], *, roots: Sequence[str], fileio: FileIO | None = None,
+                 batch_rows: int = BATCH_ROWS):
+        if not locations:
+            raise PlanRejected("no inventory file given")
+        self.roots = tuple(normalize_location(r, relative_ok=False) for r in roots)
+        self.locations = tuple(normalize_location(loc) for loc in locations)
+        self.fileio, self.batch_rows = fileio, batch_rows
+        self.forms = tuple(_form(loc, _open(loc, fileio).schema_arrow)[0] for loc in self.locations)
+        self.rows = self.outside = self.under = 0
+        self.left_out: dict[str, int] = {}
+
+    def files(self) -> Iterator[ListedFile]:
+        import pyarrow as pa
+
+        for loc in self.locations:
+            reader = _open(loc, self.fileio)
+            form, columns = _form(loc, reader.schema_arrow)
+            try:
+                for batch in reader.iter_batches(batch_size=self.batch_rows, columns=columns, use_threads=False):
+                    out: list[ListedFile] = []
+                    self.outside += _read_batch(loc, form, batch, self.rows, self.roots, out, self.left_out)
+                    self.rows += batch.num_rows
+                    self.under += len(out)
+                    yield from out
+            except (pa.ArrowException, OSError) as e:
+                raise PlanRejected(f"inventory {loc} cannot be read: {e}") from e
+
+    def source(self) -> dict:
+        """Where the listing came from, as a plan records it (once ``files()`` is done)."""
+        return _source(self.locations, self.forms, self.rows, self.under, self.outside, self.left_out)
+
+
+def _source(locations, forms, rows: int, under: int, outside: int, left_out: Mapping[str, int]) -> dict:
+    return {"from": "inventory", "inventory": [{"file": loc, "form": form} for loc, form in zip(locations, forms)],
+            "rows": rows, "under_table": under, "outside_table": outside, "left_out": dict(sorted(left_out.items()))}
 
 
 def read_inventory(locations: Sequence[str], *, roots: Sequence[str], fileio: FileIO | None = None,
                    batch_rows: int = BATCH_ROWS) -> Inventory:
-    """The files the inventory ``locations`` list under ``roots`` (full locations). Raises
+    """The files the inventory ``locations`` list under ``roots`` (full locations), all read. Raises
     ``PlanRejected`` for a file that is missing, not Parquet, or not an inventory (see the module)."""
-    import pyarrow as pa
-
-    if not locations:
-        raise PlanRejected("no inventory file given")
-    roots = tuple(normalize_location(r, relative_ok=False) for r in roots)
-    files: list[ListedFile] = []
-    left_out: dict[str, int] = {}
-    forms = []
-    rows = outside = 0
-    normalized = tuple(normalize_location(loc) for loc in locations)
-    for loc in normalized:
-        reader = _open(loc, fileio)
-        form, columns = _form(loc, reader.schema_arrow)
-        forms.append(form)
-        try:
-            for batch in reader.iter_batches(batch_size=batch_rows, columns=columns, use_threads=False):
-                n_out = _read_batch(loc, form, batch, rows, roots, files, left_out)
-                rows += batch.num_rows
-                outside += n_out
-        except (pa.ArrowException, OSError) as e:
-            raise PlanRejected(f"inventory {loc} cannot be read: {e}") from e
-    return Inventory(normalized, tuple(forms), tuple(files), rows, outside, left_out)
+    scan = InventoryScan(locations, roots=roots, fileio=fileio, batch_rows=batch_rows)
+    files = tuple(scan.files())
+    return Inventory(scan.locations, scan.forms, files, scan.rows, scan.outside, scan.left_out)
 
 
 def _open(loc: str, fileio: FileIO | None):

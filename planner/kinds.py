@@ -99,7 +99,7 @@ def _plan_orphans(table, *, now_ms: int, options) -> CleanupPlan:
     """List first, then plan: the listing is made (or the inventory was) before anything says which files
     are used (#3074)."""
     from engine.errors import PlanRejected
-    from engine.listing import read_inventory
+    from engine.listing import InventoryScan
     from engine.paimon.orphans import list_orphan_candidates
     from engine.paimon.requirements import AssertNowReached
     from engine.paimon.paths import external_roots
@@ -110,8 +110,8 @@ def _plan_orphans(table, *, now_ms: int, options) -> CleanupPlan:
     if ahead:
         raise PlanRejected(f"--now: {ahead[0]}. Plan orphans as of the current time or an earlier one")
     if options.inventory:
-        inventory = read_inventory(options.inventory, roots=[table.location, *external_roots(table.options)])
-        return plan_orphans(table, inventory.files, now_ms=now_ms, options=options, source=inventory.source())
+        scan = InventoryScan(options.inventory, roots=[table.location, *external_roots(table.options)])
+        return plan_orphans(table, scan.files(), now_ms=now_ms, options=options, source=scan.source)
     listing = list_orphan_candidates(table)
     return plan_orphans(table, listing, now_ms=now_ms, options=options, source={"from": "store"})
 

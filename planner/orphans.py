@@ -2,8 +2,8 @@
 the spec).
 
 ``plan_orphans(table, listing, now_ms=..., options=...)`` lists nothing: ``listing`` is the value
-``engine.paimon.orphans.list_orphan_candidates`` returned, made before the planner reads which files the
-table uses (Paimon #3074). Of the listed files, those modified before the threshold are candidates; the
+``engine.paimon.orphans.list_orphan_candidates`` returned, or an inventory scan, made before the planner
+reads which files the table uses (Paimon #3074). It holds only what it does not find used. Of the listed files, those modified before the threshold are candidates; the
 stray files of snapshot and changelog directories are planned as they are, the others unless a file of
 their name is used by any snapshot, tag or changelog of any branch. Reads no clock, writes nothing.
 """
@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import posixpath
 from collections import defaultdict
-from typing import Any, Iterable, Mapping
+from typing import Any, Callable, Iterable, Mapping, Sized
 
 from engine.errors import PlannerInvariantViolated
 from engine.paimon.kinds import ORPHAN_PHASES, OrphanKind
@@ -46,16 +46,14 @@ def _newest(a: ListedFile, b: ListedFile) -> ListedFile:
     return a
 
 
-def _emptied_dirs(layout: Layout, listed: Mapping[str, tuple], deleted: set[str]) -> list[Action]:
-    """The bucket and partition directories the plan leaves empty, as far as the listing shows: one whose
-    listed files are all deleted and whose sub-directories (those holding listed files) all go too,
-    deepest first, up to but never including a data root. What the listing does not show (a directory
-    beside them, a file written since) keeps a directory: apply removes each only if it is empty."""
-    files_in: dict[str, list[str]] = defaultdict(list)
+def _emptied_dirs(layout: Layout, seen: set[str], kept: set[str]) -> list[Action]:
+    """The bucket and partition directories the plan leaves empty, as far as the listing shows: of the
+    directories holding listed files (``seen``) and their partition directories, those holding no file the
+    plan keeps (``kept``) and whose sub-directories all go too; deepest first, up to but never including a
+    data root. What the listing does not show (a directory beside them, a file written since) keeps a
+    directory: apply removes each only if it is empty."""
     below: dict[str, set[str]] = defaultdict(set)  # directory -> its sub-directories holding listed files
-    for rel in listed:
-        d = posixpath.dirname(rel)
-        files_in[d].append(rel)
+    for d in seen:
         while is_orphan_empty_dir(layout, d):
             up = posixpath.dirname(d)
             if d in below[up]:
@@ -66,18 +64,20 @@ def _emptied_dirs(layout: Layout, listed: Mapping[str, tuple], deleted: set[str]
     emptied: set[str] = set()
     out = []
     for d in known:  # children before their parents
-        if all(f in deleted for f in files_in.get(d, ())) and below.get(d, set()) <= emptied:
+        if d not in kept and below.get(d, set()) <= emptied:
             emptied.add(d)
             out.append(Action(OrphanKind.EMPTY_DIR, d, depth=len(orphan_dir_segments(layout, d))))
     return out
 
 
 def plan_orphans(table: PaimonTable, listing: Iterable[ListedFile | tuple], *, now_ms: int,
-                 options: OrphanOptions, source: Mapping[str, Any] | None = None) -> CleanupPlan:
+                 options: OrphanOptions,
+                 source: Mapping[str, Any] | Callable[[], Mapping[str, Any]] | None = None) -> CleanupPlan:
     """Plan the deletion of ``table``'s orphan files, as Paimon's orphan clean would delete them at
-    ``now_ms`` from what ``listing`` holds (``(path, size, mtime_ms)`` each). ``source`` says where the
-    listing came from (``{"from": "store"}`` by default; an inventory's ``Inventory.source()``), and the
-    plan keeps it in ``stats["listing"]``.
+    ``now_ms`` from what ``listing`` holds (``(path, size, mtime_ms)`` each): a listing already made,
+    iterated once after the used set is read (an inventory scan streams it a batch at a time). ``source``
+    says where the listing came from (``{"from": "store"}`` by default; an inventory's ``source()``, or a
+    function giving it once the listing has been read), and the plan keeps it in ``stats["listing"]``.
 
     Refuses (``PlanRejected``) an ``older_than`` at or after now, or within an hour of it without
     ``force``; a used set it cannot read, or one that misses a file a branch's newest snapshot
@@ -90,43 +90,55 @@ def plan_orphans(table: PaimonTable, listing: Iterable[ListedFile | tuple], *, n
     dirs = ListedDirs(table)
     layout = dirs.layout
     paths = table.paths
-    listed: dict[str, tuple[OrphanKind, ListedFile]] = {}
-    ignored = 0
-    twice: set[str] = set()  # paths listed more than once (counted only)
+    # The listing is complete: it was made (or the inventory was) before the used set is read here (#3074).
+    # It is then read once, keeping only what is not used: the planned files, and the young ones and those
+    # without a time (which keep a path listed again later), never every file listed.
+    empty = isinstance(listing, Sized) and len(listing) == 0
+    used = frozenset() if empty else read_used_names(table).names
+    held: dict[str, tuple[OrphanKind, ListedFile]] = {}
+    ignored = kept_used = 0
+    twice: set[str] = set()  # held paths listed more than once (counted only)
+    # --empty-dirs: the directories holding listed files, and those holding one the plan keeps
+    seen_dirs: set[str] | None = set() if options.empty_dirs else None
+    kept_dirs: set[str] = set()
     for item in listing:
         f = item if isinstance(item, ListedFile) else ListedFile(*item)
         dirs.check_foreign(f.path)
         kind = dirs.kind_of(f.path)
         if kind is None:
             ignored += 1
+            if seen_dirs is not None:
+                kept_dirs.add(posixpath.dirname(paths.relative(f.path)))
             continue
         rel = paths.relative(f.path)
-        seen = listed.get(rel)
+        if seen_dirs is not None:
+            seen_dirs.add(posixpath.dirname(rel))
+        if kind.by_name and posixpath.basename(rel) in used:
+            kept_used += 1
+            if seen_dirs is not None:
+                kept_dirs.add(posixpath.dirname(rel))
+            continue
+        seen = held.get(rel)
         if seen is not None:
             twice.add(rel)
             f = _newest(seen[1], f)
-        listed[rel] = (kind, f)
-    candidates: list[tuple[OrphanKind, str, ListedFile]] = []
+        held[rel] = (kind, f)
+    if callable(source):
+        source = source()
+    actions: list[Action] = []
     young = unknown_time = 0
-    for rel, (kind, f) in listed.items():
+    for rel, (kind, f) in held.items():
         if f.mtime_ms is None:
             unknown_time += 1
+            kept_dirs.add(posixpath.dirname(rel))
         elif f.mtime_ms >= threshold:
             young += 1
+            kept_dirs.add(posixpath.dirname(rel))
         else:
-            candidates.append((kind, rel, f))
-
-    used = read_used_names(table).names if any(k.by_name for k, _, _ in candidates) else frozenset()
-    actions: list[Action] = []
-    kept_used = 0
-    for kind, rel, f in candidates:
-        if kind.by_name and posixpath.basename(rel) in used:
-            kept_used += 1
-            continue
-        partition, bucket = _bucket_of(rel, layout) if kind is OrphanKind.ORPHAN_DATA_FILE else (None, None)
-        actions.append(Action(kind, rel, partition=partition, bucket=bucket, size=f.size))
-    if options.empty_dirs:
-        actions += _emptied_dirs(layout, listed, {a.path for a in actions})
+            partition, bucket = _bucket_of(rel, layout) if kind is OrphanKind.ORPHAN_DATA_FILE else (None, None)
+            actions.append(Action(kind, rel, partition=partition, bucket=bucket, size=f.size))
+    if seen_dirs is not None:
+        actions += _emptied_dirs(layout, seen_dirs, kept_dirs)
     planned = canonical_actions(actions)
 
     # Subtracted by name above; checked again by path against what the table keeps (STYLE 5).
@@ -151,7 +163,7 @@ def plan_orphans(table: PaimonTable, listing: Iterable[ListedFile | tuple], *, n
                         "time")
     stats = {
         "older_than_ms": threshold,
-        "listed": len(candidates) + young + unknown_time,
+        "listed": len(held) + kept_used,
         "kept_used": kept_used,
         "kept_young": young,
         "kept_unknown_time": unknown_time,

@@ -148,3 +148,26 @@ def test_empty_directories_under_the_path_directory_and_an_external_root(table):
     p = plan_orphans(t, list_orphan_candidates(t), now_ms=NOW, options=resolve_orphan_options({}, empty_dirs=True))
     assert sorted(a.path for a in p.actions if a.kind == "orphan-empty-dir" and a.path.startswith("/")) == [
         f"{ext}/dt=q", f"{ext}/dt=q/hr=3", f"{ext}/dt=q/hr=3/bucket-1"]
+
+
+def test_a_listing_is_read_once_after_the_used_set_and_streamed(table, monkeypatch):
+    """The planner takes a listing already made and reads it once, after the used set (so an inventory
+    scan can stream it a batch at a time)."""
+    import planner.orphans as planner_mod
+
+    root, _ = table
+    t = open_table(root)
+    events = []
+    real = planner_mod.read_used_names
+    monkeypatch.setattr(planner_mod, "read_used_names", lambda table: events.append("used") or real(table))
+
+    def listing():
+        events.append("listing started")
+        yield from list_orphan_candidates(t)
+        events.append("listing done")
+
+    p = plan_orphans(t, listing(), now_ms=NOW, options=resolve_orphan_options({}),
+                     source=lambda: {"from": "test", "read": list(events)})
+    assert events == ["used", "listing started", "listing done"]
+    assert p.stats["listing"] == {"from": "test", "read": events}  # asked for once the listing was read
+    assert sorted(a.path for a in p.actions if not a.path.startswith("/")) == sorted(rel for _, rel in LISTED)
