@@ -117,7 +117,7 @@ class TextOutput(Output):
     def journal_plans(self, rows: list[dict]) -> None:
         render.out.print(render.rows_table(rows, ["plan_id", "table", "kind", "state", "n_actions", "deleted",
                                                   "already_absent", "failed", "bytes_reclaimed", "recorded_ms",
-                                                  "finished_ms"], "Plans"))
+                                                  "finished_ms", "whole"], "Plans"))
 
     def journal_files(self, rows: list[dict]) -> None:
         render.out.print(render.rows_table(rows, ["time_ms", "plan_id", "kind", "path", "snapshot_id", "outcome",

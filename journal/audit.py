@@ -68,6 +68,8 @@ def _plan_row(plan_id: str, events: list[Event], all_runs: dict, totals: dict) -
         "recorded_ms": recorded.recorded_ms if recorded else None,
         "started_ms": min(started) if started else None,
         "finished_ms": max(finished) if finished else None,
+        # what the check after the last phase found, in the latest apply that ran it (None: never checked)
+        "whole": next((r.whole for r in reversed(runs) if r.whole is not None), None),
     }
 
 

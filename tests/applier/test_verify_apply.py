@@ -100,3 +100,16 @@ def test_the_verify_command_exits_0_on_a_whole_table_and_1_naming_a_deleted_live
     assert doc["problems"][0]["kind"] == "missing" and doc["problems"][0]["needed_by"].startswith("snapshot ")
     r = runner.invoke(app, ["verify", lake.root])
     assert r.exit_code == 1 and "Not whole" in r.stdout and "1 problem(s)" in r.stdout and "missing" in r.stdout
+
+
+def test_journal_plans_tells_whether_the_table_was_whole_after_the_apply(tmp_path):
+    lake = Lake(tmp_path / "wh")
+    history(lake)
+    plan = plan_for(lake.root, retain_min=1, retain_max=2)
+    from journal.audit import list_plans
+
+    with DuckDBRecorder(tmp_path / "j.duckdb") as recorder:
+        recorder.record_plan(plan, recorded_ms=1)
+        assert [r["whole"] for r in list_plans(recorder)] == [None]
+        apply_plan(plan, recorder, executor=DriverExecutor())
+        assert [r["whole"] for r in list_plans(recorder)] == [True]
