@@ -250,27 +250,28 @@ class _Apply:
         report.counts = {o: totals[FileOutcome(o)][0] for o in outcomes}
         report.bytes_reclaimed = totals[FileOutcome.DELETED][1]
         report.duration_ms = clock() - started
-        if report.state == "COMPLETED" and self.verify:
-            self._verify(report, targets)
         if report.state == "COMPLETED":
-            recorder.append([ApplyCompleted(apply_id=apply_id, plan_id=plan_id, counts=report.counts,
-                                            bytes_reclaimed=report.bytes_reclaimed, duration_ms=report.duration_ms,
-                                            finished_ms=clock())])
+            # The check and the end in one transaction: a crash between them would leave a verified apply that
+            # a resume verifies again.
+            events = [self._verify(report, targets)] if self.verify else []
+            events.append(ApplyCompleted(apply_id=apply_id, plan_id=plan_id, counts=report.counts,
+                                         bytes_reclaimed=report.bytes_reclaimed, duration_ms=report.duration_ms,
+                                         finished_ms=clock()))
+            recorder.append(events)
         return report
 
 
-    def _verify(self, report: ApplyReport, targets: Sequence[str]) -> None:
+    def _verify(self, report: ApplyReport, targets: Sequence[str]) -> Verified:
         """``lakesweep verify`` on the locations the plan deleted from, in the live table: none that a
-        snapshot, tag, branch or changelog references may be gone, and the hints must agree. Journaled
-        (``Verified``); a table found damaged is reported, the apply stays completed (nothing more to do)."""
+        snapshot, tag, branch or changelog references may be gone, and the hints must agree. Returns the
+        ``Verified`` event to journal; a table found damaged is reported, the apply stays completed."""
         touched = {targets[a.action_id] for a in self.plan.actions if a.verb.deletes}
         result = verify_whole(self.table.refreshed(), only=touched)
         report.verify = result.to_json()
         del report.verify["unreferenced"], report.verify["unreferenced_bytes"]
         shown = [p.to_json() for p in result.problems[:VERIFY_PROBLEMS_JOURNALED]]
-        self.recorder.append([Verified(apply_id=report.apply_id, plan_id=self.plan.plan_id, whole=result.whole,
-                                       checked=len(touched), n_problems=len(result.problems), problems=shown,
-                                       verified_ms=self.clock())])
+        return Verified(apply_id=report.apply_id, plan_id=self.plan.plan_id, whole=result.whole,
+                        checked=len(touched), n_problems=len(result.problems), problems=shown, verified_ms=self.clock())
 
     def _rechecked(self, live, actions: Sequence[Action], targets) -> set[int]:
         """The ids of the actions the plan's per-action checks (``ActionCheck``) skip on the live table.
