@@ -274,7 +274,7 @@ def render_verify(report, *, files: bool = False) -> None:
     if not unref:
         out.print("  Unreferenced: none")
         return
-    out.print(f"  Unreferenced: {len(unref)} file(s), {human_bytes(sum(f.size for f in unref))}, that no snapshot, "
+    out.print(f"  Unreferenced: {len(unref)} file(s), {human_bytes(sum(f.size or 0 for f in unref))}, that no snapshot, "
               "tag or changelog of any branch names; 'lakesweep plan orphans' plans those older than its "
               "--older-than" + ("" if files else " (--files lists them)"))
     if files:

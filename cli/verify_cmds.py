@@ -5,7 +5,9 @@ from __future__ import annotations
 import typer
 
 from cli.app import OutputOpt, app, handle_errors
+from cli import render
 from cli.output import OutputFormat, output_for
+from cli.progress import progress_enabled
 from cli.plan_cmds import TableArg
 
 
@@ -29,7 +31,13 @@ def verify(
     from engine.paimon.verify import verify_table
 
     output = output_for(fmt)
-    report = verify_table(open_table(table), unreferenced=unreferenced)
+    t = open_table(table)
+    if progress_enabled(output.draws_progress):
+        with render.err.status("verifying") as status:
+            report = verify_table(t, unreferenced=unreferenced,
+                                  progress=lambda what: status.update(f"verifying: {what}"))
+    else:
+        report = verify_table(t, unreferenced=unreferenced)
     output.verify(report, files=files)
     if not report.whole:
         raise typer.Exit(1)

@@ -16,7 +16,8 @@ hint ahead of the newest snapshot (readers would look for a snapshot that does n
 lags or names a snapshot that is gone is only noted: Paimon lists the directory then, as it does after an
 expiry that stopped before writing its hint.
 
-With ``only``, just those locations are checked (what an apply touched); the walk is the same.
+With ``only``, just those locations are checked for existence and size (what an apply touched); the
+walk is the same, and metadata it cannot read, gaps and hints are problems all the same.
 """
 
 from __future__ import annotations
@@ -28,8 +29,8 @@ from typing import Callable, Iterable, Iterator
 
 from engine.errors import CorruptMetadata, MetadataNotFound, TableFormatError
 from engine.fileio import join
-from engine.paimon.layout import Layout, orphan_kind_of
 from engine.listing import ListedFile
+from engine.paimon.layout import Layout, orphan_kind_of
 from engine.paimon.orphans import list_orphan_candidates, used_names
 from engine.paimon.model import FileKind, Snapshot
 from engine.paimon.reachability import changelog_reachable_files, snapshot_files
@@ -83,7 +84,7 @@ class VerifyReport:
             "only": self.only, "problems": [p.to_json() for p in self.problems], "notes": list(self.notes),
             "unreferenced": None if unref is None else [
                 {"path": f.path, "size": f.size, "mtime_ms": f.mtime_ms} for f in unref],
-            "unreferenced_bytes": None if unref is None else sum(f.size for f in unref),
+            "unreferenced_bytes": None if unref is None else sum(f.size or 0 for f in unref),
         }
 
 
@@ -133,8 +134,7 @@ class _Walk:
         self.unreadable = True
         label = self.labels[first] if first >= 0 else None
         if isinstance(e, MetadataNotFound):
-            if self.only is None or e.path in self.only:
-                self.problems.append(Problem(MISSING, e.path, "metadata file does not exist", label, holders))
+            self.problems.append(Problem(MISSING, e.path, "metadata file does not exist", label, holders))
         else:
             self.problems.append(Problem(UNREADABLE, e.path, str(e), label, holders))
 
