@@ -33,6 +33,7 @@ EXECUTOR_MODULES = (
     "journal.events",
     "applier.actions",
     "applier.spark_exec",
+    "applier.listing",  # plan orphans --spark: its tasks list directories
 )
 LAKESWEEP_PACKAGES = ("engine", "journal", "applier", "planner")
 DEFAULT_TIMEOUT_S = 300.0

@@ -10,14 +10,19 @@ command here.
 from __future__ import annotations
 
 import contextlib
+import os
+import tempfile
 import time
 from pathlib import Path
 from typing import List, Optional
 
 import typer
 
-from cli.app import OutputOpt, app, check_output_file, handle_errors, key_values, refuse_inside_table
+from cli import render
+from cli.app import (ConfOpt, MasterOpt, OutputOpt, app, check_output_file, handle_errors, key_values,
+                     refuse_inside_table)
 from cli.output import OutputFormat, output_for
+from cli.progress import progress_enabled
 
 plan_app = typer.Typer(help="Make a cleanup plan (nothing is deleted; review it with 'lakesweep show').",
                        no_args_is_help=True)
@@ -129,6 +134,10 @@ def plan_orphans_cmd(
     empty_dirs: bool = typer.Option(False, "--empty-dirs", help="Also remove the bucket and partition "
                                     "directories the plan's deletes leave empty: deepest first, each only if it is "
                                     "empty when apply gets to it (never recursively), never the table root."),
+    spark: bool = typer.Option(False, "--spark", help="List on Spark, a task for each bucket and metadata "
+                               "directory, the files streamed back to a temporary Parquet file (for large tables)."),
+    master: str = MasterOpt,
+    conf: List[str] = ConfOpt,
     fmt: OutputFormat = OutputOpt,
 ):
     """Plan the removal of orphan files as Apache Paimon's remove_orphan_files would, and save the plan.
@@ -141,8 +150,29 @@ def plan_orphans_cmd(
     Apply checks every candidate again.
 
     Nothing is deleted. Review the plan with 'lakesweep show PLAN'."""
-    make_plan("orphans", table=table, out=out, now=now, option=[], branch="main", fmt=fmt,
-              older_than=older_than, force=force, inventory=inventory or None, empty_dirs=empty_dirs)
+    with tempfile.TemporaryDirectory(prefix="lakesweep-listing-") as scratch:
+        lister = _spark_lister(master, key_values(conf, "--conf"), scratch, output_for(fmt)) if spark else None
+        make_plan("orphans", table=table, out=out, now=now, option=[], branch="main", fmt=fmt,
+                  older_than=older_than, force=force, inventory=inventory or None, empty_dirs=empty_dirs,
+                  spark=master if spark else None, lister=lister)
+
+
+def _spark_lister(master: str, conf: dict, scratch: str, output):
+    """The listing of ``plan orphans --spark``: the table listed on ``master``, a directory per task, into a
+    Parquet file in ``scratch``."""
+
+    def lister(table):
+        from applier.listing import list_with_session
+
+        path = os.path.join(scratch, "listing.parquet")
+        with contextlib.ExitStack() as stack:
+            status = (stack.enter_context(render.err.status("listing on Spark"))
+                      if progress_enabled(output.draws_progress) else None)
+            listing = list_with_session(table, path, master=master, conf=conf, on_files=None if status is None else
+                                        lambda n: status.update(f"listing on Spark: {n} files"))
+        return listing.path, listing.source()
+
+    return lister
 
 
 @app.command()

@@ -109,9 +109,14 @@ def _plan_orphans(table, *, now_ms: int, options) -> CleanupPlan:
     ahead = AssertNowReached(now_ms).problems(table)  # apply would refuse the plan: say so before listing
     if ahead:
         raise PlanRejected(f"--now: {ahead[0]}. Plan orphans as of the current time or an earlier one")
+    roots = [table.location, *external_roots(table.options)]
     if options.inventory:
-        scan = InventoryScan(options.inventory, roots=[table.location, *external_roots(table.options)])
+        scan = InventoryScan(options.inventory, roots=roots)
         return plan_orphans(table, scan.files(), now_ms=now_ms, options=options, source=scan.source)
+    if options.lister is not None:
+        listed, source = options.lister(table)
+        scan = InventoryScan([listed], roots=roots)
+        return plan_orphans(table, scan.files(), now_ms=now_ms, options=options, source=dict(source))
     listing = list_orphan_candidates(table)
     return plan_orphans(table, listing, now_ms=now_ms, options=options, source={"from": "store"})
 
@@ -139,6 +144,9 @@ def describe_orphans(plan: CleanupPlan) -> PlanDescription:
 
 def _listed_from(listing) -> str:
     """Where an orphan plan's listing came from, for the reviewer."""
+    if isinstance(listing, dict) and listing.get("from") == "spark":
+        return (f"listed: on Spark ({listing.get('master')}), a task for each of {listing.get('directories')} "
+                f"directories, {listing.get('files')} files, before reading what the table uses")
     if not isinstance(listing, dict) or listing.get("from") != "inventory":
         return "listed: the store, before reading what the table uses"
     files = ", ".join(f"{f.get('file')} ({f.get('form')})" for f in listing.get("inventory", ()))

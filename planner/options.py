@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 from engine.errors import PlanRejected
 from engine.paimon.paths import PATH_SHAPING_OPTIONS
@@ -224,6 +224,8 @@ class OrphanOptions:
     sources: Mapping[str, OptionValue]
     inventory: tuple[str, ...] = ()
     empty_dirs: bool = False  # also remove the bucket and partition directories the deletes leave empty
+    # lists the table elsewhere (on Spark): returns a plain inventory file of the listing and its source
+    lister: Callable[[Any], tuple[str, Mapping[str, Any]]] | None = None
 
     def threshold_ms(self, now_ms: int) -> int:
         """Files modified at or after this instant are kept; refuses a threshold at or after ``now_ms``,
@@ -252,12 +254,16 @@ def resolve_orphan_options(
     force: bool = False,
     inventory: Sequence[str] | None = None,
     empty_dirs: bool = False,
+    spark: str | None = None,
+    lister: Callable[[Any], tuple[str, Mapping[str, Any]]] | None = None,
 ) -> OrphanOptions:
     """``older_than``: a Paimon duration with a unit (``1 d``, ``36 h``), measured back from the plan's
     now; or an instant (ISO-8601, ``2026-11-01 12:00:00`` read as UTC, or epoch milliseconds). Default
     ``1 d``. Paimon has no table option for it, so the table's options play no part. ``inventory``:
     inventory files (``engine.listing``) to read the listing from instead of listing the store.
-    ``empty_dirs``: also plan the removal of the directories the plan's deletes leave empty."""
+    ``empty_dirs``: also plan the removal of the directories the plan's deletes leave empty. ``lister``:
+    lists the table instead of the store walk (``--spark``: ``spark`` is its master), writing a plain
+    inventory file; not with ``inventory``."""
     from engine.fileio import normalize_location
     from engine.timeutil import parse_time_ms
 
@@ -270,9 +276,12 @@ def resolve_orphan_options(
     else:
         duration, at = None, parse_time_ms(text)
     files = tuple(normalize_location(str(f)) for f in inventory or ())
+    if files and lister is not None:
+        raise PlanRejected("--inventory and --spark both say where the listing comes from: give one of them")
     sources = {"older-than": OptionValue(text, "default" if older_than is None else "flag"),
                "force": OptionValue(bool(force), "flag" if force else "default"),
                "inventory": OptionValue(list(files) if files else None, "flag" if files else "default"),
-               "empty-dirs": OptionValue(bool(empty_dirs), "flag" if empty_dirs else "default")}
+               "empty-dirs": OptionValue(bool(empty_dirs), "flag" if empty_dirs else "default"),
+               "spark": OptionValue(spark, "flag" if spark else "default")}
     return OrphanOptions(older_than=text, duration_ms=duration, at_ms=at, force=bool(force), sources=sources,
-                         inventory=files, empty_dirs=bool(empty_dirs))
+                         inventory=files, empty_dirs=bool(empty_dirs), lister=lister)

@@ -80,8 +80,8 @@ class ListedDirs:
         schema_dir = posixpath.dirname(path)
         holder = posixpath.dirname(schema_dir)
         if (posixpath.basename(schema_dir) == "schema" and holder != self.table.location
-                and _is_schema_file(posixpath.basename(path)) and self.lists(holder)):
-            _refuse_foreign_table(self.table, holder, path)
+                and is_schema_file(posixpath.basename(path)) and self.lists(holder)):
+            refuse_foreign_table(self.table, holder, path)
 
 
 def list_orphan_candidates(table: PaimonTable) -> tuple[ListedFile, ...]:
@@ -102,7 +102,7 @@ def list_orphan_candidates(table: PaimonTable) -> tuple[ListedFile, ...]:
                     found.append(ListedFile(f.path, f.size, f.mtime_ms))
                 continue
             if directory != table.location:
-                _refuse_foreign(table, f)
+                refuse_foreign(table, f)
             if root is not None and dirs.in_tree(root, f.path):
                 walk(f.path, root)
 
@@ -113,21 +113,21 @@ def list_orphan_candidates(table: PaimonTable) -> tuple[ListedFile, ...]:
     return tuple(sorted(found, key=lambda f: f.path))
 
 
-def _is_schema_file(name: str) -> bool:
+def is_schema_file(name: str) -> bool:
     return name.startswith(SCHEMA_PREFIX) and parse_versioned_id(name[len(SCHEMA_PREFIX):]) is not None
 
 
-def _refuse_foreign(table: PaimonTable, directory: FileInfo) -> None:
+def refuse_foreign(table: PaimonTable, directory: FileInfo) -> None:
     """A ``schema`` directory holding ``schema-<n>`` files anywhere orphan cleaning lists, other than the
     table's own: another Paimon table lives there, and its files would all look unused."""
     if posixpath.basename(directory.path) != "schema" or posixpath.dirname(directory.path) == table.location:
         return
     for f in table.fileio.list(directory.path):
-        if not f.is_dir and _is_schema_file(posixpath.basename(f.path)):
-            _refuse_foreign_table(table, posixpath.dirname(directory.path), f.path)
+        if not f.is_dir and is_schema_file(posixpath.basename(f.path)):
+            refuse_foreign_table(table, posixpath.dirname(directory.path), f.path)
 
 
-def _refuse_foreign_table(table: PaimonTable, holder: str, schema_file: str) -> None:
+def refuse_foreign_table(table: PaimonTable, holder: str, schema_file: str) -> None:
     raise PlanRejected(
         f"{holder} holds another Paimon table's metadata ({schema_file}), inside what orphan cleaning of "
         f"{table.location} lists: that table's files would all look unused. Nothing was planned; move one of "

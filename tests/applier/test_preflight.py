@@ -106,7 +106,7 @@ def test_apply_refuses_executors_without_lakesweep_and_touches_nothing(planned, 
         "cannot import pyarrow, pyarrow.fs (ModuleNotFoundError: No module named 'pyarrow'); "
         "cannot import engine.errors, engine.plan, engine.fileio, engine.paimon.kinds (ModuleNotFoundError: No module named "
         "'engine'); cannot import journal.events (ModuleNotFoundError: No module named 'journal'); "
-        "cannot import applier.actions, applier.spark_exec (ModuleNotFoundError: No module named 'applier'). "
+        "cannot import applier.actions, applier.spark_exec, applier.listing (ModuleNotFoundError: No module named 'applier'). "
         + HOW_TO
     ) in words(r.stderr)
     assert "\tat " not in r.stderr and "Traceback" not in r.stderr and "Py4J" not in r.stderr

@@ -1,0 +1,137 @@
+"""Orphan cleaning's listing on Spark: a directory per task, the files streamed back into a Parquet file.
+
+The driver works out the directories ``engine.paimon.orphans.ListedDirs`` names: the metadata
+directories, and the bucket directories found by listing only the partition levels of each data tree
+(directory entries, no file statuses). Each bucket and metadata directory is then one Spark task, which
+lists it with the table's FileIO and returns the files orphan cleaning may delete there, and any other
+table's ``schema/schema-<n>`` inside it. The driver takes the results with ``toLocalIterator`` and writes
+them a batch at a time into a plain-form inventory (``path``, ``size``, ``mtime_ms``), so it never holds
+every file status at once; the planner then reads that file as it reads an inventory. The listing is
+complete (the job finished, the file closed) before anything reads which files the table uses (#3074).
+"""
+
+from __future__ import annotations
+
+import posixpath
+from dataclasses import dataclass
+from typing import Callable
+
+from engine.errors import PlanRejected
+from engine.fileio import FileIO
+from engine.paimon.layout import Layout, orphan_kind_of
+from engine.paimon.orphans import ListedDirs, is_schema_file, refuse_foreign_table
+from engine.paimon.table import PaimonTable
+
+BATCH_ROWS = 65_536
+
+
+@dataclass(frozen=True)
+class SparkListing:
+    """What the Spark listing did: the directories listed (one task each) and the files it kept."""
+
+    path: str  # the inventory file written
+    directories: int
+    files: int
+    master: str
+
+    def source(self) -> dict:
+        return {"from": "spark", "master": self.master, "directories": self.directories, "files": self.files}
+
+
+def task_directories(table: PaimonTable, dirs: ListedDirs) -> list[str]:
+    """The directories a task each: the metadata directories and every bucket directory of each data
+    tree. The partition levels are listed here, on the driver (directories only), refusing another
+    table's metadata met on the way as the store walk does."""
+    from engine.paimon.orphans import refuse_foreign
+
+    out = list(dirs.metadata)
+    for root in dirs.data_roots:
+        level = [root]
+        while level:
+            below = []
+            for d in level:
+                for f in table.fileio.list(d):
+                    if not f.is_dir:
+                        continue
+                    if d != table.location:
+                        refuse_foreign(table, f)
+                    if dirs.in_tree(root, f.path):
+                        segments = f.path[len(root) + 1:].split("/")
+                        (out if dirs.layout.bucket_dir(segments, with_path_directory=False) else below).append(f.path)
+            level = below
+    return out
+
+
+def list_directory(fileio: FileIO, layout: Layout, location: str, directory: str) -> list[tuple]:
+    """Executor side: the files of ``directory`` orphan cleaning may delete, ``(path, size, mtime_ms)``,
+    and ``("schema", holder, file)`` for another table's schema file in a sub-directory ``schema``."""
+    out: list[tuple] = []
+    for f in fileio.list(directory):
+        if f.is_dir:
+            if directory != location and posixpath.basename(f.path) == "schema":
+                for g in fileio.list(f.path):
+                    if not g.is_dir and is_schema_file(posixpath.basename(g.path)):
+                        out.append(("schema", directory, g.path))
+                        break
+            continue
+        rel = f.path[len(location) + 1:] if f.path.startswith(location + "/") else f.path
+        if orphan_kind_of(layout, rel) is not None:
+            out.append((f.path, f.size, f.mtime_ms))
+    return out
+
+
+def list_on_spark(table: PaimonTable, out: str, *, spark, master: str,
+                  on_files: Callable[[int], None] | None = None, batch_rows: int = BATCH_ROWS) -> SparkListing:
+    """List ``table`` for orphan cleaning on ``spark``, a directory per task, into the Parquet file
+    ``out`` (local). Raises ``PlanRejected`` when a listed directory holds another table."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    if table.branch != "main":
+        raise PlanRejected("orphan cleaning covers the whole table, every branch included: open its main branch")
+    dirs = ListedDirs(table)
+    directories = task_directories(table, dirs)
+    fileio, layout, location = table.fileio, dirs.layout, table.location
+    sc = spark.sparkContext
+    sc.setJobGroup("lakesweep-list", f"lakesweep: listing {len(directories)} directories of {location}")
+    rdd = sc.parallelize(directories, max(1, len(directories))).map(
+        lambda d: list_directory(fileio, layout, location, d))
+    schema = pa.schema([("path", pa.string()), ("size", pa.int64()), ("mtime_ms", pa.int64())])
+    files = 0
+    batch: list[tuple] = []
+    with pq.ParquetWriter(out, schema) as writer:
+        def flush():
+            writer.write_table(pa.Table.from_pylist(
+                [{"path": p, "size": s, "mtime_ms": m} for p, s, m in batch], schema=schema))
+            batch.clear()
+
+        for rows in rdd.toLocalIterator(prefetchPartitions=True):
+            for row in rows:
+                if row[0] == "schema":
+                    refuse_foreign_table(table, row[1], row[2])
+                batch.append(row)
+            if len(batch) >= batch_rows:
+                files += len(batch)
+                flush()
+                if on_files is not None:
+                    on_files(files)
+        files += len(batch)
+        flush()
+    return SparkListing(out, len(directories), files, master)
+
+
+def list_with_session(table: PaimonTable, out: str, *, master: str, conf: dict[str, str] | None = None,
+                      on_files: Callable[[int], None] | None = None) -> SparkListing:
+    """``list_on_spark`` on a session started for it on ``master`` (with the executor preflight), stopped
+    afterwards unless it was already running in this process."""
+    from pyspark import SparkContext
+
+    from applier.spark_exec import spark_session
+
+    created = SparkContext._active_spark_context is None
+    spark = spark_session(master, conf)
+    try:
+        return list_on_spark(table, out, spark=spark, master=master, on_files=on_files)
+    finally:
+        if created:
+            spark.stop()
