@@ -4,109 +4,22 @@ Real Paimon writers (pypaimon, Paimon's Java core) cannot be told "put an ADD of
 DELETE in the same delta" or "give this file an external path and two extra files". These scenarios
 come from Paimon's own ``ExpireSnapshotsTest``/``FileDeletionTest``, which build such commits with
 their ``TestFileStore``. This builder writes the same layout Paimon does (Avro manifests with
-``_VERSION``, snapshot JSON version 3, hint files) with placeholder data files; the differential
+``_VERSION``, snapshot JSON version 3, hint files) through lakesweep's own metadata writer
+(``engine.paimon.writer``, which partition drops commit with), with placeholder data files; the differential
 tests compare against tables Paimon itself wrote.
 """
 
 from __future__ import annotations
 
-import io
 import json
 import os
 import uuid as _uuid
 import zlib
 from dataclasses import dataclass, field
 
-import fastavro
-
+from engine.paimon.writer import (INDEX_MANIFEST_SCHEMA, MANIFEST_LIST_SCHEMA, MANIFEST_SCHEMA, avro_bytes,
+                                  snapshot_bytes)
 from tests.support.binary_row import encode_binary_row
-
-_STATS = {
-    "type": "record",
-    "name": "stats",
-    "fields": [
-        {"name": "_MIN_VALUES", "type": "bytes"},
-        {"name": "_MAX_VALUES", "type": "bytes"},
-        {"name": "_NULL_COUNTS", "type": ["null", {"type": "array", "items": ["null", "long"]}], "default": None},
-    ],
-}
-
-_FILE = {
-    "type": "record",
-    "name": "org.apache.paimon.avro.generated.record__FILE",
-    "fields": [
-        {"name": "_FILE_NAME", "type": "string"},
-        {"name": "_FILE_SIZE", "type": "long"},
-        {"name": "_ROW_COUNT", "type": "long"},
-        {"name": "_MIN_KEY", "type": "bytes"},
-        {"name": "_MAX_KEY", "type": "bytes"},
-        {"name": "_KEY_STATS", "type": dict(_STATS, name="key_stats")},
-        {"name": "_VALUE_STATS", "type": dict(_STATS, name="value_stats")},
-        {"name": "_MIN_SEQUENCE_NUMBER", "type": "long"},
-        {"name": "_MAX_SEQUENCE_NUMBER", "type": "long"},
-        {"name": "_SCHEMA_ID", "type": "long"},
-        {"name": "_LEVEL", "type": "int"},
-        {"name": "_EXTRA_FILES", "type": {"type": "array", "items": "string"}},
-        {"name": "_CREATION_TIME", "type": ["null", {"type": "long", "logicalType": "timestamp-millis"}], "default": None},
-        {"name": "_DELETE_ROW_COUNT", "type": ["null", "long"], "default": None},
-        {"name": "_EMBEDDED_FILE_INDEX", "type": ["null", "bytes"], "default": None},
-        {"name": "_FILE_SOURCE", "type": ["null", "int"], "default": None},
-        {"name": "_VALUE_STATS_COLS", "type": ["null", {"type": "array", "items": "string"}], "default": None},
-        {"name": "_EXTERNAL_PATH", "type": ["null", "string"], "default": None},
-    ],
-}
-
-MANIFEST_SCHEMA = fastavro.parse_schema(
-    {
-        "type": "record",
-        "name": "org.apache.paimon.avro.generated.record",
-        "fields": [
-            {"name": "_VERSION", "type": "int"},
-            {"name": "_KIND", "type": "int"},
-            {"name": "_PARTITION", "type": "bytes"},
-            {"name": "_BUCKET", "type": "int"},
-            {"name": "_TOTAL_BUCKETS", "type": "int"},
-            {"name": "_FILE", "type": _FILE},
-        ],
-    }
-)
-
-MANIFEST_LIST_SCHEMA = fastavro.parse_schema(
-    {
-        "type": "record",
-        "name": "org.apache.paimon.avro.generated.record",
-        "fields": [
-            {"name": "_VERSION", "type": "int"},
-            {"name": "_FILE_NAME", "type": "string"},
-            {"name": "_FILE_SIZE", "type": "long"},
-            {"name": "_NUM_ADDED_FILES", "type": "long"},
-            {"name": "_NUM_DELETED_FILES", "type": "long"},
-            {"name": "_PARTITION_STATS", "type": dict(_STATS, name="partition_stats")},
-            {"name": "_SCHEMA_ID", "type": "long"},
-        ],
-    }
-)
-
-INDEX_MANIFEST_SCHEMA = fastavro.parse_schema(
-    {
-        "type": "record",
-        "name": "org.apache.paimon.avro.generated.record",
-        "fields": [
-            {"name": "_VERSION", "type": "int"},
-            {"name": "_KIND", "type": "int"},
-            {"name": "_PARTITION", "type": "bytes"},
-            {"name": "_BUCKET", "type": "int"},
-            {"name": "_INDEX_TYPE", "type": "string"},
-            {"name": "_FILE_NAME", "type": "string"},
-            {"name": "_FILE_SIZE", "type": "long"},
-            {"name": "_ROW_COUNT", "type": "long"},
-            {"name": "_DELETIONS_VECTORS_RANGES", "type": ["null", {"type": "array", "items": {
-                "type": "record", "name": "dv", "fields": [
-                    {"name": "f0", "type": "string"}, {"name": "f1", "type": "int"}, {"name": "f2", "type": "int"},
-                    {"name": "_CARDINALITY", "type": ["null", "long"], "default": None}]}}], "default": None},
-        ],
-    }
-)
 
 ADD, DELETE = 0, 1
 
@@ -190,9 +103,7 @@ class TableBuilder:
         return os.path.join(self.root, rel)
 
     def _avro(self, schema, records) -> bytes:
-        buf = io.BytesIO()
-        fastavro.writer(buf, schema, records, codec="null")
-        return buf.getvalue()
+        return avro_bytes(schema, records, "null")
 
     def _manifest(self, entries: list[E]) -> dict:
         records = []
@@ -272,7 +183,7 @@ class TableBuilder:
         if statistics is not None:
             self._write(os.path.join(self.root, "statistics", statistics), b"{}")
             snap["statistics"] = statistics
-        self._write(os.path.join(self.meta_dir, "snapshot", f"snapshot-{sid}"), json.dumps(snap, indent=2).encode())
+        self._write(os.path.join(self.meta_dir, "snapshot", f"snapshot-{sid}"), snapshot_bytes(snap))
         self._write(os.path.join(self.meta_dir, "snapshot", "LATEST"), str(sid).encode())
         self.snapshots[sid] = snap
         self.base = self.base + deltas
