@@ -61,6 +61,7 @@ class ApplyReport:
     phases: list = field(default_factory=list)
     hint: int | None = None
     verify: dict | None = None  # the check after the last phase (``VerifyReport.to_json``); None: not run
+    commits: list = field(default_factory=list)  # {"phase", "version", "already"} of each commit phase
 
     @property
     def whole(self) -> bool:
@@ -72,7 +73,7 @@ class ApplyReport:
             "plan_id": self.plan_id, "apply_id": self.apply_id, "state": self.state, "dry_run": self.dry_run,
             "resumed": self.resumed, "counts": self.counts, "bytes_reclaimed": self.bytes_reclaimed,
             "duration_ms": self.duration_ms, "failed_phase": self.failed_phase, "reason": self.reason,
-            "phases": self.phases, "earliest_hint": self.hint, "verify": self.verify,
+            "phases": self.phases, "earliest_hint": self.hint, "verify": self.verify, "commits": self.commits,
         }
 
 
@@ -149,6 +150,7 @@ class _Apply:
                 targets = verify_paths(plan, table)
                 if self.committer is not None:
                     self.committer.check(table, [a for a in plan.actions if a.verb is Verb.COMMIT])
+                    self.done |= self._committed_before(table, by_phase)
                 index = {t: i for i, t in enumerate(targets)}
                 check_requirements(plan, table, done=_DoneLocations(index, self.done))
                 skipped = self._rechecked(table, plan.actions, targets)
@@ -236,6 +238,8 @@ class _Apply:
                 report.hint = a.snapshot_id
             events += [Committed(apply_id=apply_id, plan_id=plan_id, phase=number, commit_id=cid, version=version,
                                  already=already, committed_ms=now) for cid, version, already in committed]
+            report.commits += [{"phase": spec.name, "version": version, "already": already}
+                               for _, version, already in committed]
             recorder.append(events)
 
         if dry_run:
@@ -265,13 +269,25 @@ class _Apply:
         """``lakesweep verify`` on the locations the plan deleted from, in the live table: none that a
         snapshot, tag, branch or changelog references may be gone, and the hints must agree. Returns the
         ``Verified`` event to journal; a table found damaged is reported, the apply stays completed."""
-        touched = {targets[a.action_id] for a in self.plan.actions if a.verb.deletes}
+        # A commit marks files DELETE without deleting them: older snapshots still need them, so they are
+        # checked too (a drop must leave every one of them in place).
+        touched = {targets[a.action_id] for a in self.plan.actions if a.verb.deletes or a.verb is Verb.COMMIT}
         result = verify_whole(self.table.refreshed(), only=touched)
         report.verify = result.to_json()
         del report.verify["unreferenced"], report.verify["unreferenced_bytes"]
         shown = [p.to_json() for p in result.problems[:VERIFY_PROBLEMS_JOURNALED]]
         return Verified(apply_id=report.apply_id, plan_id=self.plan.plan_id, whole=result.whole,
                         checked=len(touched), n_problems=len(result.problems), problems=shown, verified_ms=self.clock())
+
+    def _committed_before(self, table, by_phase: dict[int, list[Action]]) -> set[int]:
+        """The actions of commit phases whose commit the table already holds (an apply that crashed after
+        committing, before journaling it): done, so requirements on what they changed hold for them."""
+        done: set[int] = set()
+        for number, spec in enumerate(self.plan.phases, 1):
+            if spec.mode == PhaseMode.COMMIT and by_phase.get(number):
+                if self.committer.find(table, commit_id(self.plan.plan_id, number)) is not None:
+                    done |= {a.action_id for a in by_phase[number]}
+        return done
 
     def _rechecked(self, live, actions: Sequence[Action], targets) -> set[int]:
         """The ids of the actions the plan's per-action checks (``ActionCheck``) skip on the live table.

@@ -38,7 +38,13 @@ class Committer(Protocol):
         cannot take the commit (a conflict that retries did not resolve)."""
 
 
-_COMMITTERS: dict[str, Callable[[], Committer]] = {}  # table format -> its committer (none yet)
+def _paimon_committer(plan: CleanupPlan) -> Committer:
+    from engine.paimon.commit import PaimonCommitter
+
+    return PaimonCommitter(plan)
+
+
+_COMMITTERS: dict[str, Callable[[CleanupPlan], Committer]] = {"paimon": _paimon_committer}  # format -> its maker
 
 
 def committer_for(plan: CleanupPlan, given: Committer | None) -> Committer | None:
@@ -53,7 +59,7 @@ def committer_for(plan: CleanupPlan, given: Committer | None) -> Committer | Non
         name = next(p.name for p in plan.phases if p.mode == PhaseMode.COMMIT)
         raise PlanRejected(f"phase '{name}' of plan {plan.plan_id} commits to the table, which this lakesweep "
                            f"cannot do for {plan.format} tables yet; nothing was done")
-    return make()
+    return make(plan)
 
 
 def run_commit(committer: Committer, table, actions: Sequence[Action], cid: str, *, dry_run: bool,

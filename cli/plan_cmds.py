@@ -114,6 +114,49 @@ def plan_expire_cmd(
               time_rule=time_rule, skip_unreadable=skip_unreadable)
 
 
+@plan_app.command("partitions")
+@handle_errors
+def plan_partitions_cmd(
+    table: str = TableArg,
+    out: Path = PlanOutOpt,
+    expiration_time: Optional[str] = typer.Option(None, help="Drop partitions older than this, e.g. '7 d', "
+                                                  "'36 h' (table: partition.expiration-time; required when the "
+                                                  "table does not set it)."),
+    strategy: Optional[str] = typer.Option(None, help="'values-time': a partition's time is what its values say; "
+                                           "'update-time': when its newest file was written "
+                                           "(partition.expiration-strategy, default values-time)."),
+    timestamp_formatter: Optional[str] = typer.Option(None, help="How to read a partition's time, a Java "
+                                                      "DateTimeFormatter pattern such as 'yyyyMMdd' "
+                                                      "(partition.timestamp-formatter; default: Paimon's "
+                                                      "lenient 'yyyy-M-d[ H:m:s]')."),
+    timestamp_pattern: Optional[str] = typer.Option(None, help="How partition values make a time text, e.g. "
+                                                    "'$dt $hour:00:00' (partition.timestamp-pattern; default: "
+                                                    "the first partition value)."),
+    max_expires: Optional[int] = typer.Option(None, help="Drop at most this many partitions "
+                                              "(partition.expiration-max-num, default 100)."),
+    time_zone: Optional[str] = typer.Option(None, help="The zone whose local time partition times are "
+                                            "compared with, as Paimon's JVM would (default: this machine's)."),
+    now: Optional[str] = NowOpt,
+    option: List[str] = TableOptionOpt,
+    fmt: OutputFormat = OutputOpt,
+):
+    """Plan the drop of expired partitions as Apache Paimon's expire_partitions would, and save the plan.
+
+    A partition expires when now minus --expiration-time, as a local time, is after the partition's time.
+    A value that cannot be read as a time is skipped, never dropped (the plan's warnings list it).
+    The plan lists every live file of each partition to drop. Apply drops them as Paimon does, by committing
+    one OVERWRITE snapshot that marks the files DELETE: nothing is deleted, time travel to older snapshots
+    still sees them, and snapshot expiry removes them later.
+
+    Nothing changes now. Review the plan with 'lakesweep show PLAN'."""
+    from engine.timeutil import system_zone
+
+    make_plan("partitions", table=table, out=out, now=now, option=option, branch="main", fmt=fmt,
+              expiration_time=expiration_time, strategy=strategy, timestamp_formatter=timestamp_formatter,
+              timestamp_pattern=timestamp_pattern, max_expires=max_expires, time_zone=time_zone,
+              system_zone=system_zone())
+
+
 @plan_app.command("orphans")
 @handle_errors
 def plan_orphans_cmd(

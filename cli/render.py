@@ -190,8 +190,14 @@ def render_report(report) -> None:
     if report.state == "FAILED":
         err.print(f"[red]error:[/red] {report.reason}")
         err.print(f"Fix the cause, then run: lakesweep resume {report.plan_id}")
+    for c in report.commits:
+        out.print(f"  {'found already committed' if c['already'] else 'committed'}: snapshot {c['version']} "
+                  f"(phase {c['phase']})")
     v = report.verify
-    if v is not None and v["whole"]:
+    if v is not None and v["whole"] and report.commits:
+        out.print(f"  verified: the {v['only']} file(s) it marked or deleted are in place wherever the table "
+                  "still needs them")
+    elif v is not None and v["whole"]:
         out.print(f"  verified: none of the {v['only']} location(s) it deleted is needed by the table")
     elif v is not None:
         err.print(f"[red]error:[/red] the table is not whole after the apply: {len(v['problems'])} problem(s)")

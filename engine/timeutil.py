@@ -71,3 +71,33 @@ def wall_clock_ms() -> int:
 def format_time_ms(ms: int) -> str:
     """``ms`` as an ISO-8601 UTC time, for messages."""
     return (_dt.datetime(1970, 1, 1, tzinfo=_dt.timezone.utc) + _dt.timedelta(milliseconds=ms)).isoformat()
+
+
+def system_zone() -> str:
+    """The IANA name of this machine's time zone, as a JVM started here would default to: ``TZ`` when set
+    to a zone name, else where ``/etc/localtime`` points into the zone database, else UTC."""
+    import os
+    from zoneinfo import ZoneInfo
+
+    def known(name: str | None) -> str | None:
+        if not name:
+            return None
+        try:
+            ZoneInfo(name)
+        except (ValueError, OSError):
+            return None
+        return name
+
+    tz = known(os.environ.get("TZ", "").lstrip(":"))
+    if tz is not None:
+        return tz
+    try:
+        target = os.path.realpath("/etc/localtime")
+    except OSError:
+        target = ""
+    marker = "/zoneinfo/"
+    if marker in target:
+        found = known(target.split(marker, 1)[1])
+        if found is not None:
+            return found
+    return "UTC"

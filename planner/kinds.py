@@ -156,6 +156,55 @@ def _listed_from(listing) -> str:
             f"{left_out} naming no current file; files written after it was made are not candidates")
 
 
+def _resolve_partitions(table_options, **flags):
+    from planner.options import resolve_partition_options
+
+    return resolve_partition_options(table_options, **flags)
+
+
+def _plan_partitions(table, *, now_ms: int, options) -> CleanupPlan:
+    from engine.errors import PlanRejected
+    from engine.paimon.requirements import AssertNowReached
+    from planner.partitions import plan_partitions
+
+    ahead = AssertNowReached(now_ms).problems(table)  # apply would refuse the plan: say so now
+    if ahead:
+        raise PlanRejected(f"--now: {ahead[0]}. Plan partition expiry as of the current time or an earlier one")
+    return plan_partitions(table, now_ms=now_ms, options=options)
+
+
+PARTITIONS_SHOWN = 20  # partitions listed one by one in a plan's description; the JSON has them all
+
+
+def describe_partitions(plan: CleanupPlan) -> PlanDescription:
+    """A partition drop: which partitions, why each expired, and that it is a commit, not a delete."""
+    scope = plan.scope
+    parts = scope.get("partitions") or []
+    strategy, cutoff = scope.get("strategy"), scope.get("cutoff")
+    judged = (f"{strategy}, cut-off {cutoff} ({scope.get('time_zone')})")
+    if not parts:
+        return PlanDescription(nothing_to_do=True, nothing_label="No expired partitions",
+                               scope=f"no partition of snapshot {scope.get('snapshot')} expired by {judged}.",
+                               document={"partitions": [], "cutoff": cutoff, "strategy": strategy,
+                                         "snapshot": scope.get("snapshot")})
+    files = sum(p.get("files", 0) for p in parts)
+    size = sum(p.get("bytes", 0) for p in parts)
+    lines = [f"{p['partition']}: {p['files']} files, {p['bytes']} bytes; {p['reason']}" for p in parts[:PARTITIONS_SHOWN]]
+    if len(parts) > PARTITIONS_SHOWN:
+        lines.append(f"... and {len(parts) - PARTITIONS_SHOWN} more partitions (all in --output json)")
+    notes = (*lines,
+             "apply commits one OVERWRITE snapshot marking these files DELETE; nothing is deleted now: snapshot "
+             "expiry removes the files once no retained snapshot, tag or branch holds them",
+             "apply refuses the plan if any of these partitions changed since planning")
+    return PlanDescription(
+        nothing_to_do=False,
+        scope=(f"drops {len(parts)} partition(s) of snapshot {scope.get('snapshot')} expired by {judged}: "
+               f"{files} live files, {size} bytes"),
+        notes=notes,
+        document={"partitions": parts, "cutoff": cutoff, "strategy": strategy, "snapshot": scope.get("snapshot"),
+                  "time_zone": scope.get("time_zone")})
+
+
 def _utc(ms: int) -> str:
     import datetime
 
@@ -168,6 +217,8 @@ KINDS: Mapping[str, PlanKind] = {
     for k in (
         PlanKind("expire", resolve_options=_resolve_expire, plan=_plan_expire, describe=describe_expire),
         PlanKind("orphans", resolve_options=_resolve_orphans, plan=_plan_orphans, describe=describe_orphans),
+        PlanKind("partitions", resolve_options=_resolve_partitions, plan=_plan_partitions,
+                 describe=describe_partitions),
     )
 }
 

@@ -285,3 +285,100 @@ def resolve_orphan_options(
                "spark": OptionValue(spark, "flag" if spark else "default")}
     return OrphanOptions(older_than=text, duration_ms=duration, at_ms=at, force=bool(force), sources=sources,
                          inventory=files, empty_dirs=bool(empty_dirs), lister=lister)
+
+
+# -- partition expiry ------------------------------------------------------------------------------------
+
+STRATEGY_VALUES_TIME = "values-time"
+STRATEGY_UPDATE_TIME = "update-time"
+PARTITION_DEFAULT_MAX_EXPIRES = 100  # partition.expiration-max-num (master; 0.9 had no limit)
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionOptions:
+    """Resolved options for one partition-expiry plan. ``time_zone``: the zone whose local time Paimon's
+    JVM would compare partition times with (``LocalDateTime.now()``)."""
+
+    expiration_ms: int
+    strategy: str
+    timestamp_formatter: str | None
+    timestamp_pattern: str | None
+    max_expires: int
+    time_zone: str
+    sources: Mapping[str, OptionValue]
+
+    def extractor(self):
+        """The partition time extractor of ``values-time`` (Paimon's ``PartitionTimeExtractor``)."""
+        from engine.paimon.partition_time import PartitionTimeExtractor
+
+        return PartitionTimeExtractor(pattern=self.timestamp_pattern, formatter=self.timestamp_formatter)
+
+
+def resolve_partition_options(
+    table_options: Mapping[str, str],
+    *,
+    overrides: Mapping[str, str] | None = None,
+    expiration_time: str | None = None,
+    strategy: str | None = None,
+    timestamp_formatter: str | None = None,
+    timestamp_pattern: str | None = None,
+    max_expires: int | None = None,
+    time_zone: str | None = None,
+    system_zone: str = "UTC",
+) -> PartitionOptions:
+    """Flags > ``--option`` overrides > the table's ``partition.*`` options > Paimon's defaults. The
+    expiration time has no default: without it Paimon does not expire partitions, and neither does a plan.
+    ``time_zone`` defaults to ``system_zone``, the zone of the machine that plans (a JVM's default)."""
+    from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+    overrides = dict(overrides or {})
+    known = {"partition.expiration-time", "partition.expiration-strategy", "partition.timestamp-formatter",
+             "partition.timestamp-pattern", "partition.expiration-max-num"}
+    unknown = set(overrides) - known
+    if unknown:
+        raise PlanRejected(f"--option {sorted(unknown)[0]} is not a partition-expiry option; known: "
+                           + ", ".join(sorted(known)))
+    sources: dict[str, OptionValue] = {}
+
+    def pick(key: str, flag, default, parse):
+        if flag is not None:
+            value, src = parse(flag, key), "flag"
+        elif key in overrides:
+            value, src = parse(overrides[key], key), "flag"
+        elif key in table_options:
+            value, src = parse(table_options[key], key), "table"
+        else:
+            value, src = default, "default"
+        sources[key] = OptionValue(value, src)
+        return value
+
+    def text(v, key):
+        v = str(v)
+        return v if v.strip() else None
+
+    expiration = pick("partition.expiration-time", expiration_time, None, lambda v, k: parse_duration_ms(str(v)))
+    if expiration is None:
+        raise PlanRejected("no expiration time: pass --expiration-time (e.g. '7 d') or set the table option "
+                           "partition.expiration-time")
+    if expiration <= 0:
+        raise PlanRejected(f"the expiration time must be positive, not {sources['partition.expiration-time'].value}")
+    chosen = pick("partition.expiration-strategy", strategy, STRATEGY_VALUES_TIME, lambda v, k: str(v).strip().lower())
+    if chosen not in (STRATEGY_VALUES_TIME, STRATEGY_UPDATE_TIME):
+        raise PlanRejected(f"expiration strategy '{chosen}' is unknown: use '{STRATEGY_VALUES_TIME}' or "
+                           f"'{STRATEGY_UPDATE_TIME}' (Paimon's custom strategies are not supported)")
+    formatter = pick("partition.timestamp-formatter", timestamp_formatter, None, text)
+    pattern = pick("partition.timestamp-pattern", timestamp_pattern, None, text)
+    limit = pick("partition.expiration-max-num", max_expires, PARTITION_DEFAULT_MAX_EXPIRES, _int)
+    if limit < 1:
+        raise PlanRejected(f"--max-expires is {limit}: it must be at least 1")
+    zone = time_zone if time_zone is not None else system_zone
+    try:
+        ZoneInfo(zone)
+    except (ZoneInfoNotFoundError, ValueError) as e:
+        raise PlanRejected(f"time zone '{zone}' is unknown: give an IANA name such as 'Europe/Berlin' or 'UTC'") from e
+    sources["time-zone"] = OptionValue(zone, "flag" if time_zone is not None else "system")
+    options = PartitionOptions(expiration_ms=expiration, strategy=chosen, timestamp_formatter=formatter,
+                               timestamp_pattern=pattern, max_expires=limit, time_zone=zone, sources=sources)
+    if chosen == STRATEGY_VALUES_TIME:
+        options.extractor()  # an invalid formatter is refused now, not after reading the table
+    return options

@@ -20,7 +20,7 @@ from engine.fileio import join
 from engine.plan import Action, PhaseMode, PhaseSpec, Verb
 
 
-PLAN_KINDS = ("expire", "orphans")  # the plan kinds whose actions are defined here
+PLAN_KINDS = ("expire", "orphans", "partitions")  # the plan kinds whose actions are defined here
 
 
 class Phase(enum.IntEnum):
@@ -168,10 +168,33 @@ class OrphanKind(enum.StrEnum):
 _STRAY = frozenset({OrphanKind.STRAY_SNAPSHOT_FILE, OrphanKind.STRAY_CHANGELOG_FILE})
 _ORPHAN_RANK = {k: i for i, k in enumerate(OrphanKind)}
 
-KINDS = {k.value: k for k in (*ActionKind, *OrphanKind)}  # a stored label -> its kind
+class PartitionKind(enum.StrEnum):
+    """What a partition drop commits: each live data file of a dropped partition, marked DELETE in one
+    OVERWRITE snapshot (``FileStoreCommitImpl#dropPartitions``). Nothing is deleted: snapshot expiry removes
+    the files once no retained snapshot, tag or branch holds them (trap T-13)."""
+
+    DROP_DATA_FILE = "drop-data-file"
+
+    @property
+    def phase(self) -> int:
+        return 1
+
+    @property
+    def verb(self) -> Verb:
+        return Verb.COMMIT
+
+    @property
+    def deletes(self) -> bool:
+        return False
+
+
+PARTITION_PHASES: tuple[PhaseSpec, ...] = (PhaseSpec("drop_partitions", PhaseMode.COMMIT),)
+
+KINDS = {k.value: k for k in (*ActionKind, *OrphanKind, *PartitionKind)}  # a stored label -> its kind
 # A label -> (verb, phase), looked up by the label's text: hashing an enum member calls Enum.__hash__ in
 # Python, once per action of a 300,000-action plan.
 SHAPES = {k.value: (k.verb, int(k.phase)) for k in KINDS.values()}
 # A label -> the plan kind whose actions it is: a kind is refused in a plan of another kind (its phase
 # number means another phase there).
-PLAN_KIND_OF = {**{k.value: "expire" for k in ActionKind}, **{k.value: "orphans" for k in OrphanKind}}
+PLAN_KIND_OF = {**{k.value: "expire" for k in ActionKind}, **{k.value: "orphans" for k in OrphanKind},
+                **{k.value: "partitions" for k in PartitionKind}}

@@ -269,3 +269,71 @@ def orphan_requirements(*, identity: str, location: str, deletes: bool,
             reqs.append(AssertNowReached(now_ms))
         reqs.append(AssertUnreferenced())
     return tuple(reqs)
+
+
+def partition_files_digest(files) -> str:
+    """A digest of a partition's live files, (bucket, file name) pairs in any order."""
+    import hashlib
+
+    text = "\n".join(f"{b}/{n}" for b, n in sorted(files))
+    return hashlib.sha256(text.encode()).hexdigest()[:32]
+
+
+@requirement
+@dataclass(frozen=True, slots=True)
+class AssertPartitionsUnchanged(Requirement):
+    """Each partition a drop plan drops still holds, live in the latest snapshot, exactly the files the
+    plan read (Paimon's conflict check, made stricter: a plan drops what it showed or nothing). Writes to
+    other partitions, and new partitions, do not matter. A partition whose drop this plan already
+    committed (its ``first`` file is done) is not checked again.
+
+    ``partitions``: the partition's BinaryRow (hex, as a manifest holds it) -> the digest of its files
+    (``partition_files_digest``); ``first``: the same key -> one of its planned files (path)."""
+
+    TYPE = "paimon.partitions-unchanged"
+    partitions: Mapping[str, str]
+    first: Mapping[str, str]
+
+    def problems(self, view, *, done=frozenset()) -> list[str]:
+        from engine.fileio import join
+        from engine.paimon.drop import partition_name
+        from engine.paimon.partition import decode_binary_row
+
+        types = view.schema.partition_types
+        wanted: dict[tuple, str] = {}
+        for row, digest in self.partitions.items():
+            path = self.first.get(row, "")
+            full = path if "://" in path or path.startswith("/") else join(view.location, path)
+            if full in done:
+                continue
+            try:
+                wanted[tuple(decode_binary_row(bytes.fromhex(row), types))] = row
+            except ValueError as e:
+                raise PlanRejected(f"the plan names partition {row!r}, which is not a partition of this table; "
+                                   "the plan is refused") from e
+        if not wanted:
+            return []
+        _, latest = view.earliest_latest()
+        files: dict[tuple, set] = {p: set() for p in wanted}
+        if latest is not None:
+            decoded: dict[bytes, tuple] = {}
+            for e in view.live_entries(view.snapshot(latest)):
+                part = decoded.get(e.partition)
+                if part is None:
+                    part = decoded[e.partition] = tuple(decode_binary_row(e.partition, types))
+                if part in files:
+                    files[part].add((e.bucket, e.file.file_name))
+        out = []
+        for part, row in wanted.items():
+            if partition_files_digest(files[part]) != self.partitions[row]:
+                out.append(f"partition {partition_name(view, part)} changed since planning (it now holds "
+                           f"{len(files[part])} live files)")
+        return out
+
+
+def partition_requirements(*, identity: str, location: str, now_ms: int, partitions: Mapping[str, str],
+                           first: Mapping[str, str]) -> tuple[Requirement, ...]:
+    """A partition drop's requirements: the table's main branch, a now the clock has reached (a drop
+    planned as of a later time expires partitions early), and partitions unchanged."""
+    return (AssertTableIdentity(identity, location, "main"), AssertNowReached(now_ms),
+            AssertPartitionsUnchanged(dict(partitions), dict(first)))

@@ -29,8 +29,11 @@ def make_plan(table, tmp_path, *args):
     return read_plan(str(out))
 
 
-def test_the_registry_names_expire_and_orphans():
-    assert list(KINDS) == ["expire", "orphans"] and plan_kind("orphans").name == "orphans"
+def test_the_registry_names_every_kind_whose_actions_paimon_defines():
+    from engine.paimon.kinds import PLAN_KINDS
+
+    assert list(KINDS) == list(PLAN_KINDS) and {"expire", "orphans", "partitions"} <= set(KINDS)
+    assert plan_kind("orphans").name == "orphans"
 
 
 def test_plan_orphans_with_nothing_old_says_so_in_json(table, tmp_path):

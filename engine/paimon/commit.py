@@ -1,0 +1,93 @@
+"""Paimon's committer for plans that commit: a partition drop (``engine.paimon.drop``).
+
+The commit user is ``lakesweep-<plan id>`` and the commit identifier the phase number: both come from
+the commit id the applier derives from the plan (``applier.commit.commit_id``), so any apply of the same
+plan, first or resumed, commits under the same pair and finds a commit it made before.
+
+Why not pypaimon: its commit (``FileStoreCommit.drop_partitions``, pypaimon 2.1) reads the table's
+manifests with a reader that requires the ``_VALUE_STATS_COLS`` field, which Paimon before 1.0 does not
+write (a ``KeyError`` on every table Paimon 0.9 wrote); it drops whatever the partitions hold at commit
+time, not the files a reviewed plan names; and it publishes a snapshot by checking for the file and then
+renaming, which two processes can both pass. This writer keeps each entry in the schema it was written
+in, refuses a drop whose partitions changed, and creates the snapshot file only if it is absent.
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+from engine.errors import PlanRejected
+from engine.paimon.drop import drop_partitions, find_commit
+from engine.paimon.kinds import PartitionKind
+from engine.paimon.partition import BinaryRowError, decode_binary_row
+from engine.plan import Action, CleanupPlan
+
+
+def commit_user_and_identifier(commit_id: str) -> tuple[str, int]:
+    """``lakesweep-<plan id>-<phase>`` as Paimon's (commit user, commit identifier)."""
+    user, _, phase = commit_id.rpartition("-")
+    if not user or not phase.isdigit():
+        raise ValueError(f"commit id {commit_id!r} is not lakesweep-<plan id>-<phase>")
+    return user, int(phase)
+
+
+class PaimonCommitter:
+    """Commits a partition-drop plan's commit phase as one OVERWRITE snapshot."""
+
+    def __init__(self, plan: CleanupPlan):
+        self.plan = plan
+
+    def _partitions(self, table) -> dict[str, tuple]:
+        """The plan's partitions: name (as actions give it) -> decoded values."""
+        scope = self.plan.scope.get("partitions")
+        if not isinstance(scope, list):
+            raise PlanRejected(f"the plan {self.plan.plan_id} lists no partitions to drop; the plan is refused")
+        types = table.schema.partition_types
+        out: dict[str, tuple] = {}
+        for p in scope:
+            try:
+                out[str(p["partition"])] = tuple(decode_binary_row(bytes.fromhex(p["row"]), types))
+            except (KeyError, TypeError, ValueError, BinaryRowError) as e:
+                raise PlanRejected(f"the plan {self.plan.plan_id} names a partition {p!r} that is not one of this "
+                                   "table's; the plan is refused") from e
+        return out
+
+    def check(self, table, actions: Sequence[Action]) -> None:
+        if self.plan.kind != "partitions":
+            raise PlanRejected(f"'{self.plan.kind}' plans commit nothing; the plan {self.plan.plan_id} is refused")
+        if table.branch != "main":
+            raise PlanRejected("partition drops commit to the main branch only")
+        if not table.fileio.supports_create_if_absent:
+            raise PlanRejected(
+                f"committing to {table.location} needs a way to create the next snapshot file only if it is "
+                f"absent, which lakesweep has for local and HDFS-like file systems but not for "
+                f"{table.fileio.scheme}:// storage (Paimon needs a catalog lock there); nothing was done")
+        parts = self._partitions(table)
+        scope = self.plan.scope.get("snapshot")
+        for a in actions:
+            if a.kind is not PartitionKind.DROP_DATA_FILE:
+                raise PlanRejected(f"action {a.action_id} ({a.kind} {a.path!r}) is not a partition drop; "
+                                   "the plan is refused")
+            if a.partition not in parts or a.bucket is None or a.snapshot_id != scope:
+                raise PlanRejected(f"action {a.action_id} ({a.kind} {a.path!r}) names partition {a.partition!r}, "
+                                   f"bucket {a.bucket} and snapshot {a.snapshot_id}, which do not match the plan's "
+                                   "partitions and snapshot; the plan is refused")
+        named = {a.partition for a in actions}
+        if named != set(parts):
+            raise PlanRejected(f"the plan {self.plan.plan_id} drops partitions without files, or files of "
+                               "partitions it does not list; the plan is refused")
+
+    def find(self, table, commit_id: str) -> int | None:
+        user, identifier = commit_user_and_identifier(commit_id)
+        return find_commit(table, user, identifier, after=int(self.plan.scope.get("snapshot") or 0))
+
+    def commit(self, table, actions: Sequence[Action], commit_id: str) -> int:
+        user, identifier = commit_user_and_identifier(commit_id)
+        parts = self._partitions(table)
+        expected: dict[tuple, set] = {values: set() for values in parts.values()}
+        for a in actions:
+            expected[parts[a.partition]].add((a.bucket, a.path.rsplit("/", 1)[-1]))
+        result = drop_partitions(table, list(expected), expected={k: frozenset(v) for k, v in expected.items()},
+                                 commit_user=user, commit_identifier=identifier,
+                                 after=int(self.plan.scope.get("snapshot") or 0))
+        return result.snapshot_id

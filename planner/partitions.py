@@ -1,0 +1,167 @@
+"""Partition expiry planning with Apache Paimon's semantics (``NormalPartitionExpire``, spec §9.2).
+
+``plan_partitions(table, now_ms=..., options=...)`` reads the live files of the table's latest snapshot,
+groups them by partition (Paimon's partition entries: ADD and DELETE entries merged, kept while they
+hold a file) and expires a partition when the cut-off, ``now - expiration-time`` as a local date-time in
+the plan's time zone, is strictly after the partition's time:
+
+* ``values-time``: the time its values say, through the timestamp pattern and formatter; a value that
+  does not parse is skipped with a warning, never expired;
+* ``update-time``: the newest ``_CREATION_TIME`` among its ADD and DELETE entries (a writer's local
+  date-time, trap T-10).
+
+The expired partitions are sorted by their values joined with commas and the first ``max-expires`` are
+dropped. The plan lists every live data file of each as one ``drop-data-file`` action of a single
+commit phase: apply marks them all DELETE in one OVERWRITE snapshot. Nothing is deleted. Reads no clock.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+from typing import Any
+
+from engine.paimon.kinds import PARTITION_PHASES, PartitionKind
+from engine.paimon.model import FileKind
+from engine.paimon.partition import decode_binary_row, partition_path, partition_spec
+from engine.paimon.requirements import partition_files_digest, partition_requirements
+from engine.paimon.state import table_identity
+from engine.paimon.table import PaimonTable
+from engine.plan import Action, CleanupPlan, canonical_actions, summarize
+from planner.options import STRATEGY_VALUES_TIME, PartitionOptions
+
+_EPOCH = _dt.datetime(1970, 1, 1)
+
+
+def local_time(now_ms: int, zone: str) -> _dt.datetime:
+    """``now_ms`` as the naive local date-time a JVM in ``zone`` reads from ``LocalDateTime.now()``."""
+    from zoneinfo import ZoneInfo
+
+    aware = _dt.datetime.fromtimestamp(now_ms / 1000, tz=_dt.timezone.utc).astimezone(ZoneInfo(zone))
+    return aware.replace(tzinfo=None)
+
+
+def naive_millis(ms: int) -> _dt.datetime:
+    """A ``_CREATION_TIME`` as the local date-time its writer stored (Paimon stores the local time as if
+    it were UTC epoch milliseconds)."""
+    return _EPOCH + _dt.timedelta(milliseconds=ms)
+
+
+class _Partition:
+    __slots__ = ("row", "values", "files", "count", "created")
+
+    def __init__(self, row: bytes, values: tuple):
+        self.row = row
+        self.values = values
+        self.files: dict[tuple, Any] = {}  # identifier -> live ADD entry
+        self.count = 0  # ADD entries minus DELETE entries: Paimon's PartitionEntry.fileCount
+        self.created: int | None = None  # newest _CREATION_TIME of its ADD and DELETE entries
+
+
+def _partitions(table: PaimonTable, snapshot) -> dict[tuple, _Partition]:
+    types = table.schema.partition_types
+    parts: dict[tuple, _Partition] = {}
+    decoded: dict[bytes, tuple] = {}
+    for e in table.entries(table.data_manifests(snapshot)):
+        values = decoded.get(e.partition)
+        if values is None:
+            values = decoded[e.partition] = tuple(decode_binary_row(e.partition, types))
+        p = parts.get(values)
+        if p is None:
+            p = parts[values] = _Partition(e.partition, values)
+        ident = e.identifier
+        if e.kind == FileKind.ADD:
+            p.count += 1
+            p.files[ident] = e
+        else:
+            p.count -= 1
+            p.files.pop(ident, None)
+        ct = e.file.creation_time_ms
+        if ct is not None and (p.created is None or ct > p.created):
+            p.created = ct
+    return {v: p for v, p in parts.items() if p.count > 0 and p.files}
+
+
+def plan_partitions(table: PaimonTable, *, now_ms: int, options: PartitionOptions) -> CleanupPlan:
+    """Plan the drop of ``table``'s expired partitions as of ``now_ms`` (see the module docstring)."""
+    paths = table.paths
+    keys, types = paths.partition_keys, paths.partition_types
+    cutoff = local_time(now_ms, options.time_zone) - _dt.timedelta(milliseconds=options.expiration_ms)
+    _, latest = table.earliest_latest()
+    warnings: list[str] = []
+    expired: list[tuple[str, _Partition, _dt.datetime, str]] = []
+    considered = 0
+    if not keys:
+        warnings.append("the table has no partition keys: there is nothing to expire")
+    elif latest is not None:
+        extractor = options.extractor() if options.strategy == STRATEGY_VALUES_TIME else None
+        for values, p in _partitions(table, table.snapshot(latest)).items():
+            considered += 1
+            spec = partition_spec(values, keys, types, legacy=paths.legacy, default_name=paths.default_name)
+            name = partition_path(spec)
+            when = _partition_time(p, values, keys, types, extractor, name, warnings)
+            if when is not None and cutoff > when:
+                expired.append((",".join(v for _, v in spec), p, when, name))
+    expired.sort(key=lambda x: x[0])
+    limited = max(0, len(expired) - options.max_expires)
+    expired = expired[:options.max_expires]
+
+    actions: list[Action] = []
+    listed, digests, first = [], {}, {}
+    what = "its values say" if options.strategy == STRATEGY_VALUES_TIME else "its newest file was written"
+    for _, p, when, name in expired:
+        files = sorted(p.files.values(), key=lambda e: (e.bucket, e.file.file_name))
+        rels = []
+        for e in files:
+            rel = paths.relative(paths.data_file(e.partition, e.bucket, e.file))
+            rels.append(rel)
+            actions.append(Action(PartitionKind.DROP_DATA_FILE, rel, snapshot_id=latest, partition=name.rstrip("/"),
+                                  bucket=e.bucket, size=e.file.file_size))
+        row = p.row.hex()
+        digests[row] = partition_files_digest((e.bucket, e.file.file_name) for e in files)
+        first[row] = rels[0]
+        listed.append({"partition": name.rstrip("/"), "spec": dict(partition_spec(
+            p.values, keys, types, legacy=paths.legacy, default_name=paths.default_name)), "row": row,
+            "files": len(files), "bytes": sum(e.file.file_size for e in files), "time": when.isoformat(sep=" "),
+            "reason": f"{what} {when.isoformat(sep=' ')}, before the cut-off {cutoff.isoformat(sep=' ')}"})
+    actions = canonical_actions(actions)
+    stats: dict[str, Any] = {
+        "summary": summarize(actions), "warnings": warnings, "partitions_considered": considered,
+        "partitions_expired": len(listed), "partitions_left_by_max": limited,
+    }
+    if limited:
+        warnings.append(f"{limited} more expired partition(s) are left for a later plan (--max-expires "
+                        f"{options.max_expires})")
+    scope = {"snapshot": latest, "strategy": options.strategy, "cutoff": cutoff.isoformat(sep=" "),
+             "time_zone": options.time_zone, "partitions": listed}
+    return CleanupPlan(
+        kind="partitions",
+        table_location=table.location,
+        table_identity=table_identity(table),
+        branch=table.branch,
+        now_ms=now_ms,
+        options=dict(options.sources),
+        scope=scope,
+        requirements=partition_requirements(identity=table_identity(table), location=table.location,
+                                            now_ms=now_ms, partitions=digests, first=first),
+        phases=PARTITION_PHASES,
+        actions=actions,
+        stats=stats,
+    )
+
+
+def _partition_time(p: _Partition, values: tuple, keys, types, extractor, name: str,
+                    warnings: list[str]) -> _dt.datetime | None:
+    """The time Paimon judges a partition by; None (never expired, with a warning) when there is none."""
+    if extractor is None:  # update-time
+        if p.created is None:
+            warnings.append(f"partition {name} has no file creation time: it is never expired by update-time")
+            return None
+        return naive_millis(p.created)
+    from engine.paimon.partition_time import UnparseablePartition, java_value_string
+
+    texts = [java_value_string(v, t) for v, t in zip(values, types)]
+    try:
+        return extractor.extract(list(keys), texts)
+    except UnparseablePartition as e:
+        warnings.append(f"partition {name} is skipped, never expired: its value cannot be read as a time ({e})")
+        return None
