@@ -97,7 +97,7 @@ def plan_partitions(table: PaimonTable, *, now_ms: int, options: PartitionOption
         for values, p in _partitions(table, table.snapshot(latest)).items():
             considered += 1
             spec = partition_spec(values, keys, types, legacy=paths.legacy, default_name=paths.default_name)
-            name = partition_path(spec)
+            name = partition_path(spec).rstrip("/")
             when = _partition_time(p, values, keys, types, extractor, name, warnings)
             if when is not None and cutoff > when:
                 expired.append((",".join(v for _, v in spec), p, when, name))
@@ -114,12 +114,12 @@ def plan_partitions(table: PaimonTable, *, now_ms: int, options: PartitionOption
         for e in files:
             rel = paths.relative(paths.data_file(e.partition, e.bucket, e.file))
             rels.append(rel)
-            actions.append(Action(PartitionKind.DROP_DATA_FILE, rel, snapshot_id=latest, partition=name.rstrip("/"),
+            actions.append(Action(PartitionKind.DROP_DATA_FILE, rel, snapshot_id=latest, partition=name,
                                   bucket=e.bucket, size=e.file.file_size))
         row = p.row.hex()
         digests[row] = partition_files_digest((e.bucket, e.file.file_name) for e in files)
         first[row] = rels[0]
-        listed.append({"partition": name.rstrip("/"), "spec": dict(partition_spec(
+        listed.append({"partition": name, "spec": dict(partition_spec(
             p.values, keys, types, legacy=paths.legacy, default_name=paths.default_name)), "row": row,
             "files": len(files), "bytes": sum(e.file.file_size for e in files), "time": when.isoformat(sep=" "),
             "reason": f"{what} {when.isoformat(sep=' ')}, before the cut-off {cutoff.isoformat(sep=' ')}"})

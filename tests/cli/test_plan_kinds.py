@@ -135,3 +135,31 @@ def test_make_plan_runs_any_registered_kind_with_its_own_options(table, tmp_path
     assert seen == {"older_than": "1 d", "overrides": {"snapshot.expire.limit": "5"}, "now_ms": 4102444800000}
     doc = json.loads(capsys.readouterr().out)
     assert doc["out"] == str(out) and doc["plan_id"] == read_plan(str(out)).plan_id
+
+
+def test_plan_partitions_shows_each_partition_and_apply_commits_it(tmp_path):
+    from tests.applier.test_safety import Lake
+
+    lake = Lake(tmp_path / "wh")
+    for dt in ("a", "b", "a"):
+        lake.commit(dt)
+    out = tmp_path / "drop.parquet"
+    runner = CliRunner()
+    r = runner.invoke(app, ["plan", "partitions", lake.root, "--out", str(out), "--expiration-time", "1 ms",
+                            "--strategy", "update-time", "--max-expires", "1", "--time-zone", "UTC"])
+    assert r.exit_code == 0, r.output
+    assert "drops 1 partition(s) of snapshot 3 expired by update-time" in r.output
+    assert "dt=a: 2 files" in r.output and "apply commits one OVERWRITE snapshot" in r.output
+    shown = json.loads(runner.invoke(app, ["show", str(out), "-o", "json"]).output)
+    assert [p["partition"] for p in shown["partitions"]] == ["dt=a"] and shown["strategy"] == "update-time"
+    r = runner.invoke(app, ["apply", str(out), "--journal", str(tmp_path / "j.duckdb")])
+    assert r.exit_code == 0, r.output
+    assert "committed: snapshot 4 (phase drop_partitions)" in r.output
+    assert lake.rows() == [1]
+
+
+def test_plan_partitions_without_an_expiration_time_is_refused_with_exit_code_1(table, tmp_path):
+    r = CliRunner().invoke(app, ["plan", "partitions", table.path, "--out", str(tmp_path / "p.parquet")])
+    assert r.exit_code == 1
+    assert "no expiration time: pass --expiration-time" in r.output
+    assert not (tmp_path / "p.parquet").exists()

@@ -37,6 +37,8 @@ class E:
     external_path: str | None = None
     file_source: int | None = 0
     size: int = 100
+    creation_ms: int | None = None  # _CREATION_TIME: the writer's local date-time as epoch milliseconds
+    rows: int = 1
 
 
 @dataclass
@@ -112,11 +114,11 @@ class TableBuilder:
                 "_VERSION": 2, "_KIND": e.kind, "_PARTITION": self.partition_bytes(e.partition),
                 "_BUCKET": e.bucket, "_TOTAL_BUCKETS": 1,
                 "_FILE": {
-                    "_FILE_NAME": e.name, "_FILE_SIZE": e.size, "_ROW_COUNT": 1, "_MIN_KEY": b"", "_MAX_KEY": b"",
+                    "_FILE_NAME": e.name, "_FILE_SIZE": e.size, "_ROW_COUNT": e.rows, "_MIN_KEY": b"", "_MAX_KEY": b"",
                     "_KEY_STATS": {"_MIN_VALUES": b"", "_MAX_VALUES": b"", "_NULL_COUNTS": None},
                     "_VALUE_STATS": {"_MIN_VALUES": b"", "_MAX_VALUES": b"", "_NULL_COUNTS": None},
                     "_MIN_SEQUENCE_NUMBER": 0, "_MAX_SEQUENCE_NUMBER": 0, "_SCHEMA_ID": 0, "_LEVEL": e.level,
-                    "_EXTRA_FILES": list(e.extra_files), "_CREATION_TIME": None, "_DELETE_ROW_COUNT": None,
+                    "_EXTRA_FILES": list(e.extra_files), "_CREATION_TIME": e.creation_ms, "_DELETE_ROW_COUNT": None,
                     "_EMBEDDED_FILE_INDEX": None, "_FILE_SOURCE": e.file_source, "_VALUE_STATS_COLS": None,
                     "_EXTERNAL_PATH": e.external_path,
                 },
