@@ -144,6 +144,21 @@ def parse_manifest(path: str, data: bytes) -> list[ManifestEntry]:
     return out
 
 
+def parse_manifest_names(path: str, data: bytes) -> list[str]:
+    """The names of the files a manifest's entries name, ADD and DELETE alike, with their extra files,
+    checked as ``parse_manifest`` checks them, without building the entries (a used set needs names only)."""
+    out: list[str] = []
+    for rec in _records(path, data):
+        _check_version(path, rec, (2,), "manifest entry")
+        try:
+            f = rec["_FILE"]
+            out.append(_plain_name(path, "manifest entry", "_FILE_NAME", f["_FILE_NAME"]))
+            out.extend(_extra_files(path, "manifest entry", f.get("_EXTRA_FILES")))
+        except (KeyError, TypeError) as e:
+            raise CorruptMetadata(path, f"malformed manifest entry: {e!r}") from e
+    return out
+
+
 def parse_index_manifest(path: str, data: bytes) -> list[IndexManifestEntry]:
     out = []
     for rec in _records(path, data):

@@ -185,9 +185,7 @@ def used_names(table: PaimonTable) -> UsedNames:
                 continue
             _collect(view, c, names, manifests, tolerate_missing=("base", "delta", "changelog", "index"))
     for m in sorted(manifests):
-        for e in table.manifest(m):
-            names.add(e.file.file_name)
-            names.update(e.file.extra_files)
+        names.update(table.manifest_names(m))
     return UsedNames(frozenset(names), tuple(latest))
 
 
@@ -224,13 +222,19 @@ def check_latest_covered(table: PaimonTable, used: UsedNames) -> None:
     """Every file the newest snapshot of each branch references must be in the used set (Paimon #7710: a
     used set that misses live files deletes them). A miss is a bug or a table that changed under the read:
     raise ``PlanRejected`` naming the file."""
-    from engine.paimon.reachability import reachable_paths
+    from engine.paimon.reachability import snapshot_files
 
     for view, snapshot in used.latest:
-        for path in sorted(reachable_paths(view, snapshot, with_changelog=True)):
-            if posixpath.basename(path) not in used.names:
+        # Read again from the snapshot: its lists, index files, statistics and changelog files, and the
+        # names of its data manifests' entries (every one a reader may need; names only, not kept).
+        named = [(posixpath.basename(p), p) for p in sorted(snapshot_files(view, snapshot, with_changelog=True))]
+        for m in view.data_manifests(snapshot):
+            named.append((m.file_name, view.paths.manifest(m.file_name)))
+            named.extend((n, f"{n} (named by manifest {m.file_name})") for n in view.manifest_names(m.file_name))
+        for name, what in named:
+            if name not in used.names:
                 raise PlanRejected(
-                    f"the used files read for orphan cleaning miss {path}, which snapshot {snapshot.id} of "
+                    f"the used files read for orphan cleaning miss {what}, which snapshot {snapshot.id} of "
                     f"branch '{view.branch}' references; nothing was planned. Re-run 'lakesweep plan orphans' "
                     "and report this if it happens again")
 

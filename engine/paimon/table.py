@@ -14,7 +14,8 @@ from typing import Callable, Iterable, Protocol, Sequence, TypeVar
 
 from engine.errors import CorruptMetadata, MetadataNotFound, PlanRejected, UnsupportedTable
 from engine.fileio import FileIO, fileio_for, join, normalize_location
-from engine.paimon.manifests import parse_index_manifest, parse_manifest, parse_manifest_list
+from engine.paimon.manifests import (parse_index_manifest, parse_manifest, parse_manifest_list,
+                                     parse_manifest_names)
 from engine.paimon.model import (
     LONG_MAX,
     Consumer,
@@ -350,6 +351,16 @@ class PaimonTable:
     def manifest(self, name: str) -> list[ManifestEntry]:
         path = self.paths.manifest(name)
         return self._cached("manifest", path, lambda: parse_manifest(path, self._read(path, "manifest")))
+
+    def manifest_names(self, name: str) -> list[str]:
+        """The file names (and extra files) of a manifest's entries. Read without being kept: a used set
+        over every manifest of a large table would otherwise hold every decoded entry."""
+        path = self.paths.manifest(name)
+        with self._files_lock:
+            entries = self._files.get(("manifest", path))
+        if entries is not None:
+            return [n for e in entries for n in (e.file.file_name, *e.file.extra_files)]
+        return parse_manifest_names(path, self._read(path, "manifest"))
 
     def index_manifest(self, name: str) -> list[IndexManifestEntry]:
         path = self.paths.manifest(name)
