@@ -157,11 +157,10 @@ def _partition_time(p: _Partition, values: tuple, keys, types, extractor, name: 
             warnings.append(f"partition {name} has no file creation time: it is never expired by update-time")
             return None
         return naive_millis(p.created)
-    from engine.paimon.partition_time import UnparseablePartition, java_value_string
+    from engine.paimon.partition_time import UnparseablePartition
 
-    texts = [java_value_string(v, t) for v, t in zip(values, types)]
     try:
-        return extractor.extract(list(keys), texts)
+        return extractor.extract(list(keys), values, types)
     except UnparseablePartition as e:
         warnings.append(f"partition {name} is skipped, never expired: its value cannot be read as a time ({e})")
         return None

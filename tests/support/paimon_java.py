@@ -566,3 +566,11 @@ class Harness:
         0.9 deletes recursively. Nothing on disk changes."""
         answer = self.call({"cmd": "orphan_clean", "table": os.fspath(table), "olderThanMillis": older_than_ms})
         return {c["path"]: c["dir"] for c in answer["cleaned"]}
+
+    def partition_time(self, keys: list[str], values: list[list[str | None]], *, pattern: str | None = None,
+                       formatter: str | None = None) -> list[dict[str, str]]:
+        """Paimon 0.9's ``PartitionTimeExtractor(pattern, formatter)`` on each row of string ``values``:
+        ``{"time": ISO LocalDateTime}`` or ``{"error": exception class}`` per row."""
+        answer = self.call({"cmd": "partition_time", "keys": list(keys), "values": [list(v) for v in values],
+                            "pattern": pattern, "formatter": formatter})
+        return answer["results"]

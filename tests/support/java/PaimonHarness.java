@@ -206,6 +206,8 @@ public class PaimonHarness {
                 return deleteBranch(cmd);
             case "orphan_clean":
                 return orphanClean(cmd);
+            case "partition_time":
+                return partitionTime(cmd);
             default:
                 throw new IllegalArgumentException("unknown command '" + name + "'");
         }
@@ -1114,6 +1116,35 @@ public class PaimonHarness {
         ArrayNode arr = res.putArray("rows");
         for (String row : rows) {
             arr.add(JSON.readTree(row));
+        }
+        return res;
+    }
+
+    // ------------------------------------------------------------------ partition_time
+
+    /**
+     * {"cmd":"partition_time","keys":[K,...],"values":[[V,...],...],"pattern":P|null,"formatter":F|null}:
+     * Paimon's own PartitionTimeExtractor on each row of string values; per row either
+     * {"time": ISO LocalDateTime} or {"error": exception class name}.
+     */
+    private static ObjectNode partitionTime(JsonNode cmd) {
+        String pattern = cmd.hasNonNull("pattern") ? cmd.get("pattern").asText() : null;
+        String formatter = cmd.hasNonNull("formatter") ? cmd.get("formatter").asText() : null;
+        List<String> keys = new ArrayList<>();
+        cmd.path("keys").forEach(k -> keys.add(k.asText()));
+        org.apache.paimon.partition.PartitionTimeExtractor extractor =
+                new org.apache.paimon.partition.PartitionTimeExtractor(pattern, formatter);
+        ObjectNode res = JSON.createObjectNode();
+        ArrayNode out = res.putArray("results");
+        for (JsonNode row : cmd.path("values")) {
+            List<String> values = new ArrayList<>();
+            row.forEach(v -> values.add(v.isNull() ? null : v.asText()));
+            ObjectNode r = out.addObject();
+            try {
+                r.put("time", extractor.extract(keys, values).toString());
+            } catch (Exception e) {
+                r.put("error", e.getClass().getSimpleName());
+            }
         }
         return res;
     }
