@@ -37,16 +37,18 @@ class PaimonCommitter:
     def __init__(self, plan: CleanupPlan):
         self.plan = plan
 
-    def _partitions(self, table) -> dict[str, tuple]:
-        """The plan's partitions: name (as actions give it) -> decoded values."""
+    def _partitions(self, table) -> dict[str, list[tuple]]:
+        """The plan's partitions: name (as actions give it) -> the decoded values of each partition of that
+        name (a null and an empty-string value share a name)."""
         scope = self.plan.scope.get("partitions")
         if not isinstance(scope, list):
             raise PlanRejected(f"the plan {self.plan.plan_id} lists no partitions to drop; the plan is refused")
         types = table.schema.partition_types
-        out: dict[str, tuple] = {}
+        out: dict[str, list[tuple]] = {}
         for p in scope:
             try:
-                out[str(p["partition"])] = tuple(decode_binary_row(bytes.fromhex(p["row"]), types))
+                out.setdefault(str(p["partition"]), []).append(
+                    tuple(decode_binary_row(bytes.fromhex(p["row"]), types)))
             except (KeyError, TypeError, ValueError, BinaryRowError) as e:
                 raise PlanRejected(f"the plan {self.plan.plan_id} names a partition {p!r} that is not one of this "
                                    "table's; the plan is refused") from e
@@ -84,10 +86,11 @@ class PaimonCommitter:
     def commit(self, table, actions: Sequence[Action], commit_id: str) -> int:
         user, identifier = commit_user_and_identifier(commit_id)
         parts = self._partitions(table)
-        expected: dict[tuple, set] = {values: set() for values in parts.values()}
+        expected: dict[str, set] = {name: set() for name in parts}
         for a in actions:
-            expected[parts[a.partition]].add((a.bucket, a.path.rsplit("/", 1)[-1]))
-        result = drop_partitions(table, list(expected), expected={k: frozenset(v) for k, v in expected.items()},
+            expected[a.partition].add((a.bucket, a.path.rsplit("/", 1)[-1]))
+        result = drop_partitions(table, [v for values in parts.values() for v in values],
+                                 expected={k: frozenset(v) for k, v in expected.items()},
                                  commit_user=user, commit_identifier=identifier,
                                  after=int(self.plan.scope.get("snapshot") or 0))
         return result.snapshot_id

@@ -117,7 +117,7 @@ def drop_partitions(
     table: PaimonTable,
     partitions: Iterable[tuple],
     *,
-    expected: Mapping[tuple, frozenset[tuple[int, str]]] | None,
+    expected: Mapping[str, frozenset[tuple[int, str]]] | None,
     commit_user: str,
     commit_identifier: int,
     after: int,
@@ -129,6 +129,7 @@ def drop_partitions(
     table's main branch. ``expected``: for each partition, the (bucket, file name) pairs it must hold
     live, else ``PartitionsChanged`` and nothing is written (None: whatever it holds). ``after``: the
     snapshot the drop was planned on; a commit of this user and identifier after it is the drop, done.
+    ``expected`` is keyed by partition name (``partition_name``).
     """
     targets = frozenset(partitions)
     if not targets:
@@ -205,30 +206,32 @@ def _live_in(reader: _Reader, prev: dict, targets: frozenset, types) -> _Live:
 
 
 def _check_expected(live: _Live, expected, types, view: PaimonTable) -> None:
+    """The live files of the target partitions, by partition name, must be ``expected`` exactly. By name:
+    a null and an empty-string value are two partitions that share one name and one directory, and a plan
+    lists their files under that name."""
     if expected is None:
         return
     decoded: dict[bytes, tuple] = {}
-    now: dict[tuple, set] = {p: set() for p in expected}
+    now: dict[str, set] = {name: set() for name in expected}
     for rec, _ in live.entries.values():
-        part = _partition_of(decoded, bytes(rec["_PARTITION"]), types)
-        now.setdefault(part, set()).add((int(rec["_BUCKET"]), rec["_FILE"]["_FILE_NAME"]))
+        name = partition_name(view, _partition_of(decoded, bytes(rec["_PARTITION"]), types))
+        now.setdefault(name, set()).add((int(rec["_BUCKET"]), rec["_FILE"]["_FILE_NAME"]))
     changed = []
-    for part in sorted(now, key=repr):
-        have, want = now[part], set(expected.get(part, ()))
+    for name in sorted(now):
+        have, want = now[name], set(expected.get(name, ()))
         if have != want:
-            changed.append(f"partition {partition_name(view, part)} holds {len(have)} live files, "
-                           f"{len(have - want)} of them not in the plan, and {len(want - have)} planned files "
-                           "are no longer live")
+            changed.append(f"partition {name} holds {len(have)} live files, {len(have - want)} of them not in "
+                           f"the plan, and {len(want - have)} planned files are no longer live")
     if changed:
         raise PartitionsChanged("; ".join(changed) + "; nothing was committed")
 
 
 def partition_name(table: PaimonTable, values: tuple) -> str:
-    """``k1=v1/k2=v2/`` of decoded partition values, as the table's paths render it."""
+    """``k1=v1/k2=v2`` of decoded partition values, as the table's paths render them."""
     paths = table.paths
     spec = partition_spec(values, paths.partition_keys, paths.partition_types, legacy=paths.legacy,
                           default_name=paths.default_name)
-    return partition_path(spec)
+    return partition_path(spec).rstrip("/")
 
 
 def _new_snapshot(reader: _Reader, writer: MetadataWriter, prev: dict, live: _Live, targets, types,

@@ -9,6 +9,7 @@ partition value to be a date; values-time is covered with the planner's tests an
 
 from __future__ import annotations
 
+import calendar
 import dataclasses
 import os
 import time
@@ -123,7 +124,7 @@ def test_a_commit_to_a_planned_partition_between_plan_and_apply_refuses_the_plan
     paimon_java.write(root, seed=3, commits=1, partitions=[g["partitions"][0]])
     before = snapshot_ids(root)
     with DuckDBRecorder(tmp_path / "j.duckdb") as recorder:
-        with pytest.raises(StalePlan, match=rf"partition dt={g['partitions'][0]}/ changed since planning"):
+        with pytest.raises(StalePlan, match=rf"partition dt={g['partitions'][0]} changed since planning"):
             apply_plan(plan, recorder, executor=DriverExecutor())
         assert [e.EVENT_TYPE for e in recorder.events(plan_id=plan.plan_id)] == ["PlanRecorded", "ApplyRefused"]
     assert snapshot_ids(root) == before
@@ -222,3 +223,21 @@ def test_an_edited_plan_that_leaves_out_a_file_of_a_dropped_partition_commits_no
     assert report.state == "FAILED"
     assert f"holds {len(plan.actions)} live files, 1 of them not in the plan, and 0 planned files" in report.reason
     assert snapshot_ids(root) == before
+
+
+def test_a_null_and_an_empty_partition_that_share_a_name_are_dropped_together(tmp_path):
+    from planner.options import resolve_partition_options as resolve
+    from tests.support.table_builder import ADD, E, TableBuilder
+
+    b = TableBuilder(str(tmp_path / "t"), partition_keys=("f0", "f1"), partition_types=("STRING", "STRING"),
+                     write_data=False)
+    b.commit([E(ADD, "a", ("20230101", None)), E(ADD, "b", ("20230101", "")), E(ADD, "c", ("20230105", "x"))])
+    t = open_table(b.root)
+    opts = resolve(t.options, expiration_time="2 d", timestamp_formatter="yyyyMMdd", system_zone="UTC")
+    plan = plan_partitions(t, now_ms=calendar.timegm((2023, 1, 6, 0, 0, 0)) * 1000, options=opts)
+    assert [p["partition"] for p in plan.scope["partitions"]] == ["f0=20230101/f1=__DEFAULT_PARTITION__"] * 2
+    with DuckDBRecorder(tmp_path / "j.duckdb") as recorder:
+        report = apply_plan(plan, recorder, executor=DriverExecutor(), verify=False)
+    assert report.state == "COMPLETED" and report.counts["COMMITTED"] == 2
+    t = open_table(b.root)
+    assert [e.file.file_name for e in t.live_entries(t.snapshot(2))] == ["c"]

@@ -35,7 +35,8 @@ def test_readme_quick_start_is_the_two_commands():
 def test_every_readme_command_runs(tmp_path):
     w = pt.write_demo_table(str(tmp_path / "wh"))
     subst = {"TABLE": w.path, "plan.parquet": str(tmp_path / "plan.parquet"), "j.duckdb": str(tmp_path / "j.duckdb"),
-             "audit.parquet": str(tmp_path / "audit.parquet"), "orphans.parquet": str(tmp_path / "orphans.parquet")}
+             "audit.parquet": str(tmp_path / "audit.parquet"), "orphans.parquet": str(tmp_path / "orphans.parquet"),
+             "drop.parquet": str(tmp_path / "drop.parquet")}
     commands = readme_commands()
     assert [c[0] for c in commands][:4] == ["inspect", "plan", "show", "apply"]
     runner = CliRunner()
@@ -47,4 +48,5 @@ def test_every_readme_command_runs(tmp_path):
         r = runner.invoke(app, args)
         assert r.exit_code == 0, (args, r.output)
     assert Path(subst["audit.parquet"]).exists() and Path(subst["orphans.parquet"]).exists()
+    assert Path(subst["drop.parquet"]).exists()
     assert re.search(r"\| `--retain-min N` \| `snapshot.num-retained.min` \| 10", README.read_text())

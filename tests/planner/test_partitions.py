@@ -143,3 +143,59 @@ def test_table_options_are_the_defaults_and_flags_override_them(tmp_path):
 def test_bad_options_are_refused_before_the_table_is_read(flags, message):
     with pytest.raises(PlanRejected, match=message):
         resolve_partition_options({}, system_zone="UTC", **{"strategy": "update-time", **flags})
+
+
+# -- values-time: Paimon's PartitionExpireTest (spec §11.4) --------------------------------------------------
+
+def at_day(n: int) -> dt.datetime:
+    """PartitionExpireTest's date(n): 2023-01-n 00:00."""
+    return dt.datetime(2023, 1, n)
+
+
+def expired(b: TableBuilder, n: int, **flags) -> list[str]:
+    flags = {"strategy": "values-time", "expiration_time": "2 d", "timestamp_formatter": "yyyyMMdd", **flags}
+    return [p["partition"] for p in plan(b, now=at_day(n), **flags).scope["partitions"]]
+
+
+def test_values_time_follows_paimons_date_sequence(tmp_path):
+    b = table(tmp_path, keys=("f0",))
+    b.commit([E(ADD, f"f{d}", (d,)) for d in ("20230101", "20230103", "20230105")])
+    assert expired(b, 3) == []
+    assert expired(b, 5) == ["f0=20230101"]
+    assert expired(b, 8) == ["f0=20230101", "f0=20230103", "f0=20230105"]
+
+
+def test_a_value_that_is_not_a_date_is_never_expired_and_warned_about(tmp_path):
+    b = table(tmp_path, keys=("f0",))
+    b.commit([E(ADD, f"f{d}", (d,)) for d in ("20230101", "abcd", "20230103", "20230105")])
+    p = plan(b, now=at_day(8), strategy="values-time", expiration_time="2 d", timestamp_formatter="yyyyMMdd")
+    assert [x["partition"] for x in p.scope["partitions"]] == ["f0=20230101", "f0=20230103", "f0=20230105"]
+    assert p.stats["warnings"] == ["partition f0=abcd is skipped, never expired: its value cannot be read as a "
+                                   "time (text 'abcd' could not be parsed)"]
+
+
+def test_null_and_empty_sub_partitions_expire_by_the_first_key(tmp_path):
+    b = table(tmp_path, keys=("f0", "f1"), types=("STRING", "STRING"))
+    b.commit([E(ADD, "a", ("20230101", "x")), E(ADD, "b", ("20230101", None)), E(ADD, "c", ("20230101", "")),
+              E(ADD, "d", ("20230105", "x"))])
+    assert expired(b, 6) == ["f0=20230101/f1=__DEFAULT_PARTITION__", "f0=20230101/f1=__DEFAULT_PARTITION__",
+                             "f0=20230101/f1=x"]
+    p = plan(b, now=at_day(6), strategy="values-time", expiration_time="2 d", timestamp_formatter="yyyyMMdd")
+    assert sorted(a.path.rsplit("/", 1)[1] for a in p.actions) == ["a", "b", "c"]
+
+
+def test_a_value_holding_the_delimiter_stays_one_partition(tmp_path):
+    b = table(tmp_path, keys=("f0", "f1"), types=("STRING", "STRING"))
+    b.commit([E(ADD, "a", ("20230101", "us,ca")), E(ADD, "b", ("20230101", "us")), E(ADD, "c", ("20230109", "us"))])
+    p = plan(b, now=at_day(8), strategy="values-time", expiration_time="2 d", timestamp_formatter="yyyyMMdd")
+    assert [(x["partition"], x["spec"]) for x in p.scope["partitions"]] == [
+        ("f0=20230101/f1=us", {"f0": "20230101", "f1": "us"}),
+        ("f0=20230101/f1=us,ca", {"f0": "20230101", "f1": "us,ca"})]
+
+
+def test_a_pattern_reads_the_time_from_several_keys(tmp_path):
+    b = table(tmp_path, keys=("dt", "hour"), types=("STRING", "INT"))
+    b.commit([E(ADD, f"f{h}", ("2023-01-07", h)) for h in (10, 11, 12, 13)])
+    p = plan(b, now=dt.datetime(2023, 1, 8, 12, 0), strategy="values-time", expiration_time="1 d",
+             timestamp_pattern="$dt $hour:00:00")
+    assert [x["partition"] for x in p.scope["partitions"]] == ["dt=2023-01-07/hour=10", "dt=2023-01-07/hour=11"]
