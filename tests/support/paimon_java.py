@@ -574,3 +574,15 @@ class Harness:
         answer = self.call({"cmd": "partition_time", "keys": list(keys), "values": [list(v) for v in values],
                             "pattern": pattern, "formatter": formatter})
         return answer["results"]
+
+    def expire_partitions(self, table: str | os.PathLike[str], *, expiration_time: str, now: str,
+                          strategy: str | None = None, timestamp_formatter: str | None = None,
+                          timestamp_pattern: str | None = None) -> dict[str, Any]:
+        """Paimon 0.9's own ``PartitionExpire`` with these options (check interval 0, as the
+        ``expire_partitions`` procedure sets it) at the local date-time ``now`` (ISO, e.g.
+        ``2023-01-08T00:00:00``). 0.9 has no ``partition.expiration-max-num``: it drops every expired
+        partition, in one OVERWRITE commit. Returns ``expired`` ({key: value} maps, Paimon's order) and
+        ``snapshots`` (id, commitKind) it committed."""
+        return self.call({"cmd": "expire_partitions", "table": os.fspath(table), "expirationTime": expiration_time,
+                          "now": now, "strategy": strategy, "timestampFormatter": timestamp_formatter,
+                          "timestampPattern": timestamp_pattern})

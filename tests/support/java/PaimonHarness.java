@@ -129,6 +129,7 @@ import java.io.UncheckedIOException;
 import java.lang.reflect.Field;
 import java.nio.charset.StandardCharsets;
 import java.time.Duration;
+import java.time.LocalDateTime;
 import java.util.ArrayList;
 import java.util.Collections;
 import java.util.HashMap;
@@ -208,6 +209,8 @@ public class PaimonHarness {
                 return orphanClean(cmd);
             case "partition_time":
                 return partitionTime(cmd);
+            case "expire_partitions":
+                return expirePartitions(cmd);
             default:
                 throw new IllegalArgumentException("unknown command '" + name + "'");
         }
@@ -1144,6 +1147,66 @@ public class PaimonHarness {
                 r.put("time", extractor.extract(keys, values).toString());
             } catch (Exception e) {
                 r.put("error", e.getClass().getSimpleName());
+            }
+        }
+        return res;
+    }
+
+    // ------------------------------------------------------------------ expire_partitions
+
+    /**
+     * {"cmd":"expire_partitions","table":DIR,"expirationTime":"2 d","strategy":"values-time"|"update-time",
+     * "timestampFormatter":F,"timestampPattern":P,"now":"2023-01-08T00:00:00"}: Paimon's own
+     * PartitionExpire, as the expire_partitions procedure runs it (check interval 0), at the given local
+     * now (0.9 reads LocalDateTime.now(); the harness calls its package-private expire(now, id)). Returns
+     * the expired partitions in Paimon's order and the snapshots it committed.
+     */
+    private static ObjectNode expirePartitions(JsonNode cmd) throws Exception {
+        Path path = tablePath(cmd);
+        FileStoreTable table = open(path);
+        Map<String, String> dynamic = new HashMap<>();
+        dynamic.put("partition.expiration-time", requireText(cmd, "expirationTime"));
+        dynamic.put("partition.expiration-check-interval", "0 s");
+        if (cmd.hasNonNull("strategy")) {
+            dynamic.put("partition.expiration-strategy", cmd.get("strategy").asText());
+        }
+        if (cmd.hasNonNull("timestampFormatter")) {
+            dynamic.put("partition.timestamp-formatter", cmd.get("timestampFormatter").asText());
+        }
+        if (cmd.hasNonNull("timestampPattern")) {
+            dynamic.put("partition.timestamp-pattern", cmd.get("timestampPattern").asText());
+        }
+        FileStoreTable copied = table.copy(dynamic);
+        Long before = copied.snapshotManager().latestSnapshotId();
+        org.apache.paimon.operation.PartitionExpire expire =
+                copied.store().newPartitionExpire("lakesweep-harness-partition-expire");
+        if (expire == null) {
+            throw new IllegalStateException("Paimon made no PartitionExpire for these options");
+        }
+        java.lang.reflect.Method run =
+                org.apache.paimon.operation.PartitionExpire.class.getDeclaredMethod(
+                        "expire", LocalDateTime.class, long.class);
+        run.setAccessible(true);
+        @SuppressWarnings("unchecked")
+        List<Map<String, String>> expired =
+                (List<Map<String, String>>)
+                        run.invoke(expire, LocalDateTime.parse(requireText(cmd, "now")), Long.MAX_VALUE - 1);
+        ObjectNode res = JSON.createObjectNode();
+        ArrayNode parts = res.putArray("expired");
+        if (expired != null) {
+            for (Map<String, String> spec : expired) {
+                ObjectNode o = parts.addObject();
+                spec.forEach(o::put);
+            }
+        }
+        Long after = copied.snapshotManager().latestSnapshotId();
+        ArrayNode snaps = res.putArray("snapshots");
+        if (after != null) {
+            for (long id = (before == null ? 1 : before + 1); id <= after; id++) {
+                Snapshot snap = copied.snapshotManager().snapshot(id);
+                ObjectNode o = snaps.addObject();
+                o.put("id", id);
+                o.put("commitKind", snap.commitKind().name());
             }
         }
         return res;
