@@ -157,6 +157,31 @@ def plan_partitions_cmd(
               system_zone=system_zone())
 
 
+@plan_app.command("consumers")
+@handle_errors
+def plan_consumers_cmd(
+    table: str = TableArg,
+    out: Path = PlanOutOpt,
+    expiration_time: Optional[str] = typer.Option(None, help="Delete consumers not written for this long, e.g. "
+                                                  "'7 d' (table: consumer.expiration-time; required when the "
+                                                  "table does not set it)."),
+    branch: str = typer.Option("main", help="Branch whose consumers to expire."),
+    now: Optional[str] = NowOpt,
+    option: List[str] = TableOptionOpt,
+    fmt: OutputFormat = OutputOpt,
+):
+    """Plan the deletion of idle consumers as Apache Paimon's consumer.expiration-time does, and save the plan.
+
+    A consumer file records where a streaming reader will continue; snapshot expiry keeps every snapshot
+    from the oldest consumer's on. A consumer whose file was last written before now minus
+    --expiration-time is planned for deletion, whatever it holds. Apply deletes each only if it has not been
+    written since planning.
+
+    Nothing is deleted now. Review the plan with 'lakesweep show PLAN'."""
+    make_plan("consumers", table=table, out=out, now=now, option=option, branch=branch, fmt=fmt,
+              expiration_time=expiration_time)
+
+
 @plan_app.command("orphans")
 @handle_errors
 def plan_orphans_cmd(

@@ -205,6 +205,42 @@ def describe_partitions(plan: CleanupPlan) -> PlanDescription:
                   "time_zone": scope.get("time_zone")})
 
 
+def _resolve_consumers(table_options, **flags):
+    from planner.options import resolve_consumer_options
+
+    return resolve_consumer_options(table_options, **flags)
+
+
+def _plan_consumers(table, *, now_ms: int, options) -> CleanupPlan:
+    from engine.errors import PlanRejected
+    from engine.paimon.requirements import AssertNowReached
+    from planner.consumers import plan_consumers
+
+    ahead = AssertNowReached(now_ms).problems(table)
+    if ahead:
+        raise PlanRejected(f"--now: {ahead[0]}. Plan consumer expiry as of the current time or an earlier one")
+    return plan_consumers(table, now_ms=now_ms, options=options)
+
+
+def describe_consumers(plan: CleanupPlan) -> PlanDescription:
+    """A consumer expiry: which consumers have been idle since before the cut-off."""
+    listed = plan.scope.get("consumers") or []
+    cutoff = plan.scope.get("cutoff_ms")
+    when = _utc(cutoff) if isinstance(cutoff, int) else str(cutoff)
+    document = {"consumers": listed, "cutoff_ms": cutoff}
+    kept = plan.stats.get("consumers_kept", 0)
+    if not listed:
+        return PlanDescription(nothing_to_do=True, nothing_label="No idle consumers",
+                               scope=f"no consumer of branch '{plan.branch}' was last written before {when} "
+                                     f"({kept} kept).", document=document)
+    notes = (*(f"consumer '{c['consumer']}': last written {c['modified']}" for c in listed),
+             f"kept: {kept} written since",
+             "apply deletes each only if it has not been written since planning (else SKIPPED_REFERENCED)")
+    return PlanDescription(nothing_to_do=False, notes=notes, document=document,
+                           scope=f"deletes {len(listed)} consumer file(s) of branch '{plan.branch}' last written "
+                                 f"before {when}: snapshot expiry no longer waits for these readers")
+
+
 def _utc(ms: int) -> str:
     import datetime
 
@@ -219,6 +255,8 @@ KINDS: Mapping[str, PlanKind] = {
         PlanKind("orphans", resolve_options=_resolve_orphans, plan=_plan_orphans, describe=describe_orphans),
         PlanKind("partitions", resolve_options=_resolve_partitions, plan=_plan_partitions,
                  describe=describe_partitions),
+        PlanKind("consumers", resolve_options=_resolve_consumers, plan=_plan_consumers,
+                 describe=describe_consumers),
     )
 }
 

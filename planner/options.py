@@ -382,3 +382,39 @@ def resolve_partition_options(
     if chosen == STRATEGY_VALUES_TIME:
         options.extractor()  # an invalid formatter is refused now, not after reading the table
     return options
+
+
+# -- consumer expiry -------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumerOptions:
+    """Resolved options for one consumer-expiry plan."""
+
+    expiration_ms: int
+    sources: Mapping[str, OptionValue]
+
+
+def resolve_consumer_options(table_options: Mapping[str, str], *, overrides: Mapping[str, str] | None = None,
+                             expiration_time: str | None = None) -> ConsumerOptions:
+    """``--expiration-time`` > ``--option consumer.expiration-time`` > the table's option. There is no
+    default: without it Paimon expires no consumer, and neither does a plan."""
+    overrides = dict(overrides or {})
+    unknown = set(overrides) - {"consumer.expiration-time"}
+    if unknown:
+        raise PlanRejected(f"--option {sorted(unknown)[0]} is not a consumer-expiry option; known: "
+                           "consumer.expiration-time")
+    key = "consumer.expiration-time"
+    if expiration_time is not None:
+        text, src = str(expiration_time), "flag"
+    elif key in overrides:
+        text, src = overrides[key], "flag"
+    elif key in table_options:
+        text, src = table_options[key], "table"
+    else:
+        raise PlanRejected("no expiration time: pass --expiration-time (e.g. '7 d') or set the table option "
+                           "consumer.expiration-time")
+    ms = parse_duration_ms(text)
+    if ms <= 0:
+        raise PlanRejected(f"the expiration time must be positive, not '{text}'")
+    return ConsumerOptions(expiration_ms=ms, sources={key: OptionValue(ms, src)})

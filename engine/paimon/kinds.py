@@ -20,7 +20,7 @@ from engine.fileio import join
 from engine.plan import Action, PhaseMode, PhaseSpec, Verb
 
 
-PLAN_KINDS = ("expire", "orphans", "partitions")  # the plan kinds whose actions are defined here
+PLAN_KINDS = ("expire", "orphans", "partitions", "consumers")  # the plan kinds whose actions are defined here
 
 
 class Phase(enum.IntEnum):
@@ -190,11 +190,32 @@ class PartitionKind(enum.StrEnum):
 
 PARTITION_PHASES: tuple[PhaseSpec, ...] = (PhaseSpec("drop_partitions", PhaseMode.COMMIT),)
 
-KINDS = {k.value: k for k in (*ActionKind, *OrphanKind, *PartitionKind)}  # a stored label -> its kind
+class ConsumerKind(enum.StrEnum):
+    """What consumer expiry deletes: a branch's ``consumer/consumer-<id>`` files not updated within the
+    window (``ConsumerManager#expire``), one after another on the driver."""
+
+    CONSUMER_FILE = "consumer-file"
+
+    @property
+    def phase(self) -> int:
+        return 1
+
+    @property
+    def verb(self) -> Verb:
+        return Verb.DELETE_FILE
+
+    @property
+    def deletes(self) -> bool:
+        return True
+
+
+CONSUMER_PHASES: tuple[PhaseSpec, ...] = (PhaseSpec("consumers", PhaseMode.ORDERED),)
+
+KINDS = {k.value: k for k in (*ActionKind, *OrphanKind, *PartitionKind, *ConsumerKind)}  # a stored label -> its kind
 # A label -> (verb, phase), looked up by the label's text: hashing an enum member calls Enum.__hash__ in
 # Python, once per action of a 300,000-action plan.
 SHAPES = {k.value: (k.verb, int(k.phase)) for k in KINDS.values()}
 # A label -> the plan kind whose actions it is: a kind is refused in a plan of another kind (its phase
 # number means another phase there).
 PLAN_KIND_OF = {**{k.value: "expire" for k in ActionKind}, **{k.value: "orphans" for k in OrphanKind},
-                **{k.value: "partitions" for k in PartitionKind}}
+                **{k.value: "partitions" for k in PartitionKind}, **{k.value: "consumers" for k in ConsumerKind}}

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from engine.errors import InvalidLocation, PlanRejected
 from engine.fileio import normalize_location
-from engine.paimon.kinds import PLAN_KIND_OF, SHAPES, ActionKind, OrphanKind
+from engine.paimon.kinds import PLAN_KIND_OF, SHAPES, ActionKind, ConsumerKind, OrphanKind
 from engine.paimon.partition import escape_path_name
 from engine.paimon.paths import external_roots
 from engine.paimon.table import (BRANCH_PREFIX, CHANGELOG_PREFIX, SNAPSHOT_PREFIX, PaimonTable,
@@ -177,7 +177,7 @@ def check_action_kind(plan: CleanupPlan, a: Action, layout: Layout) -> None:
     def refuse(why: str):
         raise PlanRejected(f"action {a.action_id} ({kind} {path!r}) is refused: {why}; the plan is refused")
 
-    shape = SHAPES.get(kind) if isinstance(kind, (ActionKind, OrphanKind)) else None
+    shape = SHAPES.get(kind) if isinstance(kind, (ActionKind, OrphanKind, ConsumerKind)) else None
     if shape is None:
         refuse("unknown kind")
     if PLAN_KIND_OF[kind] != plan.kind:
@@ -187,6 +187,12 @@ def check_action_kind(plan: CleanupPlan, a: Action, layout: Layout) -> None:
     if kind is OrphanKind.EMPTY_DIR:
         if not is_orphan_empty_dir(layout, path):
             refuse("orphan cleaning removes only bucket and partition directories, never a data root")
+        return
+    if kind is ConsumerKind.CONSUMER_FILE:
+        head = layout.base + "consumer/consumer-"
+        if not path.startswith(head) or not _plain_name(path[len(layout.base + "consumer/"):]) or \
+                len(path) == len(head):
+            refuse(f"consumer expiry deletes only {layout.base}consumer/consumer-<id> files")
         return
     if isinstance(kind, OrphanKind):
         if orphan_kind_of(layout, path) is not kind:

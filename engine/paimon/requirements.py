@@ -337,3 +337,36 @@ def partition_requirements(*, identity: str, location: str, now_ms: int, partiti
     planned as of a later time expires partitions early), and partitions unchanged."""
     return (AssertTableIdentity(identity, location, "main"), AssertNowReached(now_ms),
             AssertPartitionsUnchanged(dict(partitions), dict(first)))
+
+
+@requirement
+@dataclass(frozen=True, slots=True)
+class AssertConsumersUnmodified(ActionCheck):
+    """A consumer file planned for expiry has not been written since planning: a reader that has moved on
+    (its file rewritten, a newer modification time) is not idle any more. Such a candidate is skipped and
+    journaled, never deleted. ``mtimes``: each planned file (path) -> the modification time planned on."""
+
+    TYPE = "paimon.consumers-unmodified"
+    mtimes: Mapping[str, int]
+
+    def problems(self, view, *, done=frozenset()) -> list[str]:
+        return []
+
+    def skipped(self, view, actions: Sequence[Action], targets: Sequence[str]) -> AbstractSet[int]:
+        out = set()
+        for a in actions:
+            planned = self.mtimes.get(a.path)
+            info = view.fileio.info(targets[a.action_id])
+            if info is None:
+                continue  # gone already: the delete finds it absent
+            if planned is None or info.mtime_ms is None or info.mtime_ms != planned:
+                out.add(a.action_id)
+        return out
+
+
+def consumer_requirements(*, identity: str, location: str, branch: str, now_ms: int,
+                          mtimes: Mapping[str, int]) -> tuple[Requirement, ...]:
+    """Consumer expiry's requirements: the table and branch, a now the clock has reached (files judged
+    idle by a later time may not be), and each candidate unmodified."""
+    return (AssertTableIdentity(identity, location, branch), AssertNowReached(now_ms),
+            AssertConsumersUnmodified(dict(mtimes)))

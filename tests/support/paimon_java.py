@@ -586,3 +586,10 @@ class Harness:
         return self.call({"cmd": "expire_partitions", "table": os.fspath(table), "expirationTime": expiration_time,
                           "now": now, "strategy": strategy, "timestampFormatter": timestamp_formatter,
                           "timestampPattern": timestamp_pattern})
+
+    def expire_consumers(self, table: str | os.PathLike[str], *, expire_date_time: str,
+                         branch: str = "main") -> list[str]:
+        """Paimon 0.9's ``ConsumerManager#expire`` on ``branch`` with the local date-time
+        ``expire_date_time`` (ISO): consumer files modified before it are deleted. Returns the ids left."""
+        return self.call({"cmd": "expire_consumers", "table": os.fspath(table), "branch": branch,
+                          "expireDateTime": expire_date_time})["left"]

@@ -211,6 +211,8 @@ public class PaimonHarness {
                 return partitionTime(cmd);
             case "expire_partitions":
                 return expirePartitions(cmd);
+            case "expire_consumers":
+                return expireConsumers(cmd);
             default:
                 throw new IllegalArgumentException("unknown command '" + name + "'");
         }
@@ -1209,6 +1211,27 @@ public class PaimonHarness {
                 o.put("commitKind", snap.commitKind().name());
             }
         }
+        return res;
+    }
+
+    // ------------------------------------------------------------------ expire_consumers
+
+    /**
+     * {"cmd":"expire_consumers","table":DIR,"branch":B,"expireDateTime":"2024-01-01T00:00:00"}: Paimon's
+     * own ConsumerManager#expire of the branch (a writer runs it with now - consumer.expiration-time).
+     * Returns the consumer ids left.
+     */
+    private static ObjectNode expireConsumers(JsonNode cmd) throws Exception {
+        Path path = tablePath(cmd);
+        String branch = cmd.hasNonNull("branch") ? cmd.get("branch").asText() : "main";
+        org.apache.paimon.consumer.ConsumerManager consumers =
+                new org.apache.paimon.consumer.ConsumerManager(LocalFileIO.create(), path, branch);
+        consumers.expire(LocalDateTime.parse(requireText(cmd, "expireDateTime")));
+        ObjectNode res = JSON.createObjectNode();
+        ArrayNode left = res.putArray("left");
+        List<String> ids = new ArrayList<>(consumers.listAllIds());
+        Collections.sort(ids);
+        ids.forEach(left::add);
         return res;
     }
 }

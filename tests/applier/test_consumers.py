@@ -1,0 +1,122 @@
+"""Consumer expiry (``ConsumerManager#expire``, spec §7) planned, applied and compared with Paimon 0.9's own:
+idle consumer files go, a consumer written between plan and apply stays, an edited plan cannot reach
+other files."""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import os
+import shutil
+import time
+
+import pytest
+from typer.testing import CliRunner
+
+from applier.apply import DriverExecutor, apply_plan
+from cli.main import app
+from engine.errors import PlanRejected
+from engine.paimon.kinds import ConsumerKind
+from engine.paimon.table import open_table
+from engine.plan import Action, canonical_actions
+from journal.duckdb_store import DuckDBRecorder
+from planner.consumers import plan_consumers
+from planner.options import resolve_consumer_options
+from tests.support.table_builder import ADD, E, TableBuilder
+
+DAY = 86_400_000
+NOW = 1_700_000_000_000
+
+
+def builder(tmp_path, consumers: dict[str, int]) -> TableBuilder:
+    """A table with one snapshot and consumers, each last written ``days`` before NOW."""
+    b = TableBuilder(str(tmp_path / "t"), partition_keys=("dt",), partition_types=("STRING",))
+    b.commit([E(ADD, "a", ("x",))])
+    for name, days in consumers.items():
+        b.consumer(name, 1)
+        set_mtime(os.path.join(b.root, "consumer", f"consumer-{name}"), NOW - days * DAY)
+    return b
+
+
+def set_mtime(path: str, ms: int) -> None:
+    os.utime(path, ns=(ms * 1_000_000, ms * 1_000_000))
+
+
+def plan(root, *, now=NOW, branch="main", **flags):
+    t = open_table(root, branch=branch)
+    return plan_consumers(t, now_ms=now, options=resolve_consumer_options(t.options, **flags))
+
+
+def test_consumers_not_written_within_the_window_are_planned(tmp_path):
+    b = builder(tmp_path, {"idle": 10, "busy": 1, "edge": 3})
+    p = plan(b.root, expiration_time="3 d")
+    assert [(a.kind, a.path) for a in p.actions] == [(ConsumerKind.CONSUMER_FILE, "consumer/consumer-idle")]
+    assert [c["consumer"] for c in p.scope["consumers"]] == ["idle"]
+    assert p.stats["consumers_kept"] == 2  # written exactly at the cut-off is not before it
+
+
+def test_the_table_option_is_the_default_and_a_missing_one_is_refused(tmp_path):
+    b = builder(tmp_path, {"idle": 10})
+    with pytest.raises(PlanRejected, match="no expiration time: pass --expiration-time"):
+        plan(b.root)
+    assert plan(b.root, overrides={"consumer.expiration-time": "5 d"}).actions
+
+
+def test_apply_deletes_idle_consumers_and_keeps_one_written_since_planning(tmp_path):
+    b = builder(tmp_path, {"a": 10, "b": 10})
+    p = plan(b.root, expiration_time="3 d")
+    assert len(p.actions) == 2
+    set_mtime(os.path.join(b.root, "consumer", "consumer-b"), NOW + 1000)  # the reader moved on
+    with DuckDBRecorder(tmp_path / "j.duckdb") as recorder:
+        report = apply_plan(p, recorder, executor=DriverExecutor())
+    assert report.state == "COMPLETED" and report.whole
+    assert (report.counts["DELETED"], report.counts["SKIPPED_REFERENCED"]) == (1, 1)
+    assert sorted(os.listdir(os.path.join(b.root, "consumer"))) == ["consumer-b"]
+
+
+def test_an_edited_plan_cannot_delete_anything_but_consumer_files(tmp_path):
+    b = builder(tmp_path, {"a": 10})
+    p = plan(b.root, expiration_time="3 d")
+    forged = dataclasses.replace(p, actions=canonical_actions(
+        [dataclasses.replace(a, action_id=-1) for a in p.actions]
+        + [Action(ConsumerKind.CONSUMER_FILE, "snapshot/snapshot-1")]))
+    with DuckDBRecorder(tmp_path / "j.duckdb") as recorder:
+        with pytest.raises(PlanRejected, match="consumer expiry deletes only consumer/consumer-<id> files"):
+            apply_plan(forged, recorder, executor=DriverExecutor())
+    assert os.path.exists(os.path.join(b.root, "snapshot", "snapshot-1"))
+
+
+def test_plan_consumers_command_shows_and_applies(tmp_path):
+    b = builder(tmp_path, {"idle": 10})
+    set_mtime(os.path.join(b.root, "consumer", "consumer-idle"), int(time.time() * 1000) - 10 * DAY)
+    out = tmp_path / "c.parquet"
+    runner = CliRunner()
+    r = runner.invoke(app, ["plan", "consumers", b.root, "--out", str(out), "--expiration-time", "7 d"])
+    assert r.exit_code == 0, r.output
+    assert "deletes 1 consumer file(s) of branch 'main'" in r.output and "consumer 'idle'" in r.output
+    r = runner.invoke(app, ["apply", str(out), "--journal", str(tmp_path / "j.duckdb")])
+    assert r.exit_code == 0, r.output
+    assert os.listdir(os.path.join(b.root, "consumer")) == []
+
+
+@pytest.mark.java
+@pytest.mark.parametrize("seed", range(4))
+def test_agrees_with_paimons_consumer_expiry(paimon_java, tmp_path, seed):
+    ours = str(tmp_path / "ours")
+    g = paimon_java.generate(ours, seed=seed, kind="append", steps=20, ops={"consumer": 60})
+    names = sorted(os.listdir(os.path.join(ours, "consumer")))
+    assert len(names) >= 2, g["consumers"]
+    now = int(time.time() * 1000)
+    for i, name in enumerate(names):  # ages 0.5, 1.5, 2.5 ... days
+        set_mtime(os.path.join(ours, "consumer", name), now - DAY // 2 - i * DAY)
+    theirs = str(tmp_path / "theirs")
+    shutil.copytree(ours, theirs)
+    cutoff = now - DAY
+    local = dt.datetime(1970, 1, 1) + dt.timedelta(milliseconds=cutoff)  # the JVM's zone is UTC here too
+    left = paimon_java.expire_consumers(theirs, expire_date_time=local.isoformat())
+    p = plan(ours, now=now, expiration_time="1 d")
+    with DuckDBRecorder(tmp_path / "j.duckdb") as recorder:
+        assert apply_plan(p, recorder, executor=DriverExecutor()).state == "COMPLETED"
+    mine = sorted(n[len("consumer-"):] for n in os.listdir(os.path.join(ours, "consumer")))
+    assert mine == left
+    assert 0 < len(p.actions) < len(names)
