@@ -182,6 +182,40 @@ def plan_consumers_cmd(
               expiration_time=expiration_time)
 
 
+@plan_app.command("tags")
+@handle_errors
+def plan_tags_cmd(
+    table: str = TableArg,
+    out: Path = PlanOutOpt,
+    tag: List[str] = typer.Option([], "--tag", help="Delete this tag (repeatable), as Paimon's delete_tag does."),
+    older_than: Optional[str] = typer.Option(None, help="Also delete tags created before this: a duration back "
+                                             "from --now ('30 d') or a time (ISO-8601, read as UTC, or epoch ms). A "
+                                             "tag without a creation time is judged by its file's modification time."),
+    num_retained_max: Optional[int] = typer.Option(None, help="Keep at most this many snapshots' worth of "
+                                                   "automatically created tags, deleting the oldest "
+                                                   "(tag.num-retained-max; needs tag.automatic-creation)."),
+    time_zone: Optional[str] = typer.Option(None, help="The zone of the tags' creation times, as Paimon's JVM "
+                                            "wrote them (default: this machine's)."),
+    branch: str = typer.Option("main", help="Branch whose tags to expire."),
+    now: Optional[str] = NowOpt,
+    option: List[str] = TableOptionOpt,
+    fmt: OutputFormat = OutputOpt,
+):
+    """Plan the expiry of tags as Apache Paimon would delete them, and save the plan.
+
+    Every tag whose own time retained has passed goes, and those named with --tag, created before
+    --older-than, or beyond --num-retained-max. A tag whose snapshot is already expired takes with it the
+    files nothing else holds (no snapshot, other tag, retained changelog or branch). Tags a branch was created
+    from are kept.
+
+    Nothing is deleted now. Review the plan with 'lakesweep show PLAN'."""
+    from engine.timeutil import system_zone
+
+    make_plan("tags", table=table, out=out, now=now, option=option, branch=branch, fmt=fmt, names=tag or None,
+              older_than=older_than, num_retained_max=num_retained_max, time_zone=time_zone,
+              system_zone=system_zone())
+
+
 @plan_app.command("orphans")
 @handle_errors
 def plan_orphans_cmd(

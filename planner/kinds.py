@@ -241,6 +241,47 @@ def describe_consumers(plan: CleanupPlan) -> PlanDescription:
                                  f"before {when}: snapshot expiry no longer waits for these readers")
 
 
+def _resolve_tags(table_options, **flags):
+    from planner.options import resolve_tag_options
+
+    return resolve_tag_options(table_options, **flags)
+
+
+def _plan_tags(table, *, now_ms: int, options) -> CleanupPlan:
+    from engine.errors import PlanRejected
+    from engine.paimon.requirements import AssertNowReached
+    from planner.tags import plan_tags
+
+    ahead = AssertNowReached(now_ms).problems(table)
+    if ahead:
+        raise PlanRejected(f"--now: {ahead[0]}. Plan tag expiry as of the current time or an earlier one")
+    return plan_tags(table, now_ms=now_ms, options=options)
+
+
+def describe_tags(plan: CleanupPlan) -> PlanDescription:
+    """A tag expiry: which tags and why, and what their files free."""
+    listed = plan.scope.get("tags") or []
+    gone = plan.scope.get("snapshots_gone") or []
+    document = {"tags": listed, "snapshots_gone": gone}
+    notes = tuple(plan.stats.get("notes") or ())
+    if not listed:
+        return PlanDescription(nothing_to_do=True, nothing_label="No tags to expire",
+                               scope=f"no tag of branch '{plan.branch}' is expired ({plan.stats.get('tags_kept', 0)} "
+                                     "kept).", notes=notes, document=document)
+    files = sum(1 for a in plan.actions if str(a.kind) != "tag-file")
+    lines = tuple(f"tag '{t['tag']}' (snapshot {t['snapshot']}): {t['reason']}"
+                  + ("; its files go with it" if t["files_freed"] else "") for t in listed)
+    return PlanDescription(
+        nothing_to_do=False, document=document,
+        scope=(f"deletes {len(listed)} tag(s) of branch '{plan.branch}', then {files} file(s) only they held "
+               f"(of snapshot(s) {gone})" if gone else
+               f"deletes {len(listed)} tag(s) of branch '{plan.branch}'; their snapshots still exist, so snapshot "
+               "expiry frees their files later"),
+        notes=(*lines, *notes,
+               "files any snapshot, other tag, retained changelog or branch still holds are kept; apply checks "
+               "that again before deleting any"))
+
+
 def _utc(ms: int) -> str:
     import datetime
 
@@ -257,6 +298,7 @@ KINDS: Mapping[str, PlanKind] = {
                  describe=describe_partitions),
         PlanKind("consumers", resolve_options=_resolve_consumers, plan=_plan_consumers,
                  describe=describe_consumers),
+        PlanKind("tags", resolve_options=_resolve_tags, plan=_plan_tags, describe=describe_tags),
     )
 }
 

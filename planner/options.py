@@ -418,3 +418,93 @@ def resolve_consumer_options(table_options: Mapping[str, str], *, overrides: Map
     if ms <= 0:
         raise PlanRejected(f"the expiration time must be positive, not '{text}'")
     return ConsumerOptions(expiration_ms=ms, sources={key: OptionValue(ms, src)})
+
+
+# -- tag expiry ------------------------------------------------------------------------------------------
+
+TAG_PERIODS = ("daily", "hourly", "two-hours")
+TAG_PERIOD_FORMATTERS = ("with_dashes", "without_dashes")
+
+
+@dataclass(frozen=True, slots=True)
+class TagOptions:
+    """Resolved options for one tag-expiry plan. ``older_than`` is a duration back from now
+    (``duration_ms``) or an instant (``at_ms``), or None; ``period``/``period_formatter`` say which tag
+    names Paimon creates automatically (what ``num_retained_max`` counts)."""
+
+    names: tuple[str, ...]
+    older_than: str | None
+    duration_ms: int | None
+    at_ms: int | None
+    num_retained_max: int | None
+    period: str
+    period_formatter: str
+    time_zone: str
+    sources: Mapping[str, OptionValue]
+
+    def older_than_ms(self, now_ms: int) -> int:
+        return now_ms - self.duration_ms if self.duration_ms is not None else self.at_ms
+
+
+def resolve_tag_options(table_options: Mapping[str, str], *, overrides: Mapping[str, str] | None = None,
+                        names: Sequence[str] | None = None, older_than: str | None = None,
+                        num_retained_max: int | None = None, time_zone: str | None = None,
+                        system_zone: str = "UTC") -> TagOptions:
+    """``names``: tags to delete by name. ``older_than``: also tags created before this (a duration back
+    from now, or a time). ``num_retained_max`` (table: ``tag.num-retained-max``): keep at most this many
+    snapshots' worth of automatically created tags; only with ``tag.automatic-creation`` set, as in Paimon.
+    Each tag's own time retained always applies."""
+    from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+    from engine.timeutil import parse_time_ms
+
+    overrides = dict(overrides or {})
+    known = {"tag.num-retained-max"}
+    unknown = set(overrides) - known
+    if unknown:
+        raise PlanRejected(f"--option {sorted(unknown)[0]} is not a tag-expiry option; known: tag.num-retained-max")
+    merged = {**table_options, **overrides}
+    sources: dict[str, OptionValue] = {}
+    auto = str(merged.get("tag.automatic-creation", "none")).strip().lower()
+    if num_retained_max is not None:
+        limit, src = _int(num_retained_max, "tag.num-retained-max"), "flag"
+    elif "tag.num-retained-max" in merged:
+        limit, src = _int(merged["tag.num-retained-max"], "tag.num-retained-max"), \
+            "flag" if "tag.num-retained-max" in overrides else "table"
+    else:
+        limit, src = None, "default"
+    if limit is not None and auto == "none":
+        if src == "table":
+            limit, src = None, "ignored: tag.automatic-creation is none"
+        else:
+            raise PlanRejected("--num-retained-max counts the tags Paimon creates automatically, and this table "
+                               "creates none (tag.automatic-creation is none); name tags with --tag or use "
+                               "--older-than")
+    if limit is not None and limit < 0:
+        raise PlanRejected(f"--num-retained-max is {limit}: it must not be negative")
+    sources["tag.num-retained-max"] = OptionValue(limit, src)
+    period = str(merged.get("tag.creation-period", "daily")).strip().lower()
+    formatter = str(merged.get("tag.period-formatter", "with_dashes")).strip().lower()
+    if limit is not None and (period not in TAG_PERIODS or formatter not in TAG_PERIOD_FORMATTERS):
+        raise PlanRejected(f"tag.creation-period '{period}' with tag.period-formatter '{formatter}' is not one "
+                           f"lakesweep knows the tag names of ({', '.join(TAG_PERIODS)}; "
+                           f"{', '.join(TAG_PERIOD_FORMATTERS)})")
+    duration = at = None
+    text = None
+    if older_than is not None:
+        text = str(older_than).strip()
+        if _UNIT_DURATION.match(text):
+            duration = parse_duration_ms(text)
+        else:
+            at = parse_time_ms(text)
+    sources["older-than"] = OptionValue(text, "flag" if text else "default")
+    tag_names = tuple(dict.fromkeys(str(n) for n in names or ()))
+    sources["tags"] = OptionValue(list(tag_names) or None, "flag" if tag_names else "default")
+    zone = time_zone if time_zone is not None else system_zone
+    try:
+        ZoneInfo(zone)
+    except (ZoneInfoNotFoundError, ValueError) as e:
+        raise PlanRejected(f"time zone '{zone}' is unknown: give an IANA name such as 'Europe/Berlin' or 'UTC'") from e
+    sources["time-zone"] = OptionValue(zone, "flag" if time_zone is not None else "system")
+    return TagOptions(names=tag_names, older_than=text, duration_ms=duration, at_ms=at, num_retained_max=limit,
+                      period=period, period_formatter=formatter, time_zone=zone, sources=sources)

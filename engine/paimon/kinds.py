@@ -20,7 +20,7 @@ from engine.fileio import join
 from engine.plan import Action, PhaseMode, PhaseSpec, Verb
 
 
-PLAN_KINDS = ("expire", "orphans", "partitions", "consumers")  # the plan kinds whose actions are defined here
+PLAN_KINDS = ("expire", "orphans", "partitions", "consumers", "tags")  # the plan kinds whose actions are defined here
 
 
 class Phase(enum.IntEnum):
@@ -211,11 +211,62 @@ class ConsumerKind(enum.StrEnum):
 
 CONSUMER_PHASES: tuple[PhaseSpec, ...] = (PhaseSpec("consumers", PhaseMode.ORDERED),)
 
-KINDS = {k.value: k for k in (*ActionKind, *OrphanKind, *PartitionKind, *ConsumerKind)}  # a stored label -> its kind
+class TagPhase(enum.IntEnum):
+    """Tag expiry's phases, in ``TagManager#deleteTag``'s order: the tag files first (a crash then leaks
+    files, never leaves a tag whose files are gone), the files only expired tags held, their metadata."""
+
+    TAG_FILES = 1
+    DATA_FILES = 2
+    METADATA = 3
+
+
+TAG_PHASES: tuple[PhaseSpec, ...] = (
+    PhaseSpec("tag_files", PhaseMode.ORDERED),
+    PhaseSpec("tag_data_files", PhaseMode.BULK),
+    PhaseSpec("tag_metadata", PhaseMode.BULK),
+)
+
+
+class TagKind(enum.StrEnum):
+    """What tag expiry deletes: tag files, and for a tag whose snapshot is gone and which no other tag
+    shares, the data, extra and index files and the manifests, lists and statistics that only it held
+    (``TagDeletion``); never changelog files."""
+
+    TAG_FILE = "tag-file"
+    TAG_DATA_FILE = "tag-data-file"  # a data or extra file of a partition's bucket (or an external path)
+    TAG_MANIFEST = "tag-manifest"  # manifest/: a manifest, a manifest list or an index manifest
+    TAG_INDEX_FILE = "tag-index-file"
+    TAG_STATISTICS = "tag-statistics"
+
+    @property
+    def phase(self) -> TagPhase:
+        if self is TagKind.TAG_FILE:
+            return TagPhase.TAG_FILES
+        return TagPhase.DATA_FILES if self is TagKind.TAG_DATA_FILE else TagPhase.METADATA
+
+    @property
+    def verb(self) -> Verb:
+        return Verb.DELETE_FILE
+
+    @property
+    def deletes(self) -> bool:
+        return True
+
+
+KINDS = {k.value: k for k in (*ActionKind, *OrphanKind, *PartitionKind, *ConsumerKind, *TagKind)}  # label -> kind
 # A label -> (verb, phase), looked up by the label's text: hashing an enum member calls Enum.__hash__ in
 # Python, once per action of a 300,000-action plan.
 SHAPES = {k.value: (k.verb, int(k.phase)) for k in KINDS.values()}
 # A label -> the plan kind whose actions it is: a kind is refused in a plan of another kind (its phase
 # number means another phase there).
 PLAN_KIND_OF = {**{k.value: "expire" for k in ActionKind}, **{k.value: "orphans" for k in OrphanKind},
-                **{k.value: "partitions" for k in PartitionKind}, **{k.value: "consumers" for k in ConsumerKind}}
+                **{k.value: "partitions" for k in PartitionKind}, **{k.value: "consumers" for k in ConsumerKind},
+                **{k.value: "tags" for k in TagKind}}
+
+
+def tags_deleted(plan) -> frozenset[str]:
+    """The tags a tag-expiry plan deletes (its tag-file actions): holders the reachability gate leaves out,
+    since the plan deletes them before the files only they hold. Empty for any other plan."""
+    if plan.kind != "tags":
+        return frozenset()
+    return frozenset(a.path.rsplit("/tag-", 1)[1] for a in plan.actions if a.kind is TagKind.TAG_FILE)

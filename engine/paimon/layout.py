@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from engine.errors import InvalidLocation, PlanRejected
 from engine.fileio import normalize_location
-from engine.paimon.kinds import PLAN_KIND_OF, SHAPES, ActionKind, ConsumerKind, OrphanKind
+from engine.paimon.kinds import PLAN_KIND_OF, SHAPES, ActionKind, ConsumerKind, OrphanKind, TagKind
 from engine.paimon.partition import escape_path_name
 from engine.paimon.paths import external_roots
 from engine.paimon.table import (BRANCH_PREFIX, CHANGELOG_PREFIX, SNAPSHOT_PREFIX, PaimonTable,
@@ -177,7 +177,7 @@ def check_action_kind(plan: CleanupPlan, a: Action, layout: Layout) -> None:
     def refuse(why: str):
         raise PlanRejected(f"action {a.action_id} ({kind} {path!r}) is refused: {why}; the plan is refused")
 
-    shape = SHAPES.get(kind) if isinstance(kind, (ActionKind, OrphanKind, ConsumerKind)) else None
+    shape = SHAPES.get(kind) if isinstance(kind, (ActionKind, OrphanKind, ConsumerKind, TagKind)) else None
     if shape is None:
         refuse("unknown kind")
     if PLAN_KIND_OF[kind] != plan.kind:
@@ -194,7 +194,15 @@ def check_action_kind(plan: CleanupPlan, a: Action, layout: Layout) -> None:
                 len(path) == len(head):
             refuse(f"consumer expiry deletes only {layout.base}consumer/consumer-<id> files")
         return
-    if isinstance(kind, OrphanKind):
+    if kind is TagKind.TAG_FILE:
+        head = layout.base + "tag/tag-"
+        if not path.startswith(head) or len(path) == len(head) or not _plain_name(path[len(layout.base + "tag/"):]):
+            refuse(f"tag expiry deletes tag files only as {layout.base}tag/tag-<name>")
+        return
+    if isinstance(kind, TagKind):
+        kind = {TagKind.TAG_DATA_FILE: ActionKind.DATA_FILE, TagKind.TAG_MANIFEST: ActionKind.MANIFEST,
+                TagKind.TAG_INDEX_FILE: ActionKind.INDEX_FILE, TagKind.TAG_STATISTICS: ActionKind.STATISTICS}[kind]
+    elif isinstance(kind, OrphanKind):
         if orphan_kind_of(layout, path) is not kind:
             refuse(f"orphan cleaning deletes {kind} files only {_ORPHAN_PLACES[kind]}")
         return

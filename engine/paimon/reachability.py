@@ -15,7 +15,7 @@ exactly what is re-checked against the live table before each destructive phase.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable, Iterator
+from typing import AbstractSet, Callable, Iterator
 
 from engine.errors import MetadataNotFound, TableFormatError
 from engine.paimon.model import FileKind, FileSource, Snapshot
@@ -126,8 +126,10 @@ def holders(
     *,
     end: int | None,
     tolerate: Callable[[TableFormatError, str], None] | None = None,
+    without_tags: AbstractSet[str] = frozenset(),
 ) -> Iterator[Holder]:
-    """Every holder of ``table``'s branch and of every other branch (see the module docstring).
+    """Every holder of ``table``'s branch and of every other branch (see the module docstring), except the
+    branch's tags named in ``without_tags`` (those a tag-expiry plan deletes before their files).
 
     A holder that cannot be read raises its ``TableFormatError``; with ``tolerate`` (the planner's
     skip-unreadable mode) it is reported through it and skipped.
@@ -150,7 +152,8 @@ def holders(
         if s is not None:
             yield Holder(what, table, s, "snapshot", True)
     for t in table.tags():
-        yield Holder(f"tag '{t.name}' (snapshot {t.snapshot.id})", table, t.snapshot, "tag", True)
+        if t.name not in without_tags:
+            yield Holder(f"tag '{t.name}' (snapshot {t.snapshot.id})", table, t.snapshot, "tag", True)
     for cid in table.list_changelog_ids():
         what = f"the retained changelog {cid}"
         c = guarded(lambda: _try_changelog(table, cid), what)
@@ -187,12 +190,13 @@ def first_reachable(
     *,
     end: int | None,
     tolerate: Callable[[TableFormatError, str], None] | None = None,
+    without_tags: AbstractSet[str] = frozenset(),
 ) -> tuple[Holder, str] | None:
     """The first holder (in ``holders`` order) that reaches one of the ``planned`` full paths, with that
     path; ``None`` when no holder reaches any of them."""
     if not planned:
         return None
-    for holder in holders(table, end=end, tolerate=tolerate):
+    for holder in holders(table, end=end, tolerate=tolerate, without_tags=without_tags):
         try:
             reachable = holder_files(holder).keys()
         except TableFormatError as e:

@@ -370,3 +370,46 @@ def consumer_requirements(*, identity: str, location: str, branch: str, now_ms: 
     idle by a later time may not be), and each candidate unmodified."""
     return (AssertTableIdentity(identity, location, branch), AssertNowReached(now_ms),
             AssertConsumersUnmodified(dict(mtimes)))
+
+
+@requirement
+@dataclass(frozen=True, slots=True)
+class AssertTagsUnchanged(Requirement):
+    """The tags a tag-expiry plan deletes are there with the content the plan read (or this plan deleted
+    them), and the snapshots whose files it deletes are still gone: a tag written again, or a snapshot
+    restored (a rollback to the tag), makes the plan stale. ``tags``: name -> digest of the tag file;
+    ``gone``: the snapshot ids whose files the plan deletes."""
+
+    TYPE = "paimon.tags-unchanged"
+    tags: Mapping[str, str]
+    gone: tuple[int, ...]
+
+    def __post_init__(self):
+        if isinstance(self.gone, list):  # as a plan file stores it
+            object.__setattr__(self, "gone", tuple(self.gone))
+
+    def problems(self, view, *, done=frozenset()) -> list[str]:
+        from engine.fileio import join
+
+        out = []
+        for name, digest in sorted(self.tags.items()):
+            path = join(view.tag_dir, f"tag-{name}")
+            try:
+                data = view.fileio.read_bytes(path)
+            except FileNotFoundError:
+                if path not in done:
+                    out.append(f"tag '{name}' is gone, deleted by something other than this plan")
+                continue
+            if snapshot_digest(data) != digest:
+                out.append(f"tag '{name}' is not the tag the plan read: it was written again")
+        for sid in self.gone:
+            if view.fileio.exists(view.snapshot_path(sid)):
+                out.append(f"snapshot {sid}, whose files the plan deletes with its tag, exists again")
+        return out
+
+
+def tag_requirements(*, identity: str, location: str, branch: str, now_ms: int, tags: Mapping[str, str],
+                     gone: Sequence[int]) -> tuple[Requirement, ...]:
+    """Tag expiry's requirements: the table and branch, a now the clock has reached, the tags as read."""
+    return (AssertTableIdentity(identity, location, branch), AssertNowReached(now_ms),
+            AssertTagsUnchanged(dict(tags), tuple(sorted(gone))))

@@ -593,3 +593,17 @@ class Harness:
         ``expire_date_time`` (ISO): consumer files modified before it are deleted. Returns the ids left."""
         return self.call({"cmd": "expire_consumers", "table": os.fspath(table), "branch": branch,
                           "expireDateTime": expire_date_time})["left"]
+
+    def create_tag(self, table: str | os.PathLike[str], name: str, snapshot: int, *,
+                   time_retained_ms: int | None = None) -> None:
+        """Paimon's ``createTag`` (with a time retained, the tag records its creation time too)."""
+        self.call({"cmd": "create_tag", "table": os.fspath(table), "name": name, "snapshot": snapshot,
+                   "timeRetainedMs": time_retained_ms})
+
+    def delete_tags(self, table: str | os.PathLike[str], names: Iterable[str]) -> None:
+        """Paimon 0.9's ``deleteTag`` (``TagManager#deleteTag`` with ``TagDeletion``) of each, in order."""
+        self.call({"cmd": "delete_tags", "table": os.fspath(table), "names": list(names)})
+
+    def expire_tags(self, table: str | os.PathLike[str]) -> list[str]:
+        """Paimon 0.9's ``TagTimeExpire`` at the current time; the tag names left."""
+        return self.call({"cmd": "expire_tags", "table": os.fspath(table)})["left"]

@@ -213,6 +213,12 @@ public class PaimonHarness {
                 return expirePartitions(cmd);
             case "expire_consumers":
                 return expireConsumers(cmd);
+            case "create_tag":
+                return createTag(cmd);
+            case "delete_tags":
+                return deleteTags(cmd);
+            case "expire_tags":
+                return expireTags(cmd);
             default:
                 throw new IllegalArgumentException("unknown command '" + name + "'");
         }
@@ -1232,6 +1238,53 @@ public class PaimonHarness {
         List<String> ids = new ArrayList<>(consumers.listAllIds());
         Collections.sort(ids);
         ids.forEach(left::add);
+        return res;
+    }
+
+    // ------------------------------------------------------------------ tags
+
+    /**
+     * {"cmd":"create_tag","table":DIR,"name":N,"snapshot":ID,"timeRetainedMs":MS|null}: Paimon's
+     * createTag, with a time retained when given (the tag records its creation time then).
+     */
+    private static ObjectNode createTag(JsonNode cmd) {
+        FileStoreTable table = open(tablePath(cmd));
+        String name = requireText(cmd, "name");
+        long snapshot = cmd.get("snapshot").asLong();
+        if (cmd.hasNonNull("timeRetainedMs")) {
+            table.createTag(name, snapshot, Duration.ofMillis(cmd.get("timeRetainedMs").asLong()));
+        } else {
+            table.createTag(name, snapshot);
+        }
+        return JSON.createObjectNode();
+    }
+
+    /** {"cmd":"delete_tags","table":DIR,"names":[N,...]}: Paimon's deleteTag of each, in order. */
+    private static ObjectNode deleteTags(JsonNode cmd) {
+        FileStoreTable table = open(tablePath(cmd));
+        for (JsonNode n : cmd.path("names")) {
+            table.deleteTag(n.asText());
+        }
+        return JSON.createObjectNode();
+    }
+
+    /**
+     * {"cmd":"expire_tags","table":DIR}: Paimon 0.9's TagTimeExpire at the current time (each tag with a
+     * time retained is deleted once its creation time plus that has passed). Returns the tags left.
+     */
+    private static ObjectNode expireTags(JsonNode cmd) {
+        FileStoreTable table = open(tablePath(cmd));
+        org.apache.paimon.tag.TagTimeExpire.create(
+                        table.snapshotManager(),
+                        table.tagManager(),
+                        table.store().newTagDeletion(),
+                        java.util.Collections.emptyList())
+                .run();
+        ObjectNode res = JSON.createObjectNode();
+        ArrayNode left = res.putArray("left");
+        List<String> names = new ArrayList<>(table.tagManager().allTagNames());
+        Collections.sort(names);
+        names.forEach(left::add);
         return res;
     }
 }
