@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import AbstractSet, Sequence
 
 from engine.errors import PlanRejected, StalePlan
-from engine.paimon.kinds import ActionKind, tags_deleted
+from engine.paimon.kinds import ActionKind, changelogs_deleted, tags_deleted
 from engine.paimon.layout import Layout, check_action_kind
 from engine.paimon.paths import external_roots
 from engine.paimon.reachability import first_reachable
@@ -94,7 +94,8 @@ def check_unreachable(plan: CleanupPlan, table: PaimonTable, actions: Sequence[A
         planned = {full(a.path): a for a in deleting}
     else:
         planned = {targets[a.action_id]: a for a in deleting}
-    hit = first_reachable(table, frozenset(planned), end=plan.end, without_tags=tags_deleted(plan))
+    hit = first_reachable(table, frozenset(planned), end=plan.end, without_tags=tags_deleted(plan),
+                          without_changelogs=changelogs_deleted(plan))
     if hit is not None:
         holder, path = hit
         a = planned[path]

@@ -216,6 +216,34 @@ def plan_tags_cmd(
               system_zone=system_zone())
 
 
+@plan_app.command("changelog")
+@handle_errors
+def plan_changelog_cmd(
+    table: str = TableArg,
+    out: Path = PlanOutOpt,
+    retain_min: Optional[int] = typer.Option(None, help="Keep at least this many newest changelogs "
+                                             "(changelog.num-retained.min, default: the snapshot setting)."),
+    retain_max: Optional[int] = typer.Option(None, help="Keep at most this many (changelog.num-retained.max)."),
+    time_retained: Optional[str] = typer.Option(None, help="Keep changelogs younger than this, e.g. '7 d' "
+                                                "(changelog.time-retained)."),
+    max_deletes: Optional[int] = typer.Option(None, help="Expire at most this many changelogs in one plan "
+                                              "(snapshot.expire.limit, default 50)."),
+    branch: str = typer.Option("main", help="Branch whose changelogs to expire."),
+    now: Optional[str] = NowOpt,
+    option: List[str] = TableOptionOpt,
+    fmt: OutputFormat = OutputOpt,
+):
+    """Plan the expiry of decoupled changelogs as Apache Paimon would run it, and save the plan.
+
+    When changelogs outlive snapshots, snapshot expiry leaves changelog/changelog-<id> files and the files
+    streaming readers of them need; this plans their expiry with Paimon's changelog.num-retained.* and
+    changelog.time-retained arithmetic and deletion rules.
+
+    Nothing is deleted now. Review the plan with 'lakesweep show PLAN'."""
+    make_plan("changelog", table=table, out=out, now=now, option=option, branch=branch, fmt=fmt,
+              retain_min=retain_min, retain_max=retain_max, time_retained=time_retained, max_deletes=max_deletes)
+
+
 @plan_app.command("orphans")
 @handle_errors
 def plan_orphans_cmd(

@@ -282,6 +282,43 @@ def describe_tags(plan: CleanupPlan) -> PlanDescription:
                "that again before deleting any"))
 
 
+def _resolve_changelog(table_options, **flags):
+    from planner.options import resolve_expire_options
+
+    keys = {"retain_min": "changelog.num-retained.min", "retain_max": "changelog.num-retained.max",
+            "time_retained": "changelog.time-retained"}
+    overrides = dict(flags.pop("overrides", None) or {})
+    for flag, key in keys.items():
+        value = flags.pop(flag, None)
+        if value is not None:
+            overrides[key] = str(value)
+    return resolve_expire_options(table_options, overrides=overrides, **flags)
+
+
+def _plan_changelog(table, *, now_ms: int, options) -> CleanupPlan:
+    from planner.changelog import plan_changelog
+
+    return plan_changelog(table, now_ms=now_ms, options=options)
+
+
+def describe_changelog(plan: CleanupPlan) -> PlanDescription:
+    """A decoupled changelog expiry: its range, what bounded it, and what it deletes."""
+    begin, end = plan.begin, plan.end
+    document = {"range": {"begin": begin, "end": end}, "earliest_hint": plan.earliest_hint,
+                "bound": plan.scope.get("bound")}
+    if begin is None or end is None or not plan.actions:
+        return PlanDescription(nothing_to_do=True, nothing_label="No changelogs to expire",
+                               scope=f"branch '{plan.branch}' keeps every changelog: none is past what the "
+                                     "changelog.* retention keeps, or its changelogs are not decoupled.",
+                               document=document)
+    notes = [f"bounded by {plan.scope.get('bound')}"]
+    if plan.stats.get("protected_by_tags"):
+        notes.append(f"{plan.stats['protected_by_tags']} data file(s) kept for tags")
+    return PlanDescription(nothing_to_do=False, document=document, notes=tuple(notes),
+                           scope=f"expires changelogs [{begin}, {end}) of branch '{plan.branch}', then sets the "
+                                 f"changelog EARLIEST hint to {end}")
+
+
 def _utc(ms: int) -> str:
     import datetime
 
@@ -299,6 +336,7 @@ KINDS: Mapping[str, PlanKind] = {
         PlanKind("consumers", resolve_options=_resolve_consumers, plan=_plan_consumers,
                  describe=describe_consumers),
         PlanKind("tags", resolve_options=_resolve_tags, plan=_plan_tags, describe=describe_tags),
+        PlanKind("changelog", resolve_options=_resolve_changelog, plan=_plan_changelog, describe=describe_changelog),
     )
 }
 

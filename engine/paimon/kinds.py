@@ -20,7 +20,7 @@ from engine.fileio import join
 from engine.plan import Action, PhaseMode, PhaseSpec, Verb
 
 
-PLAN_KINDS = ("expire", "orphans", "partitions", "consumers", "tags")  # the plan kinds whose actions are defined here
+PLAN_KINDS = ("expire", "orphans", "partitions", "consumers", "tags", "changelog")  # the plan kinds whose actions are defined here
 
 
 class Phase(enum.IntEnum):
@@ -253,7 +253,85 @@ class TagKind(enum.StrEnum):
         return True
 
 
-KINDS = {k.value: k for k in (*ActionKind, *OrphanKind, *PartitionKind, *ConsumerKind, *TagKind)}  # label -> kind
+class ChangelogPhase(enum.IntEnum):
+    """Decoupled changelog expiry's phases (``ExpireChangelogImpl#expireUntil``): data and changelog
+    files, the directories that leaves empty, manifests and lists, the changelog files in ascending id,
+    and the changelog directory's EARLIEST hint last."""
+
+    FILES = 1
+    EMPTY_DIRS = 2
+    METADATA = 3
+    CHANGELOGS = 4
+    HINT = 5
+
+
+CHANGELOG_PHASES: tuple[PhaseSpec, ...] = (
+    PhaseSpec("changelog_data_files", PhaseMode.BULK),
+    PhaseSpec("changelog_empty_dirs", PhaseMode.ORDERED),
+    PhaseSpec("changelog_manifests", PhaseMode.BULK),
+    PhaseSpec("changelogs", PhaseMode.ORDERED),
+    PhaseSpec("changelog_hint", PhaseMode.ORDERED),
+)
+
+
+class ChangelogKind(enum.StrEnum):
+    """What decoupled changelog expiry deletes (``ChangelogDeletion``): the changelog files a changelog's
+    list adds, or without one the files its delta deleted that snapshot expiry deferred (APPEND-sourced,
+    ``changelog-producer=none``), their manifests and lists, the ``changelog/changelog-<id>`` files, and
+    finally the changelog EARLIEST hint. Each lives where the expiry kind of the same file lives
+    (``rule``)."""
+
+    DATA_FILE = "expired-changelog-data-file"
+    EXTRA_FILE = "expired-changelog-extra-file"
+    CHANGELOG_FILE = "expired-changelog-file"
+    EMPTY_DIR = "expired-changelog-empty-dir"
+    MANIFEST = "expired-changelog-manifest"
+    MANIFEST_LIST = "expired-changelog-manifest-list"
+    CHANGELOG_META = "expired-changelog"
+    WRITE_EARLIEST_HINT = "write-changelog-earliest-hint"
+
+    @property
+    def rule(self) -> "ActionKind | None":
+        return _CHANGELOG_RULE.get(self)
+
+    @property
+    def phase(self) -> ChangelogPhase:
+        return _CHANGELOG_PHASE[self]
+
+    @property
+    def verb(self) -> Verb:
+        if self is ChangelogKind.WRITE_EARLIEST_HINT:
+            return Verb.WRITE_FILE
+        return Verb.DELETE_EMPTY_DIR if self is ChangelogKind.EMPTY_DIR else Verb.DELETE_FILE
+
+    @property
+    def deletes(self) -> bool:
+        return self is not ChangelogKind.WRITE_EARLIEST_HINT
+
+    def order_key(self, a: Action) -> tuple:
+        if self is ChangelogKind.CHANGELOG_META:
+            return (0, a.snapshot_id or 0, a.path)
+        if self is ChangelogKind.EMPTY_DIR:
+            return (0, -a.depth, a.path)
+        return (_CL_RANK[self], 0, a.path)
+
+
+_CHANGELOG_RULE = {ChangelogKind.DATA_FILE: ActionKind.DATA_FILE, ChangelogKind.EXTRA_FILE: ActionKind.EXTRA_FILE,
+                   ChangelogKind.CHANGELOG_FILE: ActionKind.CHANGELOG_FILE, ChangelogKind.EMPTY_DIR: ActionKind.EMPTY_DIR,
+                   ChangelogKind.MANIFEST: ActionKind.MANIFEST, ChangelogKind.MANIFEST_LIST: ActionKind.MANIFEST_LIST}
+_CHANGELOG_PHASE = {ChangelogKind.DATA_FILE: ChangelogPhase.FILES, ChangelogKind.EXTRA_FILE: ChangelogPhase.FILES,
+                    ChangelogKind.CHANGELOG_FILE: ChangelogPhase.FILES, ChangelogKind.EMPTY_DIR: ChangelogPhase.EMPTY_DIRS,
+                    ChangelogKind.MANIFEST: ChangelogPhase.METADATA,
+                    ChangelogKind.MANIFEST_LIST: ChangelogPhase.METADATA,
+                    ChangelogKind.CHANGELOG_META: ChangelogPhase.CHANGELOGS,
+                    ChangelogKind.WRITE_EARLIEST_HINT: ChangelogPhase.HINT}
+_CL_RANK = {k: i for i, k in enumerate(ChangelogKind)}
+# An expiry action kind as the changelog expiry kind of the same file.
+CHANGELOG_KIND_OF = {ActionKind.DATA_FILE: ChangelogKind.DATA_FILE, ActionKind.EXTRA_FILE: ChangelogKind.EXTRA_FILE,
+                     ActionKind.CHANGELOG_FILE: ChangelogKind.CHANGELOG_FILE, ActionKind.EMPTY_DIR: ChangelogKind.EMPTY_DIR,
+                     ActionKind.MANIFEST: ChangelogKind.MANIFEST, ActionKind.MANIFEST_LIST: ChangelogKind.MANIFEST_LIST}
+
+KINDS = {k.value: k for k in (*ActionKind, *OrphanKind, *PartitionKind, *ConsumerKind, *TagKind, *ChangelogKind)}
 # A label -> (verb, phase), looked up by the label's text: hashing an enum member calls Enum.__hash__ in
 # Python, once per action of a 300,000-action plan.
 SHAPES = {k.value: (k.verb, int(k.phase)) for k in KINDS.values()}
@@ -261,7 +339,7 @@ SHAPES = {k.value: (k.verb, int(k.phase)) for k in KINDS.values()}
 # number means another phase there).
 PLAN_KIND_OF = {**{k.value: "expire" for k in ActionKind}, **{k.value: "orphans" for k in OrphanKind},
                 **{k.value: "partitions" for k in PartitionKind}, **{k.value: "consumers" for k in ConsumerKind},
-                **{k.value: "tags" for k in TagKind}}
+                **{k.value: "tags" for k in TagKind}, **{k.value: "changelog" for k in ChangelogKind}}
 
 
 def tags_deleted(plan) -> frozenset[str]:
@@ -270,3 +348,11 @@ def tags_deleted(plan) -> frozenset[str]:
     if plan.kind != "tags":
         return frozenset()
     return frozenset(a.path.rsplit("/tag-", 1)[1] for a in plan.actions if a.kind is TagKind.TAG_FILE)
+
+
+def changelogs_deleted(plan) -> frozenset[int]:
+    """The changelog ids a changelog-expiry plan deletes: holders the reachability gate leaves out, since
+    the plan deletes what only they hold. Empty for any other plan."""
+    if plan.kind != "changelog":
+        return frozenset()
+    return frozenset(a.snapshot_id for a in plan.actions if a.kind is ChangelogKind.CHANGELOG_META)

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from engine.errors import InvalidLocation, PlanRejected
 from engine.fileio import normalize_location
-from engine.paimon.kinds import PLAN_KIND_OF, SHAPES, ActionKind, ConsumerKind, OrphanKind, TagKind
+from engine.paimon.kinds import PLAN_KIND_OF, SHAPES, ActionKind, ChangelogKind, ConsumerKind, OrphanKind, TagKind
 from engine.paimon.partition import escape_path_name
 from engine.paimon.paths import external_roots
 from engine.paimon.table import (BRANCH_PREFIX, CHANGELOG_PREFIX, SNAPSHOT_PREFIX, PaimonTable,
@@ -177,7 +177,8 @@ def check_action_kind(plan: CleanupPlan, a: Action, layout: Layout) -> None:
     def refuse(why: str):
         raise PlanRejected(f"action {a.action_id} ({kind} {path!r}) is refused: {why}; the plan is refused")
 
-    shape = SHAPES.get(kind) if isinstance(kind, (ActionKind, OrphanKind, ConsumerKind, TagKind)) else None
+    shape = SHAPES.get(kind) if isinstance(kind, (ActionKind, OrphanKind, ConsumerKind, TagKind, ChangelogKind)) \
+        else None
     if shape is None:
         refuse("unknown kind")
     if PLAN_KIND_OF[kind] != plan.kind:
@@ -199,7 +200,20 @@ def check_action_kind(plan: CleanupPlan, a: Action, layout: Layout) -> None:
         if not path.startswith(head) or len(path) == len(head) or not _plain_name(path[len(layout.base + "tag/"):]):
             refuse(f"tag expiry deletes tag files only as {layout.base}tag/tag-<name>")
         return
-    if isinstance(kind, TagKind):
+    if kind is ChangelogKind.CHANGELOG_META:
+        if (path != f"{layout.base}changelog/changelog-{a.snapshot_id}" or plan.begin is None or plan.end is None
+                or not plan.begin <= (a.snapshot_id or -1) < plan.end):
+            refuse(f"a changelog action must be {layout.base}changelog/changelog-<id> with its id in the plan's "
+                   f"range [{plan.begin}, {plan.end})")
+        return
+    if kind is ChangelogKind.WRITE_EARLIEST_HINT:
+        if path != layout.base + "changelog/EARLIEST" or a.snapshot_id != plan.earliest_hint:
+            refuse(f"the hint action may only write {layout.base}changelog/EARLIEST with the plan's value "
+                   f"{plan.earliest_hint}")
+        return
+    if isinstance(kind, ChangelogKind):
+        kind = kind.rule
+    elif isinstance(kind, TagKind):
         kind = {TagKind.TAG_DATA_FILE: ActionKind.DATA_FILE, TagKind.TAG_MANIFEST: ActionKind.MANIFEST,
                 TagKind.TAG_INDEX_FILE: ActionKind.INDEX_FILE, TagKind.TAG_STATISTICS: ActionKind.STATISTICS}[kind]
     elif isinstance(kind, OrphanKind):

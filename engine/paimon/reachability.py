@@ -127,9 +127,11 @@ def holders(
     end: int | None,
     tolerate: Callable[[TableFormatError, str], None] | None = None,
     without_tags: AbstractSet[str] = frozenset(),
+    without_changelogs: AbstractSet[int] = frozenset(),
 ) -> Iterator[Holder]:
     """Every holder of ``table``'s branch and of every other branch (see the module docstring), except the
-    branch's tags named in ``without_tags`` (those a tag-expiry plan deletes before their files).
+    branch's tags named in ``without_tags`` and changelogs in ``without_changelogs`` (those a plan deletes
+    along with the files only they hold).
 
     A holder that cannot be read raises its ``TableFormatError``; with ``tolerate`` (the planner's
     skip-unreadable mode) it is reported through it and skipped.
@@ -155,6 +157,8 @@ def holders(
         if t.name not in without_tags:
             yield Holder(f"tag '{t.name}' (snapshot {t.snapshot.id})", table, t.snapshot, "tag", True)
     for cid in table.list_changelog_ids():
+        if cid in without_changelogs:
+            continue
         what = f"the retained changelog {cid}"
         c = guarded(lambda: _try_changelog(table, cid), what)
         if c is not None:
@@ -191,12 +195,14 @@ def first_reachable(
     end: int | None,
     tolerate: Callable[[TableFormatError, str], None] | None = None,
     without_tags: AbstractSet[str] = frozenset(),
+    without_changelogs: AbstractSet[int] = frozenset(),
 ) -> tuple[Holder, str] | None:
     """The first holder (in ``holders`` order) that reaches one of the ``planned`` full paths, with that
     path; ``None`` when no holder reaches any of them."""
     if not planned:
         return None
-    for holder in holders(table, end=end, tolerate=tolerate, without_tags=without_tags):
+    for holder in holders(table, end=end, tolerate=tolerate, without_tags=without_tags,
+                          without_changelogs=without_changelogs):
         try:
             reachable = holder_files(holder).keys()
         except TableFormatError as e:

@@ -413,3 +413,53 @@ def tag_requirements(*, identity: str, location: str, branch: str, now_ms: int, 
     """Tag expiry's requirements: the table and branch, a now the clock has reached, the tags as read."""
     return (AssertTableIdentity(identity, location, branch), AssertNowReached(now_ms),
             AssertTagsUnchanged(dict(tags), tuple(sorted(gone))))
+
+
+@requirement
+@dataclass(frozen=True, slots=True)
+class AssertChangelogsPresent(Requirement):
+    """The changelog files a changelog-expiry plan deletes are there with the content it read (or this plan
+    deleted them, or the plan was applied before: all gone and the changelog EARLIEST hint at the plan's
+    value), and the changelog at ``end``, whose lists protect what it still needs, exists."""
+
+    TYPE = "paimon.changelogs-present"
+    end: int
+    changelogs: Mapping[int, str]  # id -> digest of its file
+    hint: int
+
+    def __post_init__(self):
+        object.__setattr__(self, "changelogs", {int(k): str(v) for k, v in sorted(self.changelogs.items(),
+                                                                                 key=lambda kv: int(kv[0]))})
+
+    def to_json(self) -> dict:
+        return {"type": self.TYPE, "end": self.end, "hint": self.hint,
+                "changelogs": {str(k): v for k, v in self.changelogs.items()}}
+
+    def problems(self, view, *, done=frozenset()) -> list[str]:
+        out = []
+        gone = [cid for cid in self.changelogs if not view.fileio.exists(view.changelog_path(cid))]
+        applied = len(gone) == len(self.changelogs) and view.read_hint("EARLIEST", view.changelog_dir) == self.hint
+        missing = [] if applied else [cid for cid in gone if view.changelog_path(cid) not in done]
+        if missing:
+            out.append(f"changelog(s) {missing} of the plan's range are gone, removed by something other than this "
+                       "plan")
+        if not view.fileio.exists(view.changelog_path(self.end)):
+            out.append(f"the plan's end changelog {self.end} no longer exists")
+        for cid, digest in self.changelogs.items():
+            try:
+                data = view.fileio.read_bytes(view.changelog_path(cid))
+            except FileNotFoundError:
+                continue
+            if snapshot_digest(data) != digest:
+                out.append(f"changelog {cid} is not the changelog the plan read: its file changed")
+        return out
+
+
+def changelog_requirements(*, identity: str, location: str, branch: str, begin: int, end: int, hint: int,
+                           schema_id: int, branches: Sequence[str], tags: Mapping[str, int],
+                           consumers: Mapping[str, int], changelogs: Mapping[int, str]) -> tuple[Requirement, ...]:
+    """Changelog expiry's requirements: what protects the range (branches, tags below its end, consumers
+    reading inside it) unchanged, and the planned changelogs present as read."""
+    return (AssertTableIdentity(identity, location, branch), AssertSchemaId(schema_id),
+            AssertBranches(tuple(branches)), AssertTagsBelow(end, dict(tags)),
+            AssertConsumersOutside(begin, end, dict(consumers)), AssertChangelogsPresent(end, dict(changelogs), hint))

@@ -37,7 +37,7 @@ def test_every_readme_command_runs(tmp_path):
     subst = {"TABLE": w.path, "plan.parquet": str(tmp_path / "plan.parquet"), "j.duckdb": str(tmp_path / "j.duckdb"),
              "audit.parquet": str(tmp_path / "audit.parquet"), "orphans.parquet": str(tmp_path / "orphans.parquet"),
              "drop.parquet": str(tmp_path / "drop.parquet"), "consumers.parquet": str(tmp_path / "consumers.parquet"),
-             "tags.parquet": str(tmp_path / "tags.parquet")}
+             "tags.parquet": str(tmp_path / "tags.parquet"), "changelog.parquet": str(tmp_path / "changelog.parquet")}
     commands = readme_commands()
     assert [c[0] for c in commands][:4] == ["inspect", "plan", "show", "apply"]
     runner = CliRunner()

@@ -607,3 +607,11 @@ class Harness:
     def expire_tags(self, table: str | os.PathLike[str]) -> list[str]:
         """Paimon 0.9's ``TagTimeExpire`` at the current time; the tag names left."""
         return self.call({"cmd": "expire_tags", "table": os.fspath(table)})["left"]
+
+    def expire_changelog(self, table: str | os.PathLike[str], *, retain_min: int, retain_max: int,
+                         time_retained_ms: int, max_deletes: int) -> dict[str, Any]:
+        """Paimon 0.9's ``ExpireChangelogImpl`` (decoupled changelog expiry) with these changelog settings;
+        returns ``{"expired": n}``."""
+        return self.call({"cmd": "expire_changelog", "table": os.fspath(table), "changelogRetainMin": retain_min,
+                          "changelogRetainMax": retain_max, "changelogTimeRetainedMs": time_retained_ms,
+                          "maxDeletes": max_deletes})

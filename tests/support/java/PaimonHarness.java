@@ -219,6 +219,8 @@ public class PaimonHarness {
                 return deleteTags(cmd);
             case "expire_tags":
                 return expireTags(cmd);
+            case "expire_changelog":
+                return expireChangelog(cmd);
             default:
                 throw new IllegalArgumentException("unknown command '" + name + "'");
         }
@@ -1285,6 +1287,26 @@ public class PaimonHarness {
         List<String> names = new ArrayList<>(table.tagManager().allTagNames());
         Collections.sort(names);
         names.forEach(left::add);
+        return res;
+    }
+
+    // ------------------------------------------------------------------ expire_changelog
+
+    /**
+     * {"cmd":"expire_changelog","table":DIR,"changelogRetainMin":N,"changelogRetainMax":N,
+     * "changelogTimeRetainedMs":MS,"maxDeletes":N}: Paimon 0.9's own ExpireChangelogImpl (decoupled
+     * changelog expiry) with that config; returns {"expired": n}.
+     */
+    private static ObjectNode expireChangelog(JsonNode cmd) {
+        FileStoreTable table = open(tablePath(cmd));
+        ExpireConfig.Builder b = ExpireConfig.builder();
+        b.changelogRetainMin(cmd.get("changelogRetainMin").asInt());
+        b.changelogRetainMax(cmd.get("changelogRetainMax").asInt());
+        b.changelogTimeRetain(Duration.ofMillis(cmd.get("changelogTimeRetainedMs").asLong()));
+        b.changelogMaxDeletes(cmd.get("maxDeletes").asInt());
+        int expired = table.newExpireChangelog().config(b.build()).expire();
+        ObjectNode res = JSON.createObjectNode();
+        res.put("expired", expired);
         return res;
     }
 }
