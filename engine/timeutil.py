@@ -70,7 +70,10 @@ def wall_clock_ms() -> int:
 
 def format_time_ms(ms: int) -> str:
     """``ms`` as an ISO-8601 UTC time, for messages."""
-    return (_dt.datetime(1970, 1, 1, tzinfo=_dt.timezone.utc) + _dt.timedelta(milliseconds=ms)).isoformat()
+    try:
+        return (_dt.datetime(1970, 1, 1, tzinfo=_dt.timezone.utc) + _dt.timedelta(milliseconds=ms)).isoformat()
+    except OverflowError:  # beyond what a datetime holds (an epoch-ms typo): say the number
+        return f"{ms} ms after 1970-01-01T00:00:00+00:00"
 
 
 def system_zone() -> str:

@@ -20,6 +20,7 @@ from __future__ import annotations
 import datetime as _dt
 from typing import Any
 
+from engine.errors import PlanRejected
 from engine.paimon.kinds import PARTITION_PHASES, PartitionKind
 from engine.paimon.model import FileKind
 from engine.paimon.partition import decode_binary_row, partition_path, partition_spec
@@ -36,7 +37,10 @@ def local_time(now_ms: int, zone: str) -> _dt.datetime:
     """``now_ms`` as the naive local date-time a JVM in ``zone`` reads from ``LocalDateTime.now()``."""
     from zoneinfo import ZoneInfo
 
-    aware = _dt.datetime.fromtimestamp(now_ms / 1000, tz=_dt.timezone.utc).astimezone(ZoneInfo(zone))
+    try:
+        aware = _dt.datetime.fromtimestamp(now_ms / 1000, tz=_dt.timezone.utc).astimezone(ZoneInfo(zone))
+    except (OverflowError, ValueError, OSError) as e:
+        raise PlanRejected(f"the time {now_ms} (epoch ms) is outside the years 1 to 9999") from e
     return aware.replace(tzinfo=None)
 
 
