@@ -21,7 +21,7 @@ from engine.plan import Action, ActionCheck, CleanupPlan, PhaseMode, Verb
 from engine.plan_io import plan_from_header
 from engine.paimon.paths import external_roots
 from engine.paimon.table import open_table
-from engine.paimon.verify import verify_table as verify_whole
+from engine.paimon.verify import verify_kept, verify_table as verify_whole
 from journal.events import (
     ApplyCompleted,
     ApplyFailed,
@@ -269,10 +269,15 @@ class _Apply:
         """``lakesweep verify`` on the locations the plan deleted from, in the live table: none that a
         snapshot, tag, branch or changelog references may be gone, and the hints must agree. Returns the
         ``Verified`` event to journal; a table found damaged is reported, the apply stays completed."""
-        # A commit marks files DELETE without deleting them: older snapshots still need them, so they are
-        # checked too (a drop must leave every one of them in place).
-        touched = {targets[a.action_id] for a in self.plan.actions if a.verb.deletes or a.verb is Verb.COMMIT}
-        result = verify_whole(self.table.refreshed(), only=touched)
+        if not any(a.verb.deletes for a in self.plan.actions):
+            # A commit marks files DELETE without deleting them: the snapshots before it still need every
+            # one, so each must still be in place. Nothing else changed, so no snapshot is walked.
+            kept = {targets[a.action_id]: a.size for a in self.plan.actions if a.verb is Verb.COMMIT}
+            result = verify_kept(self.table.refreshed(), kept, "the snapshots before the plan's commit")
+            touched = kept
+        else:
+            touched = {targets[a.action_id] for a in self.plan.actions if a.verb.deletes}
+            result = verify_whole(self.table.refreshed(), only=touched)
         report.verify = result.to_json()
         del report.verify["unreferenced"], report.verify["unreferenced_bytes"]
         shown = [p.to_json() for p in result.problems[:VERIFY_PROBLEMS_JOURNALED]]

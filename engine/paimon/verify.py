@@ -25,7 +25,7 @@ from __future__ import annotations
 import posixpath
 from collections import defaultdict
 from dataclasses import dataclass, field
-from typing import Callable, Iterable, Iterator
+from typing import Callable, Iterable, Iterator, Mapping
 
 from engine.errors import CorruptMetadata, MetadataNotFound, TableFormatError
 from engine.fileio import join
@@ -358,6 +358,26 @@ def _check_exist(walk: _Walk) -> None:
                 found.append(Problem(SIZE, path, f"{size} bytes, but the metadata records {n.size}",
                                      walk.labels[n.first], n.holders))
     walk.problems[:0] = found
+
+
+def verify_kept(table: PaimonTable, files: Mapping[str, int | None], needed_by: str) -> VerifyReport:
+    """The check after an apply that deleted nothing (a commit): every one of ``files`` (full location ->
+    recorded size, None when unknown) is still in place, as the snapshots that ``needed_by`` names need
+    them. One listing per directory; no snapshot is walked (the commit changed no older snapshot)."""
+    by_dir: dict[str, list[str]] = defaultdict(list)
+    for path in files:
+        by_dir[posixpath.dirname(path)].append(path)
+    problems: list[Problem] = []
+    for directory in sorted(by_dir):
+        sizes = {f.path: f.size for f in table.fileio.list(directory) if not f.is_dir}
+        for path in sorted(by_dir[directory]):
+            size, want = sizes.get(path), files[path]
+            if size is None:
+                problems.append(Problem(MISSING, path, "file does not exist", needed_by, 1))
+            elif want is not None and size != want:
+                problems.append(Problem(SIZE, path, f"{size} bytes, but the metadata records {want}", needed_by, 1))
+    return VerifyReport(table.location, {}, len(files), tuple(problems), (), None, len(files),
+                        frozenset(files))
 
 
 def _unreferenced(table: PaimonTable) -> tuple[ListedFile, ...]:
