@@ -150,3 +150,27 @@ def test_a_tag_plan_applied_with_another_journal_is_stale_once_its_tags_are_gone
     with DuckDBRecorder(tmp_path / "other.duckdb") as recorder:
         with pytest.raises(StalePlan, match="tag 't3' is gone, deleted by something other than this plan"):
             apply_plan(p, recorder, executor=DriverExecutor())
+
+
+def test_files_a_branch_holds_stay_and_a_branch_expires_only_its_own_tags(tmp_path):
+    b = TableBuilder(str(tmp_path / "t"), partition_keys=("dt",), partition_types=("STRING",))
+    b.commit([E(ADD, "a", X)])
+    b.commit([E(ADD, "b", X)])
+    b.tag("t2", 2)
+    branch = b.create_branch("br", 2)  # holds snapshot 2's lists and files, as main's tag does
+    branch.tag("bt", 2)
+    b.commit([E(DELETE, "b", X), E(ADD, "c", X)])
+    b.commit([E(ADD, "d", X)])
+    expire(b.root, retain_min=2, retain_max=2)
+    p = plan(b.root, names=["t2"])
+    assert p.scope["snapshots_gone"] == [2] and [a.path for a in p.actions] == ["tag/tag-t2"]
+    t = open_table(b.root, branch="br")
+    bp = plan_tags(t, now_ms=int(time.time() * 1000), options=resolve_tag_options(t.options, names=["bt"],
+                                                                                   system_zone="UTC"))
+    assert [a.path for a in bp.actions] == ["branch/branch-br/tag/tag-bt"]
+    forged = edited(bp, Action(TagKind.TAG_FILE, "tag/tag-t2"))
+    with pytest.raises(PlanRejected, match="tag expiry deletes tag files only as branch/branch-br/tag/tag-<name>"):
+        apply(forged, tmp_path)
+    assert apply(p, tmp_path).state == "COMPLETED"
+    assert data_files(b.root) == ["a", "b", "c", "d"]
+    assert verify_table(open_table(b.root, branch="br")).whole
