@@ -154,7 +154,8 @@ class _Apply:
                 index = {t: i for i, t in enumerate(targets)}
                 check_requirements(plan, table, done=_DoneLocations(index, self.done))
                 skipped = self._rechecked(table, plan.actions, targets)
-                check_unreachable(plan, table, [a for a in plan.actions if a.action_id not in skipped], targets)
+                check_unreachable(plan, table, [a for a in plan.actions if a.action_id not in skipped], targets,
+                                  done=_DoneLocations(index, self.done))
             except PlanRejected as e:
                 self.refuse(e)
                 raise
@@ -199,7 +200,8 @@ class _Apply:
                     live = table.refreshed()
                     check_requirements(plan, live, done=_DoneLocations(index, self.done))
                     skipped = self._rechecked(live, actions, targets)
-                    check_unreachable(plan, live, [a for a in actions if a.action_id not in skipped], targets)
+                    check_unreachable(plan, live, [a for a in actions if a.action_id not in skipped], targets,
+                                      done=_DoneLocations(index, self.done))
                 except PlanRejected as e:
                     recorder.append([ApplyFailed(apply_id=apply_id, plan_id=plan_id, reason=f"refused: {e}",
                                                  phase=number, finished_ms=clock())])

@@ -16,6 +16,7 @@ from engine.paimon.layout import Layout, check_action_kind
 from engine.paimon.paths import external_roots
 from engine.paimon.reachability import first_reachable
 from engine.paimon.requirements import AssertTableIdentity
+from engine.paimon.tag_expiry import check_tag_plan
 from engine.paimon.table import PaimonTable
 from engine.plan import Action, CleanupPlan, PhaseMode, Verb
 from engine.plan_io import format_plan_kinds
@@ -80,9 +81,13 @@ def verify_paths(plan: CleanupPlan, table: PaimonTable) -> list[str]:
 
 
 def check_unreachable(plan: CleanupPlan, table: PaimonTable, actions: Sequence[Action],
-                      targets: Sequence[str] | None = None) -> None:
+                      targets: Sequence[str] | None = None, *, done: AbstractSet[str] = frozenset()) -> None:
     """Refuse (``StalePlan``) when a file ``actions`` would delete is reachable, in the live table, from the
     latest or end snapshot, a tag, a retained changelog, or any other branch's snapshots and tags.
+
+    A tag-expiry plan is held to more (``check_tag_plan``): no tag it deletes is one a branch was created
+    from, every other file it deletes is held by one of its expired tags, and the gate's end snapshot is
+    the live earliest one. ``done``: full locations this apply already carried out.
 
     ``table`` must be a view read now (``PaimonTable.refreshed``), so that snapshots, tags and branches are
     seen as they are. ``targets`` are the plan's full locations by action id, as ``verify_paths`` returns
@@ -94,7 +99,10 @@ def check_unreachable(plan: CleanupPlan, table: PaimonTable, actions: Sequence[A
         planned = {full(a.path): a for a in deleting}
     else:
         planned = {targets[a.action_id]: a for a in deleting}
-    hit = first_reachable(table, frozenset(planned), end=plan.end, without_tags=tags_deleted(plan),
+    end, deleted_tags = plan.end, tags_deleted(plan)
+    if plan.kind == "tags":
+        end = check_tag_plan(table, deleted_tags, planned, done)
+    hit = first_reachable(table, frozenset(planned), end=end, without_tags=deleted_tags,
                           without_changelogs=changelogs_deleted(plan))
     if hit is not None:
         holder, path = hit

@@ -4,14 +4,15 @@ A consumer file (``consumer/consumer-<id>``) records the next snapshot a streami
 snapshot expiry keeps every snapshot from the smallest of them on: an idle reader holds expiry back for
 ever. Paimon's writers delete, when ``consumer.expiration-time`` is set, every consumer file of their branch
 whose modification time is before now minus that time. ``plan_consumers`` plans the same deletes; the
-files' contents play no part (an unreadable consumer file is judged by its time like the others). Files
-without a modification time are kept. Reads no clock.
+files' contents play no part in the choice (a consumer file that does not parse is judged by its time like
+the others), but the plan pins each candidate's content and time: apply keeps a consumer written since
+(``AssertConsumersUnmodified``). Files without a modification time are kept. Reads no clock.
 """
 
 from __future__ import annotations
 
 from engine.paimon.kinds import CONSUMER_PHASES, ConsumerKind
-from engine.paimon.requirements import consumer_requirements
+from engine.paimon.requirements import consumer_digest, consumer_requirements
 from engine.paimon.state import table_identity
 from engine.paimon.table import CONSUMER_PREFIX, PaimonTable
 from engine.plan import Action, CleanupPlan, canonical_actions, summarize
@@ -25,7 +26,7 @@ def plan_consumers(table: PaimonTable, *, now_ms: int, options: ConsumerOptions)
     cutoff = now_ms - options.expiration_ms
     prefix = table.base[len(table.location):].strip("/")
     rel_dir = (prefix + "/" if prefix else "") + "consumer/"
-    actions, listed, warnings, mtimes = [], [], [], {}
+    actions, listed, warnings, mtimes, digests = [], [], [], {}, {}
     kept = 0
     for f in sorted(table.fileio.list(table.consumer_dir), key=lambda f: f.path):
         name = f.path.rsplit("/", 1)[-1]
@@ -38,6 +39,10 @@ def plan_consumers(table: PaimonTable, *, now_ms: int, options: ConsumerOptions)
             continue
         if f.mtime_ms < cutoff:
             rel = rel_dir + name
+            digest = consumer_digest(table.fileio, f.path)
+            if digest is None:
+                continue  # deleted since it was listed
+            digests[rel] = digest
             actions.append(Action(ConsumerKind.CONSUMER_FILE, rel, size=f.size))
             mtimes[rel] = f.mtime_ms
             listed.append({"consumer": consumer, "modified": format_time_ms(f.mtime_ms), "modified_ms": f.mtime_ms})
@@ -53,7 +58,8 @@ def plan_consumers(table: PaimonTable, *, now_ms: int, options: ConsumerOptions)
         options=dict(options.sources),
         scope={"cutoff_ms": cutoff, "consumers": listed},
         requirements=consumer_requirements(identity=table_identity(table), location=table.location,
-                                           branch=table.branch, now_ms=now_ms, mtimes=mtimes),
+                                           branch=table.branch, now_ms=now_ms, mtimes=mtimes,
+                                           digests=digests),
         phases=CONSUMER_PHASES,
         actions=actions,
         stats={"summary": summarize(actions), "warnings": warnings, "consumers_kept": kept},

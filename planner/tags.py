@@ -2,16 +2,18 @@
 
 Which tags: those named (``--tag``, Paimon's ``delete_tag``); those whose own time retained has passed
 (``TagTimeExpire``: the tag's creation time plus the ``tagTimeRetained`` it was created with, against
-the local now); those created before ``--older-than`` (``expire_tags``' older_than; a tag without a
-creation time is judged by its file's modification time); and with ``tag.num-retained-max``, the oldest
-automatically created tags beyond that many snapshots (``TagAutoCreation``: only tags whose names the
-table's tag period would make count). Tags a branch was created from are kept, with a note (Paimon #6272).
+the local now); those created before ``--older-than`` (master's ``TagTimeExpire#withOlderThanTime``: a tag
+that does not record both a creation time and a time retained is judged by its file's modification time);
+and with ``tag.num-retained-max``, the oldest automatically created tags beyond that many snapshots
+(``TagAutoCreation``: only tags whose names the table's tag period would make count). Tags a branch was
+created from are kept, with a note (Paimon #6272).
 
 What goes with them (``TagManager#deleteTag``, ``TagDeletion``): the tag files; and for each snapshot whose
-file is already gone and whose every tag goes, the data, extra and index files, manifests, manifest lists
-and statistics its tags held that nothing left holds: not the earliest or latest snapshot, another tag, a
-retained changelog, or any snapshot or tag of another branch (Java looks at the neighbouring tags and the
-earliest snapshot only, and at no branch). Changelog files are never touched. Reads no clock.
+file is already gone, which is older than the earliest snapshot (``engine.paimon.tag_expiry``) and whose
+every tag goes, the data, extra and index files, manifests, manifest lists and statistics its tags held
+that nothing left holds: not the earliest or latest snapshot, another tag, a retained changelog, or any
+snapshot or tag of another branch (Java looks at the neighbouring tags and the earliest snapshot only, and
+at no branch). Changelog files are never touched. Reads no clock.
 """
 
 from __future__ import annotations
@@ -23,9 +25,10 @@ from typing import Any
 from engine.errors import PlanRejected, PlannerInvariantViolated
 from engine.fileio import join
 from engine.paimon.kinds import TAG_PHASES, TagKind
-from engine.paimon.reachability import holder_files, holders, other_branches, reachable_files
+from engine.paimon.reachability import holder_files, holders
 from engine.paimon.requirements import tag_requirements
 from engine.paimon.state import snapshot_digest, table_identity
+from engine.paimon.tag_expiry import branch_origins, frees_files, tag_snapshot_files
 from engine.paimon.table import PaimonTable
 from engine.plan import Action, CleanupPlan, canonical_actions, summarize
 from planner.options import TagOptions
@@ -67,19 +70,6 @@ def is_auto_tag(name: str, period: str, formatter: str) -> bool:
     return bool(_AUTO_HOUR["with_dashes"].fullmatch(name))  # two-hours
 
 
-def _branch_bases(table: PaimonTable) -> dict[str, str]:
-    """Tags other branches were created from: tag name -> branch (a branch created from a tag holds a copy
-    of it, same name, same snapshot)."""
-    out: dict[str, str] = {}
-    mine = {t.name: t.snapshot for t in table.tags()}
-    for other in other_branches(table):
-        for t in other.tags():
-            snap = mine.get(t.name)
-            if snap is not None and snap.id == t.snapshot.id and snap.base_manifest_list == t.snapshot.base_manifest_list:
-                out.setdefault(t.name, other.branch)
-    return out
-
-
 def _select(table: PaimonTable, now_ms: int, options: TagOptions, notes: list[str]) -> dict[str, str]:
     """The tags to expire, each with why."""
     tags = table.tags()
@@ -87,8 +77,9 @@ def _select(table: PaimonTable, now_ms: int, options: TagOptions, notes: list[st
     unknown = [n for n in options.names if n not in by_name]
     if unknown:
         raise PlanRejected(f"branch '{table.branch}' has no tag named {unknown[0]!r}; nothing was planned")
-    now_local = local_time(now_ms, options.time_zone)
-    older = local_time(options.older_than_ms(now_ms), options.time_zone) if options.older_than else None
+    zone = options.time_zone
+    now_local = None  # read only when a tag has a time retained (a --now far out of range is refused then)
+    older = local_time(options.older_than_ms(now_ms), zone) if options.older_than else None
     chosen: dict[str, str] = {}
     for t in tags:
         if t.name in options.names:
@@ -96,48 +87,51 @@ def _select(table: PaimonTable, now_ms: int, options: TagOptions, notes: list[st
             continue
         created = tag_create_time(t.create_time)
         retained = tag_time_retained(t.time_retained)
-        if created is None and older is not None:
+        by_file = False
+        if created is None or retained is None:
+            # TagTimeExpire (master): without both fields a tag is judged, under --older-than only, by its
+            # file's modification time, even when it records a creation time.
+            if older is None:
+                continue
             info = table.fileio.info(join(table.tag_dir, f"tag-{t.name}"))
-            created = local_time(info.mtime_ms, options.time_zone) if info and info.mtime_ms is not None else None
-        if retained is not None and created is not None and now_local > created + retained:
-            chosen[t.name] = f"created {created.isoformat(sep=' ')}, retained {retained}: expired"
-        elif older is not None and created is not None and older > created:
-            chosen[t.name] = f"created {created.isoformat(sep=' ')}, before --older-than {older.isoformat(sep=' ')}"
+            if info is None:
+                continue  # deleted since it was listed: as Java, skip it
+            if info.mtime_ms is None:
+                notes.append(f"tag '{t.name}' is kept: its file has no modification time to judge --older-than by")
+                continue
+            created, by_file = local_time(info.mtime_ms, zone), True
+        when = f"created {created.isoformat(sep=' ')}" + (" (its file's modification time)" if by_file else "")
+        if retained is not None:
+            now_local = now_local or local_time(now_ms, zone)
+            if now_local > created + retained:
+                chosen[t.name] = f"{when}, retained {retained}: expired"
+                continue
+        if older is not None and older > created:
+            chosen[t.name] = f"{when}, before --older-than {older.isoformat(sep=' ')}"
     if options.num_retained_max is not None:
-        auto: dict[int, list[str]] = {}
-        for t in tags:
-            if is_auto_tag(t.name, options.period, options.period_formatter):
-                auto.setdefault(t.snapshot.id, []).append(t.name)
-        extra = len(auto) - options.num_retained_max
-        for sid in sorted(auto)[:max(0, extra)]:
-            for name in auto[sid]:
-                chosen.setdefault(name, f"beyond tag.num-retained-max {options.num_retained_max} "
-                                        "automatically created tags")
-    for name, branch in sorted(_branch_bases(table).items()):
+        _beyond_num_retained_max(tags, options, chosen)
+    for name, branch in sorted(branch_origins(table).items()):
         if name in chosen:
             del chosen[name]
             notes.append(f"tag '{name}' is kept: branch '{branch}' was created from it")
     return chosen
 
 
-def _classify(table: PaimonTable, snapshot) -> dict[str, TagKind]:
-    """Every file the tag's snapshot holds (not its changelog), by kind."""
-    paths = table.paths
-    out: dict[str, TagKind] = {}
-    for p in reachable_files(table, snapshot, with_changelog=False):
-        out[p] = TagKind.TAG_DATA_FILE
-    for name in (snapshot.base_manifest_list, snapshot.delta_manifest_list, snapshot.index_manifest):
-        if name:
-            out[paths.manifest(name)] = TagKind.TAG_MANIFEST
-    for m in table.data_manifests(snapshot):
-        out[paths.manifest(m.file_name)] = TagKind.TAG_MANIFEST
-    if snapshot.index_manifest:
-        for ie in table.index_manifest(snapshot.index_manifest):
-            f = ie.index_file
-            out[paths.index_file(ie.partition, ie.bucket, f.file_name, f.external_path)] = TagKind.TAG_INDEX_FILE
-    if snapshot.statistics:
-        out[paths.statistics(snapshot.statistics)] = TagKind.TAG_STATISTICS
-    return out
+def _beyond_num_retained_max(tags, options: TagOptions, chosen: dict[str, str]) -> None:
+    """``TagAutoCreation``: the automatically created tags of the oldest snapshots beyond
+    ``tag.num-retained-max`` snapshots' worth. A snapshot with two of them is refused, as Java refuses it
+    (``checkAndGetOneAutoTag``)."""
+    auto: dict[int, list[str]] = {}
+    for t in tags:
+        if is_auto_tag(t.name, options.period, options.period_formatter):
+            auto.setdefault(t.snapshot.id, []).append(t.name)
+    for sid in sorted(auto)[:max(0, len(auto) - options.num_retained_max)]:
+        if len(auto[sid]) > 1:
+            raise PlanRejected(
+                f"snapshot {sid} has more than one automatically created tag ({', '.join(auto[sid])}), which "
+                "Paimon's TagAutoCreation refuses too; delete the extra ones with --tag first")
+        chosen.setdefault(auto[sid][0], f"beyond tag.num-retained-max {options.num_retained_max} "
+                                        "automatically created tags")
 
 
 def plan_tags(table: PaimonTable, *, now_ms: int, options: TagOptions) -> CleanupPlan:
@@ -150,20 +144,28 @@ def plan_tags(table: PaimonTable, *, now_ms: int, options: TagOptions) -> Cleanu
     for t in tags.values():
         by_snapshot.setdefault(t.snapshot.id, []).append(t.name)
     earliest, latest = table.earliest_latest()
-    gone = sorted(sid for sid, names in by_snapshot.items()
-                  if all(n in chosen for n in names) and not table.fileio.exists(table.snapshot_path(sid)))
+    gone: list[int] = []
+    for sid, names in sorted(by_snapshot.items()):
+        if not all(n in chosen for n in names):
+            continue  # another tag keeps the snapshot's files (deleteTag stops there too)
+        if frees_files(table, sid, earliest):
+            gone.append(sid)
+        elif not table.fileio.exists(table.snapshot_path(sid)):
+            notes.append(f"snapshot {sid} of tag(s) {', '.join(sorted(names))} is missing but not older than the "
+                         f"earliest snapshot {earliest}: the snapshots around it may hold its files, so only the "
+                         "tag file goes")
     actions: list[Action] = [Action(TagKind.TAG_FILE, _relative(table, join(table.tag_dir, f"tag-{n}")))
                              for n in sorted(chosen)]
-    candidates: dict[str, TagKind] = {}
+    candidates: dict[str, tuple[TagKind, int | None]] = {}
     for sid in gone:
-        candidates.update(_classify(table, tags[by_snapshot[sid][0]].snapshot))
+        candidates.update(tag_snapshot_files(table, tags[by_snapshot[sid][0]].snapshot))
     if candidates:
         held: set[str] = set()
         for h in holders(table, end=earliest, without_tags=frozenset(chosen)):
             held |= holder_files(h).keys()
-        for path, kind in sorted(candidates.items()):
+        for path, (kind, size) in sorted(candidates.items()):
             if path not in held:
-                actions.append(Action(kind, table.paths.relative(path)))
+                actions.append(Action(kind, table.paths.relative(path), size=size))
         if any(a.kind is not TagKind.TAG_FILE and table.paths.absolute(a.path) in held for a in actions):
             raise PlannerInvariantViolated("a planned file is held by the table")  # the subtraction above failed
     actions = canonical_actions(actions)

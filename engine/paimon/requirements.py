@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import posixpath
 import weakref
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import AbstractSet, Mapping, Sequence
 
 from engine.errors import PlanRejected
@@ -343,11 +343,14 @@ def partition_requirements(*, identity: str, location: str, now_ms: int, partiti
 @dataclass(frozen=True, slots=True)
 class AssertConsumersUnmodified(ActionCheck):
     """A consumer file planned for expiry has not been written since planning: a reader that has moved on
-    (its file rewritten, a newer modification time) is not idle any more. Such a candidate is skipped and
-    journaled, never deleted. ``mtimes``: each planned file (path) -> the modification time planned on."""
+    (a newer modification time, or other content where the store keeps the time) is not idle any more.
+    Such a candidate, and any file the plan did not plan (an edited plan), is skipped and journaled, never
+    deleted. ``mtimes``: each planned file (path) -> the modification time planned on; ``digests``: the
+    same files -> a digest of the content planned on."""
 
     TYPE = "paimon.consumers-unmodified"
     mtimes: Mapping[str, int]
+    digests: Mapping[str, str] = field(default_factory=dict)
 
     def problems(self, view, *, done=frozenset()) -> list[str]:
         return []
@@ -361,15 +364,27 @@ class AssertConsumersUnmodified(ActionCheck):
                 continue  # gone already: the delete finds it absent
             if planned is None or info.mtime_ms is None or info.mtime_ms != planned:
                 out.add(a.action_id)
+                continue
+            digest = self.digests.get(a.path)
+            if digest is not None and consumer_digest(view.fileio, targets[a.action_id]) not in (None, digest):
+                out.add(a.action_id)
         return out
 
 
+def consumer_digest(fileio, path: str) -> str | None:
+    """A digest of a consumer file's content, ``None`` when the file is gone."""
+    try:
+        return snapshot_digest(fileio.read_bytes(path))
+    except FileNotFoundError:
+        return None
+
+
 def consumer_requirements(*, identity: str, location: str, branch: str, now_ms: int,
-                          mtimes: Mapping[str, int]) -> tuple[Requirement, ...]:
+                          mtimes: Mapping[str, int], digests: Mapping[str, str]) -> tuple[Requirement, ...]:
     """Consumer expiry's requirements: the table and branch, a now the clock has reached (files judged
     idle by a later time may not be), and each candidate unmodified."""
     return (AssertTableIdentity(identity, location, branch), AssertNowReached(now_ms),
-            AssertConsumersUnmodified(dict(mtimes)))
+            AssertConsumersUnmodified(dict(mtimes), dict(digests)))
 
 
 @requirement

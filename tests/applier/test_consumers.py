@@ -5,6 +5,7 @@ other files."""
 from __future__ import annotations
 
 import dataclasses
+import json
 import datetime as dt
 import os
 import shutil
@@ -74,6 +75,50 @@ def test_apply_deletes_idle_consumers_and_keeps_one_written_since_planning(tmp_p
     assert sorted(os.listdir(os.path.join(b.root, "consumer"))) == ["consumer-b"]
 
 
+def test_a_consumer_rewritten_with_its_old_time_is_kept(tmp_path):
+    b = builder(tmp_path, {"a": 10})
+    p = plan(b.root, expiration_time="3 d")
+    path = os.path.join(b.root, "consumer", "consumer-a")
+    b.consumer("a", 2)  # the reader moved on; a store that keeps the old time (a copy with times preserved)
+    set_mtime(path, NOW - 10 * DAY)
+    with DuckDBRecorder(tmp_path / "j.duckdb") as recorder:
+        report = apply_plan(p, recorder, executor=DriverExecutor())
+    assert (report.state, report.counts["DELETED"], report.counts["SKIPPED_REFERENCED"]) == ("COMPLETED", 0, 1)
+    assert os.path.exists(path)
+
+
+def test_an_edited_plan_naming_a_consumer_it_did_not_plan_keeps_it(tmp_path):
+    b = builder(tmp_path, {"idle": 10, "busy": 1})
+    p = plan(b.root, expiration_time="3 d")
+    forged = dataclasses.replace(p, actions=canonical_actions(
+        [dataclasses.replace(a, action_id=-1) for a in p.actions]
+        + [Action(ConsumerKind.CONSUMER_FILE, "consumer/consumer-busy")]))
+    with DuckDBRecorder(tmp_path / "j.duckdb") as recorder:
+        report = apply_plan(forged, recorder, executor=DriverExecutor())
+    assert (report.counts["DELETED"], report.counts["SKIPPED_REFERENCED"]) == (1, 1)
+    assert os.listdir(os.path.join(b.root, "consumer")) == ["consumer-busy"]
+
+
+def test_a_branch_expires_its_own_consumers_only(tmp_path):
+    b = builder(tmp_path, {"main-reader": 10})
+    br = b.create_branch("b1", 1)
+    br.consumer("branch-reader", 1)
+    branch_consumer = os.path.join(br.meta_dir, "consumer", "consumer-branch-reader")
+    set_mtime(branch_consumer, NOW - 10 * DAY)
+    p = plan(b.root, branch="b1", expiration_time="3 d")
+    assert [a.path for a in p.actions] == ["branch/branch-b1/consumer/consumer-branch-reader"]
+    main_plan = plan(b.root, expiration_time="3 d")
+    forged = dataclasses.replace(main_plan, actions=canonical_actions(
+        [dataclasses.replace(a, action_id=-1) for a in main_plan.actions]
+        + [Action(ConsumerKind.CONSUMER_FILE, "branch/branch-b1/consumer/consumer-branch-reader")]))
+    with DuckDBRecorder(tmp_path / "j.duckdb") as recorder:
+        with pytest.raises(PlanRejected, match="consumer expiry deletes only consumer/consumer-<id> files"):
+            apply_plan(forged, recorder, executor=DriverExecutor())
+        assert apply_plan(p, recorder, executor=DriverExecutor()).state == "COMPLETED"
+    assert not os.path.exists(branch_consumer)
+    assert os.listdir(os.path.join(b.root, "consumer")) == ["consumer-main-reader"]
+
+
 def test_an_edited_plan_cannot_delete_anything_but_consumer_files(tmp_path):
     b = builder(tmp_path, {"a": 10})
     p = plan(b.root, expiration_time="3 d")
@@ -86,17 +131,32 @@ def test_an_edited_plan_cannot_delete_anything_but_consumer_files(tmp_path):
     assert os.path.exists(os.path.join(b.root, "snapshot", "snapshot-1"))
 
 
-def test_plan_consumers_command_shows_and_applies(tmp_path):
-    b = builder(tmp_path, {"idle": 10})
-    set_mtime(os.path.join(b.root, "consumer", "consumer-idle"), int(time.time() * 1000) - 10 * DAY)
-    out = tmp_path / "c.parquet"
+def test_plan_consumers_command_shows_dry_runs_applies_and_journals(tmp_path):
+    b = builder(tmp_path, {"idle": 10, "busy": 0})
+    for name, days in (("idle", 10), ("busy", 0)):
+        set_mtime(os.path.join(b.root, "consumer", f"consumer-{name}"), int(time.time() * 1000) - days * DAY)
+    out, journal = tmp_path / "c.parquet", str(tmp_path / "j.duckdb")
     runner = CliRunner()
-    r = runner.invoke(app, ["plan", "consumers", b.root, "--out", str(out), "--expiration-time", "7 d"])
-    assert r.exit_code == 0, r.output
+
+    def run(*args):
+        r = runner.invoke(app, [str(a) for a in args])
+        assert r.exit_code == 0, r.output
+        return r
+
+    r = run("plan", "consumers", b.root, "--out", out, "--expiration-time", "7 d")
     assert "deletes 1 consumer file(s) of branch 'main'" in r.output and "consumer 'idle'" in r.output
-    r = runner.invoke(app, ["apply", str(out), "--journal", str(tmp_path / "j.duckdb")])
-    assert r.exit_code == 0, r.output
-    assert os.listdir(os.path.join(b.root, "consumer")) == []
+    shown = json.loads(run("show", out, "--files", "-o", "json").stdout)
+    assert [c["consumer"] for c in shown["consumers"]] == ["idle"]
+    assert [a["path"] for a in shown["actions"]] == ["consumer/consumer-idle"]
+    dry = json.loads(run("apply", out, "--dry-run", "-o", "json").stdout)
+    assert (dry["state"], dry["counts"]["DELETED"]) == ("DRY_RUN", 1)
+    assert len(os.listdir(os.path.join(b.root, "consumer"))) == 2
+    done = json.loads(run("apply", out, "--journal", journal, "-o", "json").stdout)
+    assert (done["state"], done["verify"]["whole"], done["counts"]["DELETED"]) == ("COMPLETED", True, 1)
+    assert os.listdir(os.path.join(b.root, "consumer")) == ["consumer-busy"]
+    [row] = json.loads(run("journal", "plans", "--journal", journal, "-o", "json").stdout)
+    assert (row["kind"], row["state"], row["whole"], row["deleted"]) == ("consumers", "APPLIED", True, 1)
+    assert json.loads(run("resume", "--journal", journal, "-o", "json").stdout) == []
 
 
 @pytest.mark.java

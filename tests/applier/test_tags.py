@@ -84,11 +84,14 @@ def test_tags_past_their_time_retained_and_older_than_go(tagged, tmp_path):
 
     stamp("t002", (2024, 1, 1, 0, 0, 0, 0), 3600.0)  # retained an hour: long past
     stamp("t005", (2099, 1, 1, 0, 0, 0, 0), 3600.0)  # not yet created, as far as the clock says
-    stamp("t008", (2024, 1, 1, 0, 0, 0, 0))  # no retention: only --older-than takes it
+    stamp("t008", (2024, 1, 1, 0, 0, 0, 0))  # no time retained: judged by its file's time, written now
+    aged = 1_717_200_000_000  # 2024-06-01 00:00:00 UTC
+    os.utime(os.path.join(tag_dir, "tag-t011"), ns=(aged * 1_000_000, aged * 1_000_000))
     assert [t["tag"] for t in plan(tagged).scope["tags"]] == ["t002"]
     p = plan(tagged, older_than="2025-01-01T00:00:00Z")
-    assert [t["tag"] for t in p.scope["tags"]] == ["t002", "t008"]
-    assert p.scope["tags"][1]["reason"] == "created 2024-01-01 00:00:00, before --older-than 2025-01-01 00:00:00"
+    assert [t["tag"] for t in p.scope["tags"]] == ["t002", "t011"]
+    assert p.scope["tags"][1]["reason"] == ("created 2024-06-01 00:00:00 (its file's modification time), "
+                                            "before --older-than 2025-01-01 00:00:00")
 
 
 def test_num_retained_max_counts_automatically_created_tags_only(tmp_path):
@@ -135,7 +138,7 @@ def test_a_branch_created_from_the_tag_between_plan_and_apply_refuses_the_plan(t
     p = plan(tagged, names=["t005"])
     assert p.scope["snapshots_gone"] == [5]
     branch_from_tag(tagged, "late", "t005")
-    with pytest.raises(StalePlan, match="is still used by .*branch 'late'"):
+    with pytest.raises(StalePlan, match="tag 't005' is the tag branch 'late' was created from"):
         apply(p, tmp_path)
     assert os.path.exists(os.path.join(tagged, "tag", "tag-t005"))
 
@@ -167,12 +170,28 @@ def test_an_edited_plan_cannot_delete_a_tag_file_elsewhere(tagged, tmp_path):
         apply(forged, tmp_path)
 
 
-def test_plan_tags_command_shows_and_applies(tagged, tmp_path):
-    out = tmp_path / "tags.parquet"
+def test_plan_tags_command_shows_dry_runs_applies_and_journals(tagged, tmp_path):
+    out, journal = tmp_path / "tags.parquet", str(tmp_path / "j.duckdb")
     runner = CliRunner()
-    r = runner.invoke(app, ["plan", "tags", tagged, "--out", str(out), "--tag", "t002", "--tag", "t011"])
-    assert r.exit_code == 0, r.output
+
+    def run(*args):
+        r = runner.invoke(app, [str(a) for a in args])
+        assert r.exit_code == 0, r.output
+        return r
+
+    r = run("plan", "tags", tagged, "--out", out, "--tag", "t002", "--tag", "t011")
     assert "deletes 2 tag(s) of branch 'main', then" in r.output and "tag 't002' (snapshot 2): named" in r.output
-    r = runner.invoke(app, ["apply", str(out), "--journal", str(tmp_path / "j.duckdb")])
-    assert r.exit_code == 0, r.output
+    shown = json.loads(run("show", out, "--files", "-o", "json").stdout)
+    assert (shown["plan_kind"], [t["tag"] for t in shown["tags"]]) == ("tags", ["t002", "t011"])
+    files = [a["path"] for a in shown["actions"] if a["kind"] != "tag-file"]
+    assert files and all(os.path.exists(os.path.join(tagged, f)) for f in files)
+    dry = json.loads(run("apply", out, "--dry-run", "-o", "json").stdout)
+    assert (dry["state"], dry["counts"]["DELETED"]) == ("DRY_RUN", len(shown["actions"]))
+    assert sorted(t.name for t in open_table(tagged).tags()) == ["t002", "t005", "t008", "t011"]
+    done = json.loads(run("apply", out, "--journal", journal, "-o", "json").stdout)
+    assert (done["state"], done["verify"]["whole"], done["bytes_reclaimed"] > 0) == ("COMPLETED", True, True)
     assert sorted(t.name for t in open_table(tagged).tags()) == ["t005", "t008"]
+    assert not any(os.path.exists(os.path.join(tagged, f)) for f in files)
+    [row] = json.loads(run("journal", "plans", "--journal", journal, "-o", "json").stdout)
+    assert (row["kind"], row["state"], row["whole"], row["deleted"]) == ("tags", "APPLIED", True, len(shown["actions"]))
+    assert json.loads(run("resume", "--journal", journal, "-o", "json").stdout) == []

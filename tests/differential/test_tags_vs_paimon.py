@@ -120,3 +120,37 @@ def test_deleting_tags_frees_what_paimon_frees_on_more_histories(paimon_java, tm
     paimon_java.delete_tags(theirs, doomed)
     apply_ours(ours, tmp_path, names=doomed)
     assert all_files(ours) == all_files(theirs)
+
+
+@pytest.mark.parametrize("kind", sorted(KINDS))
+@pytest.mark.parametrize("keep", [1, 3])
+def test_num_retained_max_deletes_what_paimons_tag_auto_creation_deletes(paimon_java, tmp_path, kind, keep):
+    """Daily tags by name on every third snapshot (most of them expired) and a manual tag among them; Paimon
+    0.9's TagAutoCreation then adds yesterday's tag and deletes the oldest beyond tag.num-retained-max.
+    lakesweep, given the same new tag, plans and applies the same deletion."""
+    ours = str(tmp_path / "ours")
+    table_kind, options = KINDS[kind]
+    g = paimon_java.generate(ours, seed=5, kind=table_kind, steps=24, partitions=3, options=options,
+                             ops={"consumer": 0, "tag": 0, "untag": 0})
+    latest = g["snapshots"][-1]["id"]
+    days = list(range(2, latest - 2, 3))
+    for i, sid in enumerate(days):
+        paimon_java.create_tag(ours, f"2024-01-{i + 1:02d}", sid)
+    paimon_java.create_tag(ours, "manual", days[1] + 1)
+    paimon_java.expire(ours, retain_min=3, retain_max=3, max_deletes=1000)
+    before = {t.name for t in open_table(ours).tags()}
+    theirs = copies(ours, tmp_path)
+    auto = {"tag.automatic-creation": "process-time", "tag.num-retained-max": str(keep)}
+    left = paimon_java.auto_tag_create(theirs, auto)
+    [created] = sorted(set(left) - before)
+    paimon_java.create_tag(ours, created, open_table(theirs).tag(created).snapshot.id)
+    t = open_table(ours)
+    plan = plan_tags(t, now_ms=int(time.time() * 1000),
+                     options=resolve_tag_options({**t.options, "tag.automatic-creation": "process-time"},
+                                                 num_retained_max=keep))
+    with DuckDBRecorder(tmp_path / "j.duckdb") as recorder:
+        report = apply_plan(plan, recorder, executor=DriverExecutor())
+    assert report.state == "COMPLETED" and report.whole, report.reason
+    assert sorted(x.name for x in open_table(ours).tags()) == left
+    assert len(plan.scope["tags"]) == len(days) + 1 - keep and plan.scope["snapshots_gone"]
+    assert all_files(ours) == all_files(theirs)

@@ -615,3 +615,9 @@ class Harness:
         return self.call({"cmd": "expire_changelog", "table": os.fspath(table), "changelogRetainMin": retain_min,
                           "changelogRetainMax": retain_max, "changelogTimeRetainedMs": time_retained_ms,
                           "maxDeletes": max_deletes})
+
+    def auto_tag_create(self, table: str | os.PathLike[str], options: dict[str, str]) -> list[str]:
+        """Paimon 0.9's ``TagAutoCreation#run`` with ``options`` added to the table's (the previous period's
+        tag, then the oldest automatically created tags beyond ``tag.num-retained-max`` deleted); the tag
+        names left."""
+        return self.call({"cmd": "auto_tag_create", "table": os.fspath(table), "options": dict(options)})["left"]

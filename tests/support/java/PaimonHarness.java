@@ -219,6 +219,8 @@ public class PaimonHarness {
                 return deleteTags(cmd);
             case "expire_tags":
                 return expireTags(cmd);
+            case "auto_tag_create":
+                return autoTagCreate(cmd);
             case "expire_changelog":
                 return expireChangelog(cmd);
             default:
@@ -1307,6 +1309,38 @@ public class PaimonHarness {
         int expired = table.newExpireChangelog().config(b.build()).expire();
         ObjectNode res = JSON.createObjectNode();
         res.put("expired", expired);
+        return res;
+    }
+
+    // ------------------------------------------------------------------ auto_tag_create
+
+    /**
+     * {"cmd":"auto_tag_create","table":DIR,"options":{K:V,...}}: Paimon 0.9's own TagAutoCreation#run on
+     * the table with these options added (tag.automatic-creation=process-time, tag.num-retained-max=N...):
+     * the previous period's tag on the snapshot after the last automatically created one, then the
+     * automatically created tags of the oldest snapshots beyond tag.num-retained-max deleted as deleteTag
+     * deletes them. Returns the tags left.
+     */
+    private static ObjectNode autoTagCreate(JsonNode cmd) {
+        Map<String, String> dynamic = new HashMap<>();
+        cmd.path("options").fields().forEachRemaining(e -> dynamic.put(e.getKey(), e.getValue().asText()));
+        FileStoreTable table = open(tablePath(cmd)).copy(dynamic);
+        org.apache.paimon.tag.TagAutoCreation creation =
+                org.apache.paimon.tag.TagAutoCreation.create(
+                        table.coreOptions(),
+                        table.snapshotManager(),
+                        table.tagManager(),
+                        table.store().newTagDeletion(),
+                        Collections.emptyList());
+        if (creation == null) {
+            throw new IllegalArgumentException("the options create no tags automatically");
+        }
+        creation.run();
+        ObjectNode res = JSON.createObjectNode();
+        ArrayNode left = res.putArray("left");
+        List<String> names = new ArrayList<>(table.tagManager().allTagNames());
+        Collections.sort(names);
+        names.forEach(left::add);
         return res;
     }
 }
