@@ -31,7 +31,7 @@ import tarfile
 import tempfile
 import time
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Iterable, Sequence
 
 PYPAIMON_SDIST_VERSION = "0.2.0"
 JAR_MEMBER = f"pypaimon-{PYPAIMON_SDIST_VERSION}/deps/jars/paimon-python-java-bridge-0.9.0.jar"
@@ -575,17 +575,44 @@ class Harness:
                             "pattern": pattern, "formatter": formatter})
         return answer["results"]
 
-    def expire_partitions(self, table: str | os.PathLike[str], *, expiration_time: str, now: str,
-                          strategy: str | None = None, timestamp_formatter: str | None = None,
-                          timestamp_pattern: str | None = None) -> dict[str, Any]:
-        """Paimon 0.9's own ``PartitionExpire`` with these options (check interval 0, as the
-        ``expire_partitions`` procedure sets it) at the local date-time ``now`` (ISO, e.g.
-        ``2023-01-08T00:00:00``). 0.9 has no ``partition.expiration-max-num``: it drops every expired
-        partition, in one OVERWRITE commit. Returns ``expired`` ({key: value} maps, Paimon's order) and
-        ``snapshots`` (id, commitKind) it committed."""
-        return self.call({"cmd": "expire_partitions", "table": os.fspath(table), "expirationTime": expiration_time,
-                          "now": now, "strategy": strategy, "timestampFormatter": timestamp_formatter,
-                          "timestampPattern": timestamp_pattern})
+    def expire_partitions(self, table: str | os.PathLike[str], *, expiration_time: str | int,
+                          now: str | Sequence[str], strategy: str | None = None,
+                          timestamp_formatter: str | None = None, timestamp_pattern: str | None = None,
+                          via: str = "procedure", check_interval: str | None = None,
+                          last_check: str | None = None) -> dict[str, Any]:
+        """Paimon 0.9's own ``PartitionExpire`` at the local date-time ``now`` (ISO, e.g. ``2023-01-08T00:00:00``;
+        0.9 itself reads ``LocalDateTime.now()``), run through its package-private ``expire(now, id)`` with
+        ``Long.MAX_VALUE`` as the procedures pass it. A list of nows runs one instance once per now, in order.
+
+        ``expiration_time``: a Paimon duration (``"2 d"``) or milliseconds. ``via="procedure"`` builds it as
+        0.9's ``expire_partitions`` procedures do: check interval 0, commit user ``""``, and options made of
+        the three arguments alone (``strategy``: ``values-time``, the default, or ``update-time``; formatter;
+        pattern), so the table's own ``partition.*`` options are not read (master reads them first).
+        ``via="table"`` is a writer's ``FileStore#newPartitionExpire("")`` on the table with these as dynamic
+        options over its own; ``check_interval`` (default the table's, 1 h) and ``last_check`` (ISO; set
+        before the first run, as ``PartitionExpireTest`` does) apply to it only.
+
+        0.9 has neither ``partition.expiration-max-num`` (``max_expires``, 1.0) nor
+        ``partition.expiration-batch-size``: it drops every expired partition in one OVERWRITE commit
+        (the Java side refuses ``maxExpires`` / ``batchSize``). Its expired partitions come in scan order (a
+        ``ConcurrentHashMap`` of partitions), not sorted. A null partition value it would expire, or the
+        first value under values-time without a pattern, is a ``NullPointerException`` (a ``HarnessError``
+        here) and nothing is committed; so is a TIMESTAMP partition under update-time
+        (``DateTimeParseException``: its spec string does not cast back).
+
+        Returns ``runs`` (per now: ``now``, ``expired`` as {key: value} maps in Paimon's order, or None when
+        the check interval had not passed, and ``snapshots`` committed: id, commitKind, timeMillis,
+        commitUser, commitIdentifier, totalRecordCount) and ``expired`` / ``snapshots`` over all runs."""
+        cmd: dict[str, Any] = {"cmd": "expire_partitions", "table": os.fspath(table),
+                               "expirationTime": str(expiration_time),
+                               "now": now if isinstance(now, str) else list(now), "strategy": strategy,
+                               "timestampFormatter": timestamp_formatter, "timestampPattern": timestamp_pattern,
+                               "via": via}
+        if check_interval is not None:
+            cmd["checkInterval"] = check_interval
+        if last_check is not None:
+            cmd["lastCheck"] = last_check
+        return self.call(cmd)
 
     def expire_consumers(self, table: str | os.PathLike[str], *, expire_date_time: str,
                          branch: str = "main") -> list[str]:
@@ -621,3 +648,65 @@ class Harness:
         tag, then the oldest automatically created tags beyond ``tag.num-retained-max`` deleted); the tag
         names left."""
         return self.call({"cmd": "auto_tag_create", "table": os.fspath(table), "options": dict(options)})["left"]
+
+    def write_partitions(
+        self,
+        table: str | os.PathLike[str],
+        *,
+        partitions: Iterable[Sequence[str | None]],
+        kind: str | None = None,
+        partition_keys: Iterable[tuple[str, str]] | None = None,
+        options: dict[str, Any] | None = None,
+        commits: int = 1,
+        rows_per_partition: int = 1,
+        first_id: int = 0,
+        seed: int = 0,
+        creation_times: Sequence[str] | None = None,
+    ) -> dict[str, Any]:
+        """Write rows into chosen partitions through Paimon 0.9's own writer, creating the table first when
+        ``table`` has none.
+
+        Creating needs ``partition_keys``: (name, type) pairs in Paimon's SQL spelling (``STRING``, ``INT``,
+        ``DATE``, ``TIMESTAMP(3)``...); the columns are the keys then ``id INT, v INT, s STRING``; ``kind``
+        ``"append"`` (default) or ``"pk"`` (primary key: the partition keys and ``id``, which Paimon makes NOT
+        NULL, so null partition values need an append table); ``options`` are the table options (Paimon's
+        defaults otherwise: ``bucket`` -1, Parquet). On an existing table the call appends: ``kind`` and
+        ``partition_keys`` must be None or match it, ``options`` must be None.
+
+        ``partitions``: one row of values per partition, each a string or None, cast to the key's type as
+        Paimon casts partition specs (DATE ``"2023-01-01"``, TIMESTAMP ``"2023-01-01 10:00:00"``); ``""`` and
+        non-dates such as ``"abcd"`` are ordinary values. Each of ``commits`` commits writes
+        ``rows_per_partition`` rows into every partition (row j of commit c: ``id = first_id +
+        c * rows_per_partition + j``, ``v`` from ``seed``, ``s = "c<c>-r<j>"``) as one APPEND snapshot
+        (write-only: nothing compacts or expires), then waits until the clock is 10 ms past it.
+        ``creation_times`` (ISO local date-times, one per commit) replaces the ``_CREATION_TIME`` Paimon's
+        writer gave that commit's files, the time update-time expiry reads; snapshot times are the clock's.
+
+        Returns ``snapshots`` (every snapshot: id, commitKind, timeMillis, commitUser, commitIdentifier,
+        totalRecordCount), ``committed`` (the ids this call made) and ``partitions`` as
+        :meth:`partitions` returns them."""
+        cmd: dict[str, Any] = {"cmd": "write_partitions", "table": os.fspath(table),
+                               "partitions": [list(p) for p in partitions], "commits": commits,
+                               "rowsPerPartition": rows_per_partition, "firstId": first_id, "seed": seed}
+        if kind is not None:
+            cmd["kind"] = kind
+        if partition_keys is not None:
+            cmd["partitionKeys"] = [{"name": name, "type": type_} for name, type_ in partition_keys]
+        if options is not None:
+            cmd["options"] = {k: str(v) for k, v in options.items()}
+        if creation_times is not None:
+            cmd["creationTimes"] = list(creation_times)
+        return self.call(cmd)
+
+    def partitions(self, table: str | os.PathLike[str], *, snapshot: int | None = None) -> list[dict[str, Any]]:
+        """The live partitions of ``snapshot`` (latest when None), sorted by path then spec, each with
+        ``spec`` ({key: value} as 0.9's ``expire_partitions`` names partitions: the internal value's string,
+        so DATE is epoch days and TIMESTAMP ``2023-01-01T10:00``; None for null), ``path`` (the partition
+        directory, relative; null and ``""`` share ``partition.default-name``), ``files`` (live data files,
+        relative to the root) and Paimon's own ``PartitionEntry`` figures ``fileCount``, ``recordCount`` and
+        ``lastFileCreationTime`` (epoch ms: the newest ``_CREATION_TIME`` of the partition's ADD and DELETE
+        entries, read as a local date-time in the JVM's zone, as update-time expiry compares it)."""
+        cmd: dict[str, Any] = {"cmd": "partitions", "table": os.fspath(table)}
+        if snapshot is not None:
+            cmd["snapshot"] = snapshot
+        return self.call(cmd)["partitions"]

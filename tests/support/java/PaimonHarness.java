@@ -19,6 +19,22 @@
  *   {"cmd":"write","table":DIR,"branch":NAME,"seed":N,"commits":N,"partitions":[DT,...]}
  *   {"cmd":"delete_branch","table":DIR,"branch":NAME}
  *   {"cmd":"orphan_clean","table":DIR,"olderThanMillis":N}
+ *   {"cmd":"write_partitions","table":DIR,"kind":"append"|"pk",
+ *        "partitionKeys":[{"name":"dt","type":"STRING"|"INT"|"DATE"|"TIMESTAMP(3)"|...},...],
+ *        "options":{...},"partitions":[["20230101","us"],[null,""],...],"commits":N,
+ *        "rowsPerPartition":N,"firstId":N,"seed":N,"creationTimes":[ISO local date-time,...]}
+ *   {"cmd":"partitions","table":DIR,"snapshot":N}
+ *   {"cmd":"expire_partitions","table":DIR,"expirationTime":"2 d"|MS,"now":ISO|[ISO,...],
+ *        "strategy":"values-time"|"update-time","timestampFormatter":F,"timestampPattern":P,
+ *        "via":"procedure"|"table","checkInterval":"1 d","lastCheck":ISO}
+ *
+ * write_partitions creates (or appends to) a table partitioned by chosen keys and types and
+ * writes rows into chosen partitions (null, "" and non-date values included), one APPEND snapshot
+ * per commit, with the files' _CREATION_TIME optionally set per commit; partitions describes a
+ * snapshot's live partitions (spec, directory, files, Paimon's PartitionEntry figures);
+ * expire_partitions runs 0.9's PartitionExpire as its expire_partitions procedure builds it (or
+ * as a writer does, via "table") at explicit local nows.  0.9 has no max-num or batch size.
+ * Details at writePartitions, partitions and expirePartitions below.
  *
  * generate creates the table with SchemaManager + FileStoreTableFactory over LocalFileIO
  * (schema: dt STRING partition key, id INT, v INT, s STRING; pk tables have PRIMARY KEY (dt, id);
@@ -223,6 +239,10 @@ public class PaimonHarness {
                 return autoTagCreate(cmd);
             case "expire_changelog":
                 return expireChangelog(cmd);
+            case "write_partitions":
+                return writePartitions(cmd);
+            case "partitions":
+                return partitions(cmd);
             default:
                 throw new IllegalArgumentException("unknown command '" + name + "'");
         }
@@ -1167,58 +1187,152 @@ public class PaimonHarness {
     // ------------------------------------------------------------------ expire_partitions
 
     /**
-     * {"cmd":"expire_partitions","table":DIR,"expirationTime":"2 d","strategy":"values-time"|"update-time",
-     * "timestampFormatter":F,"timestampPattern":P,"now":"2023-01-08T00:00:00"}: Paimon's own
-     * PartitionExpire, as the expire_partitions procedure runs it (check interval 0), at the given local
-     * now (0.9 reads LocalDateTime.now(); the harness calls its package-private expire(now, id)). Returns
-     * the expired partitions in Paimon's order and the snapshots it committed.
+     * {"cmd":"expire_partitions","table":DIR,"expirationTime":"2 d" | "<ms>","strategy":S,
+     * "timestampFormatter":F,"timestampPattern":P,"now":ISO | [ISO,...],"via":"procedure"|"table",
+     * "checkInterval":"1 d","lastCheck":ISO}: Paimon 0.9's own PartitionExpire, run once per "now"
+     * on one instance through its package-private expire(LocalDateTime now, long commitIdentifier)
+     * (the public expire(id) reads LocalDateTime.now()), with commitIdentifier Long.MAX_VALUE as
+     * the procedures pass it.
+     *
+     * <p>via "procedure" (default) builds it exactly as 0.9's expire_partitions procedures (Flink
+     * and Spark) do: the options are only the procedure's arguments (strategy, formatter,
+     * pattern; the table's own partition.* options are NOT read), the check interval is 0, the
+     * commit user is "", no metastore client (a filesystem table has none). via "table" is the
+     * writer's path: FileStore#newPartitionExpire("") of the table copied with these options as
+     * dynamic options over its own (so the table's partition.* options count, and checkInterval
+     * is partition.expiration-check-interval, 1 h unless set); "lastCheck" then sets the
+     * instance's last check (setLastCheck, as PartitionExpireTest does) before the first run.
+     *
+     * <p>0.9 has no partition.expiration-max-num / max_expires (1.0) and no
+     * partition.expiration-batch-size: "maxExpires" and "batchSize" are refused, not ignored.
+     * Answers "runs": [{"now", "expired": [{key: value}] in Paimon's order, or null when the
+     * check interval had not passed, "snapshots": [{id, commitKind, timeMillis, ...}] committed by
+     * that run}], plus "expired" and "snapshots" over all runs.
      */
     private static ObjectNode expirePartitions(JsonNode cmd) throws Exception {
+        for (String unsupported : new String[] {"maxExpires", "batchSize"}) {
+            if (cmd.hasNonNull(unsupported)) {
+                throw new UnsupportedOperationException(
+                        "Paimon 0.9 has no '"
+                                + unsupported
+                                + "' (partition.expiration-max-num came in 1.0, "
+                                + "partition.expiration-batch-size later): "
+                                + "it drops every expired partition in one OVERWRITE commit");
+            }
+        }
         Path path = tablePath(cmd);
         FileStoreTable table = open(path);
-        Map<String, String> dynamic = new HashMap<>();
-        dynamic.put("partition.expiration-time", requireText(cmd, "expirationTime"));
-        dynamic.put("partition.expiration-check-interval", "0 s");
-        if (cmd.hasNonNull("strategy")) {
-            dynamic.put("partition.expiration-strategy", cmd.get("strategy").asText());
+        String via = cmd.hasNonNull("via") ? cmd.get("via").asText() : "procedure";
+        JsonNode expirationNode = cmd.get("expirationTime");
+        if (expirationNode == null || !(expirationNode.isTextual() || expirationNode.isIntegralNumber())) {
+            throw new IllegalArgumentException("missing field 'expirationTime' (a duration such as '2 d', or ms)");
         }
-        if (cmd.hasNonNull("timestampFormatter")) {
-            dynamic.put("partition.timestamp-formatter", cmd.get("timestampFormatter").asText());
+        // TimeUtils.parseDuration reads a bare number as milliseconds
+        String expirationTime = expirationNode.asText();
+        Map<String, String> given = new HashMap<>();
+        given.put(CoreOptions.PARTITION_EXPIRATION_STRATEGY.key(), textOrNull(cmd, "strategy"));
+        given.put(CoreOptions.PARTITION_TIMESTAMP_FORMATTER.key(), textOrNull(cmd, "timestampFormatter"));
+        given.put(CoreOptions.PARTITION_TIMESTAMP_PATTERN.key(), textOrNull(cmd, "timestampPattern"));
+        org.apache.paimon.operation.PartitionExpire expire;
+        SnapshotManager sm = table.snapshotManager();
+        if (via.equals("procedure")) {
+            if (cmd.hasNonNull("checkInterval") || cmd.hasNonNull("lastCheck")) {
+                throw new IllegalArgumentException(
+                        "the procedure's check interval is always 0: checkInterval and lastCheck need via 'table'");
+            }
+            // as ExpirePartitionsProcedure (0.9, Flink and Spark): a map of the three
+            // arguments, nulls included, read by CoreOptions.fromMap
+            org.apache.paimon.FileStore<?> store = table.store();
+            expire =
+                    new org.apache.paimon.operation.PartitionExpire(
+                            org.apache.paimon.utils.TimeUtils.parseDuration(expirationTime),
+                            Duration.ofMillis(0L),
+                            org.apache.paimon.partition.PartitionExpireStrategy
+                                    .createPartitionExpireStrategy(
+                                            CoreOptions.fromMap(given), store.partitionType()),
+                            store.newScan(),
+                            store.newCommit(""),
+                            null);
+        } else if (via.equals("table")) {
+            Map<String, String> dynamic = new HashMap<>();
+            given.forEach(
+                    (k, v) -> {
+                        if (v != null) {
+                            dynamic.put(k, v);
+                        }
+                    });
+            dynamic.put(CoreOptions.PARTITION_EXPIRATION_TIME.key(), expirationTime);
+            if (cmd.hasNonNull("checkInterval")) {
+                dynamic.put(
+                        CoreOptions.PARTITION_EXPIRATION_CHECK_INTERVAL.key(),
+                        cmd.get("checkInterval").asText());
+            }
+            expire = table.copy(dynamic).store().newPartitionExpire("");
+            if (expire == null) {
+                throw new IllegalStateException(
+                        "Paimon made no PartitionExpire for " + path + " (a table without partition keys?)");
+            }
+            if (cmd.hasNonNull("lastCheck")) {
+                java.lang.reflect.Method setLastCheck =
+                        org.apache.paimon.operation.PartitionExpire.class.getDeclaredMethod(
+                                "setLastCheck", LocalDateTime.class);
+                setLastCheck.setAccessible(true);
+                setLastCheck.invoke(expire, LocalDateTime.parse(cmd.get("lastCheck").asText()));
+            }
+        } else {
+            throw new IllegalArgumentException("via must be 'procedure' or 'table', got '" + via + "'");
         }
-        if (cmd.hasNonNull("timestampPattern")) {
-            dynamic.put("partition.timestamp-pattern", cmd.get("timestampPattern").asText());
-        }
-        FileStoreTable copied = table.copy(dynamic);
-        Long before = copied.snapshotManager().latestSnapshotId();
-        org.apache.paimon.operation.PartitionExpire expire =
-                copied.store().newPartitionExpire("lakesweep-harness-partition-expire");
-        if (expire == null) {
-            throw new IllegalStateException("Paimon made no PartitionExpire for these options");
+        List<String> nows = new ArrayList<>();
+        JsonNode nowNode = cmd.get("now");
+        if (nowNode != null && nowNode.isArray()) {
+            nowNode.forEach(n -> nows.add(n.asText()));
+        } else {
+            nows.add(requireText(cmd, "now"));
         }
         java.lang.reflect.Method run =
                 org.apache.paimon.operation.PartitionExpire.class.getDeclaredMethod(
                         "expire", LocalDateTime.class, long.class);
         run.setAccessible(true);
-        @SuppressWarnings("unchecked")
-        List<Map<String, String>> expired =
-                (List<Map<String, String>>)
-                        run.invoke(expire, LocalDateTime.parse(requireText(cmd, "now")), Long.MAX_VALUE - 1);
         ObjectNode res = JSON.createObjectNode();
-        ArrayNode parts = res.putArray("expired");
-        if (expired != null) {
-            for (Map<String, String> spec : expired) {
-                ObjectNode o = parts.addObject();
-                spec.forEach(o::put);
+        ArrayNode runs = res.putArray("runs");
+        ArrayNode allExpired = res.putArray("expired");
+        ArrayNode allSnapshots = res.putArray("snapshots");
+        for (String now : nows) {
+            Long before = sm.latestSnapshotId();
+            List<Map<String, String>> expired;
+            try {
+                @SuppressWarnings("unchecked")
+                List<Map<String, String>> out =
+                        (List<Map<String, String>>)
+                                run.invoke(expire, LocalDateTime.parse(now), Long.MAX_VALUE);
+                expired = out;
+            } catch (java.lang.reflect.InvocationTargetException e) {
+                // Paimon's own exception, not the reflection wrapper
+                if (e.getCause() instanceof Exception) {
+                    throw (Exception) e.getCause();
+                }
+                throw e;
             }
-        }
-        Long after = copied.snapshotManager().latestSnapshotId();
-        ArrayNode snaps = res.putArray("snapshots");
-        if (after != null) {
-            for (long id = (before == null ? 1 : before + 1); id <= after; id++) {
-                Snapshot snap = copied.snapshotManager().snapshot(id);
-                ObjectNode o = snaps.addObject();
-                o.put("id", id);
-                o.put("commitKind", snap.commitKind().name());
+            ObjectNode r = runs.addObject();
+            r.put("now", now);
+            if (expired == null) {
+                r.putNull("expired");
+            } else {
+                ArrayNode parts = r.putArray("expired");
+                for (Map<String, String> spec : expired) {
+                    ObjectNode o = parts.addObject();
+                    spec.forEach(o::put);
+                    allExpired.add(o.deepCopy());
+                }
+            }
+            ArrayNode snaps = r.putArray("snapshots");
+            Long after = sm.latestSnapshotId();
+            if (after != null) {
+                for (long id = (before == null ? 1 : before + 1); id <= after; id++) {
+                    ObjectNode o = snapshotJson(sm.snapshot(id));
+                    snaps.add(o);
+                    allSnapshots.add(o.deepCopy());
+                }
             }
         }
         return res;
@@ -1342,5 +1456,341 @@ public class PaimonHarness {
         Collections.sort(names);
         names.forEach(left::add);
         return res;
+    }
+
+    // ------------------------------------------------------------------ write_partitions, partitions
+
+    private static String textOrNull(JsonNode cmd, String field) {
+        JsonNode n = cmd.get(field);
+        return n == null || n.isNull() ? null : n.asText();
+    }
+
+    private static ObjectNode snapshotJson(Snapshot s) {
+        ObjectNode o = JSON.createObjectNode();
+        o.put("id", s.id());
+        o.put("commitKind", s.commitKind().name());
+        o.put("timeMillis", s.timeMillis());
+        o.put("commitUser", s.commitUser());
+        o.put("commitIdentifier", s.commitIdentifier());
+        o.put("totalRecordCount", s.totalRecordCount());
+        return o;
+    }
+
+    /** Names of the columns write_partitions adds after the partition keys. */
+    private static final List<String> VALUE_COLUMNS = java.util.Arrays.asList("id", "v", "s");
+
+    /**
+     * {"cmd":"write_partitions","table":DIR,"kind":"append"|"pk",
+     * "partitionKeys":[{"name":"dt","type":"STRING"},...],"options":{...},
+     * "partitions":[["20230101","us"],[null,""],...],"commits":N,"rowsPerPartition":N,
+     * "firstId":N,"seed":N,"creationTimes":[ISO local date-time,...]}
+     *
+     * <p>Creates the table when DIR has no schema yet: the partition keys (types in Paimon's SQL
+     * spelling: STRING, INT, DATE, TIMESTAMP(3), ...; parsed by DataTypeJsonParser) then columns
+     * id INT, v INT, s STRING; "pk" makes PRIMARY KEY (partition keys..., id), which Paimon makes
+     * NOT NULL, so null partition values need "append". "options" are the table options
+     * (Paimon's defaults otherwise: bucket -1, orc). On an existing table the call appends:
+     * "kind" and "partitionKeys" must then match the table and "options" must be absent.
+     *
+     * <p>Each of "commits" commits (default 1) writes "rowsPerPartition" rows (default 1) into
+     * every listed partition through Paimon's TableWrite (write-only, so nothing compacts or
+     * expires) and commits them as one APPEND snapshot, waiting until the clock is 10 ms past it.
+     * Partition values are strings cast to the key's type as Paimon casts partition specs
+     * (TypeUtils.castFromString: DATE "2023-01-01", TIMESTAMP "2023-01-01 10:00:00"), or null.
+     * Row j of commit c has id = firstId + c * rowsPerPartition + j, v drawn from the seed and
+     * s = "c<c>-r<j>". "creationTimes" (one per commit) replaces the _CREATION_TIME Paimon's
+     * writer recorded for that commit's new files (the files are untouched; only their manifest
+     * entries carry the time): that is the time update-time expiry compares. Snapshot times
+     * are the real clock's and are reported.
+     *
+     * <p>Answers "snapshots" (every snapshot of the table), "committed" (ids this call made) and
+     * "partitions" as the partitions command does.
+     */
+    private static ObjectNode writePartitions(JsonNode cmd) throws Exception {
+        Path path = tablePath(cmd);
+        LocalFileIO fileIO = LocalFileIO.create();
+        boolean exists = fileIO.exists(new Path(path, "schema"));
+        String kind = textOrNull(cmd, "kind");
+        if (kind != null && !kind.equals("append") && !kind.equals("pk")) {
+            throw new IllegalArgumentException("kind must be 'append' or 'pk', got " + kind);
+        }
+        List<DataField> keyFields = new ArrayList<>();
+        JsonNode keysNode = cmd.get("partitionKeys");
+        if (keysNode != null && !keysNode.isNull()) {
+            int i = 0;
+            for (JsonNode k : keysNode) {
+                String name = requireText(k, "name");
+                if (VALUE_COLUMNS.contains(name)) {
+                    throw new IllegalArgumentException(
+                            "partition key '" + name + "' clashes with a value column " + VALUE_COLUMNS);
+                }
+                keyFields.add(
+                        new DataField(
+                                i++,
+                                name,
+                                org.apache.paimon.types.DataTypeJsonParser.parseAtomicTypeSQLString(
+                                        requireText(k, "type"))));
+            }
+        }
+        if (!exists) {
+            if (keysNode == null || keysNode.isNull()) {
+                throw new IllegalArgumentException("partitionKeys are needed to create " + path);
+            }
+            boolean pk = "pk".equals(kind);
+            Schema.Builder sb = Schema.newBuilder();
+            List<String> keyNames = new ArrayList<>();
+            for (DataField f : keyFields) {
+                sb.column(f.name(), f.type());
+                keyNames.add(f.name());
+            }
+            sb.column("id", DataTypes.INT()).column("v", DataTypes.INT()).column("s", DataTypes.STRING());
+            sb.partitionKeys(keyNames);
+            if (pk) {
+                List<String> primary = new ArrayList<>(keyNames);
+                primary.add("id");
+                sb.primaryKey(primary);
+            }
+            Map<String, String> options = new TreeMap<>();
+            JsonNode given = cmd.get("options");
+            if (given != null && given.isObject()) {
+                given.fields().forEachRemaining(e -> options.put(e.getKey(), e.getValue().asText()));
+            }
+            sb.options(options);
+            new SchemaManager(fileIO, path).createTable(sb.build());
+        } else if (cmd.hasNonNull("options") && cmd.get("options").size() > 0) {
+            throw new IllegalArgumentException(
+                    "options apply only when the table is created; " + path + " exists");
+        }
+        FileStoreTable table = open(path);
+        if (exists) {
+            boolean pk = !table.primaryKeys().isEmpty();
+            if (kind != null && pk != kind.equals("pk")) {
+                throw new IllegalArgumentException(
+                        path + " is " + (pk ? "a primary-key" : "an append") + " table, not '" + kind + "'");
+            }
+            if (keysNode != null && !keysNode.isNull()) {
+                RowType have = table.schema().logicalPartitionType();
+                List<String> want = new ArrayList<>();
+                List<String> got = new ArrayList<>();
+                keyFields.forEach(f -> want.add(f.name() + " " + f.type().asSQLString()));
+                have.getFields().forEach(f -> got.add(f.name() + " " + f.type().asSQLString()));
+                if (!want.equals(got)) {
+                    throw new IllegalArgumentException(
+                            path + " is partitioned by " + got + ", not " + want);
+                }
+            }
+        }
+        RowType partitionType = table.schema().logicalPartitionType();
+        int nKeys = partitionType.getFieldCount();
+        List<Object[]> partitionValues = new ArrayList<>();
+        for (JsonNode p : cmd.path("partitions")) {
+            if (!p.isArray() || p.size() != nKeys) {
+                throw new IllegalArgumentException(
+                        "partition " + p + " must list " + nKeys + " values (null or strings)");
+            }
+            Object[] values = new Object[nKeys];
+            for (int i = 0; i < nKeys; i++) {
+                JsonNode v = p.get(i);
+                values[i] =
+                        v.isNull()
+                                ? null
+                                : org.apache.paimon.utils.TypeUtils.castFromString(
+                                        v.asText(), partitionType.getTypeAt(i));
+            }
+            partitionValues.add(values);
+        }
+        if (partitionValues.isEmpty() && nKeys > 0) {
+            throw new IllegalArgumentException("no partitions to write");
+        }
+        if (nKeys == 0) {
+            partitionValues.add(new Object[0]);
+        }
+        int commits = cmd.path("commits").asInt(1);
+        int rowsPerPartition = cmd.path("rowsPerPartition").asInt(1);
+        int firstId = cmd.path("firstId").asInt(0);
+        if (commits < 1 || rowsPerPartition < 1) {
+            throw new IllegalArgumentException("commits and rowsPerPartition must be >= 1");
+        }
+        List<LocalDateTime> creationTimes = new ArrayList<>();
+        JsonNode timesNode = cmd.get("creationTimes");
+        if (timesNode != null && !timesNode.isNull()) {
+            timesNode.forEach(t -> creationTimes.add(LocalDateTime.parse(t.asText())));
+            if (creationTimes.size() != commits) {
+                throw new IllegalArgumentException(
+                        "creationTimes lists " + creationTimes.size() + " times for " + commits + " commits");
+            }
+        }
+        Random r = new Random(cmd.path("seed").asLong(0));
+        SnapshotManager sm = table.snapshotManager();
+        Long before = sm.latestSnapshotId();
+        long identifier = (before == null ? 0 : before) + 1;
+        String user = "lakesweep-write-partitions";
+        FileStoreTable writeOnly =
+                table.copy(Collections.singletonMap(CoreOptions.WRITE_ONLY.key(), "true"));
+        try (IOManager ioManager = IOManager.create(System.getProperty("java.io.tmpdir"))) {
+            for (int c = 0; c < commits; c++) {
+                List<CommitMessage> messages;
+                try (TableWriteImpl<?> write = writeOnly.newWrite(user).withIOManager(ioManager)) {
+                    for (Object[] values : partitionValues) {
+                        for (int j = 0; j < rowsPerPartition; j++) {
+                            Object[] row = new Object[nKeys + 3];
+                            System.arraycopy(values, 0, row, 0, nKeys);
+                            row[nKeys] = firstId + c * rowsPerPartition + j;
+                            row[nKeys + 1] = r.nextInt(1000);
+                            row[nKeys + 2] = BinaryString.fromString("c" + c + "-r" + j);
+                            write.write(GenericRow.of(row));
+                        }
+                    }
+                    messages = write.prepareCommit(true, identifier);
+                }
+                if (!creationTimes.isEmpty()) {
+                    messages = withCreationTime(messages, creationTimes.get(c));
+                }
+                try (TableCommitImpl commit = writeOnly.newCommit(user)) {
+                    commit.commit(identifier++, messages);
+                }
+                Snapshot latest = sm.latestSnapshot();
+                for (long now = System.currentTimeMillis();
+                        now < latest.timeMillis() + MIN_SNAPSHOT_GAP_MS;
+                        now = System.currentTimeMillis()) {
+                    Thread.sleep(latest.timeMillis() + MIN_SNAPSHOT_GAP_MS - now);
+                }
+            }
+        }
+        ObjectNode res = JSON.createObjectNode();
+        ArrayNode snaps = res.putArray("snapshots");
+        ArrayNode committed = res.putArray("committed");
+        Long earliest = sm.earliestSnapshotId();
+        Long latest = sm.latestSnapshotId();
+        for (long id = earliest; id <= latest; id++) {
+            if (sm.snapshotExists(id)) {
+                snaps.add(snapshotJson(sm.snapshot(id)));
+                if (before == null || id > before) {
+                    committed.add(id);
+                }
+            }
+        }
+        res.set("partitions", describePartitions(open(path), path, null));
+        return res;
+    }
+
+    /** The messages with every new data and changelog file's creation time set to {@code time}. */
+    private static List<CommitMessage> withCreationTime(List<CommitMessage> messages, LocalDateTime time) {
+        org.apache.paimon.data.Timestamp ts =
+                org.apache.paimon.data.Timestamp.fromLocalDateTime(time).toMillisTimestamp();
+        List<CommitMessage> out = new ArrayList<>();
+        for (CommitMessage m0 : messages) {
+            CommitMessageImpl m = (CommitMessageImpl) m0;
+            if (!m.compactIncrement().isEmpty()) {
+                throw new IllegalStateException("a write-only commit compacted: " + m);
+            }
+            DataIncrement data = m.newFilesIncrement();
+            out.add(
+                    new CommitMessageImpl(
+                            m.partition(),
+                            m.bucket(),
+                            new DataIncrement(
+                                    retimed(data.newFiles(), ts),
+                                    data.deletedFiles(),
+                                    retimed(data.changelogFiles(), ts)),
+                            m.compactIncrement(),
+                            m.indexIncrement()));
+        }
+        return out;
+    }
+
+    private static List<DataFileMeta> retimed(List<DataFileMeta> files, org.apache.paimon.data.Timestamp ts) {
+        List<DataFileMeta> out = new ArrayList<>();
+        for (DataFileMeta f : files) {
+            out.add(
+                    new DataFileMeta(
+                            f.fileName(),
+                            f.fileSize(),
+                            f.rowCount(),
+                            f.minKey(),
+                            f.maxKey(),
+                            f.keyStats(),
+                            f.valueStats(),
+                            f.minSequenceNumber(),
+                            f.maxSequenceNumber(),
+                            f.schemaId(),
+                            f.level(),
+                            f.extraFiles(),
+                            ts,
+                            f.deleteRowCount().orElse(null),
+                            f.embeddedIndex(),
+                            f.fileSource().orElse(null)));
+        }
+        return out;
+    }
+
+    /**
+     * {"cmd":"partitions","table":DIR,"snapshot":N}: the live partitions of a snapshot (latest when
+     * absent), sorted by path then spec: "spec" {key: value} with each value as 0.9's
+     * PartitionExpireStrategy names it (the internal object's toString: DATE as epoch days,
+     * TIMESTAMP as LocalDateTime#toString) or null, "path" (Paimon's partition directory, where
+     * null and "" both become partition.default-name), "files" (the live data files, relative to
+     * the root, from Paimon's SnapshotReader), and "fileCount", "recordCount" and
+     * "lastFileCreationTime" (epoch ms) of Paimon's own PartitionEntry (FileStoreScan
+     * readPartitionEntries: ADD and DELETE entries merged; the time is the newest _CREATION_TIME of
+     * either, read as a local date-time in this JVM's zone).
+     */
+    private static ObjectNode partitions(JsonNode cmd) {
+        Path path = tablePath(cmd);
+        Long snapshot = cmd.hasNonNull("snapshot") ? cmd.get("snapshot").asLong() : null;
+        ObjectNode res = JSON.createObjectNode();
+        res.set("partitions", describePartitions(open(path), path, snapshot));
+        return res;
+    }
+
+    private static ArrayNode describePartitions(FileStoreTable table, Path root, Long snapshotId) {
+        ArrayNode out = JSON.createArrayNode();
+        Snapshot snapshot =
+                snapshotId == null
+                        ? table.snapshotManager().latestSnapshot()
+                        : table.snapshotManager().snapshot(snapshotId);
+        if (snapshot == null) {
+            return out;
+        }
+        RowType partitionType = table.schema().logicalPartitionType();
+        InternalRow.FieldGetter[] getters = new InternalRow.FieldGetter[partitionType.getFieldCount()];
+        for (int i = 0; i < getters.length; i++) {
+            getters[i] = InternalRow.createFieldGetter(partitionType.getTypeAt(i), i);
+        }
+        Map<BinaryRow, TreeSet<String>> files = new HashMap<>();
+        Map<BinaryRow, String> paths = new HashMap<>();
+        for (DataSplit split :
+                table.newSnapshotReader().withSnapshot(snapshot).withMode(ScanMode.ALL).read().dataSplits()) {
+            String bucketDir = relative(root, split.bucketPath());
+            int slash = bucketDir.lastIndexOf('/');
+            paths.put(split.partition(), slash < 0 ? "" : bucketDir.substring(0, slash));
+            TreeSet<String> set = files.computeIfAbsent(split.partition(), k -> new TreeSet<>());
+            for (DataFileMeta f : split.dataFiles()) {
+                set.add(bucketDir + "/" + f.fileName());
+            }
+        }
+        TreeMap<String, ObjectNode> sorted = new TreeMap<>();
+        for (org.apache.paimon.manifest.PartitionEntry e :
+                table.store().newScan().withSnapshot(snapshot).readPartitionEntries()) {
+            ObjectNode p = JSON.createObjectNode();
+            ObjectNode spec = p.putObject("spec");
+            for (int i = 0; i < getters.length; i++) {
+                Object v = getters[i].getFieldOrNull(e.partition());
+                if (v == null) {
+                    spec.putNull(partitionType.getFieldNames().get(i));
+                } else {
+                    spec.put(partitionType.getFieldNames().get(i), v.toString());
+                }
+            }
+            String dir = paths.getOrDefault(e.partition(), null);
+            p.put("path", dir);
+            p.set("files", toArray(files.getOrDefault(e.partition(), new TreeSet<>())));
+            p.put("fileCount", e.fileCount());
+            p.put("recordCount", e.recordCount());
+            p.put("lastFileCreationTime", e.lastFileCreationTime());
+            sorted.put((dir == null ? "" : dir) + "\0" + spec.toString(), p);
+        }
+        sorted.values().forEach(out::add);
+        return out;
     }
 }
