@@ -102,6 +102,10 @@ def check_unreachable(plan: CleanupPlan, table: PaimonTable, actions: Sequence[A
     end, deleted_tags = plan.end, tags_deleted(plan)
     if plan.kind == "tags":
         end = check_tag_plan(table, deleted_tags, planned, done)
+    elif plan.kind == "changelog":
+        # a changelog plan's end is a changelog id; the snapshot the gate keeps is the live earliest one,
+        # which the plan's skipping set held (any snapshot expiry since made the old one a changelog)
+        end = table.earliest_latest()[0]
     hit = first_reachable(table, frozenset(planned), end=end, without_tags=deleted_tags,
                           without_changelogs=changelogs_deleted(plan))
     if hit is not None:

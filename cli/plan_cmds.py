@@ -231,6 +231,9 @@ def plan_changelog_cmd(
     branch: str = typer.Option("main", help="Branch whose changelogs to expire."),
     now: Optional[str] = NowOpt,
     option: List[str] = TableOptionOpt,
+    skip_unreadable: bool = typer.Option(False, "--skip-unreadable", help="Do as Paimon does with unreadable "
+                                         "metadata: keep what depends on it and plan the rest (warnings list "
+                                         "it). Without it, planning stops and names the file."),
     fmt: OutputFormat = OutputOpt,
 ):
     """Plan the expiry of decoupled changelogs as Apache Paimon would run it, and save the plan.
@@ -241,7 +244,8 @@ def plan_changelog_cmd(
 
     Nothing is deleted now. Review the plan with 'lakesweep show PLAN'."""
     make_plan("changelog", table=table, out=out, now=now, option=option, branch=branch, fmt=fmt,
-              retain_min=retain_min, retain_max=retain_max, time_retained=time_retained, max_deletes=max_deletes)
+              retain_min=retain_min, retain_max=retain_max, time_retained=time_retained, max_deletes=max_deletes,
+              skip_unreadable=skip_unreadable)
 
 
 @plan_app.command("orphans")

@@ -15,7 +15,15 @@ expires those changelogs as Paimon master does:
   one, the files its delta deleted (a tag before it keeps its files) and the delta and base lists that
   still exist, with their manifests; never what the skipping set holds (the tags inside the range, the
   changelog at its end and the earliest snapshot); index manifests and statistics are not touched;
-* then the changelog files in ascending id and the changelog EARLIEST hint.
+* then the changelog files in ascending id, the directories that leaves empty (only with
+  ``snapshot.clean-empty-directories``, as Java's ``cleanEmptyDirectories``) and the changelog EARLIEST
+  hint.
+
+Metadata that cannot be read stops planning, naming the file; with ``skip_unreadable`` the planner keeps
+what depends on it as master does (an unreadable changelog list or manifest leaks the files it names, a
+delta that cannot be read keeps its data files, a tag before a changelog that cannot be read keeps that
+changelog whole, its file included). The plan is then held to the guard: nothing it deletes is reachable
+from the latest or earliest snapshot, a tag, a changelog it keeps or another branch.
 
 Where 0.9 differs (it read every list of every changelog and ran both data branches, bug #7429; it has no
 #7923 guard) the README says so. Reads no clock.
@@ -25,7 +33,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from engine.errors import MetadataNotFound
+from engine.errors import MetadataNotFound, TableFormatError
 from engine.fileio import join
 from engine.paimon.kinds import CHANGELOG_KIND_OF, CHANGELOG_PHASES, ActionKind, ChangelogKind
 from engine.paimon.model import FileKind, Snapshot
@@ -34,6 +42,7 @@ from engine.paimon.state import snapshot_digest, table_identity
 from engine.paimon.table import PaimonTable
 from engine.plan import Action, CleanupPlan, canonical_actions, summarize
 from planner.expire import _Notes, _Planner, _previous_tag, find_skipping_tags
+from planner.guard import assert_unreachable
 from planner.options import ExpireOptions
 
 
@@ -118,11 +127,12 @@ def plan_changelog(table: PaimonTable, *, now_ms: int, options: ExpireOptions) -
                     data = table.fileio.read_bytes(table.changelog_path(cid))
                     c = table.changelog(cid)
                 except (FileNotFoundError, MetadataNotFound):
-                    continue
-                changelogs[cid] = snapshot_digest(data)
-                _plan_one(planner, c, tags, skip)
-                planner._add(ActionKind.SNAPSHOT, table.changelog_path(cid), snapshot_id=cid)
-            planner.plan_empty_dirs()
+                    continue  # master: a changelog that is gone is skipped (#7923); 0.9 failed here
+                if _plan_one(planner, c, tags, skip):
+                    changelogs[cid] = snapshot_digest(data)
+                    planner._add(ActionKind.SNAPSHOT, table.changelog_path(cid), snapshot_id=cid)
+            if options.clean_empty_dirs:
+                planner.plan_empty_dirs()
             planner._add(ActionKind.WRITE_EARLIEST_HINT, join(table.changelog_dir, "EARLIEST"), snapshot_id=end)
             scope = {"begin": begin, "end": end, "earliest_hint": end, "bound": bound}
             requirements = changelog_requirements(
@@ -134,6 +144,11 @@ def plan_changelog(table: PaimonTable, *, now_ms: int, options: ExpireOptions) -
 
         requirements = (AssertTableIdentity(table_identity(table), table.location, table.branch),)
     actions = canonical_actions([_as_changelog_kind(a) for a in planner.actions])
+    if actions:
+        # the guard's kept snapshot is the earliest one, which the skipping set held; the changelogs this
+        # plan deletes hold nothing once it is done
+        assert_unreachable(table, actions, end=table.earliest_latest()[0],
+                           tolerate=None if notes.strict else notes.tolerate, without_changelogs=frozenset(changelogs))
     return CleanupPlan(
         kind="changelog",
         table_location=table.location,
@@ -146,30 +161,34 @@ def plan_changelog(table: PaimonTable, *, now_ms: int, options: ExpireOptions) -
         phases=CHANGELOG_PHASES,
         actions=actions,
         stats={"summary": summarize(actions), "warnings": list(notes.warnings),
-               "changelogs": len(changelogs), "protected_by_tags": notes.protected_by_tags},
+               "changelogs": len(changelogs), "protected_by_tags": notes.protected_by_tags,
+               "skipped_changelogs": sorted(set(notes.skipped_snapshots))},
     )
 
 
-def _plan_one(planner: _Planner, c: Snapshot, tags, skip: set[str]) -> None:
-    """One changelog's data files and manifests (``ExpireChangelogImpl#expireUntil``'s loop body)."""
+def _plan_one(planner: _Planner, c: Snapshot, tags, skip: set[str]) -> bool:
+    """One changelog's data files and manifests (``ExpireChangelogImpl#expireUntil``'s loop body); False
+    when its files are kept whole, changelog file included (the tag before it cannot be read: master's
+    ``continue``)."""
     table = planner.table
-    if c.changelog_manifest_list:
-        for meta in table.manifest_list(c.changelog_manifest_list):
-            for entry in table.manifest(meta.file_name):
-                if entry.kind == FileKind.ADD:
-                    planner._add(ActionKind.CHANGELOG_FILE,
-                                 planner.paths.data_file(entry.partition, entry.bucket, entry.file),
-                                 snapshot_id=c.id, partition=planner._partition(entry.partition),
-                                 bucket=entry.bucket, size=entry.file.file_size)
-                    planner.deletion_buckets.setdefault(entry.partition, set()).add(entry.bucket)
-        planner._manifest_list(c, c.changelog_manifest_list, c.changelog_manifest_list_size, skip)
-        return
+    # master builds the skipper for every changelog, one with a changelog list too, before anything else
     tag = _previous_tag(tags, c.id)
     protected = planner._tag_live_files(tag) if tag is not None else frozenset()
     if protected is None:
-        return  # a tag that cannot be read: this changelog's files are kept (Java skips the id)
+        planner.notes.skipped_snapshots.append(c.id)
+        return False
+    if c.changelog_manifest_list:
+        _plan_changelog_list_files(planner, c)
+        planner._manifest_list(c, c.changelog_manifest_list, c.changelog_manifest_list_size, skip)
+        return True
     if _exists(table, c.delta_manifest_list):
-        for path, entry in planner._deleted_in_delta(c).items():
+        try:
+            deleted = planner._deleted_in_delta(c)
+        except TableFormatError as e:
+            # planDeletedInDeltaManifest: any read error cancels this changelog's data deletions
+            planner.notes.tolerate(e, f"data files deleted by changelog {c.id} are kept")
+            deleted = {}
+        for path, entry in deleted.items():
             if (entry.partition, entry.bucket, entry.file.file_name) in protected:
                 planner.notes.protected_by_tags += 1
                 continue
@@ -184,6 +203,30 @@ def _plan_one(planner: _Planner, c: Snapshot, tags, skip: set[str]) -> None:
         planner._manifest_list(c, c.delta_manifest_list, c.delta_manifest_list_size, skip)
     if _exists(table, c.base_manifest_list):
         planner._manifest_list(c, c.base_manifest_list, c.base_manifest_list_size, skip)
+    return True
+
+
+def _plan_changelog_list_files(planner: _Planner, c: Snapshot) -> None:
+    """``planAddedInChangelogManifest``: every file the changelog's manifests add, no tag skipper (tags do
+    not hold changelog files). An unreadable list or manifest leaks what it names, as in Java."""
+    table = planner.table
+    try:
+        metas = table.manifest_list(c.changelog_manifest_list)
+    except TableFormatError as e:
+        planner.notes.tolerate(e, f"the changelog files of changelog {c.id} are kept")
+        return
+    for meta in metas:
+        try:
+            entries = table.manifest(meta.file_name)
+        except TableFormatError as e:
+            planner.notes.tolerate(e, f"the changelog files it lists (changelog {c.id}) are kept")
+            continue
+        for entry in entries:
+            if entry.kind == FileKind.ADD:
+                planner._add(ActionKind.CHANGELOG_FILE, planner.paths.data_file(entry.partition, entry.bucket, entry.file),
+                             snapshot_id=c.id, partition=planner._partition(entry.partition), bucket=entry.bucket,
+                             size=entry.file.file_size)
+                planner.deletion_buckets.setdefault(entry.partition, set()).add(entry.bucket)
 
 
 _META = {ActionKind.SNAPSHOT: ChangelogKind.CHANGELOG_META,

@@ -12,7 +12,7 @@ plan is refused with ``PlanRejected``. Either way no action is ever silently dro
 
 from __future__ import annotations
 
-from typing import Callable, Sequence
+from typing import AbstractSet, Callable, Sequence
 
 from engine.errors import PlannerInvariantViolated, PlanRejected, TableFormatError
 from engine.plan import Action, Verb
@@ -33,14 +33,18 @@ def assert_unreachable(
     end: int | None,
     tags=None,
     tolerate: Callable[[TableFormatError, str], None] | None = None,
+    without_changelogs: AbstractSet[int] = frozenset(),
 ) -> None:
     """Raise if a planned path is reachable from what the table keeps (see the module docstring).
+    ``without_changelogs``: the retained changelogs a changelog-expiry plan deletes, which hold nothing
+    after it.
 
     A holder whose metadata cannot be read raises its ``TableFormatError``; with ``tolerate`` (the
     planner's skip-unreadable mode) it is reported through it instead and the other holders are checked.
     """
     planned = planned_paths(table, actions)
-    hit = first_reachable(table, frozenset(planned), end=end, tolerate=tolerate)
+    hit = first_reachable(table, frozenset(planned), end=end, tolerate=tolerate,
+                          without_changelogs=without_changelogs)
     if hit is None:
         return
     holder, path = hit
