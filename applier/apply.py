@@ -19,9 +19,6 @@ from engine.errors import JournalConflict, JournalError, LakesweepError, PlanRej
 from engine.fileio import FileIO
 from engine.plan import Action, ActionCheck, CleanupPlan, PhaseMode, Verb
 from engine.plan_io import plan_from_header
-from engine.paimon.paths import external_roots
-from engine.paimon.table import open_table
-from engine.paimon.verify import verify_kept, verify_table as verify_whole
 from journal.events import (
     ApplyCompleted,
     ApplyFailed,
@@ -41,7 +38,8 @@ from applier.actions import ActionResult, Outcome
 from applier.commit import Committer, commit_id, committer_for, run_commit
 from applier.executors import BulkExecutor, DriverExecutor, SparkExecutor  # noqa: F401  (DriverExecutor: tests)
 from applier.phases import NoProgress, PhaseRunner, Progress, Tally, pointer_writes
-from applier.preconditions import check_phases, check_requirements, check_unreachable, verify_paths, verify_table
+from applier.formats import format_of
+from applier.preconditions import check_phases, check_requirements
 
 
 @dataclass
@@ -138,24 +136,26 @@ class _Apply:
 
     def run(self, by_phase: dict[int, list[Action]], started: int) -> ApplyReport:
         plan, table = self.plan, self.table
+        fmt = format_of(plan)
         bulk_left = any(a.action_id not in self.skip for p, spec in enumerate(plan.phases, 1)
                         if spec.mode == PhaseMode.BULK for a in by_phase.get(p, ()))
         try:
             if bulk_left:
                 self.executor.prepare()  # Spark boots while the plan is checked; nothing runs on it before start()
             try:
-                verify_table(plan, table)
+                fmt.verify_table(plan, table)
                 check_phases(plan)
                 self.committer = committer_for(plan, self.committer)
-                targets = verify_paths(plan, table)
+                targets = fmt.verify_paths(plan, table)
                 if self.committer is not None:
-                    self.committer.check(table, [a for a in plan.actions if a.verb is Verb.COMMIT])
                     self.done |= self._committed_before(table, by_phase)
                 index = {t: i for i, t in enumerate(targets)}
                 check_requirements(plan, table, done=_DoneLocations(index, self.done))
+                if self.committer is not None:
+                    self.committer.check(table, [a for a in plan.actions if a.verb is Verb.COMMIT])
                 skipped = self._rechecked(table, plan.actions, targets)
-                check_unreachable(plan, table, [a for a in plan.actions if a.action_id not in skipped], targets,
-                                  done=_DoneLocations(index, self.done))
+                fmt.check_unreachable(plan, table, [a for a in plan.actions if a.action_id not in skipped], targets,
+                                      done=_DoneLocations(index, self.done))
             except PlanRejected as e:
                 self.refuse(e)
                 raise
@@ -169,6 +169,7 @@ class _Apply:
 
     def _phases(self, by_phase, targets, index, started) -> ApplyReport:
         plan, table, recorder, clock = self.plan, self.table, self.recorder, self.clock
+        fmt = format_of(plan)
         plan_id = plan.plan_id
         dry_run = recorder is None
         if dry_run:
@@ -181,7 +182,7 @@ class _Apply:
         else:
             apply_id = self.resume_apply_id
         runner = PhaseRunner(actions=plan.actions, plan_id=plan_id, recorder=recorder, apply_id=apply_id,
-                             fileio=table.fileio, root=table.location, external=external_roots(table.options),
+                             fileio=table.fileio, root=table.location, external=fmt.external_roots(table),
                              targets=targets, progress=self.progress, clock=clock, executor=self.executor,
                              dry_run=dry_run)
         outcomes = report_outcomes(plan)
@@ -200,8 +201,8 @@ class _Apply:
                     live = table.refreshed()
                     check_requirements(plan, live, done=_DoneLocations(index, self.done))
                     skipped = self._rechecked(live, actions, targets)
-                    check_unreachable(plan, live, [a for a in actions if a.action_id not in skipped], targets,
-                                      done=_DoneLocations(index, self.done))
+                    fmt.check_unreachable(plan, live, [a for a in actions if a.action_id not in skipped], targets,
+                                          done=_DoneLocations(index, self.done))
                 except PlanRejected as e:
                     recorder.append([ApplyFailed(apply_id=apply_id, plan_id=plan_id, reason=f"refused: {e}",
                                                  phase=number, finished_ms=clock())])
@@ -271,15 +272,7 @@ class _Apply:
         """``lakesweep verify`` on the locations the plan deleted from, in the live table: none that a
         snapshot, tag, branch or changelog references may be gone, and the hints must agree. Returns the
         ``Verified`` event to journal; a table found damaged is reported, the apply stays completed."""
-        if not any(a.verb.deletes for a in self.plan.actions):
-            # A commit marks files DELETE without deleting them: the snapshots before it still need every
-            # one, so each must still be in place. Nothing else changed, so no snapshot is walked.
-            kept = {targets[a.action_id]: a.size for a in self.plan.actions if a.verb is Verb.COMMIT}
-            result = verify_kept(self.table.refreshed(), kept, "the snapshots before the plan's commit")
-            touched = kept
-        else:
-            touched = {targets[a.action_id] for a in self.plan.actions if a.verb.deletes}
-            result = verify_whole(self.table.refreshed(), only=touched)
+        result, touched = format_of(self.plan).verify(self.plan, self.table, targets)
         report.verify = result.to_json()
         del report.verify["unreferenced"], report.verify["unreferenced_bytes"]
         shown = [p.to_json() for p in result.problems[:VERIFY_PROBLEMS_JOURNALED]]
@@ -351,7 +344,7 @@ def apply_plan(
     is false, the locations the plan deleted from are checked against the live table (``ApplyReport.verify``)."""
     started = clock()
     plan_id = plan.plan_id
-    table = open_table(plan.table_location, fileio, branch=plan.branch)
+    table = format_of(plan).open(plan, fileio)
     recorder.record_plan(plan, recorded_ms=started)
 
     prior = project(recorder.events(plan_id=plan_id))  # the lifecycle of every apply of this plan
@@ -391,7 +384,7 @@ def dry_run_plan(plan: CleanupPlan, *, fileio: FileIO | None = None, master: str
     """Validate the plan against the live table exactly as apply does, and count what apply would do,
     deleting nothing and writing nothing (not even to the journal)."""
     started = clock()
-    table = open_table(plan.table_location, fileio, branch=plan.branch)
+    table = format_of(plan).open(plan, fileio)
     run = _Apply(plan, None, table, executor or SparkExecutor(spark, master, conf), NoProgress(), clock, master,
                  committer=committer)
     return run.run(actions_by_phase(plan.actions), started)

@@ -44,7 +44,14 @@ def _paimon_committer(plan: CleanupPlan) -> Committer:
     return PaimonCommitter(plan)
 
 
-_COMMITTERS: dict[str, Callable[[CleanupPlan], Committer]] = {"paimon": _paimon_committer}  # format -> its maker
+def _iceberg_committer(plan: CleanupPlan) -> Committer:
+    from engine.iceberg.commit import IcebergCommitter
+
+    return IcebergCommitter(plan)
+
+
+# format -> its maker
+_COMMITTERS: dict[str, Callable[[CleanupPlan], Committer]] = {"paimon": _paimon_committer, "iceberg": _iceberg_committer}
 
 
 def committer_for(plan: CleanupPlan, given: Committer | None) -> Committer | None:

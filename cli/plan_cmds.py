@@ -63,6 +63,50 @@ def make_plan(kind: str, *, table: str, out: Path, now: Optional[str], option: L
     output.plan_written(plan, str(out))
 
 
+CatalogOpt = typer.Option(None, "--catalog", help="Plan for an Iceberg table: the name of its catalog, configured "
+                          "as pyiceberg configures catalogs (.pyiceberg.yaml, or PYICEBERG_CATALOG__<NAME>__URI and "
+                          "friends). TABLE is then namespace.table.")
+MaxCommitRetriesOpt = typer.Option(None, "--max-commit-retries", help="Iceberg: how often apply retries a commit the "
+                                   "catalog refused, after 50 ms, doubling, at most 5 s, re-checking the plan each "
+                                   "time (default 5).")
+
+
+def make_iceberg_plan(kind: str, *, catalog: str, table: str, out: Path, now: Optional[str], fmt: OutputFormat,
+                      paimon_only: dict, **flags) -> None:
+    """Make a plan of ``kind`` for the Iceberg table ``table`` (namespace.table) of ``catalog``, write it to
+    ``out`` and show it. ``paimon_only``: the Paimon options given on the command line, refused here."""
+    from engine.errors import PlanRejected
+    from engine.iceberg.table import IcebergTable
+    from engine.plan_io import write_plan
+    from engine.timeutil import parse_time_ms
+    from planner.kinds import plan_kind
+
+    given = sorted(name for name, value in paimon_only.items() if value not in (None, False, [], "main"))
+    if given:
+        raise PlanRejected(f"{given[0]} is an option of Paimon tables; an Iceberg table (--catalog) does not take it")
+    entry = plan_kind(kind, "iceberg")
+    output = output_for(fmt)
+    now_ms = parse_time_ms(now) if now is not None else int(time.time() * 1000)
+    check_output_file(out, "--out", PlanRejected)
+    t = IcebergTable(catalog, table)
+    refuse_inside_table(out, t.location, "--out", PlanRejected)
+    options = entry.resolve_options(t.options, **flags)
+    plan = entry.plan(t, now_ms=now_ms, options=options)
+    write_plan(plan, str(out))
+    output.plan_written(plan, str(out))
+
+
+def _hours(value: Optional[int], flag: str) -> Optional[str]:
+    """A SeaweedFS-style whole-hours option as a duration."""
+    if value is None:
+        return None
+    if value < 0:
+        from engine.errors import PlanRejected
+
+        raise PlanRejected(f"{flag} must be at least 0, got {value}")
+    return f"{value} h"
+
+
 @app.command()
 @handle_errors
 def inspect(
@@ -100,15 +144,47 @@ def plan_expire_cmd(
                                          "metadata: keep what depends on it and plan the rest (warnings list "
                                          "it). Without it, planning stops and names the file."),
     branch: str = typer.Option("main", help="Branch to expire."),
+    catalog: Optional[str] = CatalogOpt,
+    retain_last: Optional[int] = typer.Option(None, "--retain-last", "--max-snapshots-to-keep",
+                                              help="Iceberg: keep at least this many ancestors of each branch head "
+                                              "(history.expire.min-snapshots-to-keep, default 1)."),
+    older_than: Optional[str] = typer.Option(None, "--older-than", help="Iceberg: expire snapshots older than "
+                                             "this: a duration back from --now ('5 d', '36 h') or a time "
+                                             "(history.expire.max-snapshot-age-ms, default 5 d)."),
+    retention_hours: Optional[int] = typer.Option(None, "--snapshot-retention-hours", help="Iceberg: "
+                                                  "--older-than in whole hours (SeaweedFS's name)."),
+    max_commit_retries: Optional[int] = MaxCommitRetriesOpt,
     fmt: OutputFormat = OutputOpt,
 ):
-    """Plan a snapshot expiration exactly as Apache Paimon would run it, and save the plan.
+    """Plan a snapshot expiration exactly as Apache Paimon or Apache Iceberg would run it, and save the plan.
+
+    Paimon: TABLE is the table's location. Iceberg (--catalog): TABLE is namespace.table; Iceberg's rule
+    keeps the newest --retain-last ancestors of each branch, every snapshot a branch or tag references
+    (honouring their max-ref-age-ms, min-snapshots-to-keep and max-snapshot-age-ms), and expires the rest
+    older than --older-than; apply commits that, then deletes what only the expired snapshots reached.
 
     Nothing is deleted. Review the plan with 'lakesweep show PLAN'.
 
     When stderr is a terminal (and the output is text), a bar shows the manifest files read out of
     those found so far (the total grows as planning finds the snapshots in range), with every metadata
     file read, their bytes, files/s and bytes/s."""
+    if catalog is not None:
+        if older_than is not None and retention_hours is not None:
+            from engine.errors import PlanRejected
+
+            raise PlanRejected("--older-than and --snapshot-retention-hours say the same thing: give one of them")
+        make_iceberg_plan("expire", catalog=catalog, table=table, out=out, now=now, fmt=fmt,
+                          paimon_only={"--retain-min": retain_min, "--retain-max": retain_max,
+                                       "--time-retained": time_retained, "--max-deletes": max_deletes,
+                                       "--option": option, "--skip-unreadable": skip_unreadable,
+                                       "--branch": branch, "--time-rule": None if time_rule == "successor" else time_rule},
+                          retain_last=retain_last, older_than=older_than or _hours(retention_hours,
+                                                                                   "--snapshot-retention-hours"),
+                          max_commit_retries=max_commit_retries)
+        return
+    iceberg_only = {"--retain-last": retain_last, "--older-than": older_than,
+                    "--snapshot-retention-hours": retention_hours, "--max-commit-retries": max_commit_retries}
+    _refuse_iceberg_only(iceberg_only)
     make_plan("expire", table=table, out=out, now=now, option=option, branch=branch, fmt=fmt,
               retain_min=retain_min, retain_max=retain_max, time_retained=time_retained, max_deletes=max_deletes,
               time_rule=time_rule, skip_unreadable=skip_unreadable)
@@ -272,6 +348,9 @@ def plan_orphans_cmd(
                                "directory, the files streamed back to a temporary Parquet file (for large tables)."),
     master: str = MasterOpt,
     conf: List[str] = ConfOpt,
+    catalog: Optional[str] = CatalogOpt,
+    orphan_hours: Optional[int] = typer.Option(None, "--orphan-older-than-hours", help="Iceberg: --older-than in "
+                                               "whole hours (SeaweedFS's name)."),
     fmt: OutputFormat = OutputOpt,
 ):
     """Plan the removal of orphan files as Apache Paimon's remove_orphan_files would, and save the plan.
@@ -283,7 +362,22 @@ def plan_orphans_cmd(
     Never a directory recursively, nothing outside Paimon's directories.
     Apply checks every candidate again.
 
+    Iceberg (--catalog, TABLE is namespace.table): files under the table location that no metadata
+    reaches (metadata files, manifest lists, manifests, data and delete files, statistics files), older
+    than --older-than (default 3 d); a file of unknown age is kept.
+
     Nothing is deleted. Review the plan with 'lakesweep show PLAN'."""
+    if catalog is not None:
+        if older_than is not None and orphan_hours is not None:
+            from engine.errors import PlanRejected
+
+            raise PlanRejected("--older-than and --orphan-older-than-hours say the same thing: give one of them")
+        make_iceberg_plan("orphans", catalog=catalog, table=table, out=out, now=now, fmt=fmt,
+                          paimon_only={"--force": force, "--inventory": inventory, "--empty-dirs": empty_dirs,
+                                       "--spark": spark},
+                          older_than=older_than or _hours(orphan_hours, "--orphan-older-than-hours"))
+        return
+    _refuse_iceberg_only({"--orphan-older-than-hours": orphan_hours})
     with tempfile.TemporaryDirectory(prefix="lakesweep-listing-") as scratch:
         lister = _spark_lister(master, key_values(conf, "--conf"), scratch, output_for(fmt)) if spark else None
         make_plan("orphans", table=table, out=out, now=now, option=[], branch="main", fmt=fmt,
@@ -321,3 +415,35 @@ def show(
     from engine.plan_io import read_plan
 
     output_for(fmt).plan_shown(read_plan(str(plan)), files=files)
+
+
+def _refuse_iceberg_only(given: dict) -> None:
+    from engine.errors import PlanRejected
+
+    named = sorted(name for name, value in given.items() if value is not None)
+    if named:
+        raise PlanRejected(f"{named[0]} is an option of Iceberg tables: give the table's catalog with --catalog")
+
+
+@plan_app.command("rewrite-manifests")
+@handle_errors
+def plan_rewrite_manifests_cmd(
+    table: str = typer.Argument(..., help="The Iceberg table, namespace.table."),
+    out: Path = PlanOutOpt,
+    catalog: str = typer.Option(..., "--catalog", help="The table's Iceberg catalog, configured as pyiceberg "
+                                "configures catalogs (.pyiceberg.yaml, or PYICEBERG_CATALOG__<NAME>__URI and friends)."),
+    min_manifests: Optional[int] = typer.Option(None, "--min-manifests", "--min-manifests-to-rewrite",
+                                                help="Rewrite only when the current snapshot has at least this "
+                                                "many data manifests (default 5)."),
+    max_commit_retries: Optional[int] = MaxCommitRetriesOpt,
+    now: Optional[str] = NowOpt,
+    fmt: OutputFormat = OutputOpt,
+):
+    """Plan the rewrite of an Iceberg table's data manifests: one manifest per partition spec, with every live
+    entry of the current snapshot, delete manifests carried over. Apply commits it as a 'replace' snapshot;
+    the old manifests stay until snapshot expiry frees them.
+
+    Skipped, with SeaweedFS's messages, when there is no current snapshot, fewer data manifests than
+    --min-manifests, or no data entries. Nothing is changed. Review the plan with 'lakesweep show PLAN'."""
+    make_iceberg_plan("rewrite-manifests", catalog=catalog, table=table, out=out, now=now, fmt=fmt, paimon_only={},
+                      min_manifests=min_manifests, max_commit_retries=max_commit_retries)

@@ -38,6 +38,10 @@ class UnsupportedTable(LakesweepError):
     """The table uses a feature lakesweep cannot handle exactly as Paimon does, so it refuses to touch it."""
 
 
+class CatalogError(LakesweepError):
+    """An Iceberg catalog could not be loaded, or does not hold the table named."""
+
+
 class InvalidLocation(LakesweepError):
     """A location lakesweep cannot address safely: an unsupported scheme, a ``file://host/`` URI, a relative
     path where an absolute one is required, ``.``/``..`` segments, or the file system root as a table or

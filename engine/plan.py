@@ -28,7 +28,7 @@ from operator import attrgetter
 from typing import AbstractSet, Any, Callable, ClassVar, Mapping, Sequence
 
 FORMAT_VERSION = 2
-FORMATS = ("paimon",)  # table formats a plan may name; each is a package engine/<format>/
+FORMATS = ("paimon", "iceberg")  # table formats a plan may name; each is a package engine/<format>/
 
 
 class Verb(enum.StrEnum):

@@ -83,8 +83,9 @@ def actions_from_rows(event: PlanRecorded, rows: Iterable[Sequence]) -> tuple[Ac
 
 
 def known_kinds() -> tuple[str, ...]:
-    """Every action kind label a table format defines, in definition order."""
-    return tuple(label for fmt in FORMATS for label in format_kinds(fmt))
+    """Every action kind label a table format defines, in definition order (a label two formats share,
+    once)."""
+    return tuple(dict.fromkeys(label for fmt in FORMATS for label in format_kinds(fmt)))
 
 
 def file_row(seq: int, r: FileRecord) -> tuple:

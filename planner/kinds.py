@@ -341,14 +341,110 @@ KINDS: Mapping[str, PlanKind] = {
 }
 
 
-def plan_kind(name: str) -> PlanKind:
-    """The registry entry of ``name`` (a KeyError for a kind lakesweep does not make is a bug)."""
-    return KINDS[name]
+# ---- Iceberg ----------------------------------------------------------------------------------------
+
+def _resolve_iceberg_expire(table_options, **flags):
+    from planner.iceberg.expire import resolve_expire_options
+
+    return resolve_expire_options(table_options, **flags)
+
+
+def _plan_iceberg_expire(table, *, now_ms: int, options) -> CleanupPlan:
+    from planner.iceberg.expire import plan_iceberg_expire
+
+    return plan_iceberg_expire(table, now_ms=now_ms, options=options)
+
+
+def describe_iceberg_expire(plan: CleanupPlan) -> PlanDescription:
+    expired, refs = plan.scope.get("expired", []), plan.scope.get("removed_refs", [])
+    files = plan.stats.get("summary", {}).get("files", 0)
+    if not expired and not refs:
+        return PlanDescription(nothing_to_do=True, nothing_label="Nothing to expire",
+                               scope=f"no snapshot is older than {_utc(plan.scope['cutoff_ms'])} beyond what "
+                                     f"refs and retain-last keep ({plan.stats.get('retained_snapshots', 0)} kept).")
+    scope = (f"expires {len(expired)} snapshot(s) older than {_utc(plan.scope['cutoff_ms'])}, then deletes "
+             f"{files} file(s) only they reached; keeps {plan.stats.get('retained_snapshots', 0)} snapshot(s)")
+    notes = (f"refs removed (past max-ref-age-ms): {', '.join(refs)}",) if refs else ()
+    return PlanDescription(nothing_to_do=False, scope=scope, nothing_label="Nothing to expire", notes=notes,
+                           document={"expired_snapshots": expired, "removed_refs": refs})
+
+
+def _resolve_iceberg_orphans(table_options, **flags):
+    from planner.iceberg.orphans import resolve_orphan_options
+
+    return resolve_orphan_options(table_options, **flags)
+
+
+def _plan_iceberg_orphans(table, *, now_ms: int, options) -> CleanupPlan:
+    """List first, then plan: what the metadata names is read after the listing, so a file committed
+    while listing is seen as used."""
+    from planner.iceberg.orphans import plan_iceberg_orphans
+
+    listed = []
+    for root in [table.location, *table.external_roots()]:
+        try:
+            listed += table.fileio.list(root, recursive=True)
+        except FileNotFoundError:
+            continue
+    return plan_iceberg_orphans(table.refreshed(), listed, now_ms=now_ms, options=options)
+
+
+def describe_iceberg_orphans(plan: CleanupPlan) -> PlanDescription:
+    kept = plan.stats.get("kept", {})
+    notes = (f"kept: {kept.get('young', 0)} younger than {_utc(plan.scope['cutoff_ms'])}, "
+             f"{kept.get('unknown_age', 0)} of unknown age, {kept.get('newer_metadata', 0)} metadata file(s) newer "
+             f"than the metadata log",)
+    if not plan.actions:
+        return PlanDescription(nothing_to_do=True, nothing_label="No orphan files",
+                               scope="every file under the table location is used or too young.", notes=notes)
+    return PlanDescription(nothing_to_do=False, scope=f"removes {len(plan.actions)} orphan file(s) no metadata "
+                           f"names, older than {_utc(plan.scope['cutoff_ms'])}", notes=notes)
+
+
+def _resolve_rewrite(table_options, **flags):
+    from planner.iceberg.rewrite_manifests import resolve_rewrite_options
+
+    return resolve_rewrite_options(table_options, **flags)
+
+
+def _plan_rewrite(table, *, now_ms: int, options) -> CleanupPlan:
+    from planner.iceberg.rewrite_manifests import plan_rewrite_manifests
+
+    return plan_rewrite_manifests(table, now_ms=now_ms, options=options)
+
+
+def describe_rewrite(plan: CleanupPlan) -> PlanDescription:
+    sc = plan.scope
+    if sc.get("skipped"):
+        return PlanDescription(nothing_to_do=True, nothing_label="Nothing to rewrite", scope=sc["skipped"],
+                               document={"skipped": sc["skipped"]})
+    scope = (f"rewrites {sc['data_manifests']} data manifests of snapshot {sc['snapshot_id']} into "
+             f"{len(sc['specs'])} ({sc['entries']} entries); carries {sc['delete_manifests']} delete manifest(s) over")
+    return PlanDescription(nothing_to_do=False, scope=scope, document={"skipped": None})
+
+
+ICEBERG_KINDS: Mapping[str, PlanKind] = {
+    k.name: k
+    for k in (
+        PlanKind("expire", resolve_options=_resolve_iceberg_expire, plan=_plan_iceberg_expire,
+                 describe=describe_iceberg_expire),
+        PlanKind("orphans", resolve_options=_resolve_iceberg_orphans, plan=_plan_iceberg_orphans,
+                 describe=describe_iceberg_orphans),
+        PlanKind("rewrite-manifests", resolve_options=_resolve_rewrite, plan=_plan_rewrite, describe=describe_rewrite),
+    )
+}
+_BY_FORMAT = {"paimon": KINDS, "iceberg": ICEBERG_KINDS}
+
+
+def plan_kind(name: str, fmt: str = "paimon") -> PlanKind:
+    """The registry entry of ``name`` for table format ``fmt`` (a KeyError for a kind lakesweep does not
+    make is a bug)."""
+    return _BY_FORMAT[fmt][name]
 
 
 def describe_plan(plan: CleanupPlan) -> PlanDescription:
     """``plan`` described by its kind's entry; a plan of a kind without one by its action count."""
-    entry = KINDS.get(plan.kind)
+    entry = _BY_FORMAT.get(plan.format, {}).get(plan.kind)
     if entry is not None:
         return entry.describe(plan)
     if not plan.actions:

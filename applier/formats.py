@@ -1,0 +1,159 @@
+"""What the apply loop asks of a table format: open the plan's table, check that the plan is for it and its
+paths are sane, gate deletes on the live table, and verify the table afterwards.
+
+The loop (``applier.apply``) is the same for every format; each format answers these questions its own
+way: Paimon through ``applier.preconditions`` and ``engine.paimon``, Iceberg through ``engine.iceberg``.
+"""
+
+from __future__ import annotations
+
+from typing import AbstractSet, Sequence
+
+from engine.errors import PlanRejected, StalePlan
+from engine.fileio import FileIO
+from engine.plan import Action, CleanupPlan, Verb
+from engine.plan_io import format_plan_kinds
+
+from applier.actions import PathResolver, refuse_symlinked_parents
+
+
+class PaimonFormat:
+    name = "paimon"
+
+    def open(self, plan: CleanupPlan, fileio: FileIO | None):
+        from engine.paimon.table import open_table
+
+        return open_table(plan.table_location, fileio, branch=plan.branch)
+
+    def external_roots(self, table) -> list[str]:
+        from engine.paimon.paths import external_roots
+
+        return external_roots(table.options)
+
+    def verify_table(self, plan, table) -> None:
+        from applier.preconditions import verify_table
+
+        verify_table(plan, table)
+
+    def verify_paths(self, plan, table) -> list[str]:
+        from applier.preconditions import verify_paths
+
+        return verify_paths(plan, table)
+
+    def check_unreachable(self, plan, table, actions, targets, *, done) -> None:
+        from applier.preconditions import check_unreachable
+
+        check_unreachable(plan, table, actions, targets, done=done)
+
+    def verify(self, plan, table, targets):
+        """(the check's report, the locations checked) after the last phase."""
+        from engine.paimon.verify import verify_kept, verify_table as verify_whole
+
+        if not any(a.verb.deletes for a in plan.actions):
+            # A commit marks files DELETE without deleting them: the snapshots before it still need every
+            # one, so each must still be in place. Nothing else changed, so no snapshot is walked.
+            kept = {targets[a.action_id]: a.size for a in plan.actions if a.verb is Verb.COMMIT}
+            return verify_kept(table.refreshed(), kept, "the snapshots before the plan's commit"), kept
+        touched = {targets[a.action_id] for a in plan.actions if a.verb.deletes}
+        return verify_whole(table.refreshed(), only=touched), touched
+
+
+# Where each Iceberg action kind may live: "metadata" (the metadata directory or write.metadata.path), or
+# "any" (anywhere under the table location or a write path).
+_ICEBERG_METADATA_KINDS = frozenset({"manifest", "manifest-list", "statistics", "expire-snapshot", "rewrite-manifest",
+                                     "orphan-metadata-file"})
+
+
+class IcebergFormat:
+    name = "iceberg"
+
+    def open(self, plan: CleanupPlan, fileio: FileIO | None):
+        from engine.iceberg.table import IcebergTable
+
+        catalog, identifier = plan.scope.get("catalog"), plan.scope.get("identifier")
+        if not isinstance(catalog, str) or not isinstance(identifier, str):
+            raise PlanRejected(f"the plan {plan.plan_id} names no Iceberg catalog and table; re-run 'lakesweep plan'")
+        table = IcebergTable(catalog, identifier)
+        if fileio is not None:
+            table.fileio = fileio
+        return table
+
+    def external_roots(self, table) -> list[str]:
+        return table.external_roots()
+
+    def verify_table(self, plan, table) -> None:
+        from engine.iceberg.requirements import AssertTableUUID
+
+        if plan.kind not in format_plan_kinds(plan.format):
+            raise PlanRejected(f"plan kind '{plan.kind}' is not supported by this lakesweep")
+        ids = [r for r in plan.requirements if isinstance(r, AssertTableUUID)]
+        if not ids:
+            raise PlanRejected(f"the plan {plan.plan_id} names no table identity to check; re-run 'lakesweep plan'")
+        ids[0].check(table)
+        if table.location != plan.table_location:
+            raise PlanRejected(f"Iceberg table {table.identifier} now lives at {table.location}, not "
+                               f"{plan.table_location} where the plan was made; nothing was done")
+
+    def verify_paths(self, plan, table) -> list[str]:
+        from engine.iceberg.kinds import PLAN_KIND_OF
+
+        roots = [table.location, *table.external_roots()]
+        resolver = PathResolver(table.location, roots[1:])
+        metadata = tuple(r + "/" for r in [table.location + "/metadata", *table.external_roots()])
+        local = table.fileio.scheme == "file"
+        checked: set[str] = set()
+        targets = []
+        for a in plan.actions:
+            label = str(a.kind)
+            if PLAN_KIND_OF.get(label) != plan.kind:
+                raise PlanRejected(f"action {a.action_id}: {label!r} actions do not belong in Iceberg "
+                                   f"'{plan.kind}' plans; the plan is refused")
+            full = resolver.full(a.path)
+            if label in _ICEBERG_METADATA_KINDS and not full.startswith(metadata):
+                raise PlanRejected(f"action {a.action_id}: {label} {a.path!r} is not under the table's metadata "
+                                   f"directory; the plan is refused")
+            if full == table.metadata_location:
+                raise PlanRejected(f"action {a.action_id}: {a.path!r} is the table's current metadata file; "
+                                   f"the plan is refused")
+            if local and full[:full.rfind("/")] not in checked:
+                refuse_symlinked_parents(full, resolver.containing_root(full), checked)
+            targets.append(full)
+        return targets
+
+    def check_unreachable(self, plan, table, actions: Sequence[Action], targets: Sequence[str], *,
+                          done: AbstractSet[str]) -> None:
+        from engine.iceberg.reachability import first_reachable
+
+        planned = {targets[a.action_id]: a for a in actions if a.verb is Verb.DELETE_FILE}
+        if plan.kind == "expire":
+            hit = first_reachable(table, frozenset(planned), expired=frozenset(plan.scope.get("expired", ())),
+                                  removed_refs=frozenset(plan.scope.get("removed_refs", ())), live_only=True,
+                                  metadata_log=True)
+        else:
+            hit = first_reachable(table, frozenset(planned), live_only=False, metadata_log=True)
+        if hit is not None:
+            holder, path = hit
+            a = planned[path]
+            raise StalePlan(f"the plan {plan.plan_id} is refused: {a.kind} {a.path} is still used by {holder.what} "
+                            f"in the live table. Nothing more is deleted; re-run 'lakesweep plan {plan.kind}'.")
+
+    def verify(self, plan, table, targets):
+        from engine.iceberg.verify import verify_iceberg
+
+        live = table.refreshed()
+        if not any(a.verb.deletes for a in plan.actions):
+            report = verify_iceberg(live, snapshot_id=live.current_snapshot_id) if live.current_snapshot_id \
+                else verify_iceberg(live, only=())
+            return report, report.referenced
+        touched = {targets[a.action_id] for a in plan.actions if a.verb.deletes}
+        return verify_iceberg(live, only=touched), touched
+
+
+_FORMATS = {"paimon": PaimonFormat(), "iceberg": IcebergFormat()}
+
+
+def format_of(plan: CleanupPlan):
+    try:
+        return _FORMATS[plan.format]
+    except KeyError:
+        raise PlanRejected(f"table format {plan.format!r} is not one lakesweep applies") from None

@@ -1,0 +1,137 @@
+"""Iceberg's action kinds: each kind's verb, phase and order, for each plan kind.
+
+Snapshot expiry commits first (``RemoveSnapshots``: the expired snapshots and the refs past their
+``max-ref-age-ms`` leave the metadata), then deletes what only the expired snapshots reached: data and
+delete files, then manifests, then manifest lists and statistics files. Files are deleted only after
+the commit that unreferenced them has succeeded; a crash between phases leaves files no metadata names,
+which a resumed apply deletes.
+
+Orphan removal deletes files under the table location that no metadata reaches, in one bulk phase.
+Manifest rewriting only commits: the old manifests stay until expiry frees them.
+"""
+
+from __future__ import annotations
+
+import enum
+
+from engine.plan import Action, PhaseMode, PhaseSpec, Verb
+
+PLAN_KINDS = ("expire", "orphans", "rewrite-manifests")
+
+
+class ExpirePhase(enum.IntEnum):
+    COMMIT = 1
+    DATA_FILES = 2
+    MANIFESTS = 3
+    METADATA = 4
+
+
+EXPIRE_PHASES: tuple[PhaseSpec, ...] = (
+    PhaseSpec("expire_snapshots", PhaseMode.COMMIT),
+    PhaseSpec("data_files", PhaseMode.BULK),
+    PhaseSpec("manifests", PhaseMode.BULK),
+    PhaseSpec("manifest_lists", PhaseMode.BULK),
+)
+
+
+class ExpireKind(enum.StrEnum):
+    """What an Iceberg snapshot expiry does: remove each expired snapshot from the metadata (one commit),
+    then delete the files only expired snapshots reached (Iceberg's ``ReachableFileCleanup``)."""
+
+    EXPIRE_SNAPSHOT = "expire-snapshot"  # path: the snapshot's manifest list; snapshot_id: the snapshot
+    DATA_FILE = "data-file"
+    POSITION_DELETE_FILE = "position-delete-file"
+    EQUALITY_DELETE_FILE = "equality-delete-file"
+    MANIFEST = "manifest"
+    MANIFEST_LIST = "manifest-list"
+    STATISTICS = "statistics"  # a statistics (puffin) or partition-statistics file
+
+    @property
+    def phase(self) -> ExpirePhase:
+        return _EXPIRE_PHASE[self]
+
+    @property
+    def verb(self) -> Verb:
+        return Verb.COMMIT if self is ExpireKind.EXPIRE_SNAPSHOT else Verb.DELETE_FILE
+
+    @property
+    def deletes(self) -> bool:
+        return self is not ExpireKind.EXPIRE_SNAPSHOT
+
+    def order_key(self, a: Action) -> tuple:
+        if self is ExpireKind.EXPIRE_SNAPSHOT:
+            return (0, a.snapshot_id or 0, a.path)
+        return (_RANK[self], 0, a.path)
+
+
+_EXPIRE_PHASE = {
+    ExpireKind.EXPIRE_SNAPSHOT: ExpirePhase.COMMIT,
+    ExpireKind.DATA_FILE: ExpirePhase.DATA_FILES,
+    ExpireKind.POSITION_DELETE_FILE: ExpirePhase.DATA_FILES,
+    ExpireKind.EQUALITY_DELETE_FILE: ExpirePhase.DATA_FILES,
+    ExpireKind.MANIFEST: ExpirePhase.MANIFESTS,
+    ExpireKind.MANIFEST_LIST: ExpirePhase.METADATA,
+    ExpireKind.STATISTICS: ExpirePhase.METADATA,
+}
+_RANK = {k: i for i, k in enumerate(ExpireKind)}
+# What a snapshot reaches (``IcebergTable.snapshot_files``), as the expiry kind that deletes it.
+FILE_KINDS = {"data-file": ExpireKind.DATA_FILE, "position-delete-file": ExpireKind.POSITION_DELETE_FILE,
+              "equality-delete-file": ExpireKind.EQUALITY_DELETE_FILE, "manifest": ExpireKind.MANIFEST,
+              "manifest-list": ExpireKind.MANIFEST_LIST, "statistics": ExpireKind.STATISTICS}
+
+
+ORPHAN_PHASES: tuple[PhaseSpec, ...] = (PhaseSpec("orphan_files", PhaseMode.BULK),)
+
+
+class OrphanKind(enum.StrEnum):
+    """What Iceberg orphan removal deletes: a file under the table location (or a write root its
+    properties name) that no metadata reaches, older than the cut-off."""
+
+    ORPHAN_DATA_FILE = "orphan-data-file"  # under data/ or a data root
+    ORPHAN_METADATA_FILE = "orphan-metadata-file"  # under metadata/
+    ORPHAN_FILE = "orphan-file"  # anywhere else under the table location
+
+    @property
+    def phase(self) -> int:
+        return 1
+
+    @property
+    def verb(self) -> Verb:
+        return Verb.DELETE_FILE
+
+    @property
+    def deletes(self) -> bool:
+        return True
+
+    @property
+    def by_name(self) -> bool:
+        return False
+
+
+REWRITE_PHASES: tuple[PhaseSpec, ...] = (PhaseSpec("rewrite_manifests", PhaseMode.COMMIT),)
+
+
+class RewriteKind(enum.StrEnum):
+    """What a manifest rewrite commits: each data manifest of the current snapshot, replaced by one
+    manifest per partition spec (delete manifests are carried over unchanged)."""
+
+    REWRITE_MANIFEST = "rewrite-manifest"
+
+    @property
+    def phase(self) -> int:
+        return 1
+
+    @property
+    def verb(self) -> Verb:
+        return Verb.COMMIT
+
+    @property
+    def deletes(self) -> bool:
+        return False
+
+
+KINDS = {k.value: k for k in (*ExpireKind, *OrphanKind, *RewriteKind)}
+SHAPES = {k.value: (k.verb, int(k.phase)) for k in KINDS.values()}
+PLAN_KIND_OF = {**{k.value: "expire" for k in ExpireKind}, **{k.value: "orphans" for k in OrphanKind},
+                **{k.value: "rewrite-manifests" for k in RewriteKind}}
+PHASES_OF = {"expire": EXPIRE_PHASES, "orphans": ORPHAN_PHASES, "rewrite-manifests": REWRITE_PHASES}

@@ -1,0 +1,75 @@
+"""A pyiceberg snapshot producer that rewrites the data manifests of a branch head (``replace``).
+
+pyiceberg 0.12 has no ``rewrite_manifests``; this is its ``_SnapshotProducer`` with the manifests chosen
+as Iceberg's ``RewriteManifests`` chooses them when asked to rewrite everything: every live entry (ADDED
+or EXISTING) of the head's data manifests, written as EXISTING with its snapshot id and sequence numbers,
+one manifest per partition spec; DELETED entries are dropped (they say what an older snapshot removed);
+delete manifests are carried over unchanged. The rows a scan of the new snapshot returns are those of
+the head it replaces.
+"""
+
+from __future__ import annotations
+
+from pyiceberg.manifest import ManifestContent, ManifestEntry, ManifestFile
+from pyiceberg.table.snapshots import Operation, Summary
+from pyiceberg.table.update.snapshot import _SnapshotProducer
+
+from engine.errors import StalePlan
+
+
+class RewriteManifests(_SnapshotProducer["RewriteManifests"]):
+    """``expected``: the head snapshot the plan rewrote; a different head is refused (``StalePlan``)."""
+
+    def __init__(self, operation, transaction, io, *, expected: int, snapshot_properties: dict[str, str]):
+        super().__init__(operation, transaction, io, snapshot_properties=snapshot_properties)
+        if self._parent_snapshot_id != expected:
+            raise StalePlan(f"the table's head is snapshot {self._parent_snapshot_id}, not {expected} whose "
+                            f"manifests the plan rewrites; re-run 'lakesweep plan rewrite-manifests'")
+        self.entries_written = 0
+        self.replaced = self.created = self.kept = 0
+
+    def _summary(self, snapshot_properties=None) -> Summary:
+        """Java's ``RewriteManifests`` summary: the head's totals carried over (no file is added or
+        removed) and what was rewritten; pyiceberg's summary builder knows no ``replace``."""
+        head = self._transaction.table_metadata.snapshot_by_id(self._parent_snapshot_id)
+        previous = head.summary.additional_properties if head is not None and head.summary is not None else {}
+        totals = {k: v for k, v in previous.items() if k.startswith("total-")}
+        return Summary(operation=Operation.REPLACE, **totals, **{
+            "manifests-created": str(self.created), "manifests-kept": str(self.kept),
+            "manifests-replaced": str(self.replaced), "entries-processed": str(self.entries_written)},
+            **dict(snapshot_properties or {}))
+
+    def _validate_concurrency(self) -> None:
+        """Nothing to validate: the commit requires the head to be unchanged."""
+
+    def _deleted_entries(self) -> list[ManifestEntry]:
+        return []
+
+    def _head_manifests(self) -> list[ManifestFile]:
+        head = self._transaction.table_metadata.snapshot_by_id(self._parent_snapshot_id)
+        return list(head.manifests(io=self._io))
+
+    def _existing_manifests(self) -> list[ManifestFile]:
+        manifests = self._head_manifests()
+        by_spec: dict[int, list[ManifestEntry]] = {}
+        for m in manifests:
+            if m.content != ManifestContent.DATA:
+                continue
+            self.replaced += 1
+            for entry in m.fetch_manifest_entry(io=self._io, discard_deleted=True):
+                by_spec.setdefault(m.partition_spec_id, []).append(entry)
+        written = []
+        for spec_id in sorted(by_spec):
+            with self.new_manifest_writer(self.spec(spec_id)) as writer:
+                for entry in by_spec[spec_id]:
+                    writer.existing(entry)
+                    self.entries_written += 1
+            written.append(writer.to_manifest_file())
+        self.created = len(written)
+        carried = [m for m in manifests if m.content == ManifestContent.DELETES]
+        self.kept = len(carried)
+        return written + carried
+
+    def discard(self) -> None:
+        """Delete the manifests and list this producer wrote (a commit the catalog refused)."""
+        self._clean_all_uncommitted()

@@ -1,0 +1,276 @@
+"""An Iceberg table as lakesweep reads it: its catalog entry, its metadata, and what each snapshot reaches.
+
+Catalogs, metadata files, manifest lists and manifests are read through pyiceberg (``lakesweep[iceberg]``);
+lakesweep adds only what pyiceberg does not keep: the files each snapshot reaches, by location, with the
+manifests read once per view family (a manifest never changes once written) and every read failure
+raised with the path that could not be read.
+
+Locations are compared in one canonical form (``canonical``): ``file:///x`` is ``/x``, and ``s3a://`` and
+``s3n://`` are ``s3://`` (Iceberg's ``equal_schemes`` default). A table is named ``namespace.table`` in a
+catalog named as pyiceberg names catalogs (``.pyiceberg.yaml`` or ``PYICEBERG_CATALOG__<NAME>__*``).
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+from typing import Callable, Iterator, Mapping
+
+from engine.errors import CatalogError, CorruptMetadata, LakesweepError, MetadataNotFound, UnsupportedTable
+from engine.fileio import FileIO, fileio_for, normalize_location
+
+# Manifest entry statuses (Iceberg spec): 0 EXISTING, 1 ADDED, 2 DELETED.
+DELETED = 2
+# Data file content (Iceberg spec): 0 data, 1 position deletes, 2 equality deletes.
+CONTENT_NAMES = {0: "data", 1: "position-deletes", 2: "equality-deletes"}
+
+
+def canonical(location: str) -> str:
+    """A location as lakesweep compares and stores it (``engine.fileio.normalize_location``); a location
+    it cannot read is an ``InvalidLocation`` naming it."""
+    return normalize_location(location, relative_ok=False)
+
+
+def require_pyiceberg():
+    try:
+        import pyiceberg  # noqa: F401
+    except ImportError as e:  # pragma: no cover - the dev and iceberg extras install it
+        raise UnsupportedTable("Iceberg tables need pyiceberg: pip install 'lakesweep[iceberg]'") from e
+
+
+def load_catalog(name: str):
+    """The pyiceberg catalog configured under ``name`` (its environment variables, ``.pyiceberg.yaml``)."""
+    require_pyiceberg()
+    from pyiceberg.catalog import load_catalog as pyiceberg_load
+    from pyiceberg.utils.config import Config
+
+    try:
+        # The configuration as it is now (pyiceberg reads it once, when it is first imported).
+        return pyiceberg_load(name, **(Config().get_catalog_config(name) or {}))
+    except (ValueError, KeyError, OSError) as e:
+        raise CatalogError(f"Iceberg catalog {name!r} cannot be loaded: {e}. Configure it as pyiceberg does "
+                           f"(.pyiceberg.yaml, or PYICEBERG_CATALOG__{name.upper()}__URI and friends)") from e
+
+
+def split_identifier(identifier: str) -> tuple[str, ...]:
+    """``namespace.table`` (a namespace may itself have dots) as pyiceberg's identifier tuple."""
+    parts = tuple(identifier.split("."))
+    if len(parts) < 2 or not all(parts):
+        raise CatalogError(f"Iceberg table {identifier!r} must be named namespace.table")
+    return parts
+
+
+def _s3_properties(io_properties: Mapping[str, str]) -> dict[str, str]:
+    """pyiceberg's S3 properties as ``engine.fileio.ArrowFileIO`` names them."""
+    names = {"s3.endpoint": "endpoint", "s3.access-key-id": "access_key", "s3.secret-access-key": "secret_key",
+             "s3.session-token": "session_token", "s3.region": "region", "client.region": "region"}
+    out = {}
+    for key, ours in names.items():
+        if io_properties.get(key):
+            out.setdefault(ours, io_properties[key])
+    if str(io_properties.get("s3.path-style-access", "true")).lower() == "false":
+        out["path_style"] = "false"
+    return out
+
+
+@dataclass(frozen=True, slots=True)
+class FileRef:
+    """A file a manifest entry names: its canonical location, content, size and entry status."""
+
+    path: str
+    content: int  # 0 data, 1 position deletes, 2 equality deletes
+    size: int
+    status: int
+    partition: str
+
+    @property
+    def live(self) -> bool:
+        return self.status != DELETED
+
+
+@dataclass(frozen=True, slots=True)
+class ManifestRef:
+    path: str
+    content: int  # 0 data, 1 deletes
+    size: int
+    spec_id: int
+    added_snapshot_id: int | None
+    entries: int  # added + existing + deleted files, as the manifest list counts them (None counted as 0)
+
+
+class _Cache:
+    """Manifest lists and manifests by location, shared by a view and the views refreshed from it."""
+
+    def __init__(self):
+        self.lists: dict[str, tuple[ManifestRef, ...]] = {}
+        self.manifests: dict[str, tuple[FileRef, ...]] = {}
+        self.files: dict[str, object] = {}  # pyiceberg's ManifestFile of each manifest location
+        self.lock = threading.Lock()
+
+
+class IcebergTable:
+    """One read of an Iceberg table: the metadata its catalog points at now.
+
+    ``fileio`` is lakesweep's FileIO for the table location (deletes run through it on Spark executors);
+    ``io`` is pyiceberg's (metadata reads). ``refreshed()`` reads the catalog again; manifests already read
+    are reused. ``on_read(path, size)`` is told of every manifest list and manifest read.
+    """
+
+    format = "iceberg"
+
+    def __init__(self, catalog_name: str, identifier: str, *, catalog=None, on_read: Callable | None = None,
+                 _cache: _Cache | None = None):
+        self.catalog_name = catalog_name
+        self.identifier = identifier
+        self.catalog = catalog if catalog is not None else load_catalog(catalog_name)
+        self.on_read = on_read
+        self._cache = _cache or _Cache()
+        try:
+            self.table = self.catalog.load_table(split_identifier(identifier))
+        except LakesweepError:
+            raise
+        except Exception as e:  # pyiceberg raises NoSuchTableError, NoSuchNamespaceError, OSError...
+            raise CatalogError(f"Iceberg table {identifier} cannot be loaded from catalog {catalog_name!r}: "
+                               f"{type(e).__name__}: {e}") from e
+        self.metadata = self.table.metadata
+        self.metadata_location = canonical(self.table.metadata_location)
+        self.location = canonical(self.metadata.location)
+        self.io = self.table.io
+        self.fileio: FileIO = fileio_for(self.location, _s3_properties(self.io.properties))
+        self.uuid = str(self.metadata.table_uuid)
+
+    # ---- metadata -------------------------------------------------------------------------------------
+
+    @property
+    def options(self) -> Mapping[str, str]:
+        """The table properties (``gc.enabled``, ``history.expire.*``, ``write.*``)."""
+        return self.metadata.properties
+
+    @property
+    def snapshots(self) -> dict[int, object]:
+        return {s.snapshot_id: s for s in self.metadata.snapshots}
+
+    @property
+    def current_snapshot_id(self) -> int | None:
+        return self.metadata.current_snapshot_id
+
+    def refs(self) -> dict[str, int]:
+        """Every branch and tag, by name, with its snapshot id."""
+        return {name: ref.snapshot_id for name, ref in sorted(self.metadata.refs.items())}
+
+    def refreshed(self) -> "IcebergTable":
+        return IcebergTable(self.catalog_name, self.identifier, catalog=self.catalog, on_read=self.on_read,
+                            _cache=self._cache)
+
+    def gc_enabled(self) -> bool:
+        return str(self.options.get("gc.enabled", "true")).strip().lower() != "false"
+
+    def external_roots(self) -> list[str]:
+        """Locations outside the table location that its properties write to (``write.data.path``,
+        ``write.metadata.path``, ``write.object-storage.path``)."""
+        roots = []
+        for key in ("write.data.path", "write.metadata.path", "write.object-storage.path",
+                    "write.folder-storage.path"):
+            value = self.options.get(key)
+            if value:
+                root = canonical(value)
+                if root != self.location and not root.startswith(self.location + "/"):
+                    roots.append(root)
+        return sorted(set(roots))
+
+    def metadata_files(self) -> list[str]:
+        """The current metadata file and those its metadata log keeps."""
+        found = [self.metadata_location]
+        found += [canonical(e.metadata_file) for e in self.metadata.metadata_log]
+        return found
+
+    def statistics_files(self, snapshot_id: int | None = None) -> list[tuple[int, str, int]]:
+        """(snapshot id, location, size) of each statistics and partition-statistics file, of one snapshot
+        or all."""
+        out = []
+        for s in list(self.metadata.statistics) + list(self.metadata.partition_statistics):
+            if snapshot_id is None or s.snapshot_id == snapshot_id:
+                size = getattr(s, "file_size_in_bytes", None)
+                out.append((s.snapshot_id, canonical(s.statistics_path), size))
+        return out
+
+    # ---- manifests ------------------------------------------------------------------------------------
+
+    def manifest_list(self, snapshot) -> tuple[ManifestRef, ...]:
+        """The manifests a snapshot's manifest list names (read once per view family)."""
+        path = canonical(snapshot.manifest_list)
+        cached = self._cache.lists.get(path)
+        if cached is not None:
+            return cached
+        try:
+            files = snapshot.manifests(self.io)
+        except FileNotFoundError as e:
+            raise MetadataNotFound(path, "manifest list") from e
+        except Exception as e:
+            raise CorruptMetadata(path, f"manifest list cannot be read: {type(e).__name__}: {e}") from e
+        refs = tuple(ManifestRef(canonical(m.manifest_path), int(m.content), int(m.manifest_length),
+                                 int(m.partition_spec_id), m.added_snapshot_id,
+                                 sum(x or 0 for x in (m.added_files_count, m.existing_files_count,
+                                                       m.deleted_files_count)))
+                     for m in files)
+        self._tell(path)
+        with self._cache.lock:
+            self._cache.lists[path] = refs
+            for m in files:
+                self._cache.files[canonical(m.manifest_path)] = m
+        return refs
+
+    def manifest_entries(self, manifest: ManifestRef) -> tuple[FileRef, ...]:
+        """Every entry of a manifest (all statuses), read once per view family."""
+        cached = self._cache.manifests.get(manifest.path)
+        if cached is not None:
+            return cached
+        mf = self._cache.files.get(manifest.path)
+        if mf is None:
+            raise CorruptMetadata(manifest.path, "manifest read before the manifest list that names it")
+        try:
+            entries = mf.fetch_manifest_entry(self.io, discard_deleted=False)
+        except FileNotFoundError as e:
+            raise MetadataNotFound(manifest.path, "manifest") from e
+        except Exception as e:
+            raise CorruptMetadata(manifest.path, f"manifest cannot be read: {type(e).__name__}: {e}") from e
+        refs = tuple(FileRef(canonical(e.data_file.file_path), int(e.data_file.content),
+                             int(e.data_file.file_size_in_bytes), int(e.status), _partition_text(e.data_file))
+                     for e in entries)
+        self._tell(manifest.path)
+        with self._cache.lock:
+            self._cache.manifests[manifest.path] = refs
+        return refs
+
+    def _tell(self, path: str) -> None:
+        if self.on_read is not None:
+            self.on_read(path, 0)
+
+    def snapshot_files(self, snapshot_id: int, *, live_only: bool) -> Iterator[tuple[str, str, int | None]]:
+        """(kind, location, size) of every file a snapshot reaches: its manifest list, its manifests, their
+        data and delete files (only live entries when ``live_only``) and its statistics files."""
+        snapshot = self.snapshots[snapshot_id]
+        yield "manifest-list", canonical(snapshot.manifest_list), None
+        for m in self.manifest_list(snapshot):
+            yield "manifest", m.path, m.size
+            for f in self.manifest_entries(m):
+                if f.live or not live_only:
+                    yield _FILE_KIND[f.content], f.path, f.size
+        for _, path, size in self.statistics_files(snapshot_id):
+            yield "statistics", path, size
+
+
+_FILE_KIND = {0: "data-file", 1: "position-delete-file", 2: "equality-delete-file"}
+
+
+def _partition_text(data_file) -> str:
+    try:
+        values = list(data_file.partition.record_fields()) if hasattr(data_file.partition, "record_fields") \
+            else list(data_file.partition)
+    except TypeError:
+        values = []
+    return "/".join("null" if v is None else str(v) for v in values)
+
+
+def open_iceberg_table(catalog_name: str, identifier: str, *, on_read: Callable | None = None) -> IcebergTable:
+    return IcebergTable(catalog_name, identifier, on_read=on_read)

@@ -1,0 +1,21 @@
+"""What every Iceberg plan shares: where its table is found, and its paths relative to the table."""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+
+def scope_base(table) -> dict:
+    """How apply finds the table again (its catalog and name) and the snapshot the plan saw as current."""
+    return {"catalog": table.catalog_name, "identifier": table.identifier,
+            "current_snapshot_id": table.current_snapshot_id}
+
+
+def relative_to(path: str, roots: Sequence[str]) -> str | None:
+    """``path`` as a plan stores it: relative to the table location (the first root) when under it, the
+    full location when under another root, None when under none (lakesweep keeps such files)."""
+    if path.startswith(roots[0] + "/"):
+        return path[len(roots[0]) + 1:]
+    if any(path.startswith(r + "/") for r in roots[1:]):
+        return path
+    return None

@@ -1,0 +1,163 @@
+"""Iceberg snapshot expiry, planned as Iceberg's ``RemoveSnapshots`` decides and ``ReachableFileCleanup``
+deletes (``org.apache.iceberg.RemoveSnapshots#internalApply``):
+
+1. Refs: ``main`` is always kept; another branch or tag is kept while its snapshot is no older than its
+   ``max-ref-age-ms`` (table default ``history.expire.max-ref-age-ms``, unlimited); the rest are removed.
+2. Each kept branch keeps its head's ancestors while fewer than ``min-snapshots-to-keep`` are kept or the
+   ancestor is no older than ``now - max-snapshot-age-ms`` (the ref's own values first, then
+   ``--retain-last`` / ``--older-than``, then the table's ``history.expire.*``, then 1 and 5 days).
+3. Each kept ref's snapshot is kept; a snapshot no kept ref reaches is kept while it is no older than
+   the cut-off. Every other snapshot expires.
+4. After the commit: the manifest lists of expired snapshots; the manifests only they list; the data and
+   delete files that only those manifests name live (``ManifestFiles.readPaths``: live entries); and
+   the statistics and partition-statistics files only expired snapshots had.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Mapping
+
+from engine.errors import PlanRejected
+from engine.iceberg.retention import expire_rule
+from engine.iceberg.kinds import EXPIRE_PHASES, FILE_KINDS, ExpireKind
+from engine.iceberg.requirements import plan_requirements
+from engine.plan import Action, CleanupPlan, OptionValue, canonical_actions, summarize
+from planner.iceberg.common import relative_to, scope_base
+
+DEFAULT_MAX_SNAPSHOT_AGE_MS = 5 * 86_400_000  # history.expire.max-snapshot-age-ms
+DEFAULT_MIN_SNAPSHOTS = 1  # history.expire.min-snapshots-to-keep
+LONG_MAX = (1 << 63) - 1
+
+
+@dataclass(frozen=True)
+class IcebergExpireOptions:
+    """``older_than_ms``: the cut-off itself, or None for ``now - max_snapshot_age_ms``."""
+
+    retain_last: int
+    max_snapshot_age_ms: int | None
+    older_than_ms: int | None
+    max_ref_age_ms: int
+    max_commit_retries: int
+    sources: Mapping[str, OptionValue]
+
+    def cutoff_ms(self, now_ms: int) -> int:
+        return self.older_than_ms if self.older_than_ms is not None else now_ms - self.max_snapshot_age_ms
+
+
+def _int_property(props: Mapping[str, str], key: str, default: int | None) -> tuple[int | None, str]:
+    value = props.get(key)
+    if value is None:
+        return default, "default"
+    try:
+        return int(str(value).strip()), "table"
+    except ValueError as e:
+        raise PlanRejected(f"table property {key}={value!r} is not a whole number") from e
+
+
+def resolve_expire_options(table_options: Mapping[str, str], *, retain_last: int | None = None,
+                           older_than: str | None = None, max_commit_retries: int | None = None,
+                           **_) -> IcebergExpireOptions:
+    """``older_than``: a duration back from the plan's now (``5 d``, ``36 h``) or an instant (ISO-8601,
+    epoch ms). Flags win over the table's ``history.expire.*`` properties, which win over Iceberg's
+    defaults (1 snapshot, 5 days)."""
+    from engine.timeutil import parse_duration_ms, parse_time_ms
+    from planner.options import _UNIT_DURATION
+
+    min_snaps, min_src = _int_property(table_options, "history.expire.min-snapshots-to-keep", DEFAULT_MIN_SNAPSHOTS)
+    age, age_src = _int_property(table_options, "history.expire.max-snapshot-age-ms", DEFAULT_MAX_SNAPSHOT_AGE_MS)
+    ref_age, ref_src = _int_property(table_options, "history.expire.max-ref-age-ms", LONG_MAX)
+    at = None
+    if retain_last is not None:
+        if retain_last < 1:
+            raise PlanRejected(f"--retain-last must be at least 1, got {retain_last}")
+        min_snaps, min_src = retain_last, "flag"
+    if older_than is not None:
+        text = str(older_than).strip()
+        if _UNIT_DURATION.match(text):
+            age, at = parse_duration_ms(text), None
+        else:
+            age, at = None, parse_time_ms(text)
+        age_src = "flag"
+    retries = 5 if max_commit_retries is None else max_commit_retries
+    if retries < 0:
+        raise PlanRejected(f"--max-commit-retries must be at least 0, got {retries}")
+    sources = {"retain_last": OptionValue(min_snaps, min_src),
+               "older_than": OptionValue(older_than if older_than is not None else f"{age} ms", age_src),
+               "max_ref_age_ms": OptionValue(ref_age, ref_src),
+               "max_commit_retries": OptionValue(retries, "default" if max_commit_retries is None else "flag")}
+    return IcebergExpireOptions(retain_last=min_snaps, max_snapshot_age_ms=age, older_than_ms=at,
+                                max_ref_age_ms=ref_age, max_commit_retries=retries, sources=sources)
+
+
+def snapshots_to_expire(table, *, now_ms: int, options: IcebergExpireOptions) -> tuple[list[int], list[str]]:
+    """(expired snapshot ids, removed ref names) by ``RemoveSnapshots``' rule (``engine.iceberg.retention``)."""
+    return expire_rule(table, now_ms=now_ms, cutoff_ms=options.cutoff_ms(now_ms), retain_last=options.retain_last,
+                       max_ref_age_ms=options.max_ref_age_ms)
+
+
+def plan_iceberg_expire(table, *, now_ms: int, options: IcebergExpireOptions) -> CleanupPlan:
+    if not table.gc_enabled():
+        raise PlanRejected(f"Iceberg table {table.identifier} has gc.enabled=false: Iceberg refuses to expire "
+                           f"snapshots with file cleanup there (its files may belong to other tables)")
+    expired, removed_refs = snapshots_to_expire(table, now_ms=now_ms, options=options)
+    gone = set(expired)
+    retained = [s for s in sorted(table.snapshots) if s not in gone]
+    warnings: list[str] = []
+    actions: list[Action] = []
+    roots = [table.location, *table.external_roots()]
+    outside = 0
+
+    def add(kind, path: str, size, sid, partition=None):
+        nonlocal outside
+        rel = relative_to(path, roots)
+        if rel is None:
+            outside += 1
+            return
+        actions.append(Action(kind, rel, snapshot_id=sid, size=size, partition=partition))
+
+    if expired:
+        kept_manifests: set[str] = set()
+        kept_files: set[str] = set()
+        for sid in retained:
+            for m in table.manifest_list(table.snapshots[sid]):
+                if m.path not in kept_manifests:
+                    kept_manifests.add(m.path)
+                    kept_files.update(f.path for f in table.manifest_entries(m) if f.live)
+        kept_stats = {p for s, p, _ in table.statistics_files() if s not in gone}
+        for sid in expired:
+            snap = table.snapshots[sid]
+            add(ExpireKind.EXPIRE_SNAPSHOT, _canon(snap.manifest_list), None, sid)
+            add(ExpireKind.MANIFEST_LIST, _canon(snap.manifest_list), None, sid)
+            for m in table.manifest_list(snap):
+                if m.path in kept_manifests:
+                    continue
+                add(ExpireKind.MANIFEST, m.path, m.size, sid)
+                for f in table.manifest_entries(m):
+                    if f.live and f.path not in kept_files:
+                        add(FILE_KINDS[_FILE_KIND[f.content]], f.path, f.size, sid, f.partition)
+            for _, path, size in table.statistics_files(sid):
+                if path not in kept_stats:
+                    add(ExpireKind.STATISTICS, path, size, sid)
+    if outside:
+        warnings.append(f"{outside} file(s) outside the table location and its write paths are kept")
+    canonical = canonical_actions(actions)
+    counts = {"expired_snapshots": len(expired), "retained_snapshots": len(retained)}
+    return CleanupPlan(
+        kind="expire", format="iceberg", table_location=table.location, table_identity=table.uuid, branch="main",
+        now_ms=now_ms, options=dict(options.sources),
+        scope={**scope_base(table), "expired": expired, "removed_refs": removed_refs,
+               "cutoff_ms": options.cutoff_ms(now_ms), "refs": dict(table.refs())},
+        requirements=plan_requirements(table, removed_refs=removed_refs),
+        phases=EXPIRE_PHASES, actions=canonical,
+        stats={**counts, "summary": summarize(canonical), "warnings": warnings},
+    )
+
+
+_FILE_KIND = {0: "data-file", 1: "position-delete-file", 2: "equality-delete-file"}
+
+
+def _canon(location: str) -> str:
+    from engine.iceberg.table import canonical
+
+    return canonical(location)

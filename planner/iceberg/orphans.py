@@ -1,0 +1,135 @@
+"""Iceberg orphan removal, planned as Iceberg's ``DeleteOrphanFiles`` decides, failing closed where it would
+guess:
+
+* used: every location the metadata names (``engine.iceberg.reachability.all_referenced``): the current
+  metadata file and its metadata log, every snapshot's manifest list, manifests, data and delete files
+  of any entry status, and every statistics and partition-statistics file;
+* a candidate is a listed file under the table location (or a write path its properties name) that is not
+  used, older than the cut-off; a file of unknown age is kept;
+* ``*.metadata.json`` files are candidates only when older, by version, than every file of the metadata
+  log: a newer one left out of the log (a commit that dropped it) may still be read, so it is kept;
+  ``version-hint.text`` is always kept;
+* locations are compared after ``s3a://``/``s3n://`` are read as ``s3://``; a candidate whose path a used
+  location spells with another bucket refuses the plan (Iceberg's ``prefix_mismatch_mode=ERROR``);
+* another table's metadata under the table location refuses the plan (the foreign-table guard).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Iterable, Mapping
+
+from engine.errors import PlanRejected
+from engine.fileio import FileInfo
+from engine.iceberg.kinds import ORPHAN_PHASES, OrphanKind
+from engine.iceberg.requirements import AssertOrphansUnreferenced, plan_requirements
+from engine.plan import Action, CleanupPlan, OptionValue, canonical_actions, summarize
+from planner.iceberg.common import relative_to, scope_base
+
+DEFAULT_OLDER_THAN = "3 d"
+_VERSION = re.compile(r"^(?:v)?(\d+)(?:[-.].*)?\.metadata\.json$")
+
+
+@dataclass(frozen=True)
+class IcebergOrphanOptions:
+    older_than: str
+    duration_ms: int | None
+    at_ms: int | None
+    sources: Mapping[str, OptionValue]
+
+    def cutoff_ms(self, now_ms: int) -> int:
+        return self.at_ms if self.at_ms is not None else now_ms - self.duration_ms
+
+
+def resolve_orphan_options(table_options: Mapping[str, str], *, older_than: str | None = None,
+                           **_) -> IcebergOrphanOptions:
+    """``older_than``: a duration back from the plan's now (default ``3 d``, Iceberg's) or an instant."""
+    from engine.timeutil import parse_duration_ms, parse_time_ms
+    from planner.options import _UNIT_DURATION
+
+    text = DEFAULT_OLDER_THAN if older_than is None else str(older_than).strip()
+    if _UNIT_DURATION.match(text):
+        duration, at = parse_duration_ms(text), None
+    else:
+        duration, at = None, parse_time_ms(text)
+    return IcebergOrphanOptions(text, duration, at,
+                                {"older_than": OptionValue(text, "default" if older_than is None else "flag")})
+
+
+def metadata_version(name: str) -> int | None:
+    m = _VERSION.match(name)
+    return int(m.group(1)) if m else None
+
+
+def _key(location: str) -> str:
+    """A location without its scheme and authority (``s3://bucket/a/b`` -> ``a/b``)."""
+    if "://" in location:
+        return location.split("://", 1)[1].partition("/")[2]
+    return location
+
+
+def plan_iceberg_orphans(table, listed: Iterable[FileInfo], *, now_ms: int,
+                         options: IcebergOrphanOptions) -> CleanupPlan:
+    from engine.iceberg.reachability import all_referenced
+    from engine.iceberg.table import canonical
+
+    if not table.gc_enabled():
+        raise PlanRejected(f"Iceberg table {table.identifier} has gc.enabled=false: Iceberg refuses to remove "
+                           f"orphan files there (its files may belong to other tables)")
+    cutoff = options.cutoff_ms(now_ms)
+    used = all_referenced(table)
+    used_keys = {_key(u): u for u in used}
+    roots = [table.location, *table.external_roots()]
+    metadata_dir = table.location + "/metadata/"
+    metadata_roots = [metadata_dir] + [r + "/" for r in table.external_roots()]
+    logged = [metadata_version(u.rsplit("/", 1)[1]) for u in table.metadata_files()]
+    oldest_logged = min((v for v in logged if v is not None), default=None)
+    kept = {"young": 0, "unknown_age": 0, "newer_metadata": 0}
+    warnings: list[str] = []
+    actions: list[Action] = []
+    for info in listed:
+        if info.is_dir:
+            continue
+        path = canonical(info.path)
+        name = path.rsplit("/", 1)[1]
+        if name.endswith(".metadata.json") and not any(path.startswith(r) for r in metadata_roots):
+            raise PlanRejected(f"{path} is the metadata of another Iceberg table under {table.location}: its files "
+                               f"are not this table's orphans. No orphan plan is made for a location that holds "
+                               f"other tables")
+        if path in used:
+            continue
+        other = used_keys.get(_key(path))
+        if other is not None:
+            raise PlanRejected(f"{path} is not used as listed, but the metadata names {other}: the same path with "
+                               f"another scheme or bucket. Nothing is planned; check which prefix is right")
+        if name == "version-hint.text":
+            continue
+        if info.mtime_ms is None:
+            kept["unknown_age"] += 1
+            continue
+        if info.mtime_ms >= cutoff:
+            kept["young"] += 1
+            continue
+        if name.endswith(".metadata.json"):
+            version = metadata_version(name)
+            if version is None or oldest_logged is None or version >= oldest_logged:
+                kept["newer_metadata"] += 1
+                warnings.append(f"{path} is not in the metadata log but not older than it either; kept")
+                continue
+        rel = relative_to(path, roots)
+        if rel is None:
+            continue
+        kind = (OrphanKind.ORPHAN_METADATA_FILE if path.startswith(metadata_dir)
+                else OrphanKind.ORPHAN_DATA_FILE if path.startswith(table.location + "/data/") or rel == path
+                else OrphanKind.ORPHAN_FILE)
+        actions.append(Action(kind, rel, size=info.size))
+    canonical_list = canonical_actions(actions)
+    return CleanupPlan(
+        kind="orphans", format="iceberg", table_location=table.location, table_identity=table.uuid, branch="main",
+        now_ms=now_ms, options=dict(options.sources),
+        scope={**scope_base(table), "cutoff_ms": cutoff, "refs": dict(table.refs())},
+        requirements=(*plan_requirements(table), AssertOrphansUnreferenced(cutoff)),
+        phases=ORPHAN_PHASES, actions=canonical_list,
+        stats={"kept": kept, "used": len(used), "summary": summarize(canonical_list), "warnings": warnings},
+    )

@@ -1,0 +1,194 @@
+"""Iceberg orphan removal on tables pyiceberg wrote: what no metadata names and is old enough goes; statistics
+files, metadata files newer than the metadata log, young files and files of unknown age stay."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+from typer.testing import CliRunner
+
+from applier.apply import DriverExecutor, apply_plan
+from cli.main import app
+from engine.errors import PlanRejected, StalePlan
+from engine.iceberg.kinds import OrphanKind
+from engine.iceberg.table import canonical
+from engine.plan import Action
+from journal.duckdb_store import DuckDBRecorder
+from planner.iceberg.orphans import plan_iceberg_orphans, resolve_orphan_options
+from planner.kinds import plan_kind
+from tests.iceberg.conftest import CATALOG, batch, files_on_disk, missing, needed_files, rows_by_snapshot, write_history
+from tests.iceberg.test_expire import _edited
+
+DAY = 86_400_000
+
+
+def old(path: str, days: float = 10) -> str:
+    t = os.path.getmtime(path) - days * 86400
+    os.utime(path, (t, t))
+    return path
+
+
+def stray(table, rel: str, days: float = 10) -> str:
+    path = os.path.join(canonical(table.metadata.location), rel)
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "wb") as f:
+        f.write(b"left behind")
+    return old(path, days)
+
+
+def plan(view, **flags):
+    return plan_kind("orphans", "iceberg").plan(view, now_ms=_now(), options=resolve_orphan_options(view.options, **flags))
+
+
+def _now():
+    import time
+
+    return int(time.time() * 1000)
+
+
+def apply(p, tmp_path):
+    with DuckDBRecorder(tmp_path / "j.duckdb") as rec:
+        return apply_plan(p, rec, executor=DriverExecutor())
+
+
+def test_old_unreferenced_files_are_removed_and_young_ones_kept(lake, tmp_path):
+    t = write_history(lake)
+    before = rows_by_snapshot(t)
+    a = stray(t, "data/region=us/00000-dead.parquet")
+    b = stray(t, "metadata/compact-failed.avro", days=4)
+    young = stray(t, "data/temp-upload.parquet", days=1 / 24)
+    p = plan(lake.view())
+    assert sorted(x.path for x in p.actions) == ["data/region=us/00000-dead.parquet", "metadata/compact-failed.avro"]
+    assert [x.kind for x in p.actions] == [OrphanKind.ORPHAN_DATA_FILE, OrphanKind.ORPHAN_METADATA_FILE]
+    assert p.stats["kept"]["young"] == 1
+    report = apply(p, tmp_path)
+    assert report.state == "COMPLETED" and report.whole and report.counts["DELETED"] == 2
+    assert not os.path.exists(a) and not os.path.exists(b) and os.path.exists(young)
+    after = lake.table()
+    assert rows_by_snapshot(after) == before and missing(after) == set()
+
+
+def test_every_file_a_pyiceberg_table_uses_is_kept_however_old(lake, tmp_path):
+    t = write_history(lake)
+    for path in files_on_disk(t):
+        old(path, 30)
+    p = plan(lake.view())
+    assert p.actions == ()
+    assert p.stats["kept"] == {"young": 0, "unknown_age": 0, "newer_metadata": 0}
+
+
+def test_a_statistics_file_the_metadata_names_is_kept(lake, tmp_path):
+    from pyiceberg.table.statistics import BlobMetadata, StatisticsFile
+
+    t = write_history(lake)
+    stats = stray(t, "metadata/stats-1.puffin")
+    sid = t.current_snapshot().snapshot_id
+    with t.update_statistics() as update:
+        update.set_statistics(StatisticsFile(snapshot_id=sid, statistics_path="file://" + stats,
+                                             file_size_in_bytes=11, file_footer_size_in_bytes=4,
+                                             blob_metadata=[BlobMetadata(type="apache-datasketches-theta-v1",
+                                                                         snapshot_id=sid, sequence_number=1,
+                                                                         fields=[1], properties={})]))
+    unused = stray(t, "metadata/stats-0.puffin")
+    p = plan(lake.view())
+    assert [x.path for x in p.actions] == ["metadata/stats-0.puffin"]
+    apply(p, tmp_path)
+    assert os.path.exists(stats) and not os.path.exists(unused)
+
+
+def test_metadata_files_older_than_the_log_go_and_a_newer_one_left_out_of_it_stays(lake, tmp_path):
+    t = write_history(lake, properties={"write.metadata.previous-versions-max": "2"})
+    meta_dir = os.path.join(canonical(t.metadata.location), "metadata")
+    logged = {canonical(e.metadata_file) for e in t.metadata.metadata_log} | {canonical(t.metadata_location)}
+    all_meta = sorted(os.path.join(meta_dir, f) for f in os.listdir(meta_dir) if f.endswith(".metadata.json"))
+    for f in all_meta:
+        old(f)
+    dropped = [f for f in all_meta if f not in logged]
+    assert len(logged) == 3 and len(dropped) == len(all_meta) - 3 > 0
+    newer = stray(t, "metadata/00099-5e3b1a2c-0000-0000-0000-000000000000.metadata.json")
+    p = plan(lake.view())
+    assert sorted(os.path.join(canonical(t.metadata.location), x.path) for x in p.actions) == dropped
+    assert p.stats["kept"]["newer_metadata"] == 1 and newer in p.stats["warnings"][0]
+    apply(p, tmp_path)
+    assert os.path.exists(newer) and all(os.path.exists(f) for f in logged)
+    assert lake.table().scan().to_arrow().num_rows == t.scan().to_arrow().num_rows
+
+
+def test_a_candidate_written_again_before_apply_is_skipped(lake, tmp_path):
+    t = write_history(lake)
+    a = stray(t, "data/a.parquet")
+    b = stray(t, "data/b.parquet")
+    p = plan(lake.view())
+    os.utime(b)  # rewritten: young again
+    with DuckDBRecorder(tmp_path / "j.duckdb") as rec:
+        report = apply_plan(p, rec, executor=DriverExecutor())
+    assert (report.counts["DELETED"], report.counts["SKIPPED_REFERENCED"]) == (1, 1)
+    assert not os.path.exists(a) and os.path.exists(b)
+
+
+def test_a_commit_between_plan_and_apply_refuses_the_plan(lake, tmp_path):
+    t = write_history(lake)
+    a = stray(t, "data/a.parquet")
+    p = plan(lake.view())
+    t.append(batch(700))
+    with pytest.raises(StalePlan, match="ref 'main' now points at"):
+        apply(p, tmp_path)
+    assert os.path.exists(a)
+
+
+def test_an_edited_plan_naming_a_used_file_deletes_only_the_real_orphan(lake, tmp_path):
+    t = write_history(lake)
+    a = stray(t, "data/a.parquet")
+    p = plan(lake.view())
+    used = sorted(needed_files(t) - {canonical(t.metadata_location)})
+    data = next(u for u in used if u.endswith(".parquet"))
+    rel = data[len(p.table_location) + 1:]
+    report = apply(_edited(p, [Action(OrphanKind.ORPHAN_DATA_FILE, rel)]), tmp_path)
+    assert (report.counts["DELETED"], report.counts["SKIPPED_REFERENCED"]) == (1, 1)
+    assert not os.path.exists(a) and os.path.exists(data) and missing(lake.table()) == set()
+    current = canonical(t.metadata_location)[len(p.table_location) + 1:]
+    with pytest.raises(PlanRejected, match="current metadata file"):
+        apply(_edited(p, [Action(OrphanKind.ORPHAN_METADATA_FILE, current)]), tmp_path)
+    with pytest.raises(PlanRejected, match="not under the table's metadata directory"):
+        apply(_edited(p, [Action(OrphanKind.ORPHAN_METADATA_FILE, rel)]), tmp_path)
+    with pytest.raises(PlanRejected, match="outside the table root"):
+        apply(_edited(p, [Action(OrphanKind.ORPHAN_DATA_FILE, "/etc/hostname")]), tmp_path)
+
+
+def test_a_table_under_the_table_location_refuses_the_plan(lake, tmp_path):
+    t = write_history(lake)
+    from tests.iceberg.conftest import SCHEMA
+
+    lake.catalog.create_table("ns.inner", schema=SCHEMA, location=canonical(t.metadata.location) + "/data/inner")
+    with pytest.raises(PlanRejected, match="metadata of another Iceberg table"):
+        plan(lake.view())
+
+
+def test_gc_disabled_is_refused(lake):
+    from engine.errors import PlanRejected
+
+    write_history(lake, properties={"gc.enabled": "false"})
+    with pytest.raises(PlanRejected, match="gc.enabled=false"):
+        plan(lake.view())
+
+
+def test_the_cli_plans_shows_applies_and_journals_iceberg_orphans(lake, tmp_path):
+    t = write_history(lake)
+    a = stray(t, "data/x.parquet", days=5)
+    out, journal = str(tmp_path / "o.parquet"), str(tmp_path / "j.duckdb")
+    runner = CliRunner()
+    r = runner.invoke(app, ["plan", "orphans", "ns.t", "--catalog", CATALOG, "--out", out,
+                            "--orphan-older-than-hours", "72", "-o", "json"])
+    assert r.exit_code == 0, r.output
+    doc = json.loads(r.stdout)
+    assert (doc["plan_kind"], doc["format"], [a["path"] for a in doc.get("actions", [])]) == ("orphans", "iceberg", [])
+    assert doc["options"]["older_than"] == {"value": "72 h", "source": "flag"} and not doc["nothing_to_do"]
+    r = runner.invoke(app, ["apply", out, "--journal", journal, "--master", "local[1]", "-o", "json"])
+    assert r.exit_code == 0, r.output
+    assert json.loads(r.stdout)["counts"]["DELETED"] == 1 and not os.path.exists(a)
+    r = runner.invoke(app, ["plan", "orphans", "ns.t", "--catalog", CATALOG, "--out", out, "--force"])
+    assert r.exit_code == 1 and "--force is an option of Paimon tables" in r.output
+    r = runner.invoke(app, ["plan", "orphans", str(tmp_path), "--out", out, "--orphan-older-than-hours", "3"])
+    assert r.exit_code == 1 and "--orphan-older-than-hours is an option of Iceberg tables" in r.output

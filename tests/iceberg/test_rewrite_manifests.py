@@ -1,0 +1,129 @@
+"""Iceberg manifest rewriting on tables pyiceberg wrote: one data manifest per partition spec, the same rows in
+every snapshot, SeaweedFS's skip messages, refusal of a stale plan and no second commit after a crash."""
+
+from __future__ import annotations
+
+import pytest
+
+from applier.apply import DriverExecutor, apply_plan
+from engine.errors import StalePlan
+from engine.iceberg.commit import IcebergCommitter
+from engine.iceberg.requirements import COMMIT_ID_PROPERTY
+from journal.duckdb_store import DuckDBRecorder
+from planner.iceberg.rewrite_manifests import plan_rewrite_manifests, resolve_rewrite_options
+from tests.iceberg.conftest import SCHEMA, SPEC, batch, missing, rows_by_snapshot, write_history
+
+
+def plan(view, **flags):
+    return plan_rewrite_manifests(view, now_ms=0, options=resolve_rewrite_options(view.options, **flags))
+
+
+def apply(p, tmp_path):
+    with DuckDBRecorder(tmp_path / "j.duckdb") as rec:
+        return apply_plan(p, rec, executor=DriverExecutor())
+
+
+def data_manifests(table):
+    return [m for m in table.current_snapshot().manifests(table.io) if m.content == 0]
+
+
+def test_twelve_small_manifests_become_one_and_every_snapshot_reads_the_same_rows(lake, tmp_path):
+    t = write_history(lake, appends=12, churn=False)
+    before = rows_by_snapshot(t)
+    assert len(data_manifests(t)) == 12
+    p = plan(lake.view())
+    assert len(p.actions) == 12 and p.scope["entries"] == 36 and p.scope["specs"] == {"0": 36}
+    report = apply(p, tmp_path)
+    assert report.state == "COMPLETED" and report.whole and report.counts["COMMITTED"] == 12
+    after = lake.table()
+    [merged] = data_manifests(after)
+    assert merged.existing_files_count == 36 and merged.added_files_count == 0
+    head = after.current_snapshot()
+    assert head.summary.operation.value == "replace" and head.parent_snapshot_id == t.current_snapshot().snapshot_id
+    assert head.summary["manifests-replaced"] == "12" and head.summary["manifests-created"] == "1"
+    assert head.summary[COMMIT_ID_PROPERTY] == f"lakesweep-{p.plan_id}-1"
+    assert head.summary["total-records"] == t.current_snapshot().summary["total-records"]
+    rows = rows_by_snapshot(after)
+    assert rows[head.snapshot_id] == before[t.current_snapshot().snapshot_id]
+    assert {k: v for k, v in rows.items() if k != head.snapshot_id} == before
+    assert missing(after) == set()
+
+
+def test_below_the_threshold_the_plan_is_skipped_with_the_seeds_message(lake, tmp_path):
+    write_history(lake, appends=3, churn=False)
+    p = plan(lake.view())
+    assert p.actions == () and p.scope["skipped"] == "only 3 data manifests, below threshold of 5"
+    n = len(lake.table().metadata.snapshots)
+    assert apply(p, tmp_path).state == "COMPLETED" and len(lake.table().metadata.snapshots) == n
+
+
+def test_a_table_without_snapshots_is_skipped(lake):
+    lake.catalog.create_table("ns.empty", schema=SCHEMA, partition_spec=SPEC)
+    assert plan(lake.view("ns.empty")).scope["skipped"] == "no current snapshot"
+
+
+def test_a_table_whose_rows_were_all_deleted_has_no_entries_to_rewrite(lake):
+    t = write_history(lake, appends=5, churn=False)
+    t.delete("id >= 0")
+    p = plan(lake.view(), min_manifests=1)
+    assert p.scope["skipped"] == "no data entries to rewrite" and p.actions == ()
+
+
+def test_each_partition_spec_gets_its_own_manifest(lake, tmp_path):
+    from pyiceberg.transforms import IdentityTransform
+
+    t = write_history(lake, appends=4, churn=False)
+    with t.update_spec() as update:
+        update.add_field("id", IdentityTransform(), "id_part")
+    t = lake.table()
+    for i in range(3):
+        t.append(batch(300 + i * 10))
+    before = rows_by_snapshot(lake.table())
+    p = plan(lake.view())
+    assert p.scope["specs"] == {"0": 12, "1": 18}
+    apply(p, tmp_path)
+    after = lake.table()
+    assert sorted(m.partition_spec_id for m in data_manifests(after)) == [0, 1]
+    assert rows_by_snapshot(after)[after.current_snapshot().snapshot_id] == before[p.scope["snapshot_id"]]
+
+
+def test_an_append_between_plan_and_apply_refuses_the_plan(lake, tmp_path):
+    t = write_history(lake, appends=6, churn=False)
+    p = plan(lake.view())
+    t.append(batch(900))
+    with pytest.raises(StalePlan, match="ref 'main' now points at"):
+        apply(p, tmp_path)
+    assert len(data_manifests(lake.table())) == 7
+
+
+def test_a_crash_after_the_commit_is_found_on_resume_and_not_committed_again(lake, tmp_path):
+    write_history(lake, appends=6, churn=False)
+    p = plan(lake.view())
+    IcebergCommitter(p).commit(lake.view(), list(p.actions), f"lakesweep-{p.plan_id}-1")  # the crashed apply's commit
+    n = len(lake.table().metadata.snapshots)
+    report = apply(p, tmp_path)
+    assert report.state == "COMPLETED" and report.counts["ALREADY_COMMITTED"] == 6 and report.counts["COMMITTED"] == 0
+    assert len(lake.table().metadata.snapshots) == n and len(data_manifests(lake.table())) == 1
+
+
+def test_a_commit_the_catalog_refuses_leaves_no_written_manifest_behind(lake, monkeypatch):
+    import os
+
+    from pyiceberg.exceptions import CommitFailedException
+
+    from engine.errors import LakesweepError
+    from tests.iceberg.conftest import files_on_disk
+
+    write_history(lake, appends=6, churn=False)
+    p = plan(lake.view(), max_commit_retries=1)
+    view = lake.view()
+    before = files_on_disk(lake.table())
+
+    def lose(catalog, *args, **kwargs):
+        raise CommitFailedException("Table has been updated by another process")
+
+    monkeypatch.setattr(type(view.catalog), "commit_table", lose)
+    with pytest.raises(LakesweepError, match="refused the commit 2 times"):
+        IcebergCommitter(p, sleep=lambda s: None).commit(view, list(p.actions), "c")
+    monkeypatch.undo()
+    assert files_on_disk(lake.table()) == before and all(os.path.exists(f) for f in before)
