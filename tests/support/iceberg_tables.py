@@ -562,7 +562,8 @@ def referenced_files(table: Table) -> set[str]:
     The current metadata file and those of the metadata log; for every snapshot
     its manifest list, its manifests and every file their entries name, whatever
     the entry's status (ADDED, EXISTING, DELETED) or content (data, position or
-    equality deletes); statistics and partition-statistics files.
+    equality deletes); statistics and partition-statistics files. A manifest list
+    or manifest that cannot be read raises (pyiceberg's error): nothing is skipped.
     """
     metadata = table.metadata
     out = {table.metadata_location, *(entry.metadata_file for entry in metadata.metadata_log)}
