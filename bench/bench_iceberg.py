@@ -1,0 +1,232 @@
+"""Benchmark of Iceberg snapshot expiry as a user runs it: ``lakesweep plan expire --catalog`` and
+``lakesweep apply`` as whole processes (Spark in local mode, a new DuckDB journal), against pyiceberg's own
+expiry and the physical floor.
+
+    .venv/bin/python bench/bench_iceberg.py [--sizes 20k,200k] [--repeat 3]
+    .venv/bin/python bench/bench_iceberg.py --quick        # a tiny table: a smoke test of the benchmark
+
+The table (pyiceberg's SQL catalog on SQLite, under ``~/.cache/lakesweep-bench/iceberg``) has 40 snapshots;
+each appends N/40 data files (hard links to one small Parquet file, so building is quick) and, from the
+third on, deletes the files appended two snapshots before (pyiceberg's overwrite producer). Each repetition
+works on a fresh copy (``cp -a`` of the warehouse and catalog) and expires every snapshot but the last:
+
+* pyiceberg: ``table.maintenance.expire_snapshots().older_than(...)`` in its own process. It commits the
+  metadata only and deletes no file (pyiceberg 0.12 has no file cleanup), so it is the metadata floor of
+  the engine's own implementation, not a like-for-like;
+* ``lakesweep plan expire`` and ``lakesweep apply``, each the console script as its own process;
+* the floor, in a child process: fastavro decoding of every manifest list and manifest (what any expiry
+  must read) plus ``os.unlink`` of the files lakesweep's plan deletes;
+* peak RSS of each process (``ru_maxrss`` from ``wait4``).
+
+Afterwards the table's last snapshot must read the same data files, and exactly the planned files must be
+gone, or the benchmark says so and exits 1. Medians of ``--repeat`` runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from userpath_proc import run_process  # noqa: E402
+
+LAKESWEEP = os.path.join(os.path.dirname(sys.executable), "lakesweep")
+CACHE = Path(os.environ.get("LAKESWEEP_BENCH_CACHE", Path.home() / ".cache" / "lakesweep-bench")) / "iceberg"
+SNAPSHOTS = 40
+CATALOG = "bench"
+
+BUILD = r"""
+import os, sys, uuid
+import pyarrow as pa, pyarrow.parquet as pq
+from pyiceberg.catalog.sql import SqlCatalog
+from pyiceberg.manifest import DataFile, DataFileContent, FileFormat
+from pyiceberg.partitioning import PartitionField, PartitionSpec
+from pyiceberg.schema import Schema
+from pyiceberg.transforms import IdentityTransform
+from pyiceberg.typedef import Record
+from pyiceberg.types import LongType, NestedField, StringType
+root, files, snapshots = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+os.makedirs(root + "/wh")
+cat = SqlCatalog("bench", uri=f"sqlite:///{root}/catalog.db", warehouse=f"file://{root}/wh")
+cat.create_namespace("ns")
+schema = Schema(NestedField(1, "id", LongType(), required=False), NestedField(2, "part", StringType(), required=False))
+t = cat.create_table("ns.t", schema=schema, partition_spec=PartitionSpec(PartitionField(2, 1000, IdentityTransform(), "part")))
+seed = root + "/seed.parquet"
+pq.write_table(pa.table({"id": pa.array(range(10), pa.int64()), "part": ["p"] * 10}), seed)
+size = os.path.getsize(seed)
+per = files // snapshots
+batches = []
+for s in range(snapshots):
+    batch = []
+    for i in range(per):
+        part = f"p{i % 50}"
+        path = f"{t.location()}/data/part={part}/{s:03d}-{i:06d}-{uuid.uuid4().hex[:8]}.parquet"
+        local = path[len("file://"):]
+        os.makedirs(os.path.dirname(local), exist_ok=True)
+        os.link(seed, local)
+        df = DataFile.from_args(content=DataFileContent.DATA, file_path=path, file_format=FileFormat.PARQUET,
+                                partition=Record(part), record_count=10, file_size_in_bytes=size)
+        df.spec_id = 0
+        batch.append(df)
+    with t.transaction() as tx:
+        with tx.update_snapshot().fast_append() as app:
+            for df in batch:
+                app.append_data_file(df)
+    if s >= 2:
+        with t.transaction() as tx:
+            with tx.update_snapshot().overwrite() as ow:
+                for df in batches[s - 2]:
+                    ow.delete_data_file(df)
+    batches.append(batch)
+t = cat.load_table("ns.t")
+print(len(t.metadata.snapshots), "snapshots")
+"""
+
+PYICEBERG_EXPIRE = r"""
+import datetime, sys
+from pyiceberg.catalog.sql import SqlCatalog
+root = sys.argv[1]
+cat = SqlCatalog("bench", uri=f"sqlite:///{root}/catalog.db", warehouse=f"file://{root}/wh")
+t = cat.load_table("ns.t")
+last = max(s.timestamp_ms for s in t.metadata.snapshots)
+t.maintenance.expire_snapshots().older_than(datetime.datetime.fromtimestamp(last / 1000, tz=datetime.timezone.utc)).commit()
+"""
+
+FLOOR = r"""
+import json, os, sys, time
+import fastavro
+root, listing = sys.argv[1], sys.argv[2]
+t0 = time.perf_counter()
+meta = root + "/wh/ns/t/metadata"
+n = 0
+for name in os.listdir(meta):
+    if name.endswith(".avro"):
+        for rec in fastavro.reader(open(os.path.join(meta, name), "rb")):
+            n += 1
+read = time.perf_counter() - t0
+paths = json.load(open(listing))
+for p in paths:
+    os.unlink(p)
+print(json.dumps({"read_s": read, "delete_s": time.perf_counter() - t0 - read, "records": n, "deleted": len(paths)}))
+"""
+
+
+def log(msg: str) -> None:
+    print(msg, file=sys.stderr, flush=True)
+
+
+def ensure_table(files: int) -> Path:
+    """The pristine table of ``files`` files. Its metadata names absolute locations, so every run restores
+    it to the one path it was built at (``work``) instead of copying it elsewhere."""
+    base = CACHE / f"t{files}"
+    pristine, work = base / "pristine", base / "work"
+    if not (pristine / "catalog.db").exists():
+        shutil.rmtree(base, ignore_errors=True)
+        base.mkdir(parents=True)
+        t0 = time.perf_counter()
+        subprocess.run([sys.executable, "-c", BUILD, str(work), str(files), str(SNAPSHOTS)], check=True)
+        subprocess.run(["cp", "-a", str(work), str(pristine)], check=True)
+        log(f"built {files} files in {time.perf_counter() - t0:.0f} s at {work}")
+    return base
+
+
+def restore(base: Path) -> str:
+    work = base / "work"
+    shutil.rmtree(work, ignore_errors=True)
+    subprocess.run(["cp", "-a", str(base / "pristine"), str(work)], check=True)
+    return str(work)
+
+
+def env_for(copy: str) -> dict:
+    prefix = f"PYICEBERG_CATALOG__{CATALOG.upper()}__"
+    return dict(os.environ, **{prefix + "URI": f"sqlite:///{copy}/catalog.db", prefix + "WAREHOUSE": f"file://{copy}/wh",
+                               prefix + "TYPE": "sql"})
+
+
+def rows_at_head(copy: str) -> str:
+    """The data files pyiceberg's scan of the head reads (the files are hard links of one seed, so the
+    file set, not the rows, tells tables apart)."""
+    code = ("import sys; from pyiceberg.catalog.sql import SqlCatalog; r=sys.argv[1]; "
+            "c=SqlCatalog('bench', uri=f'sqlite:///{r}/catalog.db', warehouse=f'file://{r}/wh'); "
+            "print(sorted(t.file.file_path for t in c.load_table('ns.t').scan().plan_files()))")
+    return subprocess.run([sys.executable, "-c", code, copy], check=True, capture_output=True, text=True).stdout
+
+
+def checked(result, what: str):
+    if result.returncode != 0:
+        log(f"{what} failed ({result.returncode}): {result.stderr[-3000:]}")
+        sys.exit(1)
+    return result
+
+
+def one_run(base: Path, scratch: str) -> dict:
+    from engine.plan_io import read_plan
+
+    out = {}
+    copy = restore(base)
+    out["pyiceberg"] = checked(run_process([sys.executable, "-c", PYICEBERG_EXPIRE, copy]), "pyiceberg expiry")
+    copy = restore(base)
+    rows = rows_at_head(copy)
+    env = env_for(copy)
+    plan, journal = os.path.join(scratch, "plan.parquet"), os.path.join(scratch, "j.duckdb")
+    for f in (plan, journal):
+        if os.path.exists(f):
+            os.remove(f)
+    out["plan"] = checked(run_process([LAKESWEEP, "plan", "expire", "ns.t", "--catalog", CATALOG, "--out", plan,
+                                       "--older-than", "0 s", "-o", "json"], env=env), "lakesweep plan")
+    p = read_plan(plan)
+    targets = [os.path.join(p.table_location, a.path) for a in p.actions if a.verb.deletes]
+    out["apply"] = checked(run_process([LAKESWEEP, "apply", plan, "--journal", journal, "--master", "local[2]",
+                                        "-o", "json"], env=env), "lakesweep apply")
+    gone = [t for t in targets if os.path.exists(t)]
+    if gone or rows_at_head(copy) != rows:
+        log(f"MISMATCH: {len(gone)} planned files still exist, or the head reads other files than before")
+        sys.exit(1)
+    copy = restore(base)  # the floor: read every manifest, unlink the same files
+    listing = os.path.join(scratch, "listing.json")
+    with open(listing, "w") as f:
+        json.dump(targets, f)
+    floor = checked(run_process([sys.executable, "-c", FLOOR, copy, listing]), "floor")
+    out["floor"] = json.loads(floor.stdout)
+    out["deleted"], out["expired"] = len(targets), len(p.scope["expired"])
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--sizes", default="20k,200k")
+    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--quick", action="store_true")
+    args = ap.parse_args()
+    sizes = [400] if args.quick else [int(s.lower().replace("k", "000")) for s in args.sizes.split(",")]
+    repeat = 1 if args.quick else args.repeat
+    print(f"{'files':>8} {'deleted':>8} | {'pyiceberg':>9} {'plan':>7} {'apply':>7} {'floor':>7} | "
+          f"{'plan/floor-read':>15} {'apply/floor-del':>15} | {'RSS plan':>8} {'RSS apply':>9}")
+    for n in sizes:
+        base = ensure_table(n)
+        runs = []
+        with tempfile.TemporaryDirectory(prefix="lakesweep-bench-") as scratch:
+            for _ in range(repeat):
+                runs.append(one_run(base, scratch))
+        med = lambda f: statistics.median(f(r) for r in runs)  # noqa: E731
+        py, plan, apply = med(lambda r: r["pyiceberg"].seconds), med(lambda r: r["plan"].seconds), \
+            med(lambda r: r["apply"].seconds)
+        fread, fdel = med(lambda r: r["floor"]["read_s"]), med(lambda r: r["floor"]["delete_s"])
+        print(f"{n:>8} {runs[0]['deleted']:>8} | {py:>8.2f}s {plan:>6.2f}s {apply:>6.2f}s {fread + fdel:>6.2f}s | "
+              f"{plan / fread:>14.1f}x {apply / max(fdel, 1e-3):>14.1f}x | "
+              f"{med(lambda r: r['plan'].maxrss_kib) / 1024:>6.0f}Mi {med(lambda r: r['apply'].maxrss_kib) / 1024:>7.0f}Mi")
+
+
+if __name__ == "__main__":
+    main()
