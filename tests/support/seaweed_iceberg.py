@@ -81,7 +81,9 @@ Worker semantics (``weed/worker/tasks/iceberg/operations.go``, ``table_config.go
     snapshot younger than the retention; snapshots held by a tag or branch are kept too. Retention comes in
     whole hours from the worker config, but the table property ``history.expire.max-snapshot-age-ms``
     replaces it (and ``history.expire.min-snapshots-to-keep`` replaces ``max_snapshots_to_keep``) while
-    ``table_properties_override`` is true. Files only expired snapshots referenced are deleted.
+    ``table_properties_override`` is true. Files only expired snapshots reference are deleted; the
+    reference sets hold manifest lists, manifests and the files of all manifest entries, DELETED entries
+    included, so a data file that a kept snapshot records as DELETED is not deleted (tested).
   * Orphan age is the filer entry's modification time.
   * Detection proposes a table only if a requested operation has work: expiry if some snapshot would
     expire, rewrite_manifests if the current snapshot has at least ``min_manifests_to_rewrite`` data

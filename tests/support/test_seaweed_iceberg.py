@@ -60,9 +60,12 @@ def _rows(table) -> list[tuple[int, str]]:
     return sorted(zip(data.column("id").to_pylist(), data.column("region").to_pylist()))
 
 
+def _expected_rows_of(i: int) -> list[tuple[int, str]]:
+    return list(zip(_batch(i).column("id").to_pylist(), _batch(i).column("region").to_pylist()))
+
+
 def _expected_rows(n_appends: int) -> list[tuple[int, str]]:
-    return sorted(r for i in range(n_appends) for r in zip(_batch(i).column("id").to_pylist(),
-                                                           _batch(i).column("region").to_pylist()))
+    return sorted(r for i in range(n_appends) for r in _expected_rows_of(i))
 
 
 def test_rest_catalog_writes_and_reads_a_partitioned_table(mini: WeedMini, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -132,6 +135,50 @@ def test_worker_expires_all_but_the_newest_two_snapshots(mini: WeedMini) -> None
     assert after.current_snapshot().snapshot_id == snapshots[-1].snapshot_id
     assert [after.io.new_input(s.manifest_list).exists() for s in snapshots] == [False] * 3 + [True] * 2
     assert _rows(after) == _expected_rows(5)
+
+
+def _referenced(table, snapshots) -> set[str]:
+    """Manifest lists, manifests and every manifest entry's file, DELETED entries included: the worker's
+    reference set (``collectSnapshotFiles`` in weed/worker/tasks/iceberg/operations.go)."""
+    files = set()
+    for snap in snapshots:
+        files.add(snap.manifest_list)
+        for manifest in snap.manifests(table.io):
+            files.add(manifest.manifest_path)
+            files.update(e.data_file.file_path for e in manifest.fetch_manifest_entry(table.io, discard_deleted=False))
+    return files
+
+
+def test_worker_keeps_data_files_a_kept_snapshot_records_as_deleted(mini: WeedMini) -> None:
+    cat, table = _make_table(mini, "deleted", n_appends=3)
+    us_files = {t.file.file_path for t in table.scan(row_filter="region = 'us'").plan_files()}
+    table.delete("region = 'us'")  # whole files: the us files become DELETED entries of the new manifests
+    table = cat.load_table("deleted.t")
+    table.append(_batch(3))
+    with table.transaction() as tx:
+        tx.set_properties({"history.expire.max-snapshot-age-ms": "1"})
+    table = cat.load_table("deleted.t")
+    snapshots = sorted(table.metadata.snapshots, key=lambda s: s.timestamp_ms)
+    assert len(snapshots) == 5 and len(us_files) == 3
+    expired, kept = snapshots[:3], snapshots[3:]
+    unreferenced = _referenced(table, expired) - _referenced(table, kept)
+    assert us_files <= _referenced(table, kept)
+    # The three expired manifest lists, and the three append manifests the delete rewrote (each held a us file).
+    assert len(unreferenced) == 6
+    assert sum(f.endswith(".parquet") for f in unreferenced) == 0
+
+    job = run_iceberg_maintenance(mini, operations="expire_snapshots", bucket=BUCKET, namespace="deleted",
+                                  table="t", config={"max_snapshots_to_keep": 2, "snapshot_retention_hours": 1})
+
+    assert job.messages == {"expire_snapshots": f"expired 3 snapshot(s), deleted {len(unreferenced)} "
+                                                f"unreferenced file(s)"}
+    after = cat.load_table("deleted.t")
+    assert [s.snapshot_id for s in after.metadata.snapshots] == [s.snapshot_id for s in kept]
+    assert not any(after.io.new_input(f).exists() for f in unreferenced)
+    # The worker counts DELETED entries as references (iceberg.ReadManifest(..., discardDeleted=false)), so
+    # files that only a kept snapshot's DELETED entries name survive the expiry.
+    assert all(after.io.new_input(f).exists() for f in us_files)
+    assert _rows(after) == sorted([r for r in _expected_rows(3) if r[1] != "us"] + _expected_rows_of(3))
 
 
 def test_worker_rewrites_the_current_manifests_into_one(mini: WeedMini) -> None:
