@@ -1,5 +1,6 @@
-"""``lakesweep demo``: the whole story on a small real Paimon table written by pypaimon:
-write, inspect, plan, show, apply on local Spark, audit the DuckDB journal."""
+"""``lakesweep demo``: the whole story on a small real Paimon table written by pypaimon (write, inspect,
+plan, show, apply on local Spark, audit the DuckDB journal), then on an Iceberg table written by pyiceberg
+through its SQL catalog on SQLite (expire snapshots, rewrite manifests)."""
 
 from __future__ import annotations
 
@@ -21,7 +22,10 @@ DEMO_MARKER = ".lakesweep-demo"
 DEMO_WAREHOUSE = "warehouse"
 DEMO_PLAN = "expire-plan.parquet"
 DEMO_JOURNAL = "journal.duckdb"
-DEMO_OUTPUTS = (DEMO_WAREHOUSE, DEMO_PLAN, DEMO_JOURNAL, DEMO_JOURNAL + ".wal")
+DEMO_ICEBERG = "iceberg"  # the Iceberg chapter's SQLite catalog and warehouse
+DEMO_ICEBERG_PLANS = ("iceberg-expire-plan.parquet", "iceberg-rewrite-plan.parquet")
+DEMO_OUTPUTS = (DEMO_WAREHOUSE, DEMO_PLAN, DEMO_JOURNAL, DEMO_JOURNAL + ".wal", DEMO_ICEBERG, *DEMO_ICEBERG_PLANS)
+DEMO_CATALOG = "lakesweepdemo"
 DEMO_PARTITIONS = ("2024-01-01", "2024-01-02", "2024-01-03")
 # (partitions written, overwrite?) per commit: snapshot 5 overwrites 2024-01-01.
 DEMO_COMMITS = (
@@ -35,6 +39,85 @@ DEMO_COMMITS = (
     (("2024-01-01",), False),
 )
 DEMO_TAG = ("release-1", 2)
+
+
+def iceberg_catalog_env(root: Path) -> dict[str, str]:
+    """The pyiceberg settings of the demo's SQL catalog (what a user exports to reach it)."""
+    prefix = f"PYICEBERG_CATALOG__{DEMO_CATALOG.upper()}__"
+    return {prefix + "TYPE": "sql", prefix + "URI": f"sqlite:///{root}/catalog.db",
+            prefix + "WAREHOUSE": f"file://{root}/warehouse"}
+
+
+def write_demo_iceberg_table(root: Path) -> str:
+    """Create ``demo.orders`` with pyiceberg in a SQL catalog on SQLite under ``root``: 8 appends over three
+    regions and a delete. Returns the table's name."""
+    try:
+        import pyarrow as pa
+        from pyiceberg.catalog.sql import SqlCatalog
+        from pyiceberg.partitioning import PartitionField, PartitionSpec
+        from pyiceberg.schema import Schema
+        from pyiceberg.transforms import IdentityTransform
+        from pyiceberg.types import LongType, NestedField, StringType
+    except ImportError as e:
+        raise typer.BadParameter(
+            "the demo writes its Iceberg table with pyiceberg: install it with  pip install 'lakesweep[demo]'"
+        ) from e
+    (root / "warehouse").mkdir(parents=True, exist_ok=True)
+    catalog = SqlCatalog(DEMO_CATALOG, uri=f"sqlite:///{root}/catalog.db", warehouse=f"file://{root}/warehouse")
+    catalog.create_namespace("demo")
+    schema = Schema(NestedField(1, "order_id", LongType(), required=False),
+                    NestedField(2, "region", StringType(), required=False))
+    table = catalog.create_table("demo.orders", schema=schema,
+                                 partition_spec=PartitionSpec(PartitionField(2, 1000, IdentityTransform(), "region")))
+    regions = ("eu", "us", "ap")
+    for i in range(8):
+        ids = list(range(i * 10, i * 10 + 6))
+        table.append(pa.table({"order_id": pa.array(ids, pa.int64()), "region": [regions[x % 3] for x in ids]}))
+    table.delete("order_id < 20")
+    return "demo.orders"
+
+
+def run_iceberg_chapter(directory: Path, journal_path: Path, *, output: Output) -> dict:
+    """Steps 7 to 9: an Iceberg table, its snapshots expired and its manifests rewritten, in the same journal."""
+    import os
+
+    from applier.apply import apply_plan
+    from cli.progress import RichProgress
+    from engine.iceberg.table import IcebergTable
+    from engine.plan_io import read_plan, write_plan
+    from journal.duckdb_store import DuckDBRecorder
+    from planner.kinds import plan_kind
+
+    say = output.demo_step
+    root = directory / DEMO_ICEBERG
+    env = iceberg_catalog_env(root)
+    os.environ.update(env)  # lakesweep reaches the catalog by name, configured as pyiceberg configures it
+    say(f"\n[bold]7. Writing an Iceberg table with pyiceberg[/bold] (SQL catalog on SQLite) under {root}")
+    name = write_demo_iceberg_table(root)
+    doc: dict = {"catalog": DEMO_CATALOG, "table": name, "catalog_env": env}
+    steps = (("expire", DEMO_ICEBERG_PLANS[0], {"older_than": "0 s", "retain_last": 3},
+              "8. lakesweep plan expire demo.orders --catalog lakesweepdemo --older-than '0 s' --retain-last 3"),
+             ("rewrite-manifests", DEMO_ICEBERG_PLANS[1], {"min_manifests": 2},
+              "9. lakesweep plan rewrite-manifests demo.orders --catalog lakesweepdemo --min-manifests 2"))
+    for kind, file, flags, title in steps:
+        say(f"\n[bold]{title}[/bold], then apply")
+        entry = plan_kind(kind, "iceberg")
+        table = IcebergTable(DEMO_CATALOG, name)
+        plan = entry.plan(table, now_ms=int(time.time() * 1000), options=entry.resolve_options(table.options, **flags))
+        write_plan(plan, str(directory / file))
+        reread = read_plan(str(directory / file))
+        output.demo_plan(reread)
+        with DuckDBRecorder(str(journal_path)) as recorder:
+            with RichProgress(output.draws_progress) as progress:
+                report = apply_plan(reread, recorder, master="local[*]", progress=progress)
+        output.demo_report(report)
+        doc[kind] = {"plan_file": str(directory / file), "plan": render.plan_document(reread), "apply": report.to_json()}
+    after = IcebergTable(DEMO_CATALOG, name)
+    head = after.snapshots[after.current_snapshot_id]
+    say(f"\nThe Iceberg table now keeps {len(after.snapshots)} snapshots; its current one reads "
+        f"{len(after.manifest_list(head))} manifest(s).")
+    doc["after"] = {"snapshots": len(after.snapshots), "manifests": len(after.manifest_list(head))}
+    return doc
 
 
 def write_demo_table(warehouse: Path) -> str:
@@ -90,7 +173,7 @@ def prepare_demo_dir(directory: Path) -> None:
             )
         for name in DEMO_OUTPUTS:
             path = directory / name
-            if path.is_symlink() or (path.exists() and path.is_dir() != (name == DEMO_WAREHOUSE)):
+            if path.is_symlink() or (path.exists() and path.is_dir() != (name in (DEMO_WAREHOUSE, DEMO_ICEBERG))):
                 raise ForeignDirectory(
                     str(directory), f"{name} in it was not written by 'lakesweep demo'; nothing was removed"
                 )
@@ -165,10 +248,13 @@ def run_demo(directory: Path, *, output: Output) -> dict:
         "apply": report.to_json(), "journal": str(journal_path), "journal_plans": plans, "deleted_files": files,
         "after": {"earliest": after["earliest"], "latest": after["latest"]},
     }
+    doc["iceberg"] = run_iceberg_chapter(directory, journal_path, output=output)
+    exports = "".join(f"  export {k}={v}\n" for k, v in doc["iceberg"]["catalog_env"].items())
     say(f"\nTry it yourself:\n  lakesweep inspect {location}\n  lakesweep show {plan_path} --files\n"
         f"  lakesweep journal plans --journal {journal_path}\n"
         f"  lakesweep journal query \"SELECT kind, outcome, count(*) FROM file_records GROUP BY ALL\" "
-        f"--journal {journal_path}")
+        f"--journal {journal_path}\n{exports}"
+        f"  lakesweep plan orphans demo.orders --catalog {DEMO_CATALOG} --out orphans.parquet")
     output.demo_finished(doc)
     return doc
 
@@ -182,5 +268,6 @@ def demo_cmd(
     fmt: OutputFormat = OutputOpt,
 ):
     """The whole story on a demo table: write it with pypaimon, inspect, plan expire, show, apply on
-    local Spark with a DuckDB journal, and audit what was deleted."""
+    local Spark with a DuckDB journal, and audit what was deleted; then expire the snapshots of an Iceberg
+    table pyiceberg wrote through its SQL catalog on SQLite, and rewrite its manifests."""
     run_demo(directory, output=output_for(fmt))

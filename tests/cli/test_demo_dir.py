@@ -142,9 +142,15 @@ def test_the_demo_runs_again_in_its_own_directory_and_keeps_other_files(tmp_path
 
     assert (d / "notes.txt").read_text() == "keep me\n"
     assert sorted(os.listdir(d)) == sorted([DEMO_MARKER, "notes.txt", "warehouse", "expire-plan.parquet",
-                                            "journal.duckdb"])
+                                            "journal.duckdb", "iceberg", "iceberg-expire-plan.parquet",
+                                            "iceberg-rewrite-plan.parquet"])
     for doc in (first, second):
         assert doc["after"] == {"earliest": 6, "latest": 8}
         assert doc["apply"]["state"] == "COMPLETED" and doc["apply"]["counts"]["DELETED"] == 14
         assert len(doc["journal_plans"]) == 1
     assert second["plan"]["range"] == first["plan"]["range"] == {"begin": 1, "end": 6}
+    for doc in (first, second):  # the Iceberg chapter: 9 snapshots, 6 expired; 7 manifests rewritten into 1
+        ice = doc["iceberg"]
+        assert len(ice["expire"]["plan"]["scope"]["expired"]) == 6 and ice["expire"]["apply"]["state"] == "COMPLETED"
+        assert ice["rewrite-manifests"]["apply"]["counts"]["COMMITTED"] == 7
+        assert ice["after"] == {"snapshots": 4, "manifests": 1}

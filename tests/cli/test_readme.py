@@ -32,22 +32,31 @@ def test_readme_quick_start_is_the_two_commands():
     assert 'PATH="$stand_ins:$PATH" ./quickstart test' in (README.parent / ".ci" / "run").read_text()
 
 
-def test_every_readme_command_runs(tmp_path):
+def test_every_readme_command_runs(tmp_path, monkeypatch):
+    from tests.support import iceberg_tables as it
+
     w = pt.write_demo_table(str(tmp_path / "wh"))
+    for key, value in it.catalog_env(tmp_path / "ice", "local").items():  # the README's Iceberg catalog "local": ns.t
+        monkeypatch.setenv(key, value)
+    catalog = it.sql_catalog(tmp_path / "ice", "local")
+    catalog.create_namespace("ns")
+    it.many_appends(catalog, "ns.t", n=6)
     subst = {"TABLE": w.path, "plan.parquet": str(tmp_path / "plan.parquet"), "j.duckdb": str(tmp_path / "j.duckdb"),
              "audit.parquet": str(tmp_path / "audit.parquet"), "orphans.parquet": str(tmp_path / "orphans.parquet"),
              "drop.parquet": str(tmp_path / "drop.parquet"), "consumers.parquet": str(tmp_path / "consumers.parquet"),
-             "tags.parquet": str(tmp_path / "tags.parquet"), "changelog.parquet": str(tmp_path / "changelog.parquet")}
+             "tags.parquet": str(tmp_path / "tags.parquet"), "changelog.parquet": str(tmp_path / "changelog.parquet"),
+             "p.parquet": str(tmp_path / "p.parquet")}
     commands = readme_commands()
     assert [c[0] for c in commands][:4] == ["inspect", "plan", "show", "apply"]
     runner = CliRunner()
     for args in commands:
         args = [subst.get(a, a) for a in args]
-        if args[:2] == ["plan", "expire"]:
+        if args[:2] == ["plan", "expire"] and "--catalog" not in args:
             i = args.index("--time-retained")
             args[i + 1] = "0 s"  # the demo table is seconds old
         r = runner.invoke(app, args)
         assert r.exit_code == 0, (args, r.output)
     assert Path(subst["audit.parquet"]).exists() and Path(subst["orphans.parquet"]).exists()
-    assert Path(subst["drop.parquet"]).exists()
+    assert Path(subst["drop.parquet"]).exists() and Path(subst["p.parquet"]).exists()
+    assert sum("--catalog" in c for c in commands) == 3
     assert re.search(r"\| `--retain-min N` \| `snapshot.num-retained.min` \| 10", README.read_text())
