@@ -241,7 +241,8 @@ class _Apply:
                 report.hint = a.snapshot_id
             events += [Committed(apply_id=apply_id, plan_id=plan_id, phase=number, commit_id=cid, version=version,
                                  already=already, committed_ms=now) for cid, version, already in committed]
-            report.commits += [{"phase": spec.name, "version": version, "already": already}
+            label = getattr(self.committer, "version_label", "snapshot")  # what the committer's version numbers
+            report.commits += [{"phase": spec.name, "version": version, "already": already, "label": label}
                                for _, version, already in committed]
             recorder.append(events)
 

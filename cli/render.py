@@ -191,8 +191,8 @@ def render_report(report) -> None:
         err.print(f"[red]error:[/red] {report.reason}")
         err.print(f"Fix the cause, then run: lakesweep resume {report.plan_id}")
     for c in report.commits:
-        out.print(f"  {'found already committed' if c['already'] else 'committed'}: snapshot {c['version']} "
-                  f"(phase {c['phase']})")
+        done = "found already committed" if c["already"] else "committed"
+        out.print(f"  {done}: {c.get('label', 'snapshot')} {c['version']} (phase {c['phase']})")
     v = report.verify
     if v is not None and v["whole"] and report.commits:
         out.print(f"  verified: the {v['only']} file(s) it marked or deleted are in place wherever the table "

@@ -43,6 +43,8 @@ class IcebergCommitter:
         self.max_retries = int(option.value) if option is not None else DEFAULT_MAX_COMMIT_RETRIES
         self.sleep = sleep
         self.attempts = 0  # commits tried by the last ``commit`` call (tests read it)
+        # what ``find`` and ``commit`` return: the new snapshot of a rewrite, the metadata version of an expiry
+        self.version_label = "metadata version" if plan.kind == "expire" else "snapshot"
 
     def check(self, table, actions: Sequence[Action]) -> None:
         """Refuse a plan whose commit is not what its own rule allows on the live table, whatever the plan

@@ -302,3 +302,22 @@ def test_resume_finishes_a_plan_whose_deletes_failed(lake, tmp_path):
     assert second.state == "COMPLETED" and second.whole
     after = lake.table()
     assert files_on_disk(after) == needed_files(after)
+
+
+def test_a_commit_that_keeps_failing_stops_the_apply_before_any_file_is_deleted(lake, tmp_path, monkeypatch):
+    from pyiceberg.exceptions import CommitFailedException
+
+    write_history(lake)
+    p = plan(lake.view(), older_than="1 d", max_commit_retries=1)
+    before = files_on_disk(lake.table())
+    monkeypatch.setattr("engine.iceberg.commit.time.sleep", lambda s: None)
+
+    def always_lose(catalog, *args, **kwargs):
+        raise CommitFailedException("Table has been updated by another process")
+
+    monkeypatch.setattr("pyiceberg.catalog.sql.SqlCatalog.commit_table", always_lose)
+    report = apply(p, tmp_path)
+    assert report.state == "FAILED" and report.failed_phase == "expire_snapshots"
+    assert "refused the commit 2 times" in report.reason
+    monkeypatch.undo()
+    assert files_on_disk(lake.table()) == before and len(lake.table().metadata.snapshots) == 12

@@ -1,0 +1,62 @@
+"""Bad input to the Iceberg plan commands: refused with a reason the user can act on (exit 1), nothing written."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+from typer.testing import CliRunner
+
+from cli.main import app
+from tests.iceberg.conftest import CATALOG, write_history
+
+
+@pytest.fixture
+def out(tmp_path):
+    return str(tmp_path / "p.parquet")
+
+
+@pytest.mark.parametrize("args, message", [
+    (["plan", "expire", "ns.t", "--catalog", "nosuch"], "Iceberg catalog 'nosuch' cannot be loaded"),
+    (["plan", "expire", "ns.missing", "--catalog", CATALOG], "Iceberg table ns.missing cannot be loaded"),
+    (["plan", "expire", "t", "--catalog", CATALOG], "must be named namespace.table"),
+    (["plan", "expire", "ns.t", "--catalog", CATALOG, "--retain-last", "0"], "--retain-last must be at least 1"),
+    (["plan", "expire", "ns.t", "--catalog", CATALOG, "--older-than", "soon"], "neither epoch milliseconds"),
+    (["plan", "expire", "ns.t", "--catalog", CATALOG, "--older-than", "1 d", "--snapshot-retention-hours", "2"],
+     "give one of them"),
+    (["plan", "expire", "ns.t", "--catalog", CATALOG, "--retain-min", "3"], "--retain-min is an option of Paimon"),
+    (["plan", "expire", "ns.t", "--catalog", CATALOG, "--max-commit-retries", "-1"], "at least 0"),
+    (["plan", "orphans", "ns.t", "--catalog", CATALOG, "--inventory", "x.parquet"], "--inventory is an option of Paimon"),
+    (["plan", "rewrite-manifests", "ns.t", "--catalog", CATALOG, "--min-manifests", "0"], "at least 1"),
+    (["plan", "expire", "/tmp", "--retain-last", "2"], "--retain-last is an option of Iceberg tables"),
+])
+def test_bad_input_is_refused_and_no_plan_is_written(lake, out, args, message):
+    write_history(lake, appends=2, churn=False)
+    r = CliRunner().invoke(app, [*args, "--out", out])
+    assert r.exit_code == 1, r.output
+    assert message in " ".join(r.output.split()), r.output
+    assert not os.path.exists(out)
+
+
+def test_a_plan_inside_the_table_location_is_refused(lake, tmp_path):
+    t = write_history(lake, appends=2, churn=False)
+    inside = t.metadata.location.removeprefix("file://") + "/metadata/plan.parquet"
+    r = CliRunner().invoke(app, ["plan", "expire", "ns.t", "--catalog", CATALOG, "--out", inside])
+    assert r.exit_code == 1 and "inside the table" in r.output and not os.path.exists(inside)
+
+
+def test_show_and_dry_run_of_an_iceberg_plan(lake, out, tmp_path):
+    write_history(lake)
+    runner = CliRunner()
+    r = runner.invoke(app, ["plan", "expire", "ns.t", "--catalog", CATALOG, "--out", out, "--older-than", "0 s",
+                            "--retain-last", "2"])
+    assert r.exit_code == 0, r.output
+    r = runner.invoke(app, ["show", out, "-o", "json"])
+    assert r.exit_code == 0
+    import json
+
+    doc = json.loads(r.stdout)
+    assert doc["format"] == "iceberg" and len(doc["expired_snapshots"]) == 10 and doc["removed_refs"] == []
+    r = runner.invoke(app, ["apply", out, "--dry-run", "--journal", str(tmp_path / "j.duckdb"), "-o", "json"])
+    assert r.exit_code == 0, r.output
+    assert json.loads(r.stdout)["state"] == "DRY_RUN" and len(lake.table().metadata.snapshots) == 12
