@@ -16,7 +16,7 @@ from engine.iceberg.kinds import OrphanKind
 from engine.iceberg.table import canonical
 from engine.plan import Action
 from journal.duckdb_store import DuckDBRecorder
-from planner.iceberg.orphans import plan_iceberg_orphans, resolve_orphan_options
+from planner.iceberg.orphans import resolve_orphan_options
 from planner.kinds import plan_kind
 from tests.iceberg.conftest import CATALOG, batch, files_on_disk, missing, needed_files, rows_by_snapshot, write_history
 from tests.iceberg.test_expire import _edited

@@ -14,7 +14,7 @@ from applier.apply import DriverExecutor, apply_plan
 from engine.iceberg.table import IcebergTable, canonical
 from journal.duckdb_store import DuckDBRecorder
 from planner.kinds import plan_kind
-from tests.iceberg.conftest import SCHEMA, SPEC
+from tests.iceberg.conftest import SCHEMA, SPEC, needed_files as needed
 from tests.support.seaweed_iceberg import WeedMini, create_table_bucket, run_iceberg_maintenance, weed_mini
 
 BUCKET = "lake"
@@ -59,16 +59,6 @@ def rows_of(table) -> dict[int, collections.Counter]:
 
 def objects(view: IcebergTable) -> set[str]:
     return {canonical(f.path) for f in view.fileio.list(view.location, recursive=True) if not f.is_dir}
-
-
-def needed(table) -> set[str]:
-    out = {canonical(table.metadata_location)} | {canonical(e.metadata_file) for e in table.metadata.metadata_log}
-    for s in table.metadata.snapshots:
-        out.add(canonical(s.manifest_list))
-        for m in s.manifests(table.io):
-            out.add(canonical(m.manifest_path))
-            out |= {canonical(e.data_file.file_path) for e in m.fetch_manifest_entry(table.io, discard_deleted=True)}
-    return out
 
 
 def run(kind, namespace, tmp_path, *, now_ms=None, **flags):
