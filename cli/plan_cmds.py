@@ -88,10 +88,14 @@ def make_iceberg_plan(kind: str, *, catalog: str, table: str, out: Path, now: Op
     output = output_for(fmt)
     now_ms = parse_time_ms(now) if now is not None else int(time.time() * 1000)
     check_output_file(out, "--out", PlanRejected)
-    t = IcebergTable(catalog, table)
+    from cli.progress import MetadataReadProgress
+
+    reads = MetadataReadProgress() if progress_enabled(output.draws_progress) else None
+    t = IcebergTable(catalog, table, on_read=reads)
     refuse_inside_table(out, t.location, "--out", PlanRejected)
     options = entry.resolve_options(t.options, **flags)
-    plan = entry.plan(t, now_ms=now_ms, options=options)
+    with reads if reads is not None else contextlib.nullcontext():
+        plan = entry.plan(t, now_ms=now_ms, options=options)
     write_plan(plan, str(out))
     output.plan_written(plan, str(out))
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass
-from typing import Callable, Iterator, Mapping
+from typing import Iterator, Mapping
 
 from engine.errors import CatalogError, CorruptMetadata, LakesweepError, MetadataNotFound, UnsupportedTable
 from engine.fileio import FileIO, fileio_for, normalize_location
@@ -113,12 +113,13 @@ class IcebergTable:
 
     ``fileio`` is lakesweep's FileIO for the table location (deletes run through it on Spark executors);
     ``io`` is pyiceberg's (metadata reads). ``refreshed()`` reads the catalog again; manifests already read
-    are reused. ``on_read(path, size)`` is told of every manifest list and manifest read.
+    are reused. ``on_read`` (an ``engine.paimon.table.ReadObserver``: ``read(path, what, nbytes)`` and
+    ``named(names)``) is told of every manifest list and manifest read, and of the manifests a list names.
     """
 
     format = "iceberg"
 
-    def __init__(self, catalog_name: str, identifier: str, *, catalog=None, on_read: Callable | None = None,
+    def __init__(self, catalog_name: str, identifier: str, *, catalog=None, on_read=None,
                  _cache: _Cache | None = None):
         self.catalog_name = catalog_name
         self.identifier = identifier
@@ -213,7 +214,9 @@ class IcebergTable:
                                  sum(x or 0 for x in (m.added_files_count, m.existing_files_count,
                                                        m.deleted_files_count)))
                      for m in files)
-        self._tell(path)
+        self._tell(path, "manifest list", 0)
+        if self.on_read is not None:
+            self.on_read.named([m.path.rsplit("/", 1)[-1] for m in refs])
         with self._cache.lock:
             self._cache.lists[path] = refs
             for m in files:
@@ -237,14 +240,14 @@ class IcebergTable:
         refs = tuple(FileRef(canonical(e.data_file.file_path), int(e.data_file.content),
                              int(e.data_file.file_size_in_bytes), int(e.status), _partition_text(e.data_file))
                      for e in entries)
-        self._tell(manifest.path)
+        self._tell(manifest.path, "manifest", manifest.size)
         with self._cache.lock:
             self._cache.manifests[manifest.path] = refs
         return refs
 
-    def _tell(self, path: str) -> None:
+    def _tell(self, path: str, what: str, nbytes: int) -> None:
         if self.on_read is not None:
-            self.on_read(path, 0)
+            self.on_read.read(path, what, nbytes)
 
     def snapshot_files(self, snapshot_id: int, *, live_only: bool) -> Iterator[tuple[str, str, int | None]]:
         """(kind, location, size) of every file a snapshot reaches: its manifest list, its manifests, their
@@ -270,7 +273,3 @@ def _partition_text(data_file) -> str:
     except TypeError:
         values = []
     return "/".join("null" if v is None else str(v) for v in values)
-
-
-def open_iceberg_table(catalog_name: str, identifier: str, *, on_read: Callable | None = None) -> IcebergTable:
-    return IcebergTable(catalog_name, identifier, on_read=on_read)

@@ -321,3 +321,26 @@ def test_a_commit_that_keeps_failing_stops_the_apply_before_any_file_is_deleted(
     assert "refused the commit 2 times" in report.reason
     monkeypatch.undo()
     assert files_on_disk(lake.table()) == before and len(lake.table().metadata.snapshots) == 12
+
+
+def test_planning_tells_its_observer_every_manifest_list_and_manifest_it_reads_once(lake):
+    from engine.iceberg.table import IcebergTable
+    from tests.iceberg.conftest import CATALOG
+
+    class Seen:
+        def __init__(self):
+            self.reads, self.names = [], set()
+
+        def read(self, path, what, nbytes):
+            self.reads.append((what, path))
+
+        def named(self, names):
+            self.names.update(names)
+
+    t = write_history(lake)
+    seen = Seen()
+    plan(IcebergTable(CATALOG, "ns.t", on_read=seen), older_than="1 d")
+    lists = [p for w, p in seen.reads if w == "manifest list"]
+    manifests = [p for w, p in seen.reads if w == "manifest"]
+    assert len(lists) == len(set(lists)) == len(t.metadata.snapshots)
+    assert len(manifests) == len(set(manifests)) == len(seen.names) > 0
