@@ -69,12 +69,15 @@ per = files // snapshots
 batches = []
 for s in range(snapshots):
     batch = []
+    source = f"{root}/seed-{s}.parquet"  # a seed per snapshot: a file takes at most 65,000 hard links
+    with open(seed, "rb") as src, open(source, "wb") as dst:
+        dst.write(src.read())
     for i in range(per):
         part = f"p{i % 50}"
         path = f"{t.location()}/data/part={part}/{s:03d}-{i:06d}-{uuid.uuid4().hex[:8]}.parquet"
         local = path[len("file://"):]
         os.makedirs(os.path.dirname(local), exist_ok=True)
-        os.link(seed, local)
+        os.link(source, local)
         df = DataFile.from_args(content=DataFileContent.DATA, file_path=path, file_format=FileFormat.PARQUET,
                                 partition=Record(part), record_count=10, file_size_in_bytes=size)
         df.spec_id = 0
