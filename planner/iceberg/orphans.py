@@ -115,7 +115,9 @@ def plan_iceberg_orphans(table, listed: Iterable[FileInfo], *, now_ms: int,
             version = metadata_version(name)
             if version is None or oldest_logged is None or version >= oldest_logged:
                 kept["newer_metadata"] += 1
-                warnings.append(f"{path} is not in the metadata log but not older than it either; kept")
+                why = "its version cannot be read from its name" if version is None else \
+                    f"version {version} is not older than the metadata log's oldest ({oldest_logged})"
+                warnings.append(f"{path} is not in the metadata log, but {why}; kept")
                 continue
         rel = relative_to(path, roots)
         if rel is None:

@@ -1,0 +1,79 @@
+"""Orphan planning compares locations in one form: ``s3a://`` and ``s3n://`` are ``s3://`` (Iceberg's
+``equal_schemes`` default), and a used path spelled with another bucket refuses the plan (Iceberg's
+``prefix_mismatch_mode=ERROR``). A stub view stands in for the table: these are rules about names."""
+
+from __future__ import annotations
+
+import pytest
+
+from engine.errors import PlanRejected
+from engine.fileio import FileInfo
+from engine.iceberg.table import canonical
+from planner.iceberg.orphans import metadata_version, plan_iceberg_orphans, resolve_orphan_options
+
+NOW = 10 * 86_400_000
+OLD = 1_000
+
+
+class StubView:
+    """What orphan planning reads of a table; every location as the metadata spells it."""
+
+    catalog_name, identifier, uuid, location = "c", "ns.t", "u-1", "s3://lake/t"
+    current_snapshot_id = 1
+    options: dict = {}
+
+    def __init__(self, used: list[str]):
+        self.used = [canonical(u) for u in used]  # IcebergTable reads every location through canonical()
+        self.snapshots = {1: object()}
+
+    def gc_enabled(self):
+        return True
+
+    def external_roots(self):
+        return []
+
+    def refs(self):
+        return {"main": 1}
+
+    def metadata_files(self):
+        return [canonical("s3a://lake/t/metadata/00003-abc.metadata.json")]
+
+    def statistics_files(self, snapshot_id=None):
+        return []
+
+    def snapshot_files(self, sid, *, live_only):
+        for u in self.used:
+            yield "data-file", u, 1
+
+
+def plan(view, listed):
+    return plan_iceberg_orphans(view, [FileInfo(p, 1, OLD) for p in listed], now_ms=NOW,
+                                options=resolve_orphan_options({}))
+
+
+def test_s3a_and_s3n_spellings_in_the_metadata_are_the_listed_s3_files():
+    view = StubView(["s3a://lake/t/data/a.parquet", "s3n://lake/t/data/b.parquet"])
+    p = plan(view, ["s3://lake/t/data/a.parquet", "s3://lake/t/data/b.parquet", "s3://lake/t/data/c.parquet",
+                    "s3://lake/t/metadata/00003-abc.metadata.json"])
+    assert [a.path for a in p.actions] == ["data/c.parquet"]
+
+
+def test_a_used_path_in_another_bucket_refuses_the_plan():
+    view = StubView(["s3://elsewhere/t/data/a.parquet"])
+    with pytest.raises(PlanRejected, match="the same path with another scheme or bucket"):
+        plan(view, ["s3://lake/t/data/a.parquet"])
+
+
+def test_metadata_file_versions_are_read_from_each_naming_scheme():
+    assert metadata_version("00012-5e3b1a2c-0000-0000-0000-000000000000.metadata.json") == 12
+    assert metadata_version("v7.metadata.json") == 7
+    assert metadata_version("v8-1718000000000000000.metadata.json") == 8
+    assert metadata_version("00004-abc.gz.metadata.json") == 4
+    assert metadata_version("random.metadata.json") is None
+
+
+def test_a_metadata_file_whose_version_cannot_be_read_is_kept():
+    view = StubView([])
+    p = plan(view, ["s3://lake/t/metadata/random.metadata.json", "s3://lake/t/metadata/00001-x.metadata.json"])
+    assert [a.path for a in p.actions] == ["metadata/00001-x.metadata.json"]
+    assert p.stats["kept"]["newer_metadata"] == 1
