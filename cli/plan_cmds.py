@@ -377,9 +377,8 @@ def plan_orphans_cmd(
 
             raise PlanRejected("--older-than and --orphan-older-than-hours say the same thing: give one of them")
         make_iceberg_plan("orphans", catalog=catalog, table=table, out=out, now=now, fmt=fmt,
-                          paimon_only={"--force": force, "--inventory": inventory, "--empty-dirs": empty_dirs,
-                                       "--spark": spark},
-                          older_than=older_than or _hours(orphan_hours, "--orphan-older-than-hours"))
+                          paimon_only={"--inventory": inventory, "--empty-dirs": empty_dirs, "--spark": spark},
+                          older_than=older_than or _hours(orphan_hours, "--orphan-older-than-hours"), force=force)
         return
     _refuse_iceberg_only({"--orphan-older-than-hours": orphan_hours})
     with tempfile.TemporaryDirectory(prefix="lakesweep-listing-") as scratch:

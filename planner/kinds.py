@@ -380,6 +380,7 @@ def _plan_iceberg_orphans(table, *, now_ms: int, options) -> CleanupPlan:
     while listing is seen as used."""
     from planner.iceberg.orphans import plan_iceberg_orphans
 
+    options.cutoff_ms(now_ms)  # refuse a bad --older-than before listing a large table
     listed = []
     for root in [table.location, *table.external_roots()]:
         try:

@@ -13,6 +13,7 @@ from engine.errors import PlanRejected
 from engine.plan import Action, ActionCheck, Requirement, requirement
 
 COMMIT_ID_PROPERTY = "lakesweep.commit-id"  # the snapshot summary key a lakesweep commit carries
+ORPHAN_MIN_AGE_MS = 3_600_000  # an orphan younger than this is deleted only with --force
 
 
 @requirement
@@ -103,8 +104,14 @@ class AssertOrphansUnreferenced(ActionCheck):
 
     TYPE = "iceberg.orphans-unreferenced"
     older_than_ms: int
+    force: bool = False
 
     def problems(self, view, *, done: AbstractSet[str] = frozenset()) -> list[str]:
+        from engine.timeutil import format_time_ms, wall_clock_ms
+
+        if not self.force and self.older_than_ms > wall_clock_ms() - ORPHAN_MIN_AGE_MS:
+            return [f"its cut-off {format_time_ms(self.older_than_ms)} is less than 1 h ago: files a writer has not "
+                    f"committed yet would be deleted"]
         return []
 
     def skipped(self, view, actions: Sequence[Action], targets: Sequence[str]) -> AbstractSet[int]:

@@ -22,6 +22,7 @@ from engine.errors import PlanRejected
 from engine.iceberg.retention import expire_rule
 from engine.iceberg.kinds import EXPIRE_PHASES, FILE_KINDS, ExpireKind
 from engine.iceberg.requirements import plan_requirements
+from engine.paimon.requirements import AssertNowReached
 from engine.plan import Action, CleanupPlan, OptionValue, canonical_actions, summarize
 from planner.iceberg.common import relative_to, scope_base
 
@@ -148,7 +149,8 @@ def plan_iceberg_expire(table, *, now_ms: int, options: IcebergExpireOptions) ->
         now_ms=now_ms, options=dict(options.sources),
         scope={**scope_base(table), "expired": expired, "removed_refs": removed_refs,
                "cutoff_ms": options.cutoff_ms(now_ms), "refs": dict(table.refs())},
-        requirements=plan_requirements(table, removed_refs=removed_refs),
+        # a plan as of a later time would expire what Iceberg's rule keeps now
+        requirements=(*plan_requirements(table, removed_refs=removed_refs), AssertNowReached(now_ms)),
         phases=EXPIRE_PHASES, actions=canonical,
         stats={**counts, "summary": summarize(canonical), "warnings": warnings},
     )

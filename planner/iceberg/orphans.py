@@ -24,8 +24,10 @@ from engine.errors import PlanRejected
 from engine.fileio import FileInfo
 from engine.iceberg.kinds import ORPHAN_PHASES, OrphanKind
 from engine.iceberg.requirements import AssertOrphansUnreferenced, plan_requirements
+from engine.paimon.requirements import AssertNowReached
 from engine.plan import Action, CleanupPlan, OptionValue, canonical_actions, summarize
 from planner.iceberg.common import relative_to, scope_base
+from planner.options import ORPHAN_FORCE_BELOW_MS
 
 DEFAULT_OLDER_THAN = "3 d"
 _VERSION = re.compile(r"^(?:v)?(\d+)(?:[-.].*)?\.metadata\.json$")
@@ -36,13 +38,21 @@ class IcebergOrphanOptions:
     older_than: str
     duration_ms: int | None
     at_ms: int | None
+    force: bool
     sources: Mapping[str, OptionValue]
 
     def cutoff_ms(self, now_ms: int) -> int:
-        return self.at_ms if self.at_ms is not None else now_ms - self.duration_ms
+        """The cut-off; one less than an hour back from ``now_ms`` is refused without ``force`` (a writer
+        may not have committed a younger file yet; Iceberg's Spark procedure asks for a day)."""
+        cutoff = self.at_ms if self.at_ms is not None else now_ms - self.duration_ms
+        if now_ms - cutoff < ORPHAN_FORCE_BELOW_MS and not self.force:
+            raise PlanRejected(f"--older-than {self.older_than} is less than 1 h before the plan's now: files a "
+                               f"writer has not committed yet would look orphaned. Use at least 1 h, or add "
+                               f"--force if no writer is running")
+        return cutoff
 
 
-def resolve_orphan_options(table_options: Mapping[str, str], *, older_than: str | None = None,
+def resolve_orphan_options(table_options: Mapping[str, str], *, older_than: str | None = None, force: bool = False,
                            **_) -> IcebergOrphanOptions:
     """``older_than``: a duration back from the plan's now (default ``3 d``, Iceberg's) or an instant."""
     from engine.timeutil import parse_duration_ms, parse_time_ms
@@ -53,8 +63,9 @@ def resolve_orphan_options(table_options: Mapping[str, str], *, older_than: str 
         duration, at = parse_duration_ms(text), None
     else:
         duration, at = None, parse_time_ms(text)
-    return IcebergOrphanOptions(text, duration, at,
-                                {"older_than": OptionValue(text, "default" if older_than is None else "flag")})
+    return IcebergOrphanOptions(text, duration, at, bool(force),
+                                {"older_than": OptionValue(text, "default" if older_than is None else "flag"),
+                                 "force": OptionValue(bool(force), "flag" if force else "default")})
 
 
 def metadata_version(name: str) -> int | None:
@@ -131,7 +142,8 @@ def plan_iceberg_orphans(table, listed: Iterable[FileInfo], *, now_ms: int,
         kind="orphans", format="iceberg", table_location=table.location, table_identity=table.uuid, branch="main",
         now_ms=now_ms, options=dict(options.sources),
         scope={**scope_base(table), "cutoff_ms": cutoff, "refs": dict(table.refs())},
-        requirements=(*plan_requirements(table), AssertOrphansUnreferenced(cutoff)),
+        requirements=(*plan_requirements(table), AssertNowReached(now_ms),
+                      AssertOrphansUnreferenced(cutoff, force=options.force)),
         phases=ORPHAN_PHASES, actions=canonical_list,
         stats={"kept": kept, "used": len(used), "summary": summarize(canonical_list), "warnings": warnings},
     )

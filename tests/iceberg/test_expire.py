@@ -18,10 +18,11 @@ from journal.duckdb_store import DuckDBRecorder
 from planner.iceberg.expire import plan_iceberg_expire, resolve_expire_options
 from tests.iceberg.conftest import files_on_disk, missing, needed_files, rows_by_snapshot, write_history
 
-FAR = 4_000_000_000_000  # 2096: every snapshot is older than any duration back from here
+def plan(view, *, now=None, **flags):
+    """A plan as of now (``older_than='0 s'``: every snapshot written so far is older)."""
+    import time
 
-
-def plan(view, *, now=FAR, **flags):
+    now = int(time.time() * 1000) if now is None else now
     return plan_iceberg_expire(view, now_ms=now, options=resolve_expire_options(view.options, **flags))
 
 
@@ -70,7 +71,7 @@ def test_the_same_snapshots_remain_as_after_pyicebergs_own_expiry_on_a_linear_hi
 
 def test_retain_last_keeps_that_many_ancestors_whatever_their_age(lake, tmp_path):
     t = write_history(lake)
-    p = plan(lake.view(), retain_last=4, older_than="1 d")
+    p = plan(lake.view(), retain_last=4, older_than="0 s")
     kept = set(snapshot_ids(t)) - set(p.scope["expired"])
     assert kept == set(snapshot_ids(t)[-4:])
 
@@ -80,7 +81,7 @@ def test_a_tagged_snapshot_and_what_it_reads_survive(lake, tmp_path):
     first = snapshot_ids(t)[0]
     t.manage_snapshots().create_tag(first, "v1").commit()
     rows = rows_by_snapshot(lake.table())[first]
-    p = plan(lake.view(), older_than="1 d")
+    p = plan(lake.view(), older_than="0 s")
     assert first not in p.scope["expired"] and p.scope["expired"]
     assert apply(p, tmp_path).whole
     after = lake.table()
@@ -94,7 +95,7 @@ def test_a_branch_keeps_its_min_snapshots_to_keep_and_an_aged_tag_is_removed(lak
     t.manage_snapshots().create_branch(ids[4], "b", min_snapshots_to_keep=3).commit()
     t = lake.table()
     t.manage_snapshots().create_tag(ids[1], "old", max_ref_age_ms=1).commit()
-    p = plan(lake.view(), older_than="1 d")
+    p = plan(lake.view(), older_than="0 s")
     assert p.scope["removed_refs"] == ["old"]
     assert set(ids[2:5]).isdisjoint(p.scope["expired"]) and {ids[0], ids[1]} <= set(p.scope["expired"])
     assert apply(p, tmp_path).whole
@@ -105,7 +106,7 @@ def test_a_branch_keeps_its_min_snapshots_to_keep_and_an_aged_tag_is_removed(lak
 
 def test_a_tag_created_between_plan_and_apply_refuses_the_plan_before_anything_changes(lake, tmp_path):
     t = write_history(lake)
-    p = plan(lake.view(), older_than="1 d")
+    p = plan(lake.view(), older_than="0 s")
     victim = p.scope["expired"][0]
     t.manage_snapshots().create_tag(victim, "late").commit()
     on_disk = files_on_disk(lake.table())
@@ -117,7 +118,7 @@ def test_a_tag_created_between_plan_and_apply_refuses_the_plan_before_anything_c
 
 def test_an_append_between_plan_and_apply_refuses_the_plan(lake, tmp_path):
     t = write_history(lake)
-    p = plan(lake.view(), older_than="1 d")
+    p = plan(lake.view(), older_than="0 s")
     from tests.iceberg.conftest import batch
 
     n = len(t.metadata.snapshots)
@@ -136,7 +137,7 @@ def _edited(p: CleanupPlan, extra: list[Action], **scope) -> CleanupPlan:
 
 def test_an_edited_plan_naming_a_live_data_file_is_refused_before_the_commit(lake, tmp_path):
     t = write_history(lake)
-    p = plan(lake.view(), older_than="1 d")
+    p = plan(lake.view(), older_than="0 s")
     head = t.current_snapshot()
     live = next(e.data_file.file_path for m in head.manifests(t.io) for e in m.fetch_manifest_entry(t.io))
     rel = canonical(live)[len(p.table_location) + 1:]
@@ -148,7 +149,7 @@ def test_an_edited_plan_naming_a_live_data_file_is_refused_before_the_commit(lak
 
 def test_an_edited_plan_expiring_the_current_snapshot_is_refused(lake, tmp_path):
     t = write_history(lake)
-    p = plan(lake.view(), older_than="1 d")
+    p = plan(lake.view(), older_than="0 s")
     head = t.current_snapshot()
     bad = _edited(p, [Action(ExpireKind.EXPIRE_SNAPSHOT, canonical(head.manifest_list)[len(p.table_location) + 1:],
                              snapshot_id=head.snapshot_id)],
@@ -160,7 +161,7 @@ def test_an_edited_plan_expiring_the_current_snapshot_is_refused(lake, tmp_path)
 
 def test_an_edited_plan_removing_main_is_refused(lake, tmp_path):
     write_history(lake)
-    p = plan(lake.view(), older_than="1 d")
+    p = plan(lake.view(), older_than="0 s")
     with pytest.raises(PlanRejected, match="'main'"):
         apply(_edited(p, [], removed_refs=["main"]), tmp_path)
     assert "main" in lake.table().metadata.refs
@@ -168,7 +169,7 @@ def test_an_edited_plan_removing_main_is_refused(lake, tmp_path):
 
 def test_a_crash_after_the_commit_resumes_without_committing_twice(lake, tmp_path, monkeypatch):
     t = write_history(lake)
-    p = plan(lake.view(), older_than="1 d")
+    p = plan(lake.view(), older_than="0 s")
     n_meta = len(t.metadata.metadata_log)
     view = lake.view()
     committer = IcebergCommitter(p)
@@ -186,7 +187,7 @@ def test_a_crash_after_the_commit_resumes_without_committing_twice(lake, tmp_pat
 
 def test_a_concurrent_commit_that_changes_no_ref_is_kept_beside_the_expiry(lake, tmp_path):
     write_history(lake)
-    p = plan(lake.view(), older_than="1 d")
+    p = plan(lake.view(), older_than="0 s")
     view = lake.view()  # read before the concurrent commit
     lake.table().transaction().set_properties({"owner": "someone"}).commit_transaction()
     committer = IcebergCommitter(p)
@@ -200,7 +201,7 @@ def test_a_commit_the_catalog_refuses_is_retried_with_backoff_after_the_plan_is_
     from pyiceberg.exceptions import CommitFailedException
 
     write_history(lake)
-    p = plan(lake.view(), older_than="1 d")
+    p = plan(lake.view(), older_than="0 s")
     view = lake.view()
     real = type(view.catalog).commit_table
     calls = []
@@ -224,7 +225,7 @@ def test_retries_stop_at_max_commit_retries_and_nothing_is_committed(lake, monke
     from pyiceberg.exceptions import CommitFailedException
 
     write_history(lake)
-    p = plan(lake.view(), older_than="1 d", max_commit_retries=2)
+    p = plan(lake.view(), older_than="0 s", max_commit_retries=2)
     view = lake.view()
 
     def always_lose(catalog, *args, **kwargs):
@@ -240,7 +241,7 @@ def test_retries_stop_at_max_commit_retries_and_nothing_is_committed(lake, monke
 
 def test_a_tag_created_after_apply_read_the_table_is_seen_before_the_commit(lake, tmp_path):
     t = write_history(lake)
-    p = plan(lake.view(), older_than="1 d")
+    p = plan(lake.view(), older_than="0 s")
     view = lake.view()
     t.manage_snapshots().create_tag(p.scope["expired"][0], "late").commit()
     committer = IcebergCommitter(p, sleep=lambda s: None)
@@ -270,12 +271,12 @@ def test_backoff_doubles_from_50_ms_up_to_5_s():
 def test_gc_disabled_tables_are_refused(lake):
     write_history(lake, properties={"gc.enabled": "false"})
     with pytest.raises(PlanRejected, match="gc.enabled=false"):
-        plan(lake.view(), older_than="1 d")
+        plan(lake.view(), older_than="0 s")
 
 
 def test_a_dry_run_changes_nothing_and_a_second_apply_changes_nothing(lake, tmp_path):
     write_history(lake)
-    p = plan(lake.view(), older_than="1 d")
+    p = plan(lake.view(), older_than="0 s")
     before = files_on_disk(lake.table())
     dry = dry_run_plan(p, executor=DriverExecutor())
     assert dry.state == "DRY_RUN" and files_on_disk(lake.table()) == before
@@ -289,7 +290,7 @@ def test_resume_finishes_a_plan_whose_deletes_failed(lake, tmp_path):
     from tests.support.faulty_fileio import FaultyFileIO
 
     write_history(lake)
-    p = plan(lake.view(), older_than="1 d")
+    p = plan(lake.view(), older_than="0 s")
     assert any(a.kind is ExpireKind.MANIFEST for a in p.actions)
     state = tmp_path / "faults"
     state.mkdir()
@@ -308,7 +309,7 @@ def test_a_commit_that_keeps_failing_stops_the_apply_before_any_file_is_deleted(
     from pyiceberg.exceptions import CommitFailedException
 
     write_history(lake)
-    p = plan(lake.view(), older_than="1 d", max_commit_retries=1)
+    p = plan(lake.view(), older_than="0 s", max_commit_retries=1)
     before = files_on_disk(lake.table())
     monkeypatch.setattr("engine.iceberg.commit.time.sleep", lambda s: None)
 
@@ -339,8 +340,18 @@ def test_planning_tells_its_observer_every_manifest_list_and_manifest_it_reads_o
 
     t = write_history(lake)
     seen = Seen()
-    plan(IcebergTable(CATALOG, "ns.t", on_read=seen), older_than="1 d")
+    plan(IcebergTable(CATALOG, "ns.t", on_read=seen), older_than="0 s")
     lists = [p for w, p in seen.reads if w == "manifest list"]
     manifests = [p for w, p in seen.reads if w == "manifest"]
     assert len(lists) == len(set(lists)) == len(t.metadata.snapshots)
     assert len(manifests) == len(set(manifests)) == len(seen.names) > 0
+
+
+def test_a_plan_made_as_of_a_later_time_is_refused(lake, tmp_path):
+    import time
+
+    write_history(lake)
+    p = plan(lake.view(), now=int(time.time() * 1000) + 3_600_000, older_than="0 s")
+    with pytest.raises(StalePlan, match="after the current time"):
+        apply(p, tmp_path)
+    assert len(lake.table().metadata.snapshots) == 12

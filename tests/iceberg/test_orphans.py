@@ -188,7 +188,26 @@ def test_the_cli_plans_shows_applies_and_journals_iceberg_orphans(lake, tmp_path
     r = runner.invoke(app, ["apply", out, "--journal", journal, "--master", "local[1]", "-o", "json"])
     assert r.exit_code == 0, r.output
     assert json.loads(r.stdout)["counts"]["DELETED"] == 1 and not os.path.exists(a)
-    r = runner.invoke(app, ["plan", "orphans", "ns.t", "--catalog", CATALOG, "--out", out, "--force"])
-    assert r.exit_code == 1 and "--force is an option of Paimon tables" in r.output
+    r = runner.invoke(app, ["plan", "orphans", "ns.t", "--catalog", CATALOG, "--out", out, "--empty-dirs"])
+    assert r.exit_code == 1 and "--empty-dirs is an option of Paimon tables" in r.output
+    r = runner.invoke(app, ["plan", "orphans", "ns.t", "--catalog", CATALOG, "--out", out, "--older-than", "10 min"])
+    assert r.exit_code == 1 and "less than 1 h before the plan's now" in " ".join(r.output.split())
     r = runner.invoke(app, ["plan", "orphans", str(tmp_path), "--out", out, "--orphan-older-than-hours", "3"])
     assert r.exit_code == 1 and "--orphan-older-than-hours is an option of Iceberg tables" in r.output
+
+
+def test_an_edited_cut_off_less_than_an_hour_ago_is_refused_at_apply(lake, tmp_path):
+    import dataclasses
+
+    from engine.iceberg.requirements import AssertOrphansUnreferenced
+
+    t = write_history(lake)
+    a = stray(t, "data/a.parquet")
+    p = plan(lake.view())
+    reqs = tuple(dataclasses.replace(r, older_than_ms=_now()) if isinstance(r, AssertOrphansUnreferenced) else r
+                 for r in p.requirements)
+    edited = _edited(p, [])
+    edited = dataclasses.replace(edited, requirements=reqs)
+    with pytest.raises(StalePlan, match="less than 1 h ago"):
+        apply(edited, tmp_path)
+    assert os.path.exists(a)

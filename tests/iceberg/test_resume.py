@@ -8,6 +8,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -19,7 +20,6 @@ from planner.iceberg.rewrite_manifests import plan_rewrite_manifests, resolve_re
 from tests.applier.conftest import REPO
 from tests.iceberg.conftest import files_on_disk, missing, needed_files, rows_by_snapshot, write_history
 
-FAR = 4_000_000_000_000
 
 
 def killed_apply(plan, tmp_path, crash: str) -> str:
@@ -38,7 +38,8 @@ def killed_apply(plan, tmp_path, crash: str) -> str:
 def test_a_killed_expiry_resumes_without_a_second_commit(lake, tmp_path, crash):
     t = write_history(lake)
     view = lake.view()
-    p = plan_iceberg_expire(view, now_ms=FAR, options=resolve_expire_options(view.options, older_than="1 d"))
+    p = plan_iceberg_expire(view, now_ms=int(time.time() * 1000),
+                            options=resolve_expire_options(view.options, older_than="0 s"))
     crash = crash.replace("LAST_COMMIT_PLUS_1", str(len(p.scope["expired"]) + 1))
     before = rows_by_snapshot(t)
     n_log = len(t.metadata.metadata_log)
