@@ -162,10 +162,10 @@ def test_packing_splits_largest_first_and_folds_runts_where_they_fit():
     # [120, 50] has 2 < 3 files: 120 fits nowhere, the first 50 fits only the last bin
     sizes = [50, 50, 50, 50, 120, 40, 40, 40, 10]
     assert pack(sizes, target_bytes=200, min_input_files=3) == [[1, 2, 3, 5], [6, 7, 8, 0]]
-    # best fit: next-fit gives [86] [66] [54, 41] [40, 35] [31, 29, 24, 13] [4]; 86 and 66 fit nowhere, the
-    # runt 4 fits [54, 41] (room 1 left) and [40, 35] (room 21): it goes where the least room is left
-    sizes = [66, 31, 86, 41, 29, 40, 13, 35, 24, 4, 54]
-    assert pack(sizes, target_bytes=100, min_input_files=2) == [[10, 3, 9], [5, 7], [1, 4, 8, 6]]
+    # best fit: next-fit gives [64] [44, 31] [27, 26, 25] [25, 24, 21, 21] [17]; 64 fits nowhere, the runt 17
+    # fits [44, 31] (8 left) and [27, 26, 25] (5 left): it goes where the least room is left, not the first
+    sizes = [21, 64, 21, 24, 26, 25, 31, 44, 27, 17, 25]
+    assert pack(sizes, target_bytes=100, min_input_files=2) == [[7, 6], [8, 4, 5, 9], [10, 3, 0, 2]]
     assert pack([10] * 4, target_bytes=100, min_input_files=5) == []
     assert pack([10] * 5, target_bytes=50, min_input_files=5) == [[0, 1, 2, 3, 4]]
 
@@ -306,6 +306,48 @@ def test_equality_deletes_apply_only_to_older_files_of_their_partition(tmp_path)
     assert scope.dropped_delete_manifests == tuple(m.path for m in scope.delete_manifests)
     # with the eu partition below the threshold nothing is compacted
     assert plan(view, min_input_files=3).skipped == NO_ELIGIBLE_FILES
+
+
+def upsert(table, rows: pa.Table, deleted_ids: list[int], region: str) -> None:
+    """One commit adding a data file and an equality delete on ``id`` in ``region`` (a row delta, as an upsert
+    writes it): the delete and the data file share a data sequence number."""
+    from pyiceberg.io.pyarrow import _dataframe_to_data_files
+
+    eu = next(e.data_file for m in table.current_snapshot().manifests(table.io)
+              for e in m.fetch_manifest_entry(table.io) if e.data_file.partition[0] == region)
+    delete_file = iceberg_files.write_equality_delete_file(
+        table, partition=eu.partition, spec_id=eu.spec_id, rows=[{"id": i} for i in deleted_ids])
+    with table.transaction() as tx:
+        producer = iceberg_files._AddDeleteFiles(tx, table.io, [delete_file], "main", {})
+        for data_file in _dataframe_to_data_files(tx.table_metadata, rows, table.io):
+            producer.append_data_file(data_file)
+        producer.commit()
+
+
+def test_an_equality_delete_spares_rows_its_own_commit_added(lake):
+    t = lake.catalog.create_table("ns.t", schema=SCHEMA, partition_spec=SPEC)
+    append(t, [1, 4], "eu")
+    append(t, [7, 10], "eu")
+    padding = list(range(1000, 6000))
+    upsert(t, pa.table({"id": pa.array([4, 7] + padding, pa.int64()), "region": ["eu"] * 5002}), [4, 7], "eu")
+    t = lake.table()
+    current = t.current_snapshot().snapshot_id
+    expected = collections.Counter([(1, "eu"), (10, "eu"), (4, "eu"), (7, "eu")] + [(i, "eu") for i in padding])
+    assert iceberg_files.rows_from_files(t, current) == expected
+    files = manifest_order(t)
+    big = max(size for _, size, _ in files)
+    view = lake.view()
+    # every file in one bin: 4 and 7 of the two older files go, those the upsert wrote stay
+    [b] = plan(view, min_input_files=2).bins
+    assert len(b.inputs) == 3 and len(b.equality_deletes) == 1
+    merged = merge(view, b)
+    assert rows_of_output(merged) == expected and merged.equality_deleted == 2
+    # the upsert's file is too big to compact: the delete applies only to the two compacted files, so it goes
+    scope = plan(view, target_bytes=big, min_input_files=2)
+    [b] = scope.bins
+    assert len(b.inputs) == 2 and all(f.size < big for f in b.inputs)
+    assert scope.dropped_delete_manifests == tuple(m.path for m in scope.delete_manifests) != ()
+    assert rows_of_output(merge(view, b)) == collections.Counter([(1, "eu"), (10, "eu")])
 
 
 def write_position_deletes(table, data_file_partition, spec_id, named: list[tuple[str, int]]) -> DataFile:
