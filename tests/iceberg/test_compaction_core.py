@@ -5,6 +5,8 @@ sequence-number rules, and merged outputs holding exactly the rows pyiceberg's s
 from __future__ import annotations
 
 import collections
+import dataclasses
+import os
 import pickle
 import uuid
 
@@ -18,7 +20,7 @@ from pyiceberg.schema import Schema
 from pyiceberg.transforms import IdentityTransform
 from pyiceberg.types import StringType
 
-from engine.errors import PlanRejected
+from engine.errors import CorruptMetadata, MetadataNotFound, PlanRejected
 from engine.iceberg.compaction import (
     DELETES_NOT_APPLIED,
     NO_CURRENT_SNAPSHOT,
@@ -348,6 +350,44 @@ def test_an_equality_delete_spares_rows_its_own_commit_added(lake):
     assert len(b.inputs) == 2 and all(f.size < big for f in b.inputs)
     assert scope.dropped_delete_manifests == tuple(m.path for m in scope.delete_manifests) != ()
     assert rows_of_output(merge(view, b)) == collections.Counter([(1, "eu"), (10, "eu")])
+
+
+def test_a_position_delete_applies_to_a_file_its_own_commit_added(lake):
+    from pyiceberg.io.pyarrow import _dataframe_to_data_files
+
+    t = lake.catalog.create_table("ns.t", schema=SCHEMA, partition_spec=SPEC)
+    append(t, [1, 4], "eu")
+    t = lake.table()
+    with t.transaction() as tx:
+        [new] = _dataframe_to_data_files(
+            tx.table_metadata, pa.table({"id": pa.array([7, 10, 13], pa.int64()), "region": ["eu"] * 3}), t.io)
+        new.spec_id = 0  # from_args drops it
+        delete_file = iceberg_files.write_position_delete_file(t, new, [1])  # id 10, in the same commit
+        producer = iceberg_files._AddDeleteFiles(tx, t.io, [delete_file], "main", {})
+        producer.append_data_file(new)
+        producer.commit()
+    t = lake.table()
+    [b] = plan(lake.view(), min_input_files=2).bins
+    assert [f.sequence_number for f in b.inputs] == [2, 1] and b.position_deletes[0].sequence_number == 2
+    merged = merge(lake.view(), b)
+    assert rows_of_output(merged) == collections.Counter([(1, "eu"), (4, "eu"), (7, "eu"), (13, "eu")])
+    assert rows_of_output(merged) == scanned_rows(t, [f.path for f in b.inputs])
+
+
+def test_a_data_file_unlike_its_manifest_or_missing_is_refused(lake):
+    t = lake.catalog.create_table("ns.t", schema=SCHEMA)
+    for i in range(5):
+        append(t, [i])
+    view = lake.view()
+    [b] = plan(view).bins
+    wrong = dataclasses.replace(b, inputs=(dataclasses.replace(b.inputs[0], record_count=2), *b.inputs[1:]))
+    with pytest.raises(CorruptMetadata, match="the manifest says 2 rows, the file has 1"):
+        merge(view, wrong)
+    gone = dataclasses.replace(b, inputs=(dataclasses.replace(b.inputs[0], path=b.inputs[0].path + ".gone"),))
+    with pytest.raises(MetadataNotFound, match=r"\.gone: data file not found"):
+        merge(view, gone)
+    assert not os.path.exists(canonical(output_location(view.metadata.location, {}, partition="", plan_id="p0",
+                                                        bin_index=0)))
 
 
 def write_position_deletes(table, data_file_partition, spec_id, named: list[tuple[str, int]]) -> DataFile:
