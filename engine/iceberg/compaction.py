@@ -52,9 +52,10 @@ The rules, and where they come from:
   existing delete's (a new snapshot's, by inheritance), so no delete applies to them twice.
 
 Reading: the manifest list and manifests are read through pyiceberg with the view's ``io`` (the view's
-own ``FileRef`` lacks record counts, sequence numbers and partition records); position delete files are
-read (their ``file_path`` column only) through the view's lakesweep ``fileio`` to know which data files
-they name. Anything that cannot be read raises with its path; nothing is guessed.
+own ``FileRef`` lacks record counts, sequence numbers and partition records); the position delete files
+of partitions that a bin compacts are read (their ``file_path`` column only) through the view's lakesweep
+``fileio`` to know which data files they name (a position delete elsewhere cannot be consumed, so its
+manifest is carried over unread). Anything that cannot be read raises with its path; nothing is guessed.
 """
 
 from __future__ import annotations
@@ -299,20 +300,32 @@ def plan_bins(table_view, *, target_bytes: int, min_input_files: int, apply_dele
         if e.file_format.lower() != "parquet":
             raise UnsupportedTable(f"delete file {e.file.location} is {e.file_format}; lakesweep's compaction "
                                    f"applies Parquet position and equality deletes only")
-    references = {e.file.path: _referenced_paths(table_view, e.file) for e in deletes
-                  if e.content == _POSITION_DELETES}
+    binned = {group_key for group_key, _ in packed}
+    by_partition: dict[tuple, list[_Entry]] = {}
+    for f in data:
+        by_partition.setdefault((f.spec_id, f.key), []).append(f)
+    references: dict[str, frozenset[str]] = {}
 
-    def applies(d: _Entry, f: _Entry) -> bool:
+    def targets(d: _Entry) -> list[_Entry]:
+        """The live data files ``d`` applies to (Iceberg spec, "Scan Planning")."""
         if d.content == _POSITION_DELETES:
-            return ((d.spec_id, d.key) == (f.spec_id, f.key) and f.file.path in references[d.file.path]
-                    and f.file.sequence_number <= d.file.sequence_number)
-        in_scope = specs[d.spec_id].is_unpartitioned() or (d.spec_id, d.key) == (f.spec_id, f.key)
-        return in_scope and f.file.sequence_number < d.file.sequence_number
+            if (d.spec_id, d.key) not in binned:
+                return []  # read only where a bin may need it; its manifest is carried over either way
+            if d.file.path not in references:
+                references[d.file.path] = _referenced_paths(table_view, d.file)
+            named = references[d.file.path]
+            return [f for f in by_partition.get((d.spec_id, d.key), ())
+                    if f.file.path in named and f.file.sequence_number <= d.file.sequence_number]
+        scope = data if specs[d.spec_id].is_unpartitioned() else by_partition.get((d.spec_id, d.key), ())
+        return [f for f in scope if f.file.sequence_number < d.file.sequence_number]
 
+    applies_to = {d.file.path: {f.file.path for f in targets(d)} for d in deletes}
+    compacted = {f.file.path for _, members in packed for f in members}
     bins = []
     for index, ((spec_id, _), members) in enumerate(packed):
         first = members[0]
-        found = [d for d in deletes if any(applies(d, f) for f in members)]
+        paths = {f.file.path for f in members}
+        found = [d for d in deletes if applies_to[d.file.path] & paths]
         bins.append(CompactionBin(
             index=index, spec_id=spec_id, partition=_partition_path(specs, schema, first),
             partition_values=first.partition_values, identity_values=_identity_values(specs[spec_id], first),
@@ -320,11 +333,8 @@ def plan_bins(table_view, *, target_bytes: int, min_input_files: int, apply_dele
             position_deletes=tuple(_delete_ref(d) for d in found if d.content == _POSITION_DELETES),
             equality_deletes=tuple(_delete_ref(d) for d in found if d.content == _EQUALITY_DELETES)))
 
-    compacted = {f.file.path for _, members in packed for f in members}
-
     def consumed(d: _Entry) -> bool:
-        targets = [f.file.path for f in data if applies(d, f)]
-        return bool(targets) and all(p in compacted for p in targets)
+        return bool(applies_to[d.file.path]) and applies_to[d.file.path] <= compacted
 
     fates = []
     for m in delete_manifests:
