@@ -32,7 +32,10 @@ from engine.iceberg.compaction import (
 from engine.iceberg.compaction_merge import merge_bin, output_location
 from engine.iceberg.table import IcebergTable, canonical
 from tests.iceberg.conftest import SCHEMA, SPEC
+from tests.iceberg.test_seaweedfs import BUCKET, history, mini, sw  # noqa: F401 (mini, sw: fixtures)
+from tests.iceberg.test_seaweedfs import CATALOG as SEAWEED_CATALOG
 from tests.support import iceberg_files, iceberg_tables
+from tests.support.seaweed_iceberg import run_iceberg_maintenance
 
 MB = 1024 * 1024
 
@@ -466,3 +469,38 @@ def test_delete_manifests_with_apply_deletes_off_skip_the_table(tmp_path):
 def test_schema_pickles_for_executors():
     schema = Schema(*SCHEMA.fields)
     assert pickle.loads(pickle.dumps(schema)) == schema
+
+
+# ---- on S3, beside SeaweedFS's worker -----------------------------------------------------------------
+
+
+def test_on_s3_the_bins_are_those_seaweedfs_worker_compacts_and_the_rows_the_same(mini, sw):
+    """The same writes to two tables on SeaweedFS's REST catalog over S3; its worker compacts one
+    (target_file_size_mb 1, min_input_files 5), lakesweep plans and merges the other through its S3 FileIO."""
+    theirs, ours = history(sw, "ctheirs"), history(sw, "cours")
+    job = run_iceberg_maintenance(mini, operations="compact", config={"target_file_size_mb": 1, "min_input_files": 5},
+                                  bucket=BUCKET, namespace="ctheirs", table="t")
+    assert job.succeeded, job
+    view = IcebergTable(SEAWEED_CATALOG, "cours.t")
+    assert view.fileio.scheme == "s3"
+    scope = plan(view, target_bytes=MB, min_input_files=5)
+    merged_files = sum(len(b.inputs) for b in scope.bins)
+    assert job.messages["compact"] == (
+        f"compacted {merged_files} files into {len(scope.bins)} (across {len(scope.bins)} bins)")
+    assert [b.partition for b in scope.bins] == ["region=ap", "region=eu"]
+    theirs = sw.load_table("ctheirs.t")
+    added = collections.Counter()
+    for m in theirs.current_snapshot().manifests(theirs.io):
+        for e in m.fetch_manifest_entry(theirs.io):
+            if e.status == 1 and e.snapshot_id == theirs.current_snapshot().snapshot_id:
+                added[e.data_file.partition[0]] += e.data_file.record_count
+    outputs = {}
+    for b in scope.bins:
+        merged = merge(view, b, plan_id="s3")
+        assert merged.location.startswith("s3://lake/cours/t/data/region=")
+        with view.fileio.open_input(canonical(merged.location)) as stream:
+            arrow = pq.ParquetFile(stream).read()
+        rows = collections.Counter(tuple(r.values()) for r in arrow.to_pylist())
+        assert rows == scanned_rows(ours, [f.path for f in b.inputs])
+        outputs[b.partition_values[0]] = merged.record_count
+    assert outputs == dict(added)
