@@ -231,6 +231,24 @@ def test_an_added_column_reads_as_null_in_the_merged_rows_of_older_files(lake):
     assert rows[(0, "us", None)] == 1 and rows[(4, "us", "n4")] == 1
 
 
+def test_files_without_field_ids_are_read_through_the_name_mapping_add_files_sets(lake):
+    t = lake.catalog.create_table("ns.t", schema=SCHEMA)
+    root = canonical(t.metadata.location)
+    paths = []
+    for i in range(5):  # written outside Iceberg: no field ids, the columns in another order
+        path = f"{root}/imported/part-{i}.parquet"
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        pq.write_table(pa.table({"region": ["eu", "ap"], "id": pa.array([2 * i, 2 * i + 1], pa.int64())}), path)
+        paths.append(f"file://{path}")
+    t.add_files(paths)
+    t = lake.table()
+    assert "schema.name-mapping.default" in t.properties
+    [b] = plan(lake.view()).bins
+    merged = merge(lake.view(), b)
+    assert rows_of_output(merged) == scanned_rows(t, [f.path for f in b.inputs])
+    assert rows_of_output(merged)[(3, "ap")] == 1 and merged.record_count == 10
+
+
 # ---- the merged file ----------------------------------------------------------------------------------
 
 
