@@ -44,7 +44,7 @@ from engine.iceberg.table import canonical
 _POSITION_DELETES, _EQUALITY_DELETES = 1, 2
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class MergedFile:
     """The output of one bin: its location (as the table spells locations), rows and bytes, and the column
     statistics pyiceberg puts in a ``DataFile`` (``column_sizes``, ``value_counts``, ``null_value_counts``,
