@@ -1,0 +1,439 @@
+"""Iceberg data-file compaction, its core: which small data files merge into which output (the bins), and
+which delete files each bin must apply (``plan_bins``); merging one bin is ``compaction_merge.merge_bin``.
+
+The rules, and where they come from:
+
+* **Candidates** (SeaweedFS ``weed/worker/tasks/iceberg/compact.go``, ``buildCompactionBins``): the live
+  (ADDED or EXISTING) entries of the current snapshot's data manifests whose file is Parquet (any case,
+  as DuckDB writes ``parquet``) and strictly smaller than the target size. They are grouped by partition
+  spec id *and* partition value, so files of different specs never share a bin; within a group they
+  keep manifest-list order, then entry order.
+* **Thresholds**: ``min_input_files`` (default 5) is the fewest files a bin may have; SeaweedFS raises
+  anything below 2 to 2 (``buildCompactionBins``), lakesweep refuses it. ``target_bytes`` defaults to
+  256 MiB (``target_file_size_mb`` times 1024 * 1024, ``config.go``); the table property
+  ``write.target-file-size-bytes``, when a positive integer, overrides it, as SeaweedFS's
+  ``resolveTableConfig`` does with its default ``table_properties_override=true``
+  (``table_config.go``); see ``target_file_size``.
+* **Bins** (``buildCompactionBins`` and ``splitOversizedBin``): a group with fewer than
+  ``min_input_files`` files is left alone. A group whose total size is at most the target is one bin.
+  A larger group is split: its files sorted largest first (lakesweep's sort is stable, so equal sizes
+  keep manifest order; Go's ``sort.Slice`` leaves their order unspecified), then packed next-fit: a new
+  sub-bin starts when the current one is not empty and the next file would take it past the target.
+  Sub-bins with at least ``min_input_files`` files are kept; the files of the others are placed one by
+  one, best-fit, into the kept sub-bin with the least room left that still holds them within the
+  target (the first such on a tie); a file that fits nowhere is left alone. Bins are ordered by spec id,
+  then partition (its path text), sub-bins in packing order; a bin's index is its place in that order.
+
+  The seed's example (20 files of 30 MB, target 256 MB) gives, by this rule: files 1-8 (240 MB),
+  files 9-16 (240 MB), and files 17-20 left alone (4 files, below ``min_input_files`` 5, and none fits
+  in a kept bin: 240 + 30 > 256). The seed's prose ("files 9-15", "16-20 left alone if fewer than
+  min_input_files") does not follow from any rule in ``compact.go``: five files are not fewer than
+  five, and a bin of files 9-15 (210 MB) would still have room for file 16. lakesweep follows the code.
+* **Skips**, with SeaweedFS's messages: ``no current snapshot``; any delete manifest in the current
+  snapshot while ``apply_deletes`` is off: ``compaction skipped: delete manifests present and
+  apply_deletes is disabled``; no bin: ``no files eligible for compaction``.
+* **Which deletes apply** (Iceberg spec, ``format/spec.md``, "Scan Planning"): a *position* delete
+  file applies to a data file whose path equals a ``file_path`` in it, whose data sequence number is
+  *less than or equal to* the delete's, and whose partition (spec id and values) equals the delete's;
+  an *equality* delete file applies to a data file whose data sequence number is *strictly less* than
+  the delete's and whose partition equals the delete's, or to every partition when the delete's spec is
+  unpartitioned. SeaweedFS applies every delete of the snapshot to every bin, whatever its partition
+  and sequence number; that would drop a row re-added after an equality delete, so lakesweep follows
+  the spec. Paths are compared after ``resolve_location``: ``file:///x`` is ``/x``, ``s3a://`` is
+  ``s3://``, and a relative path is relative to the table location (SeaweedFS's
+  ``normalizeIcebergPath``, ``filer_io.go``, for references written relative to the table).
+  Deletion vectors (Puffin) and delete files in another format than Parquet are refused.
+* **Delete manifests after the commit**: SeaweedFS drops them all when every data file of the table
+  was compacted and carries them all otherwise. lakesweep decides per manifest, as the issue asks: a
+  delete manifest is dropped when each of its live delete files applies (by the rules above) to at
+  least one data file and only to data files that a bin compacts; otherwise it is carried over. A
+  manifest with no live entry is carried over. Carrying a delete over is always safe: the merged files
+  no longer have the old paths, and they must be committed with a data sequence number above every
+  existing delete's (a new snapshot's, by inheritance), so no delete applies to them twice.
+
+Reading: the manifest list and manifests are read through pyiceberg with the view's ``io`` (the view's
+own ``FileRef`` lacks record counts, sequence numbers and partition records); the position delete files
+of partitions that a bin compacts are read (their ``file_path`` column only) through the view's lakesweep
+``fileio`` to know which data files they name (a position delete elsewhere cannot be consumed, so its
+manifest is carried over unread). Anything that cannot be read raises with its path; nothing is guessed.
+"""
+
+from __future__ import annotations
+
+import math
+import struct
+from dataclasses import dataclass
+from typing import Mapping, Sequence
+
+from engine.errors import CorruptMetadata, MetadataNotFound, PlanRejected, StorageError, UnsupportedTable
+from engine.fileio import join
+from engine.iceberg.table import canonical
+
+DEFAULT_TARGET_FILE_SIZE_MB = 256
+DEFAULT_MIN_INPUT_FILES = 5
+BYTES_PER_MB = 1024 * 1024
+TARGET_FILE_SIZE_PROPERTY = "write.target-file-size-bytes"
+
+NO_CURRENT_SNAPSHOT = "no current snapshot"
+NO_ELIGIBLE_FILES = "no files eligible for compaction"
+DELETES_NOT_APPLIED = "compaction skipped: delete manifests present and apply_deletes is disabled"
+
+_DATA, _POSITION_DELETES, _EQUALITY_DELETES = 0, 1, 2
+_DELETED = 2  # manifest entry status
+
+
+# ---- values -------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class InputFile:
+    """A data file a bin merges: its location as the manifest spells it, its canonical path, size, record
+    count, and the entry's snapshot id and data / file sequence numbers."""
+
+    location: str
+    path: str
+    size: int
+    record_count: int
+    sequence_number: int
+    file_sequence_number: int | None
+    snapshot_id: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class DeleteRef:
+    """A live delete file: position (content 1) or equality (content 2), with its data sequence number, its
+    equality field ids, and the delete manifest that lists it."""
+
+    location: str
+    path: str
+    content: int
+    sequence_number: int
+    equality_ids: tuple[int, ...]
+    size: int
+    record_count: int
+    manifest: str
+
+
+@dataclass(frozen=True, slots=True)
+class CompactionBin:
+    """Files of one spec and partition that merge into one output. ``partition`` is the partition's path
+    text (``region=us/dt=2024-01-01``, empty when unpartitioned), ``partition_values`` the partition
+    record's values as the manifests hold them, ``identity_values`` the value of each identity-partitioned
+    source field (by field id) for files that lack that column. The deletes are those that apply to at
+    least one input; ``merge_bin`` applies each only to the inputs the sequence-number rules allow."""
+
+    index: int
+    spec_id: int
+    partition: str
+    partition_values: tuple
+    identity_values: tuple[tuple[int, object], ...]
+    inputs: tuple[InputFile, ...]
+    position_deletes: tuple[DeleteRef, ...]
+    equality_deletes: tuple[DeleteRef, ...]
+
+    @property
+    def total_size(self) -> int:
+        return sum(f.size for f in self.inputs)
+
+    @property
+    def record_count(self) -> int:
+        return sum(f.record_count for f in self.inputs)
+
+
+@dataclass(frozen=True, slots=True)
+class DeleteManifestFate:
+    """A delete manifest of the current snapshot and whether the compaction's snapshot drops it."""
+
+    path: str
+    live_files: int
+    dropped: bool
+
+
+@dataclass(frozen=True, slots=True)
+class CompactionScope:
+    """What ``plan_bins`` found: the bins (empty when ``skipped`` says why), and each delete manifest's fate."""
+
+    snapshot_id: int | None
+    sequence_number: int | None
+    schema_id: int | None
+    target_bytes: int
+    min_input_files: int
+    apply_deletes: bool
+    bins: tuple[CompactionBin, ...]
+    delete_manifests: tuple[DeleteManifestFate, ...]
+    skipped: str | None
+    data_files: int = 0
+    small_files: int = 0
+
+    @property
+    def dropped_delete_manifests(self) -> tuple[str, ...]:
+        return tuple(m.path for m in self.delete_manifests if m.dropped)
+
+    @property
+    def carried_delete_manifests(self) -> tuple[str, ...]:
+        return tuple(m.path for m in self.delete_manifests if not m.dropped)
+
+
+# ---- options ------------------------------------------------------------------------------------------
+
+
+def target_file_size(properties: Mapping[str, str], target_file_size_mb: int | None = None) -> tuple[int, str]:
+    """The target size in bytes and where it came from (``table-property``, ``flag``, ``default``).
+
+    As SeaweedFS's ``resolveTableConfig`` (default ``table_properties_override=true``): the table's
+    ``write.target-file-size-bytes`` wins when it is a positive integer (anything else is ignored, as
+    its ``propInt64`` ignores it), then ``target_file_size_mb`` * 1 MiB, then 256 MiB.
+    """
+    raw = properties.get(TARGET_FILE_SIZE_PROPERTY)
+    if raw is not None:
+        try:
+            value = int(str(raw).strip())
+        except ValueError:
+            value = 0
+        if value > 0:
+            return value, "table-property"
+    if target_file_size_mb is not None:
+        if target_file_size_mb < 1:
+            raise PlanRejected(f"--target-file-size-mb must be at least 1, got {target_file_size_mb}")
+        return target_file_size_mb * BYTES_PER_MB, "flag"
+    return DEFAULT_TARGET_FILE_SIZE_MB * BYTES_PER_MB, "default"
+
+
+def resolve_location(location: str, table_location: str) -> str:
+    """A file reference in canonical form; a relative one is taken relative to the table location."""
+    if location.startswith(("/", "file:")) or "://" in location:
+        return canonical(location)
+    return canonical(join(canonical(table_location), location))
+
+
+# ---- bin packing (pure) -------------------------------------------------------------------------------
+
+
+def pack(sizes: Sequence[int], *, target_bytes: int, min_input_files: int) -> list[list[int]]:
+    """The bins of one group of small files, as lists of indexes into ``sizes`` (the group's files in
+    manifest order): SeaweedFS's ``buildCompactionBins`` / ``splitOversizedBin`` (module docstring)."""
+    if len(sizes) < min_input_files:
+        return []
+    if sum(sizes) <= target_bytes:
+        return [list(range(len(sizes)))]
+    order = sorted(range(len(sizes)), key=lambda i: -sizes[i])  # stable: ties keep manifest order
+    packed: list[list[int]] = []
+    current: list[int] = []
+    total = 0
+    for i in order:
+        if total > 0 and total + sizes[i] > target_bytes:
+            packed.append(current)
+            current, total = [], 0
+        current.append(i)
+        total += sizes[i]
+    if current:
+        packed.append(current)
+    kept = [b for b in packed if len(b) >= min_input_files]
+    totals = [sum(sizes[i] for i in b) for b in kept]
+    for runt in (b for b in packed if len(b) < min_input_files):
+        for i in runt:
+            best = None
+            for k, t in enumerate(totals):
+                room = target_bytes - t - sizes[i]
+                if room >= 0 and (best is None or room < best[1]):
+                    best = (k, room)
+            if best is not None:
+                kept[best[0]].append(i)
+                totals[best[0]] += sizes[i]
+    return kept
+
+
+# ---- planning -----------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class _Entry:
+    file: InputFile
+    content: int
+    spec_id: int
+    key: tuple
+    partition_values: tuple
+    file_format: str
+    equality_ids: tuple[int, ...]
+    manifest: str
+
+
+def plan_bins(table_view, *, target_bytes: int, min_input_files: int, apply_deletes: bool) -> CompactionScope:
+    """The compaction bins of the current snapshot of ``table_view`` (an ``engine.iceberg.table.IcebergTable``).
+
+    Reads metadata and the ``file_path`` column of position delete files; writes nothing. The same table
+    state gives the same scope.
+    """
+    if min_input_files < 2:
+        raise PlanRejected(f"--min-input-files must be at least 2, got {min_input_files}")
+    if target_bytes < 1:
+        raise PlanRejected(f"the target file size must be at least 1 byte, got {target_bytes}")
+    metadata = table_view.metadata
+    current = table_view.current_snapshot_id
+    base = dict(target_bytes=target_bytes, min_input_files=min_input_files, apply_deletes=apply_deletes)
+    snapshot = table_view.snapshots.get(current) if current is not None else None
+    if snapshot is None or not snapshot.manifest_list:
+        return CompactionScope(None, None, None, bins=(), delete_manifests=(), skipped=NO_CURRENT_SNAPSHOT, **base)
+    head = (current, snapshot.sequence_number, metadata.current_schema_id)
+    manifests = _manifest_files(table_view, snapshot)
+    delete_manifests = [m for m in manifests if int(m.content) != 0]
+    if delete_manifests and not apply_deletes:
+        return CompactionScope(*head, bins=(), delete_manifests=(), skipped=DELETES_NOT_APPLIED, **base)
+    specs = metadata.specs()
+    schema = metadata.schema()
+    data = [e for m in manifests if int(m.content) == 0 for e in _entries(table_view, m, specs, schema)]
+    small = [e for e in data if e.file_format.lower() == "parquet" and e.file.size < target_bytes]
+    groups: dict[tuple, list[_Entry]] = {}
+    for e in small:
+        groups.setdefault((e.spec_id, e.key), []).append(e)
+    packed: list[tuple[tuple, list[_Entry]]] = []
+    for group_key in sorted(groups, key=lambda k: (k[0], _partition_path(specs, schema, groups[k][0]), repr(k))):
+        members = groups[group_key]
+        for idx in pack([e.file.size for e in members], target_bytes=target_bytes, min_input_files=min_input_files):
+            packed.append((group_key, [members[i] for i in idx]))
+    counts = dict(data_files=len(data), small_files=len(small))
+    if not packed:
+        return CompactionScope(*head, bins=(), delete_manifests=(), skipped=NO_ELIGIBLE_FILES, **base, **counts)
+
+    deletes = [e for m in delete_manifests for e in _entries(table_view, m, specs, schema)]
+    for e in deletes:
+        if e.file_format.lower() != "parquet":
+            raise UnsupportedTable(f"delete file {e.file.location} is {e.file_format}; lakesweep's compaction "
+                                   f"applies Parquet position and equality deletes only")
+    binned = {group_key for group_key, _ in packed}
+    by_partition: dict[tuple, list[_Entry]] = {}
+    for f in data:
+        by_partition.setdefault((f.spec_id, f.key), []).append(f)
+    references: dict[str, frozenset[str]] = {}
+
+    def targets(d: _Entry) -> list[_Entry]:
+        """The live data files ``d`` applies to (Iceberg spec, "Scan Planning")."""
+        if d.content == _POSITION_DELETES:
+            if (d.spec_id, d.key) not in binned:
+                return []  # read only where a bin may need it; its manifest is carried over either way
+            if d.file.path not in references:
+                references[d.file.path] = _referenced_paths(table_view, d.file)
+            named = references[d.file.path]
+            return [f for f in by_partition.get((d.spec_id, d.key), ())
+                    if f.file.path in named and f.file.sequence_number <= d.file.sequence_number]
+        scope = data if specs[d.spec_id].is_unpartitioned() else by_partition.get((d.spec_id, d.key), ())
+        return [f for f in scope if f.file.sequence_number < d.file.sequence_number]
+
+    applies_to = {d.file.path: {f.file.path for f in targets(d)} for d in deletes}
+    compacted = {f.file.path for _, members in packed for f in members}
+    bins = []
+    for index, ((spec_id, _), members) in enumerate(packed):
+        first = members[0]
+        paths = {f.file.path for f in members}
+        found = [d for d in deletes if applies_to[d.file.path] & paths]
+        bins.append(CompactionBin(
+            index=index, spec_id=spec_id, partition=_partition_path(specs, schema, first),
+            partition_values=first.partition_values, identity_values=_identity_values(specs[spec_id], first),
+            inputs=tuple(f.file for f in members),
+            position_deletes=tuple(_delete_ref(d) for d in found if d.content == _POSITION_DELETES),
+            equality_deletes=tuple(_delete_ref(d) for d in found if d.content == _EQUALITY_DELETES)))
+
+    def consumed(d: _Entry) -> bool:
+        return bool(applies_to[d.file.path]) and applies_to[d.file.path] <= compacted
+
+    fates = []
+    for m in delete_manifests:
+        path = canonical(m.manifest_path)
+        live = [d for d in deletes if d.manifest == path]
+        fates.append(DeleteManifestFate(path, len(live), bool(live) and all(consumed(d) for d in live)))
+    return CompactionScope(*head, bins=tuple(bins), delete_manifests=tuple(fates), skipped=None, **base, **counts)
+
+
+def _manifest_files(view, snapshot) -> list:
+    path = canonical(snapshot.manifest_list)
+    try:
+        return list(snapshot.manifests(view.io))
+    except FileNotFoundError as e:
+        raise MetadataNotFound(path, "manifest list") from e
+    except Exception as e:
+        raise CorruptMetadata(path, f"manifest list cannot be read: {type(e).__name__}: {e}") from e
+
+
+def _entries(view, manifest, specs, schema) -> list[_Entry]:
+    """The live entries of a manifest, with what compaction needs of each."""
+    path = canonical(manifest.manifest_path)
+    try:
+        entries = manifest.fetch_manifest_entry(view.io, discard_deleted=True)
+    except FileNotFoundError as e:
+        raise MetadataNotFound(path, "manifest") from e
+    except Exception as e:
+        raise CorruptMetadata(path, f"manifest cannot be read: {type(e).__name__}: {e}") from e
+    spec_id = int(manifest.partition_spec_id)
+    if spec_id not in specs:
+        raise CorruptMetadata(path, f"manifest of partition spec {spec_id}, which the table metadata lacks")
+    out = []
+    for entry in entries:
+        if int(entry.status) == _DELETED:
+            continue
+        f = entry.data_file
+        values = tuple(f.partition[i] for i in range(len(specs[spec_id].fields)))
+        seq = entry.sequence_number if entry.sequence_number is not None else 0  # v1: sequence number 0
+        ref = InputFile(location=f.file_path, path=resolve_location(f.file_path, view.location),
+                        size=int(f.file_size_in_bytes), record_count=int(f.record_count), sequence_number=int(seq),
+                        file_sequence_number=entry.file_sequence_number, snapshot_id=entry.snapshot_id)
+        fmt = f.file_format.value if hasattr(f.file_format, "value") else str(f.file_format)
+        out.append(_Entry(ref, int(f.content), spec_id, _partition_key(values), values, str(fmt),
+                          tuple(f.equality_ids or ()), path))
+    return out
+
+
+def _partition_key(values: tuple) -> tuple:
+    """Partition values as a grouping key: ``None`` apart from every value, floats by their bits with NaN
+    normalized (the spec's partition equality, note 3 of "Scan Planning")."""
+    out = []
+    for v in values:
+        if v is None:
+            out.append(("null",))
+        elif isinstance(v, float):
+            out.append(("float", struct.pack(">d", math.nan if math.isnan(v) else v)))
+        else:
+            out.append((type(v).__name__, v))
+    return tuple(out)
+
+
+def _partition_path(specs, schema, entry: _Entry) -> str:
+    spec = specs[entry.spec_id]
+    if spec.is_unpartitioned():
+        return ""
+    from pyiceberg.typedef import Record
+
+    try:
+        return spec.partition_to_path(Record(*entry.partition_values), schema)
+    except ValueError as e:
+        raise UnsupportedTable(f"partition spec {entry.spec_id} names a field the current schema lacks "
+                               f"({e}); lakesweep does not compact such partitions") from e
+
+
+def _identity_values(spec, entry: _Entry) -> tuple[tuple[int, object], ...]:
+    from pyiceberg.transforms import IdentityTransform
+
+    return tuple((pf.source_id, entry.partition_values[i]) for i, pf in enumerate(spec.fields)
+                 if isinstance(pf.transform, IdentityTransform) and entry.partition_values[i] is not None)
+
+
+def _delete_ref(d: _Entry) -> DeleteRef:
+    f = d.file
+    return DeleteRef(f.location, f.path, d.content, f.sequence_number, d.equality_ids, f.size, f.record_count,
+                     d.manifest)
+
+
+def _referenced_paths(view, delete_file: InputFile) -> frozenset[str]:
+    """The data files a position delete file names (its ``file_path`` column), in canonical form."""
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    try:
+        with view.fileio.open_input(delete_file.path) as stream:
+            column = pq.read_table(stream, columns=["file_path"]).column("file_path")
+    except FileNotFoundError as e:
+        raise MetadataNotFound(delete_file.path, "position delete file") from e
+    except StorageError:
+        raise
+    except Exception as e:
+        raise CorruptMetadata(delete_file.path, f"position delete file cannot be read: {type(e).__name__}: {e}") from e
+    return frozenset(resolve_location(p, view.location) for p in pc.unique(column).to_pylist())
