@@ -19,6 +19,8 @@ def verify(
                                       help="Also list Paimon's directories and count the files nothing references "
                                       "(what orphan cleaning would consider, whatever their age)."),
     files: bool = typer.Option(False, "--files", help="List every unreferenced file, not just their count."),
+    catalog: str = typer.Option(None, "--catalog", help="Verify an Iceberg table: the name of its catalog, "
+                                "configured as pyiceberg configures catalogs. TABLE is then namespace.table."),
     fmt: OutputFormat = OutputOpt,
 ):
     """Check that a Paimon table is whole: every file that its snapshots, tags, branches and changelogs
@@ -26,11 +28,24 @@ def verify(
     the latest; and the EARLIEST/LATEST hints agree with the snapshot files. Reports each missing file with
     the snapshot or tag that needs it, and the files nothing references. Changes nothing.
 
+    Iceberg (--catalog): every file the metadata needs is in place: the current metadata file and its log,
+    every snapshot's manifest list and manifests, the data and delete files of their live entries, and the
+    statistics files.
+
     Exit code 0 when the table is whole, 1 when it is not (or cannot be read)."""
     from engine.paimon.table import open_table
     from engine.paimon.verify import verify_table
 
     output = output_for(fmt)
+    if catalog is not None:
+        from engine.iceberg.table import IcebergTable
+        from engine.iceberg.verify import verify_iceberg
+
+        report = verify_iceberg(IcebergTable(catalog, table))
+        output.verify(report, files=False)
+        if not report.whole:
+            raise typer.Exit(1)
+        return
     t = open_table(table)
     if progress_enabled(output.draws_progress):
         with render.err.status("verifying") as status:

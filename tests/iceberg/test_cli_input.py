@@ -60,3 +60,23 @@ def test_show_and_dry_run_of_an_iceberg_plan(lake, out, tmp_path):
     r = runner.invoke(app, ["apply", out, "--dry-run", "--journal", str(tmp_path / "j.duckdb"), "-o", "json"])
     assert r.exit_code == 0, r.output
     assert json.loads(r.stdout)["state"] == "DRY_RUN" and len(lake.table().metadata.snapshots) == 12
+
+
+def test_verify_an_iceberg_table_finds_a_missing_data_file(lake):
+    import json
+
+    from engine.iceberg.table import canonical
+
+    t = write_history(lake)
+    runner = CliRunner()
+    r = runner.invoke(app, ["verify", "ns.t", "--catalog", CATALOG, "-o", "json"])
+    assert r.exit_code == 0, r.output
+    doc = json.loads(r.stdout)
+    assert doc["whole"] and doc["files_checked"] > 30
+    head = t.current_snapshot()
+    victim = canonical(next(e.data_file.file_path for m in head.manifests(t.io) for e in m.fetch_manifest_entry(t.io)))
+    os.remove(victim)
+    r = runner.invoke(app, ["verify", "ns.t", "--catalog", CATALOG, "-o", "json"])
+    assert r.exit_code == 1
+    [problem] = json.loads(r.stdout)["problems"]
+    assert problem["path"] == victim and problem["kind"] == "missing" and problem["needed_by"].startswith("snapshot ")
