@@ -255,8 +255,11 @@ def render_verify(report, *, files: bool = False) -> None:
     """``lakesweep verify``'s report: whether the table is whole, each problem with what needs the file,
     the notes, and what nothing references (counted; listed with ``files``)."""
     h = report.holders
-    walked = (f"{h['snapshots']} snapshot(s), {h['tags']} tag(s), {h['changelogs']} changelog(s) "
-              f"of {1 + h['branches']} branch(es)")
+    if set(h) == {"snapshots"}:  # an Iceberg table: its snapshots hold every branch's and tag's files
+        walked = f"{h['snapshots']} snapshot(s) and the metadata log"
+    else:
+        walked = (f"{h['snapshots']} snapshot(s), {h['tags']} tag(s), {h['changelogs']} changelog(s) "
+                  f"of {1 + h['branches']} branch(es)")
     scope = f", limited to {report.only} location(s)" if report.only is not None else ""
     if report.whole:
         out.print(f"[green]Whole[/green]: {escape(report.location)}: {report.files} referenced file(s) of "
