@@ -127,3 +127,19 @@ def test_orphans_keep_statistics_files_and_remove_an_unreferenced_one(catalog, t
     assert [a.path for a in p.actions] == ["metadata/orphan-stats.puffin"] and report.counts["DELETED"] == 1
     after = catalog.load_table(f"{it.NAMESPACE}.t")
     assert it.missing_files(after) == []
+
+
+def test_expiring_the_snapshot_with_partition_statistics_deletes_them_and_takes_them_out_of_the_metadata(
+        catalog, tmp_path):
+    it.with_statistics(catalog, f"{it.NAMESPACE}.t")
+    t = catalog.load_table(f"{it.NAMESPACE}.t")
+    stats = {canonical(f.statistics_path) for f in t.metadata.statistics}
+    [partition_stats] = [canonical(f.statistics_path) for f in t.metadata.partition_statistics]
+    head = t.current_snapshot()
+    p, _ = run("expire", tmp_path, now_ms=head.timestamp_ms + it.DAY_MS, older_than=str(head.timestamp_ms),
+               retain_last=1)
+    assert len(p.scope["expired"]) == len(t.metadata.snapshots) - 1
+    after = catalog.load_table(f"{it.NAMESPACE}.t")
+    assert after.metadata.statistics == [] and after.metadata.partition_statistics == []
+    assert not any(os.path.exists(f) for f in stats | {partition_stats})
+    assert it.missing_files(after) == [] and it.rows_by_snapshot(after)[head.snapshot_id]
