@@ -15,6 +15,7 @@ from cli import demo  # noqa: F401  (demo)
 from cli import apply_cmds  # noqa: F401  (apply, resume)
 from cli import doctor  # noqa: F401  (doctor)
 from cli import journal_cmds  # noqa: F401  (journal ...)
+from cli import maintain_cmds  # noqa: F401  (maintain, journal maintenance)
 
 __all__ = ["app", "main"]
 

@@ -14,7 +14,7 @@ import pyarrow as pa
 from engine.errors import JournalError
 
 from journal.duckdb_store import DuckDBRecorder, connect_journal, copy_to_parquet
-from journal.events import ApplyRefused, Event, FileOutcome, PlanRecorded
+from journal.events import ApplyRefused, Event, FileOutcome, MaintenanceResult, PlanRecorded
 from journal.projection import PlanStatus, RunStatus, plan_status, project
 from journal.recorder import Recorder
 from journal.rules import FILE_AUDIT_SCHEMA, FileQuery
@@ -30,6 +30,8 @@ def list_plans(recorder: Recorder) -> list[dict[str, Any]]:
     """
     by_plan: dict[str, list[Event]] = {pid: [] for pid in recorder.plan_ids()}
     for ev in recorder.events():
+        if isinstance(ev, MaintenanceResult):
+            continue  # what a maintain run did: ``list_maintenance``
         by_plan.setdefault(ev.plan_id, []).append(ev)
     runs = {plan_id: project(events) for plan_id, events in by_plan.items()}
     dry = [aid for plan_runs in runs.values() for aid, r in plan_runs.items() if r.dry_run]
@@ -166,3 +168,14 @@ def export_files(recorder_or_path: Recorder | str | os.PathLike, out_path: str |
         raise JournalError(f"cannot export journal {path}: {e}") from e
     finally:
         con.close()
+
+
+def list_maintenance(recorder: Recorder, *, run_id: str | None = None) -> list[dict[str, Any]]:
+    """One row per operation of ``lakesweep maintain`` on one table, in the order they happened."""
+    rows = []
+    for ev in recorder.events():
+        if isinstance(ev, MaintenanceResult) and (run_id is None or ev.run_id == run_id):
+            row = ev.to_payload()
+            row["plan_id"] = None if ev.plan_id.startswith("maintain:") else ev.plan_id
+            rows.append(row)
+    return rows

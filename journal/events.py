@@ -289,10 +289,47 @@ class ApplyRefused(Event):
             _require_id("apply_id", self.apply_id)
 
 
+class MaintenanceOutcome(enum.StrEnum):
+    """What ``lakesweep maintain`` did with one operation on one table."""
+
+    APPLIED = "applied"  # planned and applied
+    SKIPPED = "skipped"  # nothing to do (the message says why), or the table is busy
+    PLANNED = "planned"  # a dry run: the plan is written, nothing applied
+    FAILED = "failed"  # planning or applying failed (the message says how); the run went on
+
+
+@dataclass(frozen=True, slots=True)
+class MaintenanceResult(Event):
+    """One operation of a ``lakesweep maintain`` run on one table. ``plan_id`` is the operation's plan, or
+    ``maintain:<run id>`` when there is none (skipped before planning, or planning failed); it belongs to no
+    apply, so it never changes a plan's state."""
+
+    EVENT_TYPE: ClassVar[str] = "MaintenanceResult"
+    SCHEMA_VERSION: ClassVar[int] = 1
+    TIME_FIELD: ClassVar[str] = "recorded_ms"
+
+    run_id: str
+    cycle: int
+    table: str  # "iceberg:<catalog>/<namespace>.<table>" or "paimon:<location>"
+    operation: str
+    outcome: MaintenanceOutcome
+    message: str
+    plan_id: str
+    recorded_ms: int
+    plan_file: str | None = None
+    applied_by: str | None = None  # the apply id, when the plan was applied
+
+    def __post_init__(self):
+        _require_id("run_id", self.run_id)
+        _require_id("plan_id", self.plan_id)
+        if type(self.outcome) is not MaintenanceOutcome:
+            object.__setattr__(self, "outcome", MaintenanceOutcome(self.outcome))
+
+
 EVENT_TYPES: dict[str, type[Event]] = {
     cls.EVENT_TYPE: cls
     for cls in (PlanRecorded, ApplyStarted, PhaseCompleted, MetadataWritten, Committed, Verified, ApplyCompleted,
-                ApplyFailed, ApplyRefused)
+                ApplyFailed, ApplyRefused, MaintenanceResult)
 }
 
 

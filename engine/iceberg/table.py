@@ -273,3 +273,33 @@ def _partition_text(data_file) -> str:
     except TypeError:
         values = []
     return "/".join("null" if v is None else str(v) for v in values)
+
+
+def list_tables(catalog_name: str, catalog=None) -> list[str]:
+    """Every table of a catalog as ``namespace.table`` (nested namespaces joined with dots), sorted."""
+    catalog = catalog if catalog is not None else load_catalog(catalog_name)
+    found: list[str] = []
+    seen: set[tuple] = set()
+
+    def walk(parent: tuple) -> None:
+        try:
+            children = catalog.list_namespaces(parent) if parent else catalog.list_namespaces()
+        except Exception as e:  # pyiceberg raises its own errors per catalog type
+            raise CatalogError(f"the namespaces of {'.'.join(parent) or 'catalog ' + catalog_name} cannot be "
+                               f"listed: {type(e).__name__}: {e}") from e
+        for ns in children:
+            ns = tuple(ns)
+            if ns in seen or ns == parent:
+                continue
+            seen.add(ns)
+            try:
+                tables = catalog.list_tables(ns)
+            except Exception as e:
+                raise CatalogError(f"the tables of namespace {'.'.join(ns)} cannot be listed: "
+                                   f"{type(e).__name__}: {e}") from e
+            found.extend(".".join(t) for t in tables)
+            walk(ns)
+
+    walk(())
+    return sorted(set(found))
+

@@ -529,3 +529,25 @@ def open_table(location: str, fileio: FileIO | None = None, branch: str = MAIN_B
     table = PaimonTable(location, fileio, branch, on_read)
     table.check_supported()
     return table
+
+
+def discover_tables(warehouse: str, fileio: FileIO | None = None) -> list[tuple[str, str, str]]:
+    """The Paimon tables of a filesystem warehouse, as Paimon's filesystem catalog lays them out
+    (``<warehouse>/<database>.db/<table>/schema/``): (database, table, location), sorted. A directory
+    without a ``schema`` directory is not a table; a warehouse that cannot be listed raises."""
+    from engine.errors import StorageError
+    from engine.fileio import fileio_for, normalize_location
+
+    root = normalize_location(warehouse)
+    io = fileio or fileio_for(root)
+    try:
+        databases = [f for f in io.list(root) if f.is_dir and f.path.rstrip("/").endswith(".db")]
+    except FileNotFoundError as e:
+        raise StorageError(root, "no such warehouse directory") from e
+    found = []
+    for db in databases:
+        db_name = db.path.rstrip("/").rsplit("/", 1)[1][:-len(".db")]
+        for t in io.list(db.path):
+            if t.is_dir and io.exists(t.path.rstrip("/") + "/schema"):
+                found.append((db_name, t.path.rstrip("/").rsplit("/", 1)[1], normalize_location(t.path)))
+    return sorted(found)

@@ -1,0 +1,399 @@
+"""``lakesweep maintain``: every table of a catalog (Iceberg) or warehouse directory (Paimon) in scope, each
+operation planned, written, applied and its result journaled, in the canonical order of SeaweedFS's
+maintenance worker: compact, expire, orphans, rewrite-manifests (Paimon: expire, orphans, partitions).
+
+* **Scope**: ``namespace_filter`` and ``table_filter`` are comma-separated wildcards (``*`` and ``?``; blank:
+  all), as the worker's scope filters.
+* **Detection** reads metadata only and says which operations a table needs, with the worker's message for
+  those it does not (``only N data manifests, below threshold of M``); orphans cannot be seen without
+  listing, so their plan decides.
+* **Thresholds** are the worker's names and defaults (``Thresholds``); a table's own properties win, as the
+  worker's ``table_properties_override`` does: Iceberg's ``history.expire.min-snapshots-to-keep`` and
+  ``history.expire.max-snapshot-age-ms``; a Paimon table's ``snapshot.*`` and ``partition.*`` options.
+* **Each operation's result** is a ``MaintenanceResult`` in the journal (applied, skipped, planned in a dry
+  run, failed), and the applies are journaled as any apply is. A failure is recorded and the run goes on;
+  the run reports partial success.
+* **A table still being worked on** (an apply of one of its plans is unfinished in this journal) is skipped,
+  not picked up twice: ``lakesweep resume`` finishes it.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import os
+import re
+import threading
+import time
+import uuid
+from dataclasses import dataclass, field
+from typing import Callable, Sequence
+
+from engine.errors import LakesweepError, PlanRejected
+from engine.plan import CleanupPlan
+from engine.plan_io import write_plan
+from journal.events import MaintenanceOutcome, MaintenanceResult
+from journal.projection import PlanStatus
+from journal.queries import plan_state
+from journal.recorder import Recorder
+
+CANONICAL = {"iceberg": ("compact", "expire", "orphans", "rewrite-manifests"),
+             "paimon": ("expire", "orphans", "partitions")}
+# The worker's operation names, as ``--operations`` accepts them too.
+ALIASES = {"expire_snapshots": "expire", "remove_orphans": "orphans", "rewrite_manifests": "rewrite-manifests"}
+ALL_OPERATIONS = ("compact", "expire", "orphans", "rewrite-manifests", "partitions")
+
+
+@dataclass(frozen=True)
+class Thresholds:
+    """The worker's thresholds and defaults (SeaweedFS ``weed/worker/tasks/iceberg/config.go``)."""
+
+    max_snapshots_to_keep: int = 5
+    snapshot_retention_hours: int = 168
+    orphan_older_than_hours: int = 72
+    min_manifests_to_rewrite: int = 5
+    max_commit_retries: int = 5
+
+
+@dataclass(frozen=True, order=True)
+class TableRef:
+    format: str  # "iceberg" or "paimon"
+    namespace: str
+    table: str
+    location: str | None = None  # a Paimon table's directory
+    catalog: str | None = None  # an Iceberg table's catalog
+
+    @property
+    def name(self) -> str:
+        return f"{self.namespace}.{self.table}"
+
+    @property
+    def label(self) -> str:
+        return f"iceberg:{self.catalog}/{self.name}" if self.format == "iceberg" else f"paimon:{self.location}"
+
+
+@dataclass
+class TableResult:
+    table: str
+    operation: str
+    outcome: str
+    message: str
+    plan_id: str | None = None
+
+
+@dataclass
+class RunReport:
+    run_id: str
+    cycles: int = 0
+    results: list[TableResult] = field(default_factory=list)
+
+    @property
+    def failed(self) -> int:
+        return sum(r.outcome == MaintenanceOutcome.FAILED for r in self.results)
+
+    def to_json(self) -> dict:
+        counts: dict[str, int] = {}
+        for r in self.results:
+            counts[r.outcome] = counts.get(r.outcome, 0) + 1
+        return {"run_id": self.run_id, "cycles": self.cycles, "counts": counts,
+                "results": [vars(r) for r in self.results]}
+
+
+def parse_operations(text: str, fmt: str | None = None) -> tuple[str, ...]:
+    """``all`` or a comma-separated list (lakesweep's names or the worker's), in canonical order whatever
+    the order given."""
+    names = [n.strip() for n in str(text).split(",") if n.strip()]
+    if not names:
+        raise PlanRejected("--operations is empty: give 'all' or a list such as 'expire,orphans'")
+    if names == ["all"]:
+        chosen = set(ALL_OPERATIONS)
+    else:
+        chosen = set()
+        for n in names:
+            op = ALIASES.get(n, n)
+            if op not in ALL_OPERATIONS:
+                raise PlanRejected(f"unknown operation {n!r}: use all, or some of {', '.join(ALL_OPERATIONS)} "
+                                   f"(or the worker's names {', '.join(ALIASES)})")
+            chosen.add(op)
+    return tuple(op for op in ALL_OPERATIONS if op in chosen)
+
+
+def _globs(text: str | None) -> list[str]:
+    return [g.strip() for g in (text or "").split(",") if g.strip()]
+
+
+def in_scope(name: str, globs: Sequence[str]) -> bool:
+    return not globs or any(fnmatch.fnmatchcase(name, g) for g in globs)
+
+
+def discover(*, catalog: str | None, warehouse: str | None, namespace_filter: str | None = None,
+             table_filter: str | None = None) -> list[TableRef]:
+    """The tables in scope, sorted."""
+    ns_globs, table_globs = _globs(namespace_filter), _globs(table_filter)
+    refs: list[TableRef] = []
+    if catalog is not None:
+        from engine.iceberg.table import list_tables
+
+        for name in list_tables(catalog):
+            namespace, _, table = name.rpartition(".")
+            refs.append(TableRef("iceberg", namespace, table, catalog=catalog))
+    if warehouse is not None:
+        from engine.paimon.table import discover_tables
+
+        for db, table, location in discover_tables(warehouse):
+            refs.append(TableRef("paimon", db, table, location=location))
+    return sorted(r for r in refs if in_scope(r.namespace, ns_globs) and in_scope(r.table, table_globs))
+
+
+# ---- per operation: the plan's flags, and what to say --------------------------------------------------
+
+def _flags(ref: TableRef, op: str, options, th: Thresholds) -> dict | None:
+    """The plan flags of ``op`` with the thresholds as defaults under the table's own properties; None when
+    the table cannot take the operation (the reason is ``_not_configured``)."""
+    if ref.format == "iceberg":
+        if op == "expire":
+            return {"retain_last": None if "history.expire.min-snapshots-to-keep" in options else th.max_snapshots_to_keep,
+                    "older_than": None if "history.expire.max-snapshot-age-ms" in options
+                    else f"{th.snapshot_retention_hours} h", "max_commit_retries": th.max_commit_retries}
+        if op == "orphans":
+            return {"older_than": f"{th.orphan_older_than_hours} h"}
+        if op == "rewrite-manifests":
+            return {"min_manifests": th.min_manifests_to_rewrite, "max_commit_retries": th.max_commit_retries}
+        return None
+    if op == "expire":
+        return {}
+    if op == "orphans":
+        return {"older_than": f"{th.orphan_older_than_hours} h"}
+    if op == "partitions":
+        return {} if options.get("partition.expiration-time") else None
+    return None
+
+
+def _not_configured(ref: TableRef, op: str) -> str:
+    if op == "compact":
+        return "compaction is not available in this lakesweep yet"
+    if op == "partitions":
+        return "partition.expiration-time is not set"
+    return f"{op} does not apply to {ref.format} tables"
+
+
+def _applied_message(plan: CleanupPlan, counts: dict) -> str:
+    deleted = counts.get("DELETED", 0)
+    if plan.kind == "expire" and plan.format == "iceberg":
+        return f"expired {len(plan.scope.get('expired', ()))} snapshot(s), deleted {deleted} unreferenced file(s)"
+    if plan.kind == "expire":
+        return f"expired snapshots [{plan.begin}, {plan.end}), deleted {deleted} file(s)"
+    if plan.kind == "orphans":
+        return f"removed {deleted} orphan file(s)"
+    if plan.kind == "rewrite-manifests":
+        sc = plan.scope
+        return f"rewrote {sc['data_manifests']} manifests into {len(sc['specs'])} ({sc['entries']} entries)"
+    if plan.kind == "partitions":
+        return f"dropped {len(plan.scope.get('partitions', ()))} partition(s)"
+    return f"{plan.kind}: {counts}"
+
+
+def _skip_message(plan: CleanupPlan) -> str:
+    from planner.kinds import describe_plan
+
+    if plan.kind == "rewrite-manifests" and plan.scope.get("skipped"):
+        return plan.scope["skipped"]
+    if plan.kind == "orphans":
+        return "removed 0 orphan file(s)"
+    return describe_plan(plan).scope
+
+
+# ---- detection ------------------------------------------------------------------------------------------
+
+def detect(view, ref: TableRef, ops: Sequence[str], th: Thresholds, now_ms: int) -> dict[str, str]:
+    """Operations the table does not need, each with the worker's message, from metadata alone."""
+    skip: dict[str, str] = {}
+    if ref.format != "iceberg":
+        return skip
+    if view.current_snapshot_id is None:
+        return {op: "no current snapshot" for op in ops if op != "orphans"}
+    if "expire" in ops:
+        from engine.iceberg.retention import expire_rule
+        from planner.iceberg.expire import resolve_expire_options
+
+        o = resolve_expire_options(view.options, **_flags(ref, "expire", view.options, th))
+        expired, removed = expire_rule(view, now_ms=now_ms, cutoff_ms=o.cutoff_ms(now_ms), retain_last=o.retain_last,
+                                       max_ref_age_ms=o.max_ref_age_ms)
+        if not expired and not removed:
+            skip["expire"] = f"no snapshot to expire ({len(view.snapshots)} snapshot(s), retention kept them all)"
+    if "rewrite-manifests" in ops:
+        lists = view.manifest_list(view.snapshots[view.current_snapshot_id])
+        data = sum(1 for m in lists if m.content == 0)
+        if data < th.min_manifests_to_rewrite:
+            skip["rewrite-manifests"] = f"only {data} data manifests, below threshold of {th.min_manifests_to_rewrite}"
+    return skip
+
+
+# ---- the run ----------------------------------------------------------------------------------------------
+
+class _SharedSpark:
+    """One Spark session for every apply of a run, started the first time a plan has a bulk phase."""
+
+    def __init__(self, master: str, conf: dict | None):
+        from applier.executors import SparkExecutor
+
+        self.inner = SparkExecutor(None, master, conf)
+
+    def prepare(self):
+        self.inner.prepare()
+
+    def start(self):
+        self.inner.start()
+
+    def run(self, *args, **kwargs):
+        self.inner.run(*args, **kwargs)
+
+    def stop(self):
+        pass  # kept for the next apply; ``close`` ends it
+
+    def close(self):
+        self.inner.stop()
+
+
+def busy_with(recorder: Recorder, location: str) -> str | None:
+    """The id of a plan of the table at ``location`` whose apply is unfinished in this journal, if any."""
+    for pid in recorder.plan_ids():
+        header = recorder.plan_header(pid)
+        if header.get("table", {}).get("location") == location and plan_state(recorder, pid) == PlanStatus.APPLYING:
+            return pid
+    return None
+
+
+def _safe(name: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.=-]+", "_", name)
+
+
+@dataclass
+class Maintenance:
+    """One ``lakesweep maintain`` invocation: its scope, operations, thresholds and where things go."""
+
+    recorder: Recorder
+    plans_dir: str
+    catalog: str | None = None
+    warehouse: str | None = None
+    namespace_filter: str | None = None
+    table_filter: str | None = None
+    operations: tuple[str, ...] = ALL_OPERATIONS
+    thresholds: Thresholds = field(default_factory=Thresholds)
+    dry_run: bool = False
+    master: str = "local[*]"
+    conf: dict | None = None
+    executor: object | None = None  # tests: a DriverExecutor
+    clock: Callable[[], int] = lambda: int(time.time() * 1000)
+    say: Callable[[str], None] = lambda text: None
+    run_id: str = field(default_factory=lambda: uuid.uuid4().hex[:12])
+
+    def run(self, *, every_ms: int | None = None, stop: threading.Event | None = None) -> RunReport:
+        """One cycle, or (``every_ms``) one every interval until ``stop`` is set."""
+        stop = stop or threading.Event()
+        report = RunReport(self.run_id)
+        spark = None if self.executor is not None else _SharedSpark(self.master, self.conf)
+        try:
+            while True:
+                report.cycles += 1
+                self._cycle(report, report.cycles, self.executor or spark, stop)
+                if every_ms is None or stop.wait(every_ms / 1000):
+                    break
+        finally:
+            if spark is not None:
+                spark.close()
+        return report
+
+    def _cycle(self, report: RunReport, cycle: int, executor, stop: threading.Event) -> None:
+        tables = discover(catalog=self.catalog, warehouse=self.warehouse, namespace_filter=self.namespace_filter,
+                          table_filter=self.table_filter)
+        self.say(f"cycle {cycle}: {len(tables)} table(s) in scope")
+        for ref in tables:
+            if stop.is_set():
+                break
+            self._table(report, cycle, ref, executor)
+
+    def _record(self, report, cycle, ref, op, outcome, message, plan=None, plan_file=None, apply_id=None):
+        plan_id = plan.plan_id if plan is not None else f"maintain:{self.run_id}"
+        self.recorder.append([MaintenanceResult(
+            run_id=self.run_id, cycle=cycle, table=ref.label, operation=op, outcome=outcome, message=message,
+            plan_id=plan_id, recorded_ms=self.clock(), plan_file=plan_file, applied_by=apply_id)])
+        report.results.append(TableResult(ref.label, op, str(outcome), message, plan.plan_id if plan else None))
+        self.say(f"  {ref.label} {op}: {outcome}: {message}")
+
+    def _table(self, report: RunReport, cycle: int, ref: TableRef, executor) -> None:
+        ops = [op for op in self.operations if op in CANONICAL[ref.format]]
+        if not ops:
+            return
+        try:
+            view = self._open(ref)
+        except LakesweepError as e:
+            for op in ops:
+                self._record(report, cycle, ref, op, MaintenanceOutcome.FAILED, f"the table cannot be read: {e}")
+            return
+        busy = busy_with(self.recorder, view.location)
+        if busy is not None:
+            for op in ops:
+                self._record(report, cycle, ref, op, MaintenanceOutcome.SKIPPED,
+                             f"still being worked on: an apply of plan {busy} is unfinished; finish it with "
+                             f"'lakesweep resume {busy}'")
+            return
+        now = self.clock()
+        try:
+            skipped = detect(view, ref, ops, self.thresholds, now)
+        except LakesweepError as e:
+            skipped = {}
+            self.say(f"  {ref.label}: detection failed ({e}); planning each operation")
+        for op in ops:
+            if op in skipped:
+                self._record(report, cycle, ref, op, MaintenanceOutcome.SKIPPED, skipped[op])
+                continue
+            self._operation(report, cycle, ref, op, executor)
+
+    def _open(self, ref: TableRef):
+        if ref.format == "iceberg":
+            from engine.iceberg.table import IcebergTable
+
+            return IcebergTable(ref.catalog, ref.name)
+        from engine.paimon.table import open_table
+
+        return open_table(ref.location)
+
+    def _operation(self, report, cycle, ref: TableRef, op: str, executor) -> None:
+        from applier.apply import apply_plan
+        from planner.kinds import describe_plan, plan_kind
+
+        try:
+            view = self._open(ref)  # each operation reads the table as the previous one left it
+            flags = _flags(ref, op, view.options, self.thresholds)
+            if flags is None:
+                self._record(report, cycle, ref, op, MaintenanceOutcome.SKIPPED, _not_configured(ref, op))
+                return
+            entry = plan_kind(op, ref.format)
+            now = self.clock()
+            plan = entry.plan(view, now_ms=now, options=entry.resolve_options(view.options, **flags))
+        except LakesweepError as e:
+            self._record(report, cycle, ref, op, MaintenanceOutcome.FAILED, f"planning failed: {e}")
+            return
+        if describe_plan(plan).nothing_to_do and not plan.actions:
+            self._record(report, cycle, ref, op, MaintenanceOutcome.SKIPPED, _skip_message(plan), plan)
+            return
+        directory = os.path.join(self.plans_dir, self.run_id, f"cycle-{cycle}")
+        os.makedirs(directory, exist_ok=True)
+        plan_file = os.path.join(directory, f"{_safe(ref.format + '-' + ref.name)}-{op}.parquet")
+        write_plan(plan, plan_file)
+        if self.dry_run:
+            self._record(report, cycle, ref, op, MaintenanceOutcome.PLANNED,
+                         f"dry run: {describe_plan(plan).scope}", plan, plan_file)
+            return
+        try:
+            result = apply_plan(plan, self.recorder, master=self.master, conf=self.conf, executor=executor)
+        except LakesweepError as e:
+            self._record(report, cycle, ref, op, MaintenanceOutcome.FAILED, f"apply refused: {e}", plan, plan_file)
+            return
+        if result.state != "COMPLETED" or not result.whole:
+            why = result.reason or "the table was not whole afterwards"
+            self._record(report, cycle, ref, op, MaintenanceOutcome.FAILED, f"apply {result.state.lower()}: {why}",
+                         plan, plan_file, result.apply_id)
+            return
+        self._record(report, cycle, ref, op, MaintenanceOutcome.APPLIED, _applied_message(plan, result.counts),
+                     plan, plan_file, result.apply_id)

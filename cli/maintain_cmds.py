@@ -1,0 +1,121 @@
+"""``lakesweep maintain``: plan and apply the maintenance of every table in scope, and ``lakesweep journal
+maintenance``: what maintain runs did."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import threading
+from pathlib import Path
+from typing import List, Optional
+
+import typer
+
+from cli import render
+from cli.app import ConfOpt, JournalOpt, MasterOpt, OutputOpt, app, handle_errors, journal_path, key_values
+from cli.journal_cmds import _open_read, journal_app
+from cli.output import OutputFormat
+
+
+@app.command("maintain")
+@handle_errors
+def maintain_cmd(
+    catalog: Optional[str] = typer.Option(None, "--catalog", help="Maintain the Iceberg tables of this catalog "
+                                          "(configured as pyiceberg configures catalogs)."),
+    warehouse: Optional[str] = typer.Option(None, "--warehouse", help="Maintain the Paimon tables of this warehouse "
+                                            "directory (<warehouse>/<database>.db/<table>)."),
+    namespace_filter: Optional[str] = typer.Option(None, "--namespace-filter", help="Comma-separated wildcards "
+                                                   "(* and ?) for namespaces (Paimon: databases); blank: all."),
+    table_filter: Optional[str] = typer.Option(None, "--table-filter", help="Comma-separated wildcards for table "
+                                               "names; blank: all."),
+    operations: str = typer.Option("all", "--operations", help="all, or a comma list of compact, expire, orphans, "
+                                   "rewrite-manifests, partitions (or expire_snapshots, remove_orphans, "
+                                   "rewrite_manifests). They always run in the canonical order."),
+    dry_run: bool = typer.Option(False, "--dry-run", help="Write every plan and apply nothing."),
+    every: Optional[str] = typer.Option(None, "--every", help="Run again at this interval ('1 h', '30 min') until "
+                                        "stopped (SIGTERM or Ctrl-C end it after the operation at hand)."),
+    plans_dir: Optional[Path] = typer.Option(None, "--plans-dir", help="Where plans are written (default: "
+                                             "'lakesweep-plans' beside the journal)."),
+    max_snapshots_to_keep: int = typer.Option(5, "--max-snapshots-to-keep", help="Iceberg: ancestors of each "
+                                              "branch kept (a table's history.expire.min-snapshots-to-keep wins)."),
+    snapshot_retention_hours: int = typer.Option(168, "--snapshot-retention-hours", help="Iceberg: expire snapshots "
+                                                 "older than this (history.expire.max-snapshot-age-ms wins)."),
+    orphan_older_than_hours: int = typer.Option(72, "--orphan-older-than-hours", help="Orphans must be at least this "
+                                                "old."),
+    min_manifests_to_rewrite: int = typer.Option(5, "--min-manifests-to-rewrite", help="Iceberg: rewrite manifests "
+                                                 "from this many data manifests on."),
+    max_commit_retries: int = typer.Option(5, "--max-commit-retries", help="Iceberg: commit retries."),
+    journal: Optional[Path] = JournalOpt,
+    master: str = MasterOpt,
+    conf: List[str] = ConfOpt,
+    fmt: OutputFormat = OutputOpt,
+):
+    """Maintain every table in scope: detect what each needs from its metadata, then plan, write and apply
+    each operation in the canonical order (Iceberg: compact, expire, orphans, rewrite-manifests; Paimon:
+    expire, orphans, partitions), journaling every apply and each operation's result. A failure is
+    recorded and the run goes on; the exit code is 1 when any operation failed (partial success).
+
+    Thresholds use SeaweedFS's maintenance worker's names and defaults; a table's own properties win."""
+    from applier.maintain import Maintenance, Thresholds, parse_operations
+    from engine.errors import PlanRejected
+    from engine.timeutil import parse_duration_ms
+    from journal.duckdb_store import DuckDBRecorder
+
+    if (catalog is None) == (warehouse is None):
+        raise PlanRejected("give the tables to maintain: --catalog NAME (Iceberg) or --warehouse PATH (Paimon)")
+    ops = parse_operations(operations)
+    every_ms = parse_duration_ms(every) if every is not None else None
+    if every_ms is not None and every_ms < 1000:
+        raise PlanRejected(f"--every {every} is less than a second")
+    for name, value in (("--max-snapshots-to-keep", max_snapshots_to_keep), ("--min-manifests-to-rewrite",
+                        min_manifests_to_rewrite)):
+        if value < 1:
+            raise PlanRejected(f"{name} must be at least 1, got {value}")
+    for name, value in (("--snapshot-retention-hours", snapshot_retention_hours),
+                        ("--orphan-older-than-hours", orphan_older_than_hours), ("--max-commit-retries", max_commit_retries)):
+        if value < 0:
+            raise PlanRejected(f"{name} must be at least 0, got {value}")
+    path = journal_path(journal)
+    plans = str(plans_dir) if plans_dir is not None else os.path.join(os.path.dirname(os.path.abspath(path)),
+                                                                       "lakesweep-plans")
+    stop = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: stop.set())
+    text = fmt == OutputFormat.text
+    with DuckDBRecorder(path) as recorder:
+        run = Maintenance(recorder, plans, catalog=catalog, warehouse=warehouse, namespace_filter=namespace_filter,
+                          table_filter=table_filter, operations=ops, dry_run=dry_run, master=master,
+                          conf=key_values(conf, "--conf"),
+                          thresholds=Thresholds(max_snapshots_to_keep, snapshot_retention_hours,
+                                                orphan_older_than_hours, min_manifests_to_rewrite, max_commit_retries),
+                          say=(lambda line: render.err.print(line, highlight=False, markup=False)) if text else
+                          (lambda line: None))
+        report = run.run(every_ms=every_ms, stop=stop)
+    if text:
+        render.out.print(render.rows_table([vars(r) for r in report.results],
+                                           ["table", "operation", "outcome", "message"],
+                                           f"maintain run {report.run_id}: {report.cycles} cycle(s)"))
+        failed = report.failed
+        render.out.print(f"{len(report.results) - failed} of {len(report.results)} operation(s) done"
+                         + (f"; {failed} failed (partial success)" if failed else ""))
+    else:
+        typer.echo(json.dumps(report.to_json(), sort_keys=True))
+    if report.failed:
+        raise typer.Exit(1)
+
+
+@journal_app.command("maintenance")
+@handle_errors
+def journal_maintenance(run: Optional[str] = typer.Option(None, "--run", help="Only this maintain run."),
+                        journal: Optional[Path] = JournalOpt, fmt: OutputFormat = OutputOpt):
+    """What 'lakesweep maintain' did: one row per operation on one table, in order."""
+    from journal.audit import list_maintenance
+
+    with _open_read(journal) as recorder:
+        rows = list_maintenance(recorder, run_id=run)
+    if fmt == OutputFormat.text:
+        render.out.print(render.rows_table(rows, ["run_id", "cycle", "table", "operation", "outcome", "message"],
+                                           "maintenance"))
+    else:
+        typer.echo(json.dumps(rows, sort_keys=True))

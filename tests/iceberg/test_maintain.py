@@ -1,0 +1,195 @@
+"""``lakesweep maintain`` over a pyiceberg SQL catalog and a Paimon warehouse: scope filters, the canonical
+order, detection's skip messages, thresholds under table properties, a failure that does not stop the run,
+dry runs, a busy table, the journal of results, and --every stopped by SIGTERM."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+from typer.testing import CliRunner
+
+from applier.apply import DriverExecutor
+from applier.maintain import Maintenance, Thresholds, discover, parse_operations
+from cli.main import app
+from engine.errors import PlanRejected
+from journal.audit import list_maintenance, list_plans
+from journal.duckdb_store import DuckDBRecorder
+from tests.applier.conftest import REPO
+from tests.iceberg.conftest import CATALOG, rows_by_snapshot, write_history
+
+pytest.importorskip("pyiceberg")
+
+
+@pytest.fixture
+def tables(lake):
+    write_history(lake, "ns.orders")
+    write_history(lake, "ns.items", appends=3, churn=False)
+    lake.catalog.create_namespace("ops")
+    write_history(lake, "ops.events", properties={"gc.enabled": "false"})
+    return lake
+
+
+def maintain(tmp_path, **kw) -> tuple[Maintenance, object]:
+    th = kw.pop("thresholds", Thresholds(max_snapshots_to_keep=2, snapshot_retention_hours=0,
+                                         min_manifests_to_rewrite=2))
+    rec = DuckDBRecorder(tmp_path / "j.duckdb")
+    run = Maintenance(rec, str(tmp_path / "plans"), catalog=kw.pop("catalog", CATALOG), thresholds=th,
+                      executor=DriverExecutor(), **kw)
+    return run, rec
+
+
+def test_operations_run_in_canonical_order_whatever_the_order_given():
+    assert parse_operations("rewrite_manifests,expire_snapshots,remove_orphans") == \
+        ("expire", "orphans", "rewrite-manifests")
+    assert parse_operations("all") == ("compact", "expire", "orphans", "rewrite-manifests", "partitions")
+    with pytest.raises(PlanRejected, match="unknown operation 'vacuum'"):
+        parse_operations("expire,vacuum")
+
+
+def test_scope_filters_are_comma_separated_wildcards(tables):
+    names = lambda **f: [r.name for r in discover(catalog=CATALOG, warehouse=None, **f)]  # noqa: E731
+    assert names() == ["ns.items", "ns.orders", "ops.events"]
+    assert names(namespace_filter="ns") == ["ns.items", "ns.orders"]
+    assert names(table_filter="ord*, ev?nts") == ["ns.orders", "ops.events"]
+
+
+def test_a_run_applies_in_order_records_each_result_and_goes_on_after_a_failure(tables, tmp_path):
+    before = rows_by_snapshot(tables.table("ns.orders"))
+    run, rec = maintain(tmp_path, operations=parse_operations("all"))
+    with rec:
+        report = run.run()
+        rows = list_maintenance(rec)
+        plans = list_plans(rec)
+    got = [(r["table"].split("/")[1], r["operation"], r["outcome"]) for r in rows]
+    assert got == [
+        ("ns.items", "compact", "skipped"), ("ns.items", "expire", "applied"), ("ns.items", "orphans", "skipped"),
+        ("ns.items", "rewrite-manifests", "applied"),
+        ("ns.orders", "compact", "skipped"), ("ns.orders", "expire", "applied"), ("ns.orders", "orphans", "skipped"),
+        ("ns.orders", "rewrite-manifests", "applied"),
+        ("ops.events", "compact", "skipped"), ("ops.events", "expire", "failed"), ("ops.events", "orphans", "failed"),
+        ("ops.events", "rewrite-manifests", "applied"),
+    ]
+    assert report.failed == 2 and report.cycles == 1
+    messages = {(r["table"].split("/")[1], r["operation"]): r["message"] for r in rows}
+    assert messages[("ns.orders", "orphans")] == "removed 0 orphan file(s)"
+    assert messages[("ns.orders", "rewrite-manifests")].startswith("rewrote 8 manifests into 1 (")
+    assert messages[("ns.orders", "expire")].startswith("expired 10 snapshot(s), deleted ")
+    assert "gc.enabled=false" in messages[("ops.events", "expire")]
+    assert sum(p["state"] == "APPLIED" for p in plans) == 5
+    after = tables.table("ns.orders")
+    kept = {s.snapshot_id for s in after.metadata.snapshots}
+    assert {k: v for k, v in rows_by_snapshot(after).items() if k in before} == {k: before[k] for k in kept if k in before}
+    assert len([m for m in after.current_snapshot().manifests(after.io) if m.content == 0]) == 1
+
+
+def test_detection_skips_with_the_workers_messages(tables, tmp_path):
+    run, rec = maintain(tmp_path, table_filter="items", operations=("expire", "rewrite-manifests"),
+                        thresholds=Thresholds(max_snapshots_to_keep=5, snapshot_retention_hours=0,
+                                              min_manifests_to_rewrite=5))
+    with rec:
+        run.run()
+        rows = list_maintenance(rec)
+    assert [(r["operation"], r["outcome"], r["message"]) for r in rows] == [
+        ("expire", "skipped", "no snapshot to expire (3 snapshot(s), retention kept them all)"),
+        ("rewrite-manifests", "skipped", "only 3 data manifests, below threshold of 5")]
+    assert all(r["plan_id"] is None for r in rows)
+
+
+def test_a_tables_own_retention_property_wins_over_the_threshold(lake, tmp_path):
+    write_history(lake, "ns.keep", properties={"history.expire.min-snapshots-to-keep": "6"})
+    run, rec = maintain(tmp_path, operations=("expire",))
+    with rec:
+        run.run()
+    assert len(lake.table("ns.keep").metadata.snapshots) == 6
+
+
+def test_a_dry_run_writes_every_plan_and_applies_nothing(tables, tmp_path):
+    n = {t: len(tables.table(t).metadata.snapshots) for t in ("ns.orders", "ns.items")}
+    run, rec = maintain(tmp_path, namespace_filter="ns", operations=("expire", "rewrite-manifests"), dry_run=True)
+    with rec:
+        run.run()
+        rows = list_maintenance(rec)
+        assert list_plans(rec) == []
+    assert [r["outcome"] for r in rows] == ["planned"] * 4
+    assert all(os.path.isfile(r["plan_file"]) for r in rows)
+    assert {t: len(tables.table(t).metadata.snapshots) for t in n} == n
+
+
+def test_a_table_with_an_unfinished_apply_is_not_picked_up_again(tables, tmp_path):
+    from planner.kinds import plan_kind
+
+    from engine.iceberg.table import IcebergTable
+    from engine.plan_io import write_plan
+
+    view = IcebergTable(CATALOG, "ns.items")
+    entry = plan_kind("expire", "iceberg")
+    p = entry.plan(view, now_ms=int(time.time() * 1000), options=entry.resolve_options(view.options, older_than="0 s"))
+    plan_file = str(tmp_path / "p.parquet")
+    write_plan(p, plan_file)
+    env = dict(os.environ, LAKESWEEP_TEST_CRASH="before-journal:1", PYTHONPATH=REPO)
+    proc = subprocess.run([sys.executable, "-m", "cli", "apply", plan_file, "--journal", str(tmp_path / "j.duckdb"),
+                           "--master", "local[1]"], env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == -signal.SIGKILL, proc.stderr[-2000:]
+    run, rec = maintain(tmp_path, table_filter="items", operations=("expire", "orphans"))
+    with rec:
+        run.run()
+        rows = list_maintenance(rec)
+    assert [r["outcome"] for r in rows] == ["skipped", "skipped"]
+    assert rows[0]["message"] == (f"still being worked on: an apply of plan {p.plan_id} is unfinished; finish it with "
+                                  f"'lakesweep resume {p.plan_id}'")
+
+
+def test_the_command_reports_partial_success_and_the_journal_lists_it(tables, tmp_path):
+    journal = str(tmp_path / "j.duckdb")
+    r = CliRunner().invoke(app, ["maintain", "--catalog", CATALOG, "--journal", journal, "--operations",
+                                 "expire_snapshots", "--snapshot-retention-hours", "0", "--max-snapshots-to-keep", "2",
+                                 "--master", "local[1]", "-o", "json"])
+    assert r.exit_code == 1, r.output
+    doc = json.loads(r.stdout)
+    assert doc["counts"] == {"applied": 2, "failed": 1} and doc["cycles"] == 1
+    r = CliRunner().invoke(app, ["journal", "maintenance", "--journal", journal, "-o", "json"])
+    assert r.exit_code == 0 and [x["outcome"] for x in json.loads(r.stdout)] == ["applied", "applied", "failed"]
+    r = CliRunner().invoke(app, ["maintain", "--journal", journal])
+    assert r.exit_code == 1 and "--catalog NAME (Iceberg) or --warehouse PATH (Paimon)" in r.output
+
+
+def test_every_repeats_until_sigterm_and_stops_cleanly(tables, tmp_path):
+    env = dict(os.environ, PYTHONPATH=REPO)
+    proc = subprocess.Popen([sys.executable, "-m", "cli", "maintain", "--catalog", CATALOG, "--journal",
+                             str(tmp_path / "j.duckdb"), "--operations", "rewrite-manifests",
+                             "--min-manifests-to-rewrite", "2", "--every", "1 s"],
+                            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    seen = []
+    deadline = time.time() + 120
+    while time.time() < deadline:
+        line = proc.stderr.readline()
+        seen.append(line)
+        if line.startswith("cycle 2:"):
+            break
+    proc.send_signal(signal.SIGTERM)
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 0, err
+    assert any(line.startswith("cycle 2:") for line in seen)
+    cycles = int(out.split("maintain run ")[1].split(": ")[1].split(" cycle")[0])
+    assert cycles >= 2 and "of 3 operation(s) done" not in out  # every cycle adds its three results
+
+
+def test_a_paimon_warehouse_gets_expire_orphans_and_partitions(tmp_path):
+    from tests.support import pypaimon_tables as pt
+
+    w = pt.write_demo_table(str(tmp_path / "wh"))
+    rec = DuckDBRecorder(tmp_path / "j.duckdb")
+    run = Maintenance(rec, str(tmp_path / "plans"), warehouse=str(tmp_path / "wh"), executor=DriverExecutor())
+    with rec:
+        report = run.run()
+        rows = list_maintenance(rec)
+    assert [(r["operation"], r["outcome"]) for r in rows][-1] == ("partitions", "skipped")
+    assert [r["operation"] for r in rows] == ["expire", "orphans", "partitions"]
+    assert rows[-1]["message"] == "partition.expiration-time is not set"
+    assert rows[0]["table"] == f"paimon:{w.path}" and report.failed == 0
