@@ -126,13 +126,15 @@ def plan_iceberg_expire(table, *, now_ms: int, options: IcebergExpireOptions) ->
                     kept_manifests.add(m.path)
                     kept_files.update(f.path for f in table.manifest_entries(m) if f.live)
         kept_stats = {p for s, p, _ in table.statistics_files() if s not in gone}
+        seen: set[str] = set()  # manifests of expired snapshots already planned (by the earliest listing them)
         for sid in expired:
             snap = table.snapshots[sid]
             add(ExpireKind.EXPIRE_SNAPSHOT, _canon(snap.manifest_list), None, sid)
             add(ExpireKind.MANIFEST_LIST, _canon(snap.manifest_list), None, sid)
             for m in table.manifest_list(snap):
-                if m.path in kept_manifests:
+                if m.path in kept_manifests or m.path in seen:
                     continue
+                seen.add(m.path)
                 add(ExpireKind.MANIFEST, m.path, m.size, sid)
                 for f in table.manifest_entries(m):
                     if f.live and f.path not in kept_files:

@@ -77,3 +77,24 @@ def test_a_metadata_file_whose_version_cannot_be_read_is_kept():
     p = plan(view, ["s3://lake/t/metadata/random.metadata.json", "s3://lake/t/metadata/00001-x.metadata.json"])
     assert [a.path for a in p.actions] == ["metadata/00001-x.metadata.json"]
     assert p.stats["kept"]["newer_metadata"] == 1
+
+
+from hypothesis import given, strategies as st  # noqa: E402
+
+from engine.errors import InvalidLocation  # noqa: E402
+from engine.fileio import normalize_location  # noqa: E402
+
+_PIECES = st.lists(st.sampled_from(["a", "b", ".", "..", "", " ", "x.parquet", "%20", "\n"]), max_size=5)
+
+
+@given(st.sampled_from(["file:///", "file://", "file:/", "s3://", "s3a://", "s3:///", "/", ""]), _PIECES)
+def test_canonical_is_normalize_location_whatever_the_spelling(prefix, pieces):
+    location = prefix + "/".join(pieces)
+
+    def outcome(f):
+        try:
+            return f(location)
+        except InvalidLocation:
+            return "invalid"
+
+    assert outcome(canonical) == outcome(lambda x: normalize_location(x, relative_ok=False))

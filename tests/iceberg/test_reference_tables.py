@@ -143,3 +143,20 @@ def test_expiring_the_snapshot_with_partition_statistics_deletes_them_and_takes_
     assert after.metadata.statistics == [] and after.metadata.partition_statistics == []
     assert not any(os.path.exists(f) for f in stats | {partition_stats})
     assert it.missing_files(after) == [] and it.rows_by_snapshot(after)[head.snapshot_id]
+
+
+@pytest.mark.parametrize("name", sorted(BUILDERS))
+def test_manifest_entries_read_as_pyiceberg_reads_them(catalog, name):
+    BUILDERS[name](catalog, f"{it.NAMESPACE}.t")
+    t = catalog.load_table(f"{it.NAMESPACE}.t")
+    view = IcebergTable(it.CATALOG_NAME, f"{it.NAMESPACE}.t")
+    checked = 0
+    for s in t.metadata.snapshots:
+        for ref, m in zip(view.manifest_list(view.snapshots[s.snapshot_id]), s.manifests(t.io)):
+            theirs = [(canonical(e.data_file.file_path), int(e.data_file.content), e.data_file.file_size_in_bytes,
+                       int(e.status), len(e.data_file.partition)) for e in m.fetch_manifest_entry(t.io, discard_deleted=False)]
+            ours = [(f.path, f.content, f.size, f.status, len(f.partition.split("/")) if f.partition else 0)
+                    for f in view.manifest_entries(ref)]
+            assert ours == theirs
+            checked += len(ours)
+    assert checked > 5
