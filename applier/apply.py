@@ -329,6 +329,8 @@ class _Apply:
             return []
         cid = commit_id(self.plan.plan_id, number)
         merges = any(p.mode == PhaseMode.MERGE for p in self.plan.phases)
+        if merges and self.recorder is not None:
+            self._restore_outputs(runner, live)
         results, version, already = run_commit(self.committer, live, actions, cid, dry_run=self.recorder is None,
                                                clock=self.clock, written=self.written if merges else None)
         runner.record(results, tally)
@@ -339,6 +341,20 @@ class _Apply:
                 reason = next(left_out[i] for i in sorted(left_out) if self.plan.actions[i].bucket == group)
                 self.orphaned.append((group, output["location"], reason or "left out of the commit"))
         return [] if version is None else [(cid, version, already)]
+
+    def _restore_outputs(self, runner: PhaseRunner, live) -> None:
+        """Before a commit: merge again the groups whose output is not in place (an apply that resumes after
+        its merge phase completed, the output since removed), under the same names."""
+        fmt = format_of(self.plan)
+        for number, spec in enumerate(self.plan.phases, 1):
+            if spec.mode != PhaseMode.MERGE:
+                continue
+            actions = [a for a in self.plan.actions if a.phase == number]
+            lost = {g for g in {a.bucket for a in actions}
+                    if self.written.get(g) is None or not fmt.output_in_place(live, self.written[g])}
+            again = [a for a in actions if a.bucket in lost]
+            if again:
+                self._merge(runner, number, again, again, Tally(report_outcomes(self.plan)), live)
 
     def _merge(self, runner: PhaseRunner, number: int, in_phase: list[Action], actions: list[Action], tally: Tally,
                live) -> None:

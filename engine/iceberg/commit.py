@@ -258,7 +258,7 @@ class IcebergCommitter:
         whole = not self.left_out and set(by_bin) == set(bins)
         dropped = {m["path"] for m in self.plan.scope.get("delete_manifests", ()) if m["dropped"]} if whole else set()
         tx = table.table.transaction()
-        producer = ReplaceDataFiles(tx, table.io, expected=self.plan.scope["snapshot_id"], replaced=replaced,
+        producer = ReplaceDataFiles(tx, table.io, expected=table.current_snapshot_id, replaced=replaced,
                                     added=added, dropped_delete_manifests=dropped,
                                     snapshot_properties={COMMIT_ID_PROPERTY: commit_id})
         updates, requirements = producer._commit()
