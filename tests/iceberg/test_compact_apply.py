@@ -333,9 +333,38 @@ def test_plan_compact_on_the_command_line_with_json_output(lake, tmp_path):
     doc = json.loads(r.output)
     assert doc["plan_kind"] == "compact" and doc["skipped"] is None and doc["nothing_to_do"] is False
     assert [(b["index"], b["inputs"], b["records"]) for b in doc["bins"]] == [(0, 6, 53)]
+    r = CliRunner().invoke(app, ["show", out])
+    assert r.exit_code == 0 and "merges 6 of the 6 data files of snapshot" in " ".join(r.output.split()), r.output
     r = CliRunner().invoke(app, ["plan", "compact", "ns.t", "--catalog", CATALOG, "--out", out,
                                  "--min-input-files", "7", "--no-apply-deletes", "-o", "json"])
     assert r.exit_code == 0 and json.loads(r.output)["skipped"] == "no files eligible for compaction"
     r = CliRunner().invoke(app, ["plan", "compact", "ns.t", "--catalog", CATALOG, "--out", out,
                                  "--min-input-files", "1"])
     assert r.exit_code == 1 and "--min-input-files must be at least 2" in r.output
+
+
+# ---- on Spark -----------------------------------------------------------------------------------------
+
+
+@pytest.mark.spark
+def test_a_compaction_killed_mid_merge_on_spark_resumes_reusing_the_output_it_wrote(lake, tmp_path):
+    """The real CLI on local Spark, one task per bin, kill -9 right after the first bin's output and inputs
+    are journaled; resume merges only the second bin and commits once."""
+    from tests.iceberg.test_resume import killed_apply
+
+    t = twenty_files(lake)
+    before = rows_by_snapshot(t)
+    n = len(t.metadata.snapshots)
+    p = plan(lake.view())
+    journal = killed_apply(p, tmp_path, "after-journal:8")
+    [first] = outputs_journaled(journal, p.plan_id)
+    assert first.group == 0 and first.record_count == 8 and os.path.getsize(canonical(first.path)) == first.bytes
+    assert len(lake.table().metadata.snapshots) == n
+    with DuckDBRecorder(journal) as rec:
+        [report] = resume(rec, executor=DriverExecutor())
+    assert (report.state, report.whole) == ("COMPLETED", True) and report.counts["COMMITTED"] == 16
+    assert [(e.group, e.path) for e in outputs_journaled(journal, p.plan_id)] == [
+        (0, first.path), (1, first.path.replace("-0.parquet", "-1.parquet"))]
+    after = lake.table()
+    assert len(after.metadata.snapshots) == n + 1 and len(compacted(live_files(after))) == 2
+    assert rows_by_snapshot(after)[after.current_snapshot().snapshot_id] == before[t.current_snapshot().snapshot_id]
