@@ -184,6 +184,29 @@ def test_equality_deletes_are_applied_and_the_rows_stay_those_the_spec_reads(tmp
         before[new.parent_snapshot_id]
 
 
+def test_a_bin_whose_every_row_is_deleted_replaces_its_inputs_by_nothing(lake, tmp_path):
+    t = lake.catalog.create_table("ns.t", schema=SCHEMA)
+    for i in range(5):
+        append(t, [i, 100 + i])
+    t = lake.table()
+    data = [e.data_file for m in t.current_snapshot().manifests(t.io) for e in m.fetch_manifest_entry(t.io)]
+    iceberg_files.commit_delete_files(t, [iceberg_files.write_position_delete_file(t, f, [0, 1]) for f in data])
+    t = lake.table()
+    before = rows_by_snapshot(t)
+    p = plan(lake.view())
+    assert [len(b["inputs"]) for b in p.scope["bins"]] == [5] and [m["dropped"] for m in p.scope["delete_manifests"]] == [True]
+    assert apply(p, tmp_path / "j.duckdb").state == "COMPLETED"
+    after = lake.table()
+    new = after.current_snapshot()
+    assert live_files(after) == []
+    assert [m for m in new.manifests(after.io) if m.content == 1] == []
+    assert not any(compacted(files_on_disk(after)))
+    assert rows_by_snapshot(after)[new.snapshot_id] == before[new.parent_snapshot_id] == collections.Counter()
+    assert {k: v for k, v in rows_by_snapshot(after).items() if k != new.snapshot_id} == before
+    assert (new.summary["total-records"], new.summary["total-data-files"], new.summary["total-delete-files"]) == \
+        ("0", "0", "0")
+
+
 def test_with_apply_deletes_off_a_table_with_deletes_is_skipped_with_the_seeds_message(tmp_path, monkeypatch):
     b, view = built(tmp_path, iceberg_tables.position_deletes, "pd", monkeypatch)
     p = plan(view, min_input_files=2, apply_deletes=False)
