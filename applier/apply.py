@@ -2,7 +2,8 @@
 
 One loop for every plan kind: the requirements (and the checks every plan gets: paths where their kind
 of file lives, nothing still used) → ``ApplyStarted`` → each phase by its mode (``bulk`` on Spark,
-``ordered`` on the driver), re-checked against the live table before it starts → ``ApplyCompleted``.
+``ordered`` on the driver, ``merge`` one Spark task per group, ``commit`` once on the driver), re-checked
+against the live table before it starts → ``ApplyCompleted``.
 A phase that still has failures after retries stops the apply (``ApplyFailed``); ``resume`` finishes it
 later from the journal alone. A dry run is the same loop with a probe that only looks, journaling
 nothing.
@@ -27,6 +28,8 @@ from journal.events import (
     Committed,
     FileOutcome,
     MetadataWritten,
+    OutputOrphaned,
+    OutputWritten,
     PhaseCompleted,
     Verified,
 )
@@ -86,6 +89,8 @@ def report_outcomes(plan: CleanupPlan) -> tuple[str, ...]:
         extra.add(FileOutcome.SKIPPED_REFERENCED)
     if any(p.mode == PhaseMode.COMMIT for p in plan.phases):
         extra |= {FileOutcome.COMMITTED, FileOutcome.ALREADY_COMMITTED}
+    if any(p.mode == PhaseMode.MERGE for p in plan.phases):
+        extra.add(FileOutcome.DROPPED)
     base = {FileOutcome.DELETED, FileOutcome.ALREADY_ABSENT, FileOutcome.WRITTEN, FileOutcome.KEPT_NOT_EMPTY,
             FileOutcome.FAILED}
     return tuple(o.value for o in FileOutcome if o in base or o in extra)
@@ -128,6 +133,8 @@ class _Apply:
     done: set = field(default_factory=set)  # actions done, or possibly done (for requirements)
     completed: frozenset = frozenset()  # phases the resumed apply completed
     verify: bool = True  # check the touched files against the live table after the last phase
+    written: dict = field(default_factory=dict)  # merge phases: each group's output (``OutputWritten``), by group
+    orphaned: list = field(default_factory=list)  # (group, path, reason) of outputs the last commit left out
 
     def refuse(self, e: PlanRejected) -> None:
         if self.recorder is not None:
@@ -138,7 +145,7 @@ class _Apply:
         plan, table = self.plan, self.table
         fmt = format_of(plan)
         bulk_left = any(a.action_id not in self.skip for p, spec in enumerate(plan.phases, 1)
-                        if spec.mode == PhaseMode.BULK for a in by_phase.get(p, ()))
+                        if spec.mode in (PhaseMode.BULK, PhaseMode.MERGE) for a in by_phase.get(p, ()))
         try:
             if bulk_left:
                 self.executor.prepare()  # Spark boots while the plan is checked; nothing runs on it before start()
@@ -215,6 +222,8 @@ class _Apply:
             actions = self._skip(runner, actions, skipped, tally)
             if spec.mode == PhaseMode.COMMIT:
                 committed = self._commit(runner, number, actions, tally, live)
+            elif spec.mode == PhaseMode.MERGE:
+                self._merge(runner, number, in_phase, actions, tally, live)
             elif actions:
                 (runner.bulk if spec.mode == PhaseMode.BULK else runner.ordered)(actions, tally)
             self.progress.phase_finished(spec.name)
@@ -241,6 +250,9 @@ class _Apply:
                 report.hint = a.snapshot_id
             events += [Committed(apply_id=apply_id, plan_id=plan_id, phase=number, commit_id=cid, version=version,
                                  already=already, committed_ms=now) for cid, version, already in committed]
+            events += [OutputOrphaned(apply_id=apply_id, plan_id=plan_id, group=group, path=path, reason=reason,
+                                      orphaned_ms=now) for group, path, reason in self.orphaned]
+            self.orphaned = []
             label = getattr(self.committer, "version_label", "snapshot")  # what the committer's version numbers
             report.commits += [{"phase": spec.name, "version": version, "already": already, "label": label}
                                for _, version, already in committed]
@@ -310,14 +322,67 @@ class _Apply:
 
     def _commit(self, runner: PhaseRunner, number: int, actions: list[Action], tally: Tally, live) -> list:
         """A commit phase: its actions committed once, under the plan's commit identifier for the phase.
-        An apply that resumes finds a commit it made before the crash (ALREADY_COMMITTED)."""
+        An apply that resumes finds a commit it made before the crash (ALREADY_COMMITTED). After a merge
+        phase, the committer is given the outputs written; an output whose actions it left out (DROPPED)
+        is an orphan, journaled as such with the phase's end."""
         if not actions:
             return []
         cid = commit_id(self.plan.plan_id, number)
+        merges = any(p.mode == PhaseMode.MERGE for p in self.plan.phases)
+        if merges and self.recorder is not None:
+            self._restore_outputs(runner, live)
         results, version, already = run_commit(self.committer, live, actions, cid, dry_run=self.recorder is None,
-                                               clock=self.clock)
+                                               clock=self.clock, written=self.written if merges else None)
         runner.record(results, tally)
+        left_out = {r.action_id: r.error for r in results if r.outcome == Outcome.DROPPED}
+        for group in sorted({self.plan.actions[i].bucket for i in left_out}):
+            output = self.written.get(group)
+            if output is not None and output["written"]:
+                reason = next(left_out[i] for i in sorted(left_out) if self.plan.actions[i].bucket == group)
+                self.orphaned.append((group, output["location"], reason or "left out of the commit"))
         return [] if version is None else [(cid, version, already)]
+
+    def _restore_outputs(self, runner: PhaseRunner, live) -> None:
+        """Before a commit: merge again the groups whose output is not in place (an apply that resumes after
+        its merge phase completed, the output since removed), under the same names."""
+        fmt = format_of(self.plan)
+        for number, spec in enumerate(self.plan.phases, 1):
+            if spec.mode != PhaseMode.MERGE:
+                continue
+            actions = [a for a in self.plan.actions if a.phase == number]
+            lost = {g for g in {a.bucket for a in actions}
+                    if self.written.get(g) is None or not fmt.output_in_place(live, self.written[g])}
+            again = [a for a in actions if a.bucket in lost]
+            if again:
+                self._merge(runner, number, again, again, Tally(report_outcomes(self.plan)), live)
+
+    def _merge(self, runner: PhaseRunner, number: int, in_phase: list[Action], actions: list[Action], tally: Tally,
+               live) -> None:
+        """A merge phase: one task per group (``Action.bucket``) whose output is not on record and in place.
+        A group whose output an earlier apply journaled and that is still there, with its size, is not
+        merged again (its actions not yet journaled are journaled WRITTEN); any other group is merged
+        again, every action of it, writing the same file under the same name."""
+        fmt = format_of(self.plan)
+        pending = {a.action_id for a in actions}
+        groups: dict[int, list[Action]] = {}
+        for a in in_phase:
+            groups.setdefault(a.bucket, []).append(a)
+        to_run = []
+        for group in sorted(groups):
+            output = self.written.get(group)
+            if output is not None and fmt.output_in_place(live, output):
+                now = self.clock()
+                runner.record([ActionResult(a.action_id, Outcome.WRITTEN, 1, None, now)
+                               for a in groups[group] if a.action_id in pending], tally)
+                continue
+            if output is None and not any(a.action_id in pending for a in groups[group]):
+                raise LakesweepError(f"the journal says group {group} of plan {self.plan.plan_id} was merged but "
+                                     f"holds no output for it; the journal is damaged")
+            to_run.append(group)
+        if not to_run:
+            return
+        fn, tasks = fmt.merge_tasks(self.plan, live, to_run)
+        self.written.update(runner.merge([(g, groups[g], t) for g, t in zip(to_run, tasks)], fn, tally, phase=number))
 
 
 def apply_plan(
@@ -348,7 +413,8 @@ def apply_plan(
     table = format_of(plan).open(plan, fileio)
     recorder.record_plan(plan, recorded_ms=started)
 
-    prior = project(recorder.events(plan_id=plan_id))  # the lifecycle of every apply of this plan
+    events = recorder.events(plan_id=plan_id)
+    prior = project(events)  # the lifecycle of every apply of this plan
     if resume_apply_id is None:
         running = [aid for aid, r in prior.items() if r.state == RunStatus.RUNNING and not r.dry_run]
         if running:
@@ -374,8 +440,24 @@ def apply_plan(
     run = _Apply(plan, recorder, table, executor or SparkExecutor(spark, master, conf), progress or NoProgress(),
                  clock, master, resume_apply_id=resume_apply_id, committer=committer,
                  skip=done if (skip_done or resume_apply_id is not None) else frozenset(),
-                 done=possibly_done, completed=completed, verify=verify)
+                 done=possibly_done, completed=completed, verify=verify,
+                 written=journaled_outputs(events, {aid for aid, r in prior.items() if r.dry_run}))
     return run.run(by_phase, started)
+
+
+def journaled_outputs(events, dry_runs: AbstractSet[str]) -> dict[int, dict]:
+    """The outputs merge phases of earlier applies wrote, by group (the latest record of each), without
+    those a commit left out."""
+    out: dict[int, dict] = {}
+    for ev in events:
+        if ev.event_apply_id in dry_runs:
+            continue
+        if isinstance(ev, OutputWritten):
+            out[ev.group] = {"location": ev.path, "written": ev.written, "record_count": ev.record_count,
+                             "bytes": ev.bytes, "statistics": dict(ev.statistics)}
+        elif isinstance(ev, OutputOrphaned) and ev.group in out and out[ev.group]["location"] == ev.path:
+            del out[ev.group]
+    return out
 
 
 def dry_run_plan(plan: CleanupPlan, *, fileio: FileIO | None = None, master: str = "local[*]",

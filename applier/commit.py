@@ -35,7 +35,10 @@ class Committer(Protocol):
 
     def commit(self, table, actions: Sequence[Action], commit_id: str) -> int:
         """Commit the actions under ``commit_id``; the new version. Raises ``LakesweepError`` when the table
-        cannot take the commit (a conflict that retries did not resolve)."""
+        cannot take the commit (a conflict that retries did not resolve).
+
+        A committer of plans with a merge phase also takes ``written=`` (the outputs by group, as journaled)
+        and, after a commit, has ``left_out``: the ids of the actions the commit left out, each with why."""
 
 
 def _paimon_committer(plan: CleanupPlan) -> Committer:
@@ -70,11 +73,14 @@ def committer_for(plan: CleanupPlan, given: Committer | None) -> Committer | Non
 
 
 def run_commit(committer: Committer, table, actions: Sequence[Action], cid: str, *, dry_run: bool,
-               clock: Callable[[], int]) -> tuple[list[ActionResult], int | None, bool]:
+               clock: Callable[[], int], written=None) -> tuple[list[ActionResult], int | None, bool]:
     """Commit ``actions`` once under ``cid``: (one result per action, the version, found already).
 
-    Found already: every action ``ALREADY_COMMITTED``; committed now: ``COMMITTED``; a dry run only looks
-    (``COMMITTED`` standing for "would commit"). A failure is ``FAILED`` for every action, with the reason."""
+    Found already: every action ``ALREADY_COMMITTED``; committed now: ``COMMITTED``, or ``DROPPED`` (with
+    the reason) for an action the commit left out; a dry run only looks (``COMMITTED`` standing for "would
+    commit"). A failure is ``FAILED`` for every action, with the reason. ``written``: the outputs of the
+    plan's merge phase, for the committer (None: the plan has none)."""
+    left_out: dict[int, str] = {}
     try:
         version = committer.find(table, cid)
         if version is not None:
@@ -82,10 +88,14 @@ def run_commit(committer: Committer, table, actions: Sequence[Action], cid: str,
         elif dry_run:
             outcome, already = Outcome.COMMITTED, False
         else:
-            version, outcome, already = committer.commit(table, actions, cid), Outcome.COMMITTED, False
+            version = (committer.commit(table, actions, cid) if written is None
+                       else committer.commit(table, actions, cid, written=written))
+            outcome, already = Outcome.COMMITTED, False
+            left_out = dict(getattr(committer, "left_out", {}) or {})
     except (LakesweepError, OSError) as e:
         now = clock()
         error = f"{type(e).__name__}: {e}"
         return [ActionResult(a.action_id, Outcome.FAILED, 1, error, now) for a in actions], None, False
     now = clock()
-    return [ActionResult(a.action_id, outcome, 1, None, now) for a in actions], version, already
+    return [ActionResult(a.action_id, Outcome.DROPPED, 1, left_out[a.action_id], now) if a.action_id in left_out
+            else ActionResult(a.action_id, outcome, 1, None, now) for a in actions], version, already

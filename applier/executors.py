@@ -72,6 +72,11 @@ class BulkExecutor(Protocol):
     def run(self, fileio: FileIO, root: str, external: Sequence[str], actions: Sequence[Action], *,
             on_batch: Callable[[list[ActionResult]], None], dry_run: bool = False) -> None: ...
 
+    def map(self, fn: Callable, items: Sequence, *, on_result: Callable[[int, bool, object], None]) -> None:
+        """Merge phases: ``fn(item)`` for each item, one task per item, in any order; ``on_result(index, ok,
+        value)`` on the driver for each, ``value`` being what ``fn`` returned, or the error's text when it
+        raised (``ok`` false). ``fn`` and the items must pickle."""
+
     def stop(self) -> None: ...
 
 
@@ -119,6 +124,11 @@ class SparkExecutor:
 
         run_on_spark(self.session.get(), fileio, root, external, actions, on_batch=on_batch, dry_run=dry_run)
 
+    def map(self, fn, items, *, on_result) -> None:
+        from applier.spark_exec import map_on_spark
+
+        map_on_spark(self.session.get(), fn, items, on_result=on_result)
+
     def stop(self) -> None:
         self._joined()
         self.session.stop()
@@ -144,6 +154,12 @@ class DriverExecutor:
         for rows in execute_rows(map(task_row, actions), fileio, root, list(external), dry_run,
                                  self.batch or DEFAULT_BATCH):
             on_batch([ActionResult(i, Outcome(o), att, err, ms) for (i, o, att, err, ms) in rows])
+
+    def map(self, fn, items, *, on_result) -> None:
+        from applier.spark_exec import guarded
+
+        for i, item in enumerate(items):
+            on_result(i, *guarded(fn, item))
 
     def stop(self) -> None:
         pass

@@ -137,6 +137,39 @@ class IcebergFormat:
             raise StalePlan(f"the plan {plan.plan_id} is refused: {a.kind} {a.path} is still used by {holder.what} "
                             f"in the live table. Nothing more is deleted; re-run 'lakesweep plan {plan.kind}'.")
 
+    def merge_tasks(self, plan, table, groups: Sequence[int]):
+        """(the function a task runs, one task per group): each compaction bin of ``groups`` merged into its
+        output, named from the plan id and the bin (``compaction_merge.output_location``), in the table's
+        schema as at planning (``scope.schema_id``) and its live properties."""
+        from engine.iceberg.compact_apply import BinTask, bins_from_scope, run_bin
+        from engine.iceberg.compaction_merge import output_location
+
+        bins = bins_from_scope(plan.scope)
+        meta = table.metadata
+        schema = next((s for s in meta.schemas if s.schema_id == plan.scope.get("schema_id")), None)
+        if schema is None:
+            raise PlanRejected(f"the table has no schema {plan.scope.get('schema_id')}, the plan's; re-run "
+                               f"'lakesweep plan {plan.kind}'")
+        tasks = []
+        for g in groups:
+            b = bins.get(g)
+            if b is None:
+                raise PlanRejected(f"the plan's actions name bin {g}, which its scope lacks; the plan is refused")
+            target = output_location(meta.location, table.options, partition=b.partition, plan_id=plan.plan_id,
+                                     bin_index=b.index)
+            tasks.append(BinTask(b, target, table.fileio, schema, table.location, dict(table.options),
+                                 meta.format_version))
+        return run_bin, tasks
+
+    def output_in_place(self, table, output) -> bool:
+        """Whether a journaled output is there with its size (a bin whose every row was deleted has none)."""
+        from engine.iceberg.table import canonical
+
+        if not output["written"]:
+            return True
+        info = table.fileio.info(canonical(output["location"]))
+        return info is not None and info.size == output["bytes"]
+
     def verify(self, plan, table, targets):
         from engine.iceberg.verify import verify_iceberg
 

@@ -5,6 +5,10 @@ and their results come back in batches. ``ordered``: one action after another on
 order (deepest directories first, snapshots ascending, a pointer written last). A dry run runs the same
 phases through a probe that only looks: a file to delete that exists would be DELETED, a missing one
 ALREADY_ABSENT, a file to write WRITTEN.
+
+``merge``: groups of actions (an Iceberg compaction bin's inputs), each group one task that writes one
+file; the file is journaled (``OutputWritten``) before its group's actions are journaled WRITTEN, so an
+action done always has its output on record.
 """
 
 from __future__ import annotations
@@ -16,7 +20,7 @@ from typing import Callable, Protocol, Sequence
 
 from engine.fileio import FileIO
 from engine.plan import Action, Verb
-from journal.events import FileOutcome, FileRecord
+from journal.events import FileOutcome, FileRecord, OutputWritten
 from journal.recorder import Recorder
 
 from applier.actions import ActionResult, Outcome, execute_with_retry
@@ -160,6 +164,35 @@ class PhaseRunner:
                 pending, flushed = [], time.monotonic()
         if pending:
             self.record(pending, tally)
+
+
+    def merge(self, groups: Sequence[tuple[int, list[Action], object]], fn: Callable, tally: Tally, *,
+              phase: int) -> dict[int, dict]:
+        """Run ``fn(task)`` for each (group, actions, task) on the executor; journal each output written
+        (``fn`` returns ``{"location", "written", "record_count", "bytes", "statistics"}``), then its
+        group's actions WRITTEN, or FAILED with the error. Returns the outputs written, by group."""
+        outputs: dict[int, dict] = {}
+        if self.dry_run:
+            for _, actions, _ in groups:
+                self.record([ActionResult(a.action_id, Outcome.WRITTEN, 0) for a in actions], tally)
+            return outputs
+
+        def on_result(index: int, ok: bool, value) -> None:
+            group, actions, _ = groups[index]
+            now = self.clock()
+            if not ok:
+                self.record([ActionResult(a.action_id, Outcome.FAILED, 1, str(value), now) for a in actions], tally)
+                return
+            if self.recorder is not None:
+                self.recorder.append([OutputWritten(
+                    apply_id=self.apply_id, plan_id=self.plan_id, phase=phase, group=group, path=value["location"],
+                    written=bool(value["written"]), record_count=int(value["record_count"]),
+                    bytes=int(value["bytes"]), statistics=value["statistics"], written_ms=now)])
+            outputs[group] = value
+            self.record([ActionResult(a.action_id, Outcome.WRITTEN, 1, None, now) for a in actions], tally)
+
+        self.executor.map(fn, [task for _, _, task in groups], on_result=on_result)
+        return outputs
 
 
 def pointer_writes(actions: Sequence[Action]) -> list[Action]:

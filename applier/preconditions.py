@@ -37,10 +37,12 @@ def verify_table(plan: CleanupPlan, table: PaimonTable) -> None:
 
 
 def check_phases(plan: CleanupPlan) -> None:
-    """Commit actions run in commit phases, and commit phases hold nothing else."""
+    """Commit actions run in commit phases and merge actions in merge phases, and those phases hold nothing
+    else."""
     for a in plan.actions:
         commit_phase = plan.phases[a.phase - 1].mode == PhaseMode.COMMIT
-        if (a.verb is Verb.COMMIT) != commit_phase:
+        merge_phase = plan.phases[a.phase - 1].mode == PhaseMode.MERGE
+        if (a.verb is Verb.COMMIT) != commit_phase or (a.verb is Verb.MERGE) != merge_phase:
             raise PlanRejected(f"action {a.action_id} ({a.kind} {a.path!r}) is a {a.verb} action in the "
                                f"{plan.phases[a.phase - 1].mode} phase '{plan.phase_name(a.phase)}'; the plan is refused")
 

@@ -234,3 +234,28 @@ def run_on_spark(
     sc.setJobGroup("lakesweep-apply", f"lakesweep: {len(actions)} actions of phase {actions[0].phase}")
     for result_batch in sc.parallelize(rows, slices).mapPartitions(task).toLocalIterator(prefetchPartitions=True):
         on_batch([ActionResult(i, Outcome(o), att, err, ms) for (i, o, att, err, ms) in result_batch])
+
+
+def guarded(fn: Callable, item) -> tuple[bool, object]:
+    """Executor side of a merge task: (True, ``fn(item)``), or (False, the error) when it raises, so one
+    failing task is reported as a failure instead of failing the whole Spark job."""
+    try:
+        return True, fn(item)
+    except Exception as e:  # reported to the driver, which journals it FAILED with this text
+        return False, f"{type(e).__name__}: {e}"
+
+
+def map_on_spark(spark, fn: Callable, items: Sequence, *, on_result: Callable[[int, bool, object], None]) -> None:
+    """``fn(item)`` for each item as its own Spark task; ``on_result(index, ok, value)`` on the driver as the
+    results arrive (``guarded``)."""
+    if not items:
+        return
+    sc = spark.sparkContext
+
+    def task(pair):
+        index, item = pair
+        return (index, *guarded(fn, item))
+
+    sc.setJobGroup("lakesweep-apply", f"lakesweep: {len(items)} merge task(s)")
+    for index, ok, value in sc.parallelize(list(enumerate(items)), len(items)).map(task).toLocalIterator():
+        on_result(index, ok, value)

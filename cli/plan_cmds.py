@@ -450,3 +450,35 @@ def plan_rewrite_manifests_cmd(
     --min-manifests, or no data entries. Nothing is changed. Review the plan with 'lakesweep show PLAN'."""
     make_iceberg_plan("rewrite-manifests", catalog=catalog, table=table, out=out, now=now, fmt=fmt, paimon_only={},
                       min_manifests=min_manifests, max_commit_retries=max_commit_retries)
+
+
+@plan_app.command("compact")
+@handle_errors
+def plan_compact_cmd(
+    table: str = typer.Argument(..., help="The Iceberg table, namespace.table."),
+    out: Path = PlanOutOpt,
+    catalog: str = typer.Option(..., "--catalog", help="The table's Iceberg catalog, configured as pyiceberg "
+                                "configures catalogs (.pyiceberg.yaml, or PYICEBERG_CATALOG__<NAME>__URI and friends)."),
+    target_file_size_mb: Optional[int] = typer.Option(None, "--target-file-size-mb", help="Files smaller than this are merged, into files of at most "
+                                                      "this size (default 256; the table's "
+                                                      "write.target-file-size-bytes wins)."),
+    min_input_files: Optional[int] = typer.Option(None, "--min-input-files", help="The fewest files a bin merges "
+                                                  "(default 5, at least 2)."),
+    apply_deletes: Optional[bool] = typer.Option(None, "--apply-deletes/--no-apply-deletes", help="Apply position and "
+                                                 "equality deletes while merging (default); with --no-apply-deletes "
+                                                 "a table with delete files is skipped."),
+    max_commit_retries: Optional[int] = MaxCommitRetriesOpt,
+    now: Optional[str] = NowOpt,
+    fmt: OutputFormat = OutputOpt,
+):
+    """Plan the compaction of an Iceberg table's small Parquet data files: per partition, bins of at least
+    --min-input-files files, each merged into one file with its deleted rows dropped. Apply writes the merged
+    files (one Spark task per bin), then commits one 'replace' snapshot; the old files stay until snapshot
+    expiry frees them.
+
+    Skipped, with SeaweedFS's messages, when there is no current snapshot, when delete files exist and
+    --no-apply-deletes is given, or when no bin has enough files. Nothing is changed. Review the plan with
+    'lakesweep show PLAN'."""
+    make_iceberg_plan("compact", catalog=catalog, table=table, out=out, now=now, fmt=fmt, paimon_only={},
+                      target_file_size_mb=target_file_size_mb, min_input_files=min_input_files,
+                      apply_deletes=apply_deletes, max_commit_retries=max_commit_retries)

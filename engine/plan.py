@@ -38,6 +38,7 @@ class Verb(enum.StrEnum):
     DELETE_EMPTY_DIR = "delete-empty-dir"
     WRITE_FILE = "write-file"
     COMMIT = "commit"
+    MERGE = "merge"  # read into a new file with others (Iceberg compaction: an input of a bin's output)
 
     @property
     def deletes(self) -> bool:
@@ -47,11 +48,14 @@ class Verb(enum.StrEnum):
 class PhaseMode(enum.StrEnum):
     """How apply runs a phase: ``bulk`` deletes as Spark tasks in any order; ``ordered`` runs the actions
     one after another on the driver, in plan order; ``commit`` commits new table metadata on the driver,
-    once, under a commit identifier derived from the plan id."""
+    once, under a commit identifier derived from the plan id; ``merge`` writes new files, one task per
+    group of actions (an Iceberg compaction bin) on Spark, and journals each file written, for a later
+    commit phase to commit."""
 
     BULK = "bulk"
     ORDERED = "ordered"
     COMMIT = "commit"
+    MERGE = "merge"
 
 
 @dataclass(frozen=True, slots=True)

@@ -184,6 +184,57 @@ class MetadataWritten(Event):
 
 
 @dataclass(frozen=True, slots=True)
+class OutputWritten(Event):
+    """A merge phase wrote a new file: output ``group`` (an Iceberg compaction bin's index) at ``path``, with
+    what the commit that adds it needs (``record_count``, ``bytes``, and the column ``statistics`` as JSON:
+    keys as text, bounds as hex). ``written`` false: every row of the group was deleted, no file exists.
+    A resumed apply commits what these events say, without writing the file again."""
+
+    EVENT_TYPE: ClassVar[str] = "OutputWritten"
+    SCHEMA_VERSION: ClassVar[int] = 1
+    TIME_FIELD: ClassVar[str] = "written_ms"
+
+    apply_id: str
+    plan_id: str
+    phase: int
+    group: int
+    path: str
+    written: bool
+    record_count: int
+    bytes: int
+    statistics: Mapping[str, Any]
+    written_ms: int
+
+    def __post_init__(self):
+        _require_id("apply_id", self.apply_id)
+        _require_id("plan_id", self.plan_id)
+        _require_id("path", self.path)
+        _require_counts(self, "group", "record_count", "bytes")
+
+
+@dataclass(frozen=True, slots=True)
+class OutputOrphaned(Event):
+    """A file an ``OutputWritten`` names was left out of the commit (``reason``: what changed): no metadata
+    names it; orphan removal deletes it."""
+
+    EVENT_TYPE: ClassVar[str] = "OutputOrphaned"
+    SCHEMA_VERSION: ClassVar[int] = 1
+    TIME_FIELD: ClassVar[str] = "orphaned_ms"
+
+    apply_id: str
+    plan_id: str
+    group: int
+    path: str
+    reason: str
+    orphaned_ms: int
+
+    def __post_init__(self):
+        _require_id("apply_id", self.apply_id)
+        _require_id("plan_id", self.plan_id)
+        _require_id("path", self.path)
+
+
+@dataclass(frozen=True, slots=True)
 class Committed(Event):
     """A commit phase committed new table metadata: ``version`` is the new snapshot (or metadata version)
     and ``commit_id`` the identifier derived from the plan id that lets a resumed apply find it."""
@@ -328,8 +379,8 @@ class MaintenanceResult(Event):
 
 EVENT_TYPES: dict[str, type[Event]] = {
     cls.EVENT_TYPE: cls
-    for cls in (PlanRecorded, ApplyStarted, PhaseCompleted, MetadataWritten, Committed, Verified, ApplyCompleted,
-                ApplyFailed, ApplyRefused, MaintenanceResult)
+    for cls in (PlanRecorded, ApplyStarted, PhaseCompleted, MetadataWritten, OutputWritten, OutputOrphaned, Committed,
+                Verified, ApplyCompleted, ApplyFailed, ApplyRefused, MaintenanceResult)
 }
 
 
@@ -407,6 +458,7 @@ class FileOutcome(enum.StrEnum):
     SKIPPED_REFERENCED = "SKIPPED_REFERENCED"  # a candidate re-checked at apply time is referenced again: kept
     COMMITTED = "COMMITTED"
     ALREADY_COMMITTED = "ALREADY_COMMITTED"  # the commit identifier was found committed (a resumed apply)
+    DROPPED = "DROPPED"  # left out of its commit: what it relied on changed (a compaction bin's inputs)
     FAILED = "FAILED"
 
 
@@ -418,7 +470,9 @@ OUTCOMES: Mapping[Verb, frozenset[FileOutcome]] = {
     Verb.DELETE_EMPTY_DIR: frozenset({FileOutcome.DELETED, FileOutcome.ALREADY_ABSENT, FileOutcome.KEPT_NOT_EMPTY,
                                       FileOutcome.FAILED}),
     Verb.WRITE_FILE: frozenset({FileOutcome.WRITTEN, FileOutcome.FAILED}),
-    Verb.COMMIT: frozenset({FileOutcome.COMMITTED, FileOutcome.ALREADY_COMMITTED, FileOutcome.FAILED}),
+    Verb.COMMIT: frozenset({FileOutcome.COMMITTED, FileOutcome.ALREADY_COMMITTED, FileOutcome.DROPPED,
+                            FileOutcome.FAILED}),
+    Verb.MERGE: frozenset({FileOutcome.WRITTEN, FileOutcome.FAILED}),
 }
 
 

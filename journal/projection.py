@@ -25,6 +25,8 @@ from journal.events import (
     FileRecord,
     Committed,
     MetadataWritten,
+    OutputOrphaned,
+    OutputWritten,
     PhaseCompleted,
     PlanRecorded,
     Verified,
@@ -122,6 +124,8 @@ def step(run: RunState | None, ev: Event) -> RunState:
             if any(kind == ev.kind for kind, _ in run.metadata):
                 raise _illegal(aid, ev, f"{ev.kind} was already written ({dict(run.metadata)[ev.kind]})")
             return dataclasses.replace(run, metadata=run.metadata + ((ev.kind, ev.value),))
+        case OutputWritten() | OutputOrphaned():
+            return _require_running(run, ev)  # what the merge phase wrote: read by the apply, not folded here
         case Committed():
             run = _require_running(run, ev)
             if any(phase == ev.phase for phase, _ in run.commits):

@@ -424,6 +424,42 @@ def describe_rewrite(plan: CleanupPlan) -> PlanDescription:
     return PlanDescription(nothing_to_do=False, scope=scope, document={"skipped": None})
 
 
+def _resolve_compact(table_options, **flags):
+    from planner.iceberg.compact import resolve_compact_options
+
+    return resolve_compact_options(table_options, **flags)
+
+
+def _plan_compact(table, *, now_ms: int, options) -> CleanupPlan:
+    from planner.iceberg.compact import plan_compact
+
+    return plan_compact(table, now_ms=now_ms, options=options)
+
+
+def describe_compact(plan: CleanupPlan) -> PlanDescription:
+    sc = plan.scope
+    bins = sc.get("bins", [])
+    document = {"skipped": sc.get("skipped"),
+                "bins": [{"index": b["index"], "partition": b["partition"], "inputs": len(b["inputs"]),
+                          "bytes": sum(f["size"] for f in b["inputs"]),
+                          "records": sum(f["record_count"] for f in b["inputs"]),
+                          "position_deletes": len(b["position_deletes"]),
+                          "equality_deletes": len(b["equality_deletes"])} for b in bins]}
+    if sc.get("skipped"):
+        return PlanDescription(nothing_to_do=True, nothing_label="Nothing to compact", scope=sc["skipped"],
+                               document=document)
+    inputs = sum(len(b["inputs"]) for b in bins)
+    dropped = sum(1 for m in sc.get("delete_manifests", []) if m["dropped"])
+    scope = (f"merges {inputs} of the {sc.get('data_files', 0)} data files of snapshot {sc['snapshot_id']} into "
+             f"{len(bins)} file(s) of at most {sc['target_bytes']} bytes each, in one 'replace' commit")
+    notes = tuple(f"bin {b['index']} ({b['partition'] or 'unpartitioned'}): {d['inputs']} files, {d['bytes']} bytes, "
+                  f"{d['position_deletes']} position and {d['equality_deletes']} equality delete file(s) applied"
+                  for b, d in zip(bins, document["bins"]))
+    notes += (f"delete manifests: {dropped} dropped (all they delete is compacted), "
+              f"{len(sc.get('delete_manifests', [])) - dropped} carried over",)
+    return PlanDescription(nothing_to_do=False, scope=scope, notes=notes, document=document)
+
+
 ICEBERG_KINDS: Mapping[str, PlanKind] = {
     k.name: k
     for k in (
@@ -432,6 +468,7 @@ ICEBERG_KINDS: Mapping[str, PlanKind] = {
         PlanKind("orphans", resolve_options=_resolve_iceberg_orphans, plan=_plan_iceberg_orphans,
                  describe=describe_iceberg_orphans),
         PlanKind("rewrite-manifests", resolve_options=_resolve_rewrite, plan=_plan_rewrite, describe=describe_rewrite),
+        PlanKind("compact", resolve_options=_resolve_compact, plan=_plan_compact, describe=describe_compact),
     )
 }
 _BY_FORMAT = {"paimon": KINDS, "iceberg": ICEBERG_KINDS}

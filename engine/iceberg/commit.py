@@ -7,6 +7,11 @@
   (``_RewriteManifests``): one data manifest per partition spec with every live entry as EXISTING (its
   snapshot id and sequence numbers kept), the delete manifests carried over, under the same requirements.
   Its summary carries ``lakesweep.commit-id``, which is how a resumed apply finds it.
+* **Compaction** commits a ``replace`` snapshot (``compact_commit.ReplaceDataFiles``): each bin's inputs
+  DELETED, its output ADDED (as the merge phase journaled it), the delete manifests the plan drops left
+  out, under the same requirements and with the same commit id. Before each attempt the inputs are read
+  again from the live head: a bin with an input no longer live is left out (its actions DROPPED, its
+  output an orphan), and then every delete manifest is carried over.
 
 A commit the catalog refuses (``CommitFailedException``) is retried after a backoff of 50 ms, doubling, at
 most 5 s, up to ``max_commit_retries`` times; before each retry the table is read again and the plan's
@@ -20,7 +25,7 @@ import time
 from typing import Callable, Sequence
 
 from engine.errors import LakesweepError, PlanRejected, StalePlan
-from engine.iceberg.kinds import ExpireKind, RewriteKind
+from engine.iceberg.kinds import CompactKind, ExpireKind, RewriteKind
 from engine.iceberg.requirements import COMMIT_ID_PROPERTY
 from engine.plan import Action, CleanupPlan
 
@@ -43,6 +48,7 @@ class IcebergCommitter:
         self.max_retries = int(option.value) if option is not None else DEFAULT_MAX_COMMIT_RETRIES
         self.sleep = sleep
         self.attempts = 0  # commits tried by the last ``commit`` call (tests read it)
+        self.left_out: dict[int, str] = {}  # compaction: actions the last commit left out, with why
         # what ``find`` and ``commit`` return: the new snapshot of a rewrite, the metadata version of an expiry
         self.version_label = "metadata version" if plan.kind == "expire" else "snapshot"
 
@@ -50,13 +56,32 @@ class IcebergCommitter:
         """Refuse a plan whose commit is not what its own rule allows on the live table, whatever the plan
         file says: an expiry may expire only snapshots, and remove only refs, that Iceberg's retention rule
         (with the plan's now, cut-off, retain-last and max-ref-age) lets go now, never ``main``."""
-        expected = ExpireKind.EXPIRE_SNAPSHOT if self.plan.kind == "expire" else RewriteKind.REWRITE_MANIFEST
+        expected = {"expire": ExpireKind.EXPIRE_SNAPSHOT, "rewrite-manifests": RewriteKind.REWRITE_MANIFEST,
+                    "compact": CompactKind.COMPACT_REPLACE}.get(self.plan.kind)
         for a in actions:
             if a.kind != expected:
                 raise PlanRejected(f"action {a.action_id} ({a.kind}) is not what an Iceberg {self.plan.kind} plan "
                                    f"commits; the plan is refused")
         if self.plan.kind == "expire":
             self._check_expiry(table, actions)
+        if self.plan.kind == "compact":
+            self._check_compaction(table, actions)
+
+    def _check_compaction(self, table, actions: Sequence[Action]) -> None:
+        """Every commit action names an input of its bin, and every input of a bin is named: what is
+        replaced is exactly what the bin merges."""
+        from engine.iceberg.compact_apply import bins_from_scope
+        from engine.iceberg.compaction import resolve_location
+
+        bins = bins_from_scope(self.plan.scope)
+        named: dict[int, set[str]] = {}
+        for a in actions:
+            named.setdefault(a.bucket, set()).add(resolve_location(a.path, table.location))
+        for group, paths in sorted(named.items(), key=lambda kv: (kv[0] is None, kv[0] or 0)):
+            b = bins.get(group)
+            if b is None or paths != {f.path for f in b.inputs}:
+                raise PlanRejected(f"the plan's compact-replace actions of bin {group} are not the inputs its scope "
+                                   f"lists; the plan is refused")
 
     def _check_expiry(self, table, actions: Sequence[Action]) -> None:
         from engine.iceberg.retention import expire_rule
@@ -97,15 +122,16 @@ class IcebergCommitter:
                 return sid
         return None
 
-    def commit(self, table, actions: Sequence[Action], commit_id: str) -> int:
+    def commit(self, table, actions: Sequence[Action], commit_id: str, *, written=None) -> int:
         from pyiceberg.exceptions import CommitFailedException
 
         live = table
         self.attempts = 0
+        self.left_out = {}
         while True:
             self.attempts += 1
             try:
-                return self._commit_once(live, actions, commit_id)
+                return self._commit_once(live, actions, commit_id, written)
             except CommitFailedException as e:
                 if self.attempts > self.max_retries:
                     raise LakesweepError(f"the catalog refused the commit {self.attempts} times; last: {e}. "
@@ -117,7 +143,7 @@ class IcebergCommitter:
                     raise StalePlan(f"the plan {self.plan.plan_id} went stale while committing: " + "; ".join(stale)
                                     + f". Nothing was committed; re-run 'lakesweep plan {self.plan.kind}'") from e
 
-    def _commit_once(self, table, actions: Sequence[Action], commit_id: str) -> int:
+    def _commit_once(self, table, actions: Sequence[Action], commit_id: str, written) -> int:
         # The catalog applies the updates to its metadata as it is at commit time, checking only the
         # requirements sent: a ref created since planning is in no AssertRefSnapshotId (and removing a
         # snapshot removes the refs pointing at it). So the plan is checked on a fresh read right before
@@ -130,6 +156,8 @@ class IcebergCommitter:
         if self.plan.kind == "expire":
             self.check(live, actions)
             return self._expire(live)
+        if self.plan.kind == "compact":
+            return self._compact(live, actions, commit_id, written or {})
         return self._rewrite(live, actions, commit_id)
 
     def _requirements(self, table):
@@ -189,6 +217,73 @@ class IcebergCommitter:
             producer.discard()  # the catalog refused it: nothing names what this attempt wrote
             raise
         return producer.snapshot_id
+
+
+    def _compact(self, table, actions: Sequence[Action], commit_id: str, written) -> int:
+        from pyiceberg.exceptions import CommitFailedException
+
+        from engine.iceberg.compact_apply import bins_from_scope, output_data_file
+        from engine.iceberg.compact_commit import ReplaceDataFiles
+        from engine.iceberg.table import canonical
+
+        bins = bins_from_scope(self.plan.scope)
+        live = _live_data_files(table)
+        by_bin: dict[int, list[Action]] = {}
+        for a in actions:
+            by_bin.setdefault(a.bucket, []).append(a)
+        self.left_out = {}
+        replaced: set[str] = set()
+        added = []
+        for group in sorted(by_bin):
+            b = bins[group]
+            gone = sorted(f.path for f in b.inputs if f.path not in live)
+            if gone:
+                why = f"bin {group}: input {gone[0]} is no longer a live data file; its output is an orphan"
+                self.left_out.update({a.action_id: why for a in by_bin[group]})
+                continue
+            output = written.get(group)
+            if output is None:
+                raise LakesweepError(f"bin {group} of plan {self.plan.plan_id} has no output on record; nothing was "
+                                     f"committed. Apply again: the merge phase writes it")
+            if output["written"]:
+                info = table.fileio.info(canonical(output["location"]))
+                if info is None or info.size != output["bytes"]:
+                    raise LakesweepError(f"the output of bin {group}, {output['location']}, is not in place with "
+                                         f"its {output['bytes']} bytes; nothing was committed. Apply again")
+                added.append(output_data_file(output, b))
+            replaced |= {f.path for f in b.inputs}
+        if not replaced:
+            return table.current_snapshot_id  # every bin left out: nothing to commit
+        # A dropped delete manifest is safe to leave out only when every bin it served was compacted.
+        whole = not self.left_out and set(by_bin) == set(bins)
+        dropped = {m["path"] for m in self.plan.scope.get("delete_manifests", ()) if m["dropped"]} if whole else set()
+        tx = table.table.transaction()
+        producer = ReplaceDataFiles(tx, table.io, expected=table.current_snapshot_id, replaced=replaced,
+                                    added=added, dropped_delete_manifests=dropped,
+                                    snapshot_properties={COMMIT_ID_PROPERTY: commit_id})
+        updates, requirements = producer._commit()
+        try:
+            tx._apply(updates, requirements + self._requirements(table))
+            tx.commit_transaction()
+        except CommitFailedException:
+            producer.discard()
+            raise
+        return producer.snapshot_id
+
+
+def _live_data_files(table) -> set[str]:
+    """Canonical paths of the live data files of the table's current snapshot."""
+    from engine.errors import CorruptMetadata
+    from engine.iceberg.table import canonical
+
+    snapshot = table.table.current_snapshot()
+    if snapshot is None:
+        return set()
+    try:
+        return {canonical(e.data_file.file_path) for m in snapshot.manifests(table.io) if int(m.content) == 0
+                for e in m.fetch_manifest_entry(table.io, discard_deleted=True)}
+    except Exception as e:
+        raise CorruptMetadata(canonical(snapshot.manifest_list), f"manifests cannot be read: {type(e).__name__}: {e}") from e
 
 
 def metadata_version(table) -> int:

@@ -8,6 +8,10 @@ which a resumed apply deletes.
 
 Orphan removal deletes files under the table location that no metadata reaches, in one bulk phase.
 Manifest rewriting only commits: the old manifests stay until expiry frees them.
+
+Compaction merges each bin's inputs into one new file (a merge phase, one Spark task per bin), then
+commits one ``replace`` snapshot: the inputs DELETED, the outputs ADDED. The inputs stay until expiry
+frees them.
 """
 
 from __future__ import annotations
@@ -16,7 +20,7 @@ import enum
 
 from engine.plan import Action, PhaseMode, PhaseSpec, Verb
 
-PLAN_KINDS = ("expire", "orphans", "rewrite-manifests")
+PLAN_KINDS = ("expire", "orphans", "rewrite-manifests", "compact")
 
 
 class ExpirePhase(enum.IntEnum):
@@ -130,8 +134,37 @@ class RewriteKind(enum.StrEnum):
         return False
 
 
-KINDS = {k.value: k for k in (*ExpireKind, *OrphanKind, *RewriteKind)}
+COMPACT_PHASES: tuple[PhaseSpec, ...] = (PhaseSpec("merge_bins", PhaseMode.MERGE),
+                                          PhaseSpec("commit_replace", PhaseMode.COMMIT))
+
+
+class CompactKind(enum.StrEnum):
+    """What a compaction does to each input data file (``bucket``: its bin's index, ``partition``: the bin's
+    partition path): merge it into its bin's output (phase 1), then replace it by that output in one commit
+    (phase 2). The file itself is not deleted: snapshot expiry frees it."""
+
+    COMPACT_INPUT = "compact-input"
+    COMPACT_REPLACE = "compact-replace"
+
+    @property
+    def phase(self) -> int:
+        return 1 if self is CompactKind.COMPACT_INPUT else 2
+
+    @property
+    def verb(self) -> Verb:
+        return Verb.MERGE if self is CompactKind.COMPACT_INPUT else Verb.COMMIT
+
+    @property
+    def deletes(self) -> bool:
+        return False
+
+    def order_key(self, a: Action) -> tuple:
+        return (0, a.bucket if a.bucket is not None else -1, a.path)
+
+
+KINDS = {k.value: k for k in (*ExpireKind, *OrphanKind, *RewriteKind, *CompactKind)}
 SHAPES = {k.value: (k.verb, int(k.phase)) for k in KINDS.values()}
 PLAN_KIND_OF = {**{k.value: "expire" for k in ExpireKind}, **{k.value: "orphans" for k in OrphanKind},
-                **{k.value: "rewrite-manifests" for k in RewriteKind}}
-PHASES_OF = {"expire": EXPIRE_PHASES, "orphans": ORPHAN_PHASES, "rewrite-manifests": REWRITE_PHASES}
+                **{k.value: "rewrite-manifests" for k in RewriteKind}, **{k.value: "compact" for k in CompactKind}}
+PHASES_OF = {"expire": EXPIRE_PHASES, "orphans": ORPHAN_PHASES, "rewrite-manifests": REWRITE_PHASES,
+             "compact": COMPACT_PHASES}

@@ -24,6 +24,8 @@ from journal.events import (
     FileRecord,
     Committed,
     MetadataWritten,
+    OutputOrphaned,
+    OutputWritten,
     PhaseCompleted,
     PlanRecorded,
     allowed_outcomes,
@@ -41,6 +43,9 @@ EVENTS = [
     ApplyStarted("a1", PLAN.plan_id, 10, 187, "spark://m:7077", False, 10),
     PhaseCompleted("a1", PLAN.plan_id, 1, {"DELETED": 2, "ALREADY_ABSENT": 1}, 30, 20),
     MetadataWritten("a1", PLAN.plan_id, "write-earliest-hint", "snapshot/EARLIEST", 3, 25),
+    OutputWritten("a1", PLAN.plan_id, 1, 0, "s3://b/t/data/compact-x-0.parquet", True, 53, 1042,
+                  {"lower_bounds": {"1": "00"}, "split_offsets": [4]}, 25),
+    OutputOrphaned("a1", PLAN.plan_id, 1, "s3://b/t/data/compact-x-1.parquet", "bin 1: an input is gone", 26),
     Committed("a1", PLAN.plan_id, 8, "lakesweep-x-8", 12, False, 26),
     Verified("a1", PLAN.plan_id, False, 9, 1, 27, [{"kind": "missing", "path": "/t/dt=a/bucket-0/f",
                                                      "detail": "file does not exist", "needed_by": "tag 't1'"}]),
@@ -93,7 +98,8 @@ def test_each_verb_has_its_outcomes():
         Verb.DELETE_FILE: ["ALREADY_ABSENT", "DELETED", "FAILED", "SKIPPED_REFERENCED"],
         Verb.DELETE_EMPTY_DIR: ["ALREADY_ABSENT", "DELETED", "FAILED", "KEPT_NOT_EMPTY"],
         Verb.WRITE_FILE: ["FAILED", "WRITTEN"],
-        Verb.COMMIT: ["ALREADY_COMMITTED", "COMMITTED", "FAILED"],
+        Verb.COMMIT: ["ALREADY_COMMITTED", "COMMITTED", "DROPPED", "FAILED"],
+        Verb.MERGE: ["FAILED", "WRITTEN"],
     }
 
 

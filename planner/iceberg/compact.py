@@ -1,0 +1,86 @@
+"""Iceberg data-file compaction: the current snapshot's small Parquet data files, merged bin by bin into one
+file each (``engine.iceberg.compaction``: bins, deletes, the fate of delete manifests), then replaced by
+the outputs in one ``replace`` commit. Skipped, with SeaweedFS's messages, as ``plan_bins`` skips.
+
+The plan holds two actions per input file, both with ``bucket`` = its bin's index and ``partition`` = the
+bin's partition path: ``compact-input`` (phase 1, merge it into the bin's output) and ``compact-replace``
+(phase 2, replace it in the commit). Its ``scope`` holds the bins (inputs with their sizes, row counts and
+sequence numbers, the position and equality deletes each applies) and each delete manifest's fate. An
+output is named at apply time from the plan id and its bin (``compaction_merge.output_location``): a
+plan cannot name a file after its own id.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Mapping
+
+from engine.errors import PlanRejected
+from engine.iceberg.compact_apply import scope_bins, scope_delete_manifests
+from engine.iceberg.compaction import DEFAULT_MIN_INPUT_FILES, plan_bins, target_file_size
+from engine.iceberg.kinds import COMPACT_PHASES, CompactKind
+from engine.iceberg.requirements import plan_requirements
+from engine.paimon.requirements import AssertNowReached
+from engine.plan import Action, CleanupPlan, OptionValue, canonical_actions, summarize
+from planner.iceberg.common import relative_to, scope_base
+
+
+@dataclass(frozen=True)
+class CompactOptions:
+    target_file_size_mb: int | None
+    min_input_files: int
+    apply_deletes: bool
+    max_commit_retries: int
+    sources: Mapping[str, OptionValue]
+
+
+def resolve_compact_options(table_options: Mapping[str, str], *, target_file_size_mb: int | None = None,
+                            min_input_files: int | None = None, apply_deletes: bool | None = None,
+                            max_commit_retries: int | None = None, **_) -> CompactOptions:
+    if min_input_files is not None and min_input_files < 2:
+        raise PlanRejected(f"--min-input-files must be at least 2, got {min_input_files}")
+    if max_commit_retries is not None and max_commit_retries < 0:
+        raise PlanRejected(f"--max-commit-retries must be at least 0, got {max_commit_retries}")
+    target, source = target_file_size(table_options, target_file_size_mb)
+    n = DEFAULT_MIN_INPUT_FILES if min_input_files is None else min_input_files
+    deletes = True if apply_deletes is None else bool(apply_deletes)
+    retries = 5 if max_commit_retries is None else max_commit_retries
+    return CompactOptions(target_file_size_mb, n, deletes, retries, {
+        "target_file_size_bytes": OptionValue(target, source),
+        "min_input_files": OptionValue(n, "default" if min_input_files is None else "flag"),
+        "apply_deletes": OptionValue(deletes, "default" if apply_deletes is None else "flag"),
+        "max_commit_retries": OptionValue(retries, "default" if max_commit_retries is None else "flag")})
+
+
+def plan_compact(table, *, now_ms: int, options: CompactOptions) -> CleanupPlan:
+    target = int(options.sources["target_file_size_bytes"].value)
+    scope = plan_bins(table, target_bytes=target, min_input_files=options.min_input_files,
+                      apply_deletes=options.apply_deletes)
+    roots = [table.location, *table.external_roots()]
+    actions: list[Action] = []
+    for b in scope.bins:
+        for f in b.inputs:
+            rel = relative_to(f.path, roots)
+            if rel is None:
+                raise PlanRejected(f"data file {f.path} lies outside the table location {table.location} and its "
+                                   f"write paths; lakesweep does not compact such tables")
+            for kind in CompactKind:
+                actions.append(Action(kind, rel, snapshot_id=scope.snapshot_id, partition=b.partition,
+                                      bucket=b.index, size=f.size))
+    canonical = canonical_actions(actions)
+    merged = sum(len(b.inputs) for b in scope.bins)
+    return CleanupPlan(
+        kind="compact", format="iceberg", table_location=table.location, table_identity=table.uuid, branch="main",
+        now_ms=now_ms, options=dict(options.sources),
+        scope={**scope_base(table), "snapshot_id": scope.snapshot_id, "sequence_number": scope.sequence_number,
+               "schema_id": scope.schema_id, "refs": dict(table.refs()), "skipped": scope.skipped,
+               "target_bytes": scope.target_bytes, "min_input_files": scope.min_input_files,
+               "apply_deletes": scope.apply_deletes, "data_files": scope.data_files,
+               "small_files": scope.small_files, "bins": scope_bins(scope.bins),
+               "delete_manifests": scope_delete_manifests(scope.delete_manifests)},
+        requirements=(*plan_requirements(table, gc=False), AssertNowReached(now_ms)),
+        phases=COMPACT_PHASES, actions=canonical,
+        stats={"summary": summarize(canonical), "warnings": [], "bins": len(scope.bins), "inputs": merged,
+               "input_bytes": sum(b.total_size for b in scope.bins),
+               "dropped_delete_manifests": len(scope.dropped_delete_manifests)},
+    )
