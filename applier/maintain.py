@@ -52,6 +52,9 @@ class Thresholds:
     orphan_older_than_hours: int = 72
     min_manifests_to_rewrite: int = 5
     max_commit_retries: int = 5
+    target_file_size_mb: int = 256  # a table's write.target-file-size-bytes wins
+    min_input_files: int = 5
+    apply_deletes: bool = True
 
 
 @dataclass(frozen=True, order=True)
@@ -158,6 +161,9 @@ def _flags(ref: TableRef, op: str, options, th: Thresholds) -> dict | None:
             return {"older_than": f"{th.orphan_older_than_hours} h"}
         if op == "rewrite-manifests":
             return {"min_manifests": th.min_manifests_to_rewrite, "max_commit_retries": th.max_commit_retries}
+        if op == "compact":
+            return {"target_file_size_mb": th.target_file_size_mb, "min_input_files": th.min_input_files,
+                    "apply_deletes": th.apply_deletes, "max_commit_retries": th.max_commit_retries}
         return None
     if op == "expire":
         return {}
@@ -169,8 +175,6 @@ def _flags(ref: TableRef, op: str, options, th: Thresholds) -> dict | None:
 
 
 def _not_configured(ref: TableRef, op: str) -> str:
-    if op == "compact":
-        return "compaction is not available in this lakesweep yet"
     if op == "partitions":
         return "partition.expiration-time is not set"
     return f"{op} does not apply to {ref.format} tables"
@@ -187,6 +191,10 @@ def _applied_message(plan: CleanupPlan, counts: dict) -> str:
     if plan.kind == "rewrite-manifests":
         sc = plan.scope
         return f"rewrote {sc['data_manifests']} manifests into {len(sc['specs'])} ({sc['entries']} entries)"
+    if plan.kind == "compact":
+        bins = plan.scope.get("bins", [])
+        inputs = sum(len(b["inputs"]) for b in bins)
+        return f"compacted {inputs} files into {len(bins)} (across {len(bins)} bins)"
     if plan.kind == "partitions":
         return f"dropped {len(plan.scope.get('partitions', ()))} partition(s)"
     return f"{plan.kind}: {counts}"
@@ -195,7 +203,7 @@ def _applied_message(plan: CleanupPlan, counts: dict) -> str:
 def _skip_message(plan: CleanupPlan) -> str:
     from planner.kinds import describe_plan
 
-    if plan.kind == "rewrite-manifests" and plan.scope.get("skipped"):
+    if plan.scope.get("skipped"):  # rewrite-manifests and compact: the worker's messages
         return plan.scope["skipped"]
     if plan.kind == "orphans":
         return "removed 0 orphan file(s)"

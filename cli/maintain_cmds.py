@@ -46,6 +46,14 @@ def maintain_cmd(
     min_manifests_to_rewrite: int = typer.Option(5, "--min-manifests-to-rewrite", help="Iceberg: rewrite manifests "
                                                  "from this many data manifests on."),
     max_commit_retries: int = typer.Option(5, "--max-commit-retries", help="Iceberg: commit retries."),
+    target_file_size_mb: int = typer.Option(256, "--target-file-size-mb", help="Iceberg compaction: files below "
+                                            "this are merged, into files up to this (a table's "
+                                            "write.target-file-size-bytes wins)."),
+    min_input_files: int = typer.Option(5, "--min-input-files", help="Iceberg compaction: the fewest small files "
+                                        "a partition needs to be compacted."),
+    apply_deletes: bool = typer.Option(True, "--apply-deletes/--no-apply-deletes", help="Iceberg compaction: apply "
+                                       "position and equality deletes while merging (otherwise tables with delete "
+                                       "files are skipped)."),
     journal: Optional[Path] = JournalOpt,
     master: str = MasterOpt,
     conf: List[str] = ConfOpt,
@@ -69,7 +77,7 @@ def maintain_cmd(
     if every_ms is not None and every_ms < 1000:
         raise PlanRejected(f"--every {every} is less than a second")
     for name, value in (("--max-snapshots-to-keep", max_snapshots_to_keep), ("--min-manifests-to-rewrite",
-                        min_manifests_to_rewrite)):
+                        min_manifests_to_rewrite), ("--target-file-size-mb", target_file_size_mb)):
         if value < 1:
             raise PlanRejected(f"{name} must be at least 1, got {value}")
     for name, value in (("--snapshot-retention-hours", snapshot_retention_hours),
@@ -88,7 +96,8 @@ def maintain_cmd(
                           table_filter=table_filter, operations=ops, dry_run=dry_run, master=master,
                           conf=key_values(conf, "--conf"),
                           thresholds=Thresholds(max_snapshots_to_keep, snapshot_retention_hours,
-                                                orphan_older_than_hours, min_manifests_to_rewrite, max_commit_retries),
+                                                orphan_older_than_hours, min_manifests_to_rewrite, max_commit_retries,
+                                                target_file_size_mb, min_input_files, apply_deletes),
                           say=(lambda line: render.err.print(line, highlight=False, markup=False)) if text else
                           (lambda line: None))
         report = run.run(every_ms=every_ms, stop=stop)

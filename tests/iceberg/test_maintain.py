@@ -60,7 +60,9 @@ def test_scope_filters_are_comma_separated_wildcards(tables):
 
 
 def test_a_run_applies_in_order_records_each_result_and_goes_on_after_a_failure(tables, tmp_path):
-    before = rows_by_snapshot(tables.table("ns.orders"))
+    orders = tables.table("ns.orders")
+    before = rows_by_snapshot(orders)
+    head_rows = before[orders.current_snapshot().snapshot_id]
     run, rec = maintain(tmp_path, operations=parse_operations("all"))
     with rec:
         report = run.run()
@@ -70,21 +72,24 @@ def test_a_run_applies_in_order_records_each_result_and_goes_on_after_a_failure(
     assert got == [
         ("ns.items", "compact", "skipped"), ("ns.items", "expire", "applied"), ("ns.items", "orphans", "skipped"),
         ("ns.items", "rewrite-manifests", "applied"),
-        ("ns.orders", "compact", "skipped"), ("ns.orders", "expire", "applied"), ("ns.orders", "orphans", "skipped"),
+        ("ns.orders", "compact", "applied"), ("ns.orders", "expire", "applied"), ("ns.orders", "orphans", "skipped"),
         ("ns.orders", "rewrite-manifests", "applied"),
-        ("ops.events", "compact", "skipped"), ("ops.events", "expire", "failed"), ("ops.events", "orphans", "failed"),
+        ("ops.events", "compact", "applied"), ("ops.events", "expire", "failed"), ("ops.events", "orphans", "failed"),
         ("ops.events", "rewrite-manifests", "applied"),
     ]
     assert report.failed == 2 and report.cycles == 1
     messages = {(r["table"].split("/")[1], r["operation"]): r["message"] for r in rows}
+    assert messages[("ns.items", "compact")] == "no files eligible for compaction"  # 3 small files per region
+    assert messages[("ns.orders", "compact")] == "compacted 14 files into 2 (across 2 bins)"  # us: too few after the overwrite
     assert messages[("ns.orders", "orphans")] == "removed 0 orphan file(s)"
-    assert messages[("ns.orders", "rewrite-manifests")].startswith("rewrote 8 manifests into 1 (")
-    assert messages[("ns.orders", "expire")].startswith("expired 10 snapshot(s), deleted ")
+    assert messages[("ns.orders", "rewrite-manifests")] == "rewrote 9 manifests into 1 (3 entries)"  # compacted first
+    assert messages[("ns.orders", "expire")].startswith("expired 11 snapshot(s), deleted ")  # compaction added one
     assert "gc.enabled=false" in messages[("ops.events", "expire")]
-    assert sum(p["state"] == "APPLIED" for p in plans) == 5
+    assert sum(p["state"] == "APPLIED" for p in plans) == 7
     after = tables.table("ns.orders")
     kept = {s.snapshot_id for s in after.metadata.snapshots}
     assert {k: v for k, v in rows_by_snapshot(after).items() if k in before} == {k: before[k] for k in kept if k in before}
+    assert rows_by_snapshot(after)[after.current_snapshot().snapshot_id] == head_rows  # compacted, rewritten: same rows
     assert len([m for m in after.current_snapshot().manifests(after.io) if m.content == 0]) == 1
 
 
