@@ -153,3 +153,64 @@ def test_beside_seaweedfs_worker_manifests_are_rewritten_alike(mini, sw, tmp_pat
         assert len([m for m in t.current_snapshot().manifests(t.io) if m.content == 0]) == 1
     rows = lambda t: collections.Counter(zip(*(t.scan().to_arrow().column(c).to_pylist() for c in ("id", "region"))))  # noqa: E731
     assert rows(theirs) == rows(ours)
+
+
+def appends_only(catalog, namespace: str, appends: int = 6):
+    catalog.create_namespace(namespace)
+    t = catalog.create_table(f"{namespace}.t", schema=SCHEMA, partition_spec=SPEC)
+    for i in range(appends):
+        ids = list(range(i * 10, i * 10 + 6))
+        t.append(pa.table({"id": pa.array(ids, pa.int64()), "region": [("us", "eu", "ap")[x % 3] for x in ids]}))
+    return catalog.load_table(f"{namespace}.t")
+
+
+def data_files(table) -> int:
+    return sum(1 for _ in table.scan().plan_files())
+
+
+def test_beside_seaweedfs_worker_compaction_merges_the_same_files_into_as_many_outputs(mini, sw, tmp_path):
+    theirs, ours = appends_only(sw, "ctheirs"), appends_only(sw, "cours")
+    rows_before = rows_of(ours)[ours.current_snapshot().snapshot_id]
+    job = run_iceberg_maintenance(mini, operations="compact", config={"min_input_files": 5},
+                                  bucket=BUCKET, namespace="ctheirs", table="t")
+    assert job.succeeded, job
+    p, report = run("compact", "cours", tmp_path, min_input_files=5)
+    bins = p.scope["bins"]
+    inputs = sum(len(b["inputs"]) for b in bins)
+    assert job.messages["compact"] == f"compacted {inputs} files into {len(bins)} (across {len(bins)} bins)"
+    theirs, ours = sw.load_table("ctheirs.t"), sw.load_table("cours.t")
+    assert data_files(ours) == data_files(theirs) == 3 and inputs == 18
+    assert rows_of(ours)[ours.current_snapshot().snapshot_id] == rows_before
+    assert collections.Counter(rows_of(theirs)[theirs.current_snapshot().snapshot_id]) == rows_before
+    assert needed(ours) <= objects(IcebergTable(CATALOG, "cours.t"))
+
+
+def test_maintain_on_the_rest_catalog_over_s3(sw, tmp_path):
+    from applier.apply import DriverExecutor
+    from applier.maintain import Maintenance, Thresholds
+    from journal.audit import list_maintenance
+
+    appends_only(sw, "mnt")
+    before = rows_of(sw.load_table("mnt.t"))
+    head = sw.load_table("mnt.t").current_snapshot().snapshot_id
+    rec = DuckDBRecorder(tmp_path / "m.duckdb")
+    run_ = Maintenance(rec, str(tmp_path / "plans"), catalog=CATALOG, namespace_filter="mnt",
+                       thresholds=Thresholds(max_snapshots_to_keep=1, snapshot_retention_hours=0,
+                                             min_manifests_to_rewrite=2, orphan_older_than_hours=1),
+                       executor=DriverExecutor())
+    with rec:
+        report = run_.run()
+        rows = list_maintenance(rec)
+    assert [(r["operation"], r["outcome"]) for r in rows] == [
+        ("compact", "applied"), ("expire", "applied"), ("orphans", "skipped"), ("rewrite-manifests", "applied")]
+    assert rows[0]["message"] == "compacted 18 files into 3 (across 3 bins)"
+    assert rows[2]["message"] == "removed 0 orphan file(s)"
+    # the replace rewrote each of the six append manifests (their entries DELETED) and added one for the outputs
+    assert rows[3]["message"] == "rewrote 7 manifests into 1 (3 entries)"
+    after = sw.load_table("mnt.t")
+    assert len(after.metadata.snapshots) == 2 and data_files(after) == 3 and report.failed == 0  # replace + rewrite
+    assert rows_of(after)[after.current_snapshot().snapshot_id] == before[head]
+    view = IcebergTable(CATALOG, "mnt.t")
+    assert needed(after) <= objects(view)
+    # the compacted inputs, freed by expiry, are gone from S3: only what the one snapshot needs is left
+    assert {f for f in objects(view) - needed(after) if not f.endswith(".metadata.json")} == set()
