@@ -4,9 +4,10 @@ maintenance worker: compact, expire, orphans, rewrite-manifests (Paimon: expire,
 
 * **Scope**: ``namespace_filter`` and ``table_filter`` are comma-separated wildcards (``*`` and ``?``; blank:
   all), as the worker's scope filters.
-* **Detection** reads metadata only and says which operations a table needs, with the worker's message for
-  those it does not (``only N data manifests, below threshold of M``); orphans cannot be seen without
-  listing, so their plan decides.
+* **Detection** reads metadata only (snapshots and their ages, the current manifest list, small-file counts
+  per partition from the manifests) and says which operations a table needs, with the worker's message for
+  those it does not (``no files eligible for compaction``, ``only N data manifests, below threshold of
+  M``); orphans cannot be seen without listing, so their plan decides.
 * **Thresholds** are the worker's names and defaults (``Thresholds``); a table's own properties win, as the
   worker's ``table_properties_override`` does: Iceberg's ``history.expire.min-snapshots-to-keep`` and
   ``history.expire.max-snapshot-age-ms``; a Paimon table's ``snapshot.*`` and ``partition.*`` options.
@@ -228,6 +229,18 @@ def detect(view, ref: TableRef, ops: Sequence[str], th: Thresholds, now_ms: int)
                                        max_ref_age_ms=o.max_ref_age_ms)
         if not expired and not removed:
             skip["expire"] = f"no snapshot to expire ({len(view.snapshots)} snapshot(s), retention kept them all)"
+    if "compact" in ops:
+        from engine.iceberg.compaction import target_file_size
+
+        target, _ = target_file_size(view.options, th.target_file_size_mb)
+        small: dict[tuple, int] = {}
+        for m in view.manifest_list(view.snapshots[view.current_snapshot_id]):
+            if m.content == 0:
+                for f in view.manifest_entries(m):
+                    if f.live and f.content == 0 and f.size < target:
+                        small[(m.spec_id, f.partition)] = small.get((m.spec_id, f.partition), 0) + 1
+        if not any(n >= th.min_input_files for n in small.values()):
+            skip["compact"] = "no files eligible for compaction"
     if "rewrite-manifests" in ops:
         lists = view.manifest_list(view.snapshots[view.current_snapshot_id])
         data = sum(1 for m in lists if m.content == 0)

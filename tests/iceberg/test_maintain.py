@@ -94,13 +94,14 @@ def test_a_run_applies_in_order_records_each_result_and_goes_on_after_a_failure(
 
 
 def test_detection_skips_with_the_workers_messages(tables, tmp_path):
-    run, rec = maintain(tmp_path, table_filter="items", operations=("expire", "rewrite-manifests"),
+    run, rec = maintain(tmp_path, table_filter="items", operations=("compact", "expire", "rewrite-manifests"),
                         thresholds=Thresholds(max_snapshots_to_keep=5, snapshot_retention_hours=0,
                                               min_manifests_to_rewrite=5))
     with rec:
         run.run()
         rows = list_maintenance(rec)
     assert [(r["operation"], r["outcome"], r["message"]) for r in rows] == [
+        ("compact", "skipped", "no files eligible for compaction"),  # 3 small files per region, below 5
         ("expire", "skipped", "no snapshot to expire (3 snapshot(s), retention kept them all)"),
         ("rewrite-manifests", "skipped", "only 3 data manifests, below threshold of 5")]
     assert all(r["plan_id"] is None for r in rows)
