@@ -13,7 +13,7 @@ import os
 import re
 import socket
 import sys
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
 from typing import Callable, Iterator, Mapping, Sequence
 
@@ -256,6 +256,17 @@ def map_on_spark(spark, fn: Callable, items: Sequence, *, on_result: Callable[[i
         index, item = pair
         return (index, *guarded(fn, item))
 
-    sc.setJobGroup("lakesweep-apply", f"lakesweep: {len(items)} merge task(s)")
-    for index, ok, value in sc.parallelize(list(enumerate(items)), len(items)).map(task).toLocalIterator():
-        on_result(index, ok, value)
+    def one(pair):
+        sc.setJobGroup("lakesweep-apply", f"lakesweep: merge task {pair[0] + 1} of {len(items)}")
+        return sc.parallelize([pair], 1).map(task).collect()[0]
+
+    # One job per item, as many at once as Spark has task slots: results come back as each item finishes
+    # (``toLocalIterator`` would run the items' partitions one after another, one slot busy at a time).
+    slots = max(1, min(len(items), sc.defaultParallelism))
+    pool = ThreadPoolExecutor(slots, thread_name_prefix="lakesweep-merge")
+    try:
+        futures = [pool.submit(one, pair) for pair in enumerate(items)]
+        for future in as_completed(futures):
+            on_result(*future.result())
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
