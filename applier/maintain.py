@@ -37,6 +37,8 @@ from journal.projection import PlanStatus
 from journal.queries import plan_state
 from journal.recorder import Recorder
 
+from applier.executors import SparkExecutor
+
 CANONICAL = {"iceberg": ("compact", "expire", "orphans", "rewrite-manifests"),
              "paimon": ("expire", "orphans", "partitions")}
 # The worker's operation names, as ``--operations`` accepts them too.
@@ -251,28 +253,15 @@ def detect(view, ref: TableRef, ops: Sequence[str], th: Thresholds, now_ms: int)
 
 # ---- the run ----------------------------------------------------------------------------------------------
 
-class _SharedSpark:
-    """One Spark session for every apply of a run, started the first time a plan has a bulk phase."""
+class _SharedSpark(SparkExecutor):
+    """One Spark session for every apply of a run, started the first time a plan has a bulk or merge phase:
+    an apply's ``stop`` keeps it for the next one; ``close`` ends it."""
 
-    def __init__(self, master: str, conf: dict | None):
-        from applier.executors import SparkExecutor
+    def stop(self) -> None:
+        pass
 
-        self.inner = SparkExecutor(None, master, conf)
-
-    def prepare(self):
-        self.inner.prepare()
-
-    def start(self):
-        self.inner.start()
-
-    def run(self, *args, **kwargs):
-        self.inner.run(*args, **kwargs)
-
-    def stop(self):
-        pass  # kept for the next apply; ``close`` ends it
-
-    def close(self):
-        self.inner.stop()
+    def close(self) -> None:
+        super().stop()
 
 
 def busy_with(recorder: Recorder, location: str) -> str | None:
@@ -312,7 +301,7 @@ class Maintenance:
         """One cycle, or (``every_ms``) one every interval until ``stop`` is set."""
         stop = stop or threading.Event()
         report = RunReport(self.run_id)
-        spark = None if self.executor is not None else _SharedSpark(self.master, self.conf)
+        spark = None if self.executor is not None else _SharedSpark(None, self.master, self.conf)
         try:
             while True:
                 report.cycles += 1

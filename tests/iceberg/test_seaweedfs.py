@@ -185,8 +185,8 @@ def test_beside_seaweedfs_worker_compaction_merges_the_same_files_into_as_many_o
     assert needed(ours) <= objects(IcebergTable(CATALOG, "cours.t"))
 
 
+@pytest.mark.spark
 def test_maintain_on_the_rest_catalog_over_s3(sw, tmp_path):
-    from applier.apply import DriverExecutor
     from applier.maintain import Maintenance, Thresholds
     from journal.audit import list_maintenance
 
@@ -194,10 +194,11 @@ def test_maintain_on_the_rest_catalog_over_s3(sw, tmp_path):
     before = rows_of(sw.load_table("mnt.t"))
     head = sw.load_table("mnt.t").current_snapshot().snapshot_id
     rec = DuckDBRecorder(tmp_path / "m.duckdb")
+    # real Spark: the merge tasks and the deletes run on executors that reach S3 through the pickled FileIO
     run_ = Maintenance(rec, str(tmp_path / "plans"), catalog=CATALOG, namespace_filter="mnt",
                        thresholds=Thresholds(max_snapshots_to_keep=1, snapshot_retention_hours=0,
                                              min_manifests_to_rewrite=2, orphan_older_than_hours=1),
-                       executor=DriverExecutor())
+                       master="local[2]")
     with rec:
         report = run_.run()
         rows = list_maintenance(rec)
