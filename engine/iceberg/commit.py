@@ -125,23 +125,17 @@ class IcebergCommitter:
     def commit(self, table, actions: Sequence[Action], commit_id: str, *, written=None) -> int:
         from pyiceberg.exceptions import CommitFailedException
 
-        live = table
         self.attempts = 0
         self.left_out = {}
         while True:
             self.attempts += 1
-            try:
-                return self._commit_once(live, actions, commit_id, written)
+            try:  # each attempt reads the table anew and checks the plan's requirements first (_commit_once)
+                return self._commit_once(table, actions, commit_id, written)
             except CommitFailedException as e:
                 if self.attempts > self.max_retries:
                     raise LakesweepError(f"the catalog refused the commit {self.attempts} times; last: {e}. "
                                          f"Nothing was committed; apply again or re-plan") from e
                 self.sleep(backoff_s(self.attempts))
-                live = live.refreshed()
-                stale = [p for r in self.plan.requirements for p in r.problems(live)]
-                if stale:
-                    raise StalePlan(f"the plan {self.plan.plan_id} went stale while committing: " + "; ".join(stale)
-                                    + f". Nothing was committed; re-run 'lakesweep plan {self.plan.kind}'") from e
 
     def _commit_once(self, table, actions: Sequence[Action], commit_id: str, written) -> int:
         # The catalog applies the updates to its metadata as it is at commit time, checking only the

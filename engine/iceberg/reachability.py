@@ -61,18 +61,19 @@ def first_reachable(table: IcebergTable, planned: AbstractSet[str], *, expired: 
     age, which apply checks before committing) hold nothing."""
     if not planned:
         return None
+    retained = retained_snapshots(table, expired, removed_refs)
     if metadata_log:
         for path in table.metadata_files():
             if path in planned:
                 return Holder("the table's metadata log"), path
-        kept = set(retained_snapshots(table, expired, removed_refs))
+        kept = set(retained)
         for sid, path, _ in table.statistics_files():
             if path in planned and (sid in kept or sid not in table.snapshots):
                 return Holder(f"the statistics of snapshot {sid}"), path
     refs_at: dict[int, list[str]] = {}
     for name, sid in table.refs().items():
         refs_at.setdefault(sid, []).append(name)
-    for sid in retained_snapshots(table, expired, removed_refs):
+    for sid in retained:
         for _, path, _ in table.snapshot_files(sid, live_only=live_only):
             if path in planned:
                 names = refs_at.get(sid)

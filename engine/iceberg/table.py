@@ -12,6 +12,7 @@ catalog named as pyiceberg names catalogs (``.pyiceberg.yaml`` or ``PYICEBERG_CA
 
 from __future__ import annotations
 
+import functools
 import threading
 from io import BytesIO
 from dataclasses import dataclass
@@ -165,8 +166,10 @@ class IcebergTable:
         """The table properties (``gc.enabled``, ``history.expire.*``, ``write.*``)."""
         return self.metadata.properties
 
-    @property
+    @functools.cached_property
     def snapshots(self) -> dict[int, object]:
+        """Snapshot id -> snapshot, built once per view (a view's metadata never changes; ``refreshed``
+        reads anew): planning and the gates look snapshots up once per snapshot."""
         return {s.snapshot_id: s for s in self.metadata.snapshots}
 
     @property
