@@ -52,11 +52,10 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from iceberg_bench_support import CACHE_ROOT, CATALOG, LAKESWEEP, checked, env_for, log, restore  # noqa: E402
 from userpath_proc import run_process  # noqa: E402
 
-LAKESWEEP = os.path.join(os.path.dirname(sys.executable), "lakesweep")
-CACHE = Path(os.environ.get("LAKESWEEP_BENCH_CACHE", Path.home() / ".cache" / "lakesweep-bench")) / "iceberg-compact"
-CATALOG = "bench"
+CACHE = CACHE_ROOT / "iceberg-compact"
 PARTITIONS = 4
 ROWS_PER_FILE = 150_000  # about 2.4 MiB of zstd Parquet
 TARGET_MB = 64
@@ -166,9 +165,6 @@ print(json.dumps({"seconds": time.perf_counter() - t0, "rows": sum(r for r, _ in
 """
 
 
-def log(msg: str) -> None:
-    print(f"[{time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
-
 
 def parse_size(text: str) -> int:
     text = text.strip().lower()
@@ -204,24 +200,7 @@ def ensure_table(label: str, size: int, rows: int) -> Path:
     return base
 
 
-def restore(base: Path) -> str:
-    work = base / "work"
-    shutil.rmtree(work, ignore_errors=True)
-    subprocess.run(["cp", "-a", str(base / "pristine"), str(work)], check=True)
-    return str(work)
 
-
-def env_for(copy: str) -> dict:
-    prefix = f"PYICEBERG_CATALOG__{CATALOG.upper()}__"
-    return dict(os.environ, **{prefix + "URI": f"sqlite:///{copy}/catalog.db", prefix + "WAREHOUSE": f"file://{copy}/wh",
-                               prefix + "TYPE": "sql"})
-
-
-def checked(result, what: str):
-    if result.returncode != 0:
-        log(f"{what} failed ({result.returncode}): {result.stdout[-2000:]}\n{result.stderr[-3000:]}")
-        sys.exit(1)
-    return result
 
 
 def writer_options(copy: str) -> tuple[dict, int]:

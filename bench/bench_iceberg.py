@@ -39,12 +39,11 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from iceberg_bench_support import CACHE_ROOT, CATALOG, LAKESWEEP, checked, env_for, log, restore  # noqa: E402
 from userpath_proc import run_process  # noqa: E402
 
-LAKESWEEP = os.path.join(os.path.dirname(sys.executable), "lakesweep")
-CACHE = Path(os.environ.get("LAKESWEEP_BENCH_CACHE", Path.home() / ".cache" / "lakesweep-bench")) / "iceberg"
+CACHE = CACHE_ROOT / "iceberg"
 SNAPSHOTS = 40
-CATALOG = "bench"
 
 BUILD = r"""
 import os, sys, uuid
@@ -125,9 +124,6 @@ print(json.dumps({"read_s": read, "delete_s": time.perf_counter() - t0 - read, "
 """
 
 
-def log(msg: str) -> None:
-    print(msg, file=sys.stderr, flush=True)
-
 
 def ensure_table(files: int) -> Path:
     """The pristine table of ``files`` files. Its metadata names absolute locations, so every run restores
@@ -144,17 +140,6 @@ def ensure_table(files: int) -> Path:
     return base
 
 
-def restore(base: Path) -> str:
-    work = base / "work"
-    shutil.rmtree(work, ignore_errors=True)
-    subprocess.run(["cp", "-a", str(base / "pristine"), str(work)], check=True)
-    return str(work)
-
-
-def env_for(copy: str) -> dict:
-    prefix = f"PYICEBERG_CATALOG__{CATALOG.upper()}__"
-    return dict(os.environ, **{prefix + "URI": f"sqlite:///{copy}/catalog.db", prefix + "WAREHOUSE": f"file://{copy}/wh",
-                               prefix + "TYPE": "sql"})
 
 
 def rows_at_head(copy: str) -> str:
@@ -165,12 +150,6 @@ def rows_at_head(copy: str) -> str:
             "print(sorted(t.file.file_path for t in c.load_table('ns.t').scan().plan_files()))")
     return subprocess.run([sys.executable, "-c", code, copy], check=True, capture_output=True, text=True).stdout
 
-
-def checked(result, what: str):
-    if result.returncode != 0:
-        log(f"{what} failed ({result.returncode}): {result.stderr[-3000:]}")
-        sys.exit(1)
-    return result
 
 
 def one_run(base: Path, scratch: str) -> dict:
