@@ -194,7 +194,6 @@ class IcebergCommitter:
         return metadata_version(table.refreshed())
 
     def _rewrite(self, table, actions: Sequence[Action], commit_id: str) -> int:
-        from pyiceberg.exceptions import CommitFailedException
         from pyiceberg.table.snapshots import Operation
 
         from engine.iceberg.rewrite import RewriteManifests
@@ -203,19 +202,9 @@ class IcebergCommitter:
         producer = RewriteManifests(Operation.REPLACE, tx, table.io,
                                     expected=self.plan.scope["snapshot_id"],
                                     snapshot_properties={COMMIT_ID_PROPERTY: commit_id})
-        updates, requirements = producer._commit()
-        try:
-            tx._apply(updates, requirements + self._requirements(table))
-            tx.commit_transaction()
-        except CommitFailedException:
-            producer.discard()  # the catalog refused it: nothing names what this attempt wrote
-            raise
-        return producer.snapshot_id
-
+        return self._commit_producer(table, tx, producer)
 
     def _compact(self, table, actions: Sequence[Action], commit_id: str, written) -> int:
-        from pyiceberg.exceptions import CommitFailedException
-
         from engine.iceberg.compact_apply import bins_from_scope, output_data_file
         from engine.iceberg.compact_commit import ReplaceDataFiles
         from engine.iceberg.table import canonical
@@ -255,6 +244,13 @@ class IcebergCommitter:
         producer = ReplaceDataFiles(tx, table.io, expected=table.current_snapshot_id, replaced=replaced,
                                     added=added, dropped_delete_manifests=dropped,
                                     snapshot_properties={COMMIT_ID_PROPERTY: commit_id})
+        return self._commit_producer(table, tx, producer)
+
+    def _commit_producer(self, table, tx, producer) -> int:
+        """Commit a snapshot producer's snapshot under the plan's requirements; the new snapshot's id. A
+        commit the catalog refuses deletes what the producer wrote (nothing names it) and raises."""
+        from pyiceberg.exceptions import CommitFailedException
+
         updates, requirements = producer._commit()
         try:
             tx._apply(updates, requirements + self._requirements(table))
