@@ -264,13 +264,14 @@ class _SharedSpark(SparkExecutor):
         super().stop()
 
 
-def busy_with(recorder: Recorder, location: str) -> str | None:
-    """The id of a plan of the table at ``location`` whose apply is unfinished in this journal, if any."""
+def unfinished_applies(recorder: Recorder) -> dict[str, str]:
+    """Table location -> the id of a plan of it whose apply is unfinished in this journal (read once a cycle:
+    a run's own applies end before it goes on)."""
+    busy: dict[str, str] = {}
     for pid in recorder.plan_ids():
-        header = recorder.plan_header(pid)
-        if header.get("table", {}).get("location") == location and plan_state(recorder, pid) == PlanStatus.APPLYING:
-            return pid
-    return None
+        if plan_state(recorder, pid) == PlanStatus.APPLYING:
+            busy.setdefault(recorder.plan_header(pid).get("table", {}).get("location"), pid)
+    return busy
 
 
 def _safe(name: str) -> str:
@@ -317,10 +318,11 @@ class Maintenance:
         tables = discover(catalog=self.catalog, warehouse=self.warehouse, namespace_filter=self.namespace_filter,
                           table_filter=self.table_filter)
         self.say(f"cycle {cycle}: {len(tables)} table(s) in scope")
+        busy = unfinished_applies(self.recorder)
         for ref in tables:
             if stop.is_set():
                 break
-            self._table(report, cycle, ref, executor)
+            self._table(report, cycle, ref, executor, busy)
 
     def _record(self, report, cycle, ref, op, outcome, message, plan=None, plan_file=None, apply_id=None):
         plan_id = plan.plan_id if plan is not None else f"maintain:{self.run_id}"
@@ -330,7 +332,7 @@ class Maintenance:
         report.results.append(TableResult(ref.label, op, str(outcome), message, plan.plan_id if plan else None))
         self.say(f"  {ref.label} {op}: {outcome}: {message}")
 
-    def _table(self, report: RunReport, cycle: int, ref: TableRef, executor) -> None:
+    def _table(self, report: RunReport, cycle: int, ref: TableRef, executor, busy: dict[str, str]) -> None:
         ops = [op for op in self.operations if op in CANONICAL[ref.format]]
         if not ops:
             return
@@ -340,12 +342,12 @@ class Maintenance:
             for op in ops:
                 self._record(report, cycle, ref, op, MaintenanceOutcome.FAILED, f"the table cannot be read: {e}")
             return
-        busy = busy_with(self.recorder, view.location)
-        if busy is not None:
+        unfinished = busy.get(view.location)
+        if unfinished is not None:
             for op in ops:
                 self._record(report, cycle, ref, op, MaintenanceOutcome.SKIPPED,
-                             f"still being worked on: an apply of plan {busy} is unfinished; finish it with "
-                             f"'lakesweep resume {busy}'")
+                             f"still being worked on: an apply of plan {unfinished} is unfinished; finish it with "
+                             f"'lakesweep resume {unfinished}'")
             return
         now = self.clock()
         try:
