@@ -62,7 +62,10 @@ class ApplyReport:
     phases: list = field(default_factory=list)
     hint: int | None = None
     verify: dict | None = None  # the check after the last phase (``VerifyReport.to_json``); None: not run
-    commits: list = field(default_factory=list)  # {"phase", "version", "already"} of each commit phase
+    commits: list = field(default_factory=list)  # {"phase", "version", "already", "label", "attempts"}
+    strict: bool = False  # applied with --strict: any change to the table since planning refused it
+    held_reason: str | None = None  # why the first action the live table held back was skipped or dropped
+    nothing_safe: bool = False  # every action the live table held back: nothing was done
 
     @property
     def whole(self) -> bool:
@@ -75,6 +78,7 @@ class ApplyReport:
             "resumed": self.resumed, "counts": self.counts, "bytes_reclaimed": self.bytes_reclaimed,
             "duration_ms": self.duration_ms, "failed_phase": self.failed_phase, "reason": self.reason,
             "phases": self.phases, "earliest_hint": self.hint, "verify": self.verify, "commits": self.commits,
+            "strict": self.strict, "held_reason": self.held_reason, "nothing_safe": self.nothing_safe,
         }
 
 
@@ -83,7 +87,8 @@ VERIFY_PROBLEMS_JOURNALED = 100  # the first problems the Verified event keeps (
 
 def report_outcomes(plan: CleanupPlan) -> tuple[str, ...]:
     """The outcomes a report of ``plan`` counts: deletes, writes, kept directories and failures always (as
-    reports always had them); skipped candidates when the plan re-checks actions; commits when it commits."""
+    reports always had them); skipped candidates when the plan re-checks actions; commits when it commits;
+    and what the format may hold back on a live table (``held_outcomes``)."""
     extra = set()
     if any(isinstance(r, ActionCheck) for r in plan.requirements):
         extra.add(FileOutcome.SKIPPED_REFERENCED)
@@ -91,6 +96,7 @@ def report_outcomes(plan: CleanupPlan) -> tuple[str, ...]:
         extra |= {FileOutcome.COMMITTED, FileOutcome.ALREADY_COMMITTED}
     if any(p.mode == PhaseMode.MERGE for p in plan.phases):
         extra.add(FileOutcome.DROPPED)
+    extra |= {FileOutcome(o) for o in format_of(plan).held_outcomes(plan)}
     base = {FileOutcome.DELETED, FileOutcome.ALREADY_ABSENT, FileOutcome.WRITTEN, FileOutcome.KEPT_NOT_EMPTY,
             FileOutcome.FAILED}
     return tuple(o.value for o in FileOutcome if o in base or o in extra)
@@ -135,6 +141,8 @@ class _Apply:
     verify: bool = True  # check the touched files against the live table after the last phase
     written: dict = field(default_factory=dict)  # merge phases: each group's output (``OutputWritten``), by group
     orphaned: list = field(default_factory=list)  # (group, path, reason) of outputs the last commit left out
+    strict: bool = False  # refuse any change to the table since planning (else: go on where still safe)
+    first_held: str | None = None  # why the first action the live table held back was skipped or dropped
 
     def refuse(self, e: PlanRejected) -> None:
         if self.recorder is not None:
@@ -152,17 +160,17 @@ class _Apply:
             try:
                 fmt.verify_table(plan, table)
                 check_phases(plan)
-                self.committer = committer_for(plan, self.committer)
+                self.committer = committer_for(plan, self.committer, strict=self.strict)
                 targets = fmt.verify_paths(plan, table)
                 if self.committer is not None:
                     self.done |= self._committed_before(table, by_phase)
                 index = {t: i for i, t in enumerate(targets)}
-                check_requirements(plan, table, done=_DoneLocations(index, self.done))
+                self._check_live(table, index)
                 if self.committer is not None:
                     self.committer.check(table, [a for a in plan.actions if a.verb is Verb.COMMIT])
                 skipped = self._rechecked(table, plan.actions, targets)
                 fmt.check_unreachable(plan, table, [a for a in plan.actions if a.action_id not in skipped], targets,
-                                      done=_DoneLocations(index, self.done))
+                                      done=_DoneLocations(index, self.done), strict=self.strict)
             except PlanRejected as e:
                 self.refuse(e)
                 raise
@@ -194,7 +202,8 @@ class _Apply:
                              dry_run=dry_run)
         outcomes = report_outcomes(plan)
         report = ApplyReport(plan_id, apply_id, "DRY_RUN" if dry_run else "COMPLETED", dry_run=dry_run,
-                             resumed=self.resume_apply_id is not None, counts=dict.fromkeys(outcomes, 0))
+                             resumed=self.resume_apply_id is not None, counts=dict.fromkeys(outcomes, 0),
+                             strict=self.strict)
         for number, spec in enumerate(plan.phases, 1):
             in_phase = by_phase.get(number)
             if number in self.completed or not in_phase:
@@ -206,16 +215,17 @@ class _Apply:
                     # The live table may have moved on since the last phase: re-check before touching anything,
                     # on a view that reads snapshots, tags and schemas anew (manifests already read are reused).
                     live = table.refreshed()
-                    check_requirements(plan, live, done=_DoneLocations(index, self.done))
-                    skipped = self._rechecked(live, actions, targets)
-                    fmt.check_unreachable(plan, live, [a for a in actions if a.action_id not in skipped], targets,
-                                          done=_DoneLocations(index, self.done))
+                    self._check_live(live, index)
+                    skipped = dict.fromkeys(self._rechecked(live, actions, targets))
+                    skipped.update(fmt.check_unreachable(plan, live, [a for a in actions if a.action_id not in skipped],
+                                                         targets, done=_DoneLocations(index, self.done),
+                                                         strict=self.strict))
                 except PlanRejected as e:
                     recorder.append([ApplyFailed(apply_id=apply_id, plan_id=plan_id, reason=f"refused: {e}",
                                                  phase=number, finished_ms=clock())])
                     raise
             else:
-                skipped = self._rechecked(live, actions, targets)
+                skipped = dict.fromkeys(self._rechecked(live, actions, targets))
             tally = Tally(outcomes)
             committed: list = []
             self.progress.phase_started(spec.name, len(actions), sum(a.size or 0 for a in actions))
@@ -228,6 +238,8 @@ class _Apply:
                 (runner.bulk if spec.mode == PhaseMode.BULK else runner.ordered)(actions, tally)
             self.progress.phase_finished(spec.name)
             self.done |= tally.done
+            if tally.first_held is not None and self.first_held is None:
+                self.first_held = f"{tally.first_held[0].kind} {tally.first_held[0].path}: {tally.first_held[1]}"
             summary = tally.summary(spec.name, len(actions))
             report.phases.append(summary)
             if dry_run:
@@ -254,8 +266,9 @@ class _Apply:
                                       orphaned_ms=now) for group, path, reason in self.orphaned]
             self.orphaned = []
             label = getattr(self.committer, "version_label", "snapshot")  # what the committer's version numbers
-            report.commits += [{"phase": spec.name, "version": version, "already": already, "label": label}
-                               for _, version, already in committed]
+            attempts = getattr(self.committer, "attempts", 1) or 1
+            report.commits += [{"phase": spec.name, "version": version, "already": already, "label": label,
+                                "attempts": 0 if already else attempts} for _, version, already in committed]
             recorder.append(events)
 
         if dry_run:
@@ -270,6 +283,10 @@ class _Apply:
         report.counts = {o: totals[FileOutcome(o)][0] for o in outcomes}
         report.bytes_reclaimed = totals[FileOutcome.DELETED][1]
         report.duration_ms = clock() - started
+        held = {FileOutcome.SKIPPED_REFERENCED.value, FileOutcome.DROPPED.value}
+        report.held_reason = self.first_held
+        report.nothing_safe = (report.state == "COMPLETED" and self.first_held is not None
+                               and not any(n for o, n in report.counts.items() if o not in held))
         if report.state == "COMPLETED":
             # The check and the end in one transaction: a crash between them would leave a verified apply that
             # a resume verifies again.
@@ -312,12 +329,21 @@ class _Apply:
                 skipped |= set(r.skipped(live, actions, targets))
         return skipped
 
-    def _skip(self, runner: PhaseRunner, actions: list[Action], skipped: set[int], tally: Tally) -> list[Action]:
-        """Journal the ``skipped`` actions SKIPPED_REFERENCED; the others, to run."""
+    def _check_live(self, live, index) -> None:
+        """The plan's requirements on the live table (``strict``: those that pin it as at planning too, and
+        the format's own check that nothing was committed since)."""
+        check_requirements(self.plan, live, done=_DoneLocations(index, self.done), strict=self.strict)
+        if self.strict:
+            format_of(self.plan).check_strict(self.plan, live)
+
+    def _skip(self, runner: PhaseRunner, actions: list[Action], skipped: Mapping[int, str | None],
+              tally: Tally) -> list[Action]:
+        """Journal the ``skipped`` actions SKIPPED_REFERENCED, each with why where known; the others, to run."""
         if not skipped:
             return actions
         now = self.clock()
-        runner.record([ActionResult(i, Outcome.SKIPPED_REFERENCED, 1, None, now) for i in sorted(skipped)], tally)
+        runner.record([ActionResult(i, Outcome.SKIPPED_REFERENCED, 1, skipped[i], now) for i in sorted(skipped)],
+                      tally)
         return [a for a in actions if a.action_id not in skipped]
 
     def _commit(self, runner: PhaseRunner, number: int, actions: list[Action], tally: Tally, live) -> list:
@@ -400,6 +426,7 @@ def apply_plan(
     executor: BulkExecutor | None = None,
     committer: Committer | None = None,
     verify: bool = True,
+    strict: bool = False,
 ) -> ApplyReport:
     """Apply ``plan`` and journal it. Raises ``PlanRejected``/``StalePlan`` (after journaling the refusal)
     when the plan is foreign, tampered, escapes the table, or is no longer safe.
@@ -407,7 +434,11 @@ def apply_plan(
     Bulk phases run on Spark (``spark``, or a session started with ``master`` and ``conf``) unless an
     ``executor`` is given. Everything per plan (its id, its phases, what earlier applies did) is worked out
     once; each result batch then costs in proportion to its size. After the last phase, unless ``verify``
-    is false, the locations the plan deleted from are checked against the live table (``ApplyReport.verify``)."""
+    is false, the locations the plan deleted from are checked against the live table (``ApplyReport.verify``).
+
+    By default the plan is the upper bound of what happens on a table that has moved since planning: each
+    phase does what is still safe on the live table and journals the rest as skipped or dropped, with why.
+    ``strict`` refuses the plan instead when anything was committed to the table since planning."""
     started = clock()
     plan_id = plan.plan_id
     table = format_of(plan).open(plan, fileio)
@@ -440,7 +471,7 @@ def apply_plan(
     run = _Apply(plan, recorder, table, executor or SparkExecutor(spark, master, conf), progress or NoProgress(),
                  clock, master, resume_apply_id=resume_apply_id, committer=committer,
                  skip=done if (skip_done or resume_apply_id is not None) else frozenset(),
-                 done=possibly_done, completed=completed, verify=verify,
+                 done=possibly_done, completed=completed, verify=verify, strict=strict,
                  written=journaled_outputs(events, {aid for aid, r in prior.items() if r.dry_run}))
     return run.run(by_phase, started)
 
@@ -462,14 +493,14 @@ def journaled_outputs(events, dry_runs: AbstractSet[str]) -> dict[int, dict]:
 
 def dry_run_plan(plan: CleanupPlan, *, fileio: FileIO | None = None, master: str = "local[*]",
                  conf: dict[str, str] | None = None, spark=None, executor: BulkExecutor | None = None,
-                 committer: Committer | None = None,
+                 committer: Committer | None = None, strict: bool = False,
                  clock: Callable[[], int] = lambda: int(time.time() * 1000)) -> ApplyReport:
     """Validate the plan against the live table exactly as apply does, and count what apply would do,
     deleting nothing and writing nothing (not even to the journal)."""
     started = clock()
     table = format_of(plan).open(plan, fileio)
     run = _Apply(plan, None, table, executor or SparkExecutor(spark, master, conf), NoProgress(), clock, master,
-                 committer=committer)
+                 committer=committer, strict=strict)
     return run.run(actions_by_phase(plan.actions), started)
 
 

@@ -40,10 +40,33 @@ class PaimonFormat:
 
         return verify_paths(plan, table)
 
-    def check_unreachable(self, plan, table, actions, targets, *, done) -> None:
+    def check_unreachable(self, plan, table, actions, targets, *, done, strict: bool = False) -> dict[int, str]:
+        """Refuse (``StalePlan``) when a file the actions delete is still used; nothing is skipped."""
         from applier.preconditions import check_unreachable
 
         check_unreachable(plan, table, actions, targets, done=done)
+        return {}
+
+    def held_outcomes(self, plan) -> frozenset[str]:
+        """Outcomes beyond the usual by which an apply of ``plan`` holds actions back on a live table: none
+        (a Paimon gate refuses instead)."""
+        return frozenset()
+
+    def check_strict(self, plan, table) -> None:
+        """``apply --strict``: refuse when a snapshot was committed since planning (other than this plan's own
+        commit): its time is after the plan's now."""
+        from applier.commit import commit_id
+        from engine.paimon.commit import commit_user_and_identifier
+
+        latest = table.earliest_latest()[1]
+        if latest is None:
+            return
+        snap = table.snapshot(latest)
+        ours = commit_user_and_identifier(commit_id(plan.plan_id, 1))[0]  # one commit user for every phase
+        if snap.time_millis > plan.now_ms and snap.commit_user != ours:
+            raise StalePlan(f"the plan {plan.plan_id} is stale (--strict): snapshot {latest} was committed after "
+                            f"the plan was made. Nothing more is done; re-run 'lakesweep plan {plan.kind}', or "
+                            f"apply without --strict")
 
     def verify(self, plan, table, targets):
         """(the check's report, the locations checked) after the last phase."""
@@ -93,6 +116,10 @@ class IcebergFormat:
         if table.location != plan.table_location:
             raise PlanRejected(f"Iceberg table {table.identifier} now lives at {table.location}, not "
                                f"{plan.table_location} where the plan was made; nothing was done")
+        if any(a.verb.deletes for a in plan.actions) and not table.gc_enabled():
+            # read from the live table whatever the plan's requirements say (a header can be edited)
+            raise PlanRejected(f"Iceberg table {table.identifier} has gc.enabled=false: deleting its files may "
+                               f"corrupt other tables, so nothing is deleted")
 
     def verify_paths(self, plan, table) -> list[str]:
         from engine.iceberg.kinds import PLAN_KIND_OF
@@ -121,21 +148,42 @@ class IcebergFormat:
         return targets
 
     def check_unreachable(self, plan, table, actions: Sequence[Action], targets: Sequence[str], *,
-                          done: AbstractSet[str]) -> None:
-        from engine.iceberg.reachability import first_reachable
+                          done: AbstractSet[str], strict: bool = False) -> dict[int, str]:
+        """The actions to skip, each with why, or a refusal (``StalePlan``) when a file the actions delete is
+        still used by the live table.
+
+        Skipped (unless ``strict``): a file of an expiry plan held by a snapshot the plan expires and the live
+        table keeps (a tag or branch created or moved since planning protects it; the commit kept it too).
+        Any other holder refuses the plan: the plan's own view said nothing else holds the file."""
+        from engine.iceberg.reachability import reachable
 
         planned = {targets[a.action_id]: a for a in actions if a.verb is Verb.DELETE_FILE}
+        expired = frozenset(plan.scope.get("expired", ())) if plan.kind == "expire" else frozenset()
         if plan.kind == "expire":
-            hit = first_reachable(table, frozenset(planned), expired=frozenset(plan.scope.get("expired", ())),
-                                  removed_refs=frozenset(plan.scope.get("removed_refs", ())), live_only=True,
-                                  metadata_log=True)
+            hits = reachable(table, frozenset(planned), expired=expired,
+                             removed_refs=frozenset(plan.scope.get("removed_refs", ())), live_only=True,
+                             metadata_log=True)
         else:
-            hit = first_reachable(table, frozenset(planned), live_only=False, metadata_log=True)
-        if hit is not None:
-            holder, path = hit
+            hits = reachable(table, frozenset(planned), live_only=False, metadata_log=True)
+        skip: dict[int, str] = {}
+        for holder, path in hits:
             a = planned[path]
-            raise StalePlan(f"the plan {plan.plan_id} is refused: {a.kind} {a.path} is still used by {holder.what} "
-                            f"in the live table. Nothing more is deleted; re-run 'lakesweep plan {plan.kind}'.")
+            if strict or holder.snapshot_id not in expired:
+                raise StalePlan(f"the plan {plan.plan_id} is refused: {a.kind} {a.path} is still used by "
+                                f"{holder.what} in the live table. Nothing more is deleted; re-run "
+                                f"'lakesweep plan {plan.kind}'.")
+            skip[a.action_id] = f"{holder.what} still needs it: the live table keeps that snapshot"
+        return skip
+
+    def held_outcomes(self, plan) -> frozenset[str]:
+        """An expiry keeps what the live table protects (SKIPPED_REFERENCED); a rewrite or compaction leaves
+        out what changed since planning (DROPPED)."""
+        if any(a.verb.deletes for a in plan.actions) or plan.kind == "expire":
+            return frozenset({"SKIPPED_REFERENCED"})
+        return frozenset({"DROPPED"})
+
+    def check_strict(self, plan, table) -> None:
+        """``apply --strict``: the refs as at planning are the plan's ``STRICT_ONLY`` requirement."""
 
     def merge_tasks(self, plan, table, groups: Sequence[int]):
         """(the function a task runs, one task per group): each compaction bin of ``groups`` merged into its

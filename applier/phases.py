@@ -66,12 +66,15 @@ class Tally:
         self.deleted_bytes = 0
         self.failed = 0
         self.first_failure: tuple[Action, str | None] | None = None
+        self.first_held: tuple[Action, str] | None = None  # the first action skipped or dropped, with why
         self.done: set[int] = set()  # action ids whose outcome is not FAILED
 
     def add(self, a: Action, r: ActionResult) -> None:
         self.counts[r.outcome.value] = self.counts.get(r.outcome.value, 0) + 1
         if r.outcome == Outcome.DELETED:
             self.deleted_bytes += a.size or 0
+        if r.outcome in (Outcome.SKIPPED_REFERENCED, Outcome.DROPPED) and r.error and self.first_held is None:
+            self.first_held = (a, r.error)
         if r.outcome == Outcome.FAILED:
             self.failed += 1
             if self.first_failure is None:

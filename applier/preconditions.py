@@ -47,11 +47,15 @@ def check_phases(plan: CleanupPlan) -> None:
                                f"{plan.phases[a.phase - 1].mode} phase '{plan.phase_name(a.phase)}'; the plan is refused")
 
 
-def check_requirements(plan: CleanupPlan, table: PaimonTable, *, done: AbstractSet[str] = frozenset()) -> None:
+def check_requirements(plan: CleanupPlan, table: PaimonTable, *, done: AbstractSet[str] = frozenset(),
+                       strict: bool = False) -> None:
     """Every requirement of the plan against the live ``table``; raise one ``StalePlan`` naming all that
-    changed. ``done`` are full locations this plan already carried out (a resumed apply)."""
+    changed. ``done`` are full locations this plan already carried out (a resumed apply). Requirements
+    that pin the table as at planning (``STRICT_ONLY``) count only when ``strict``."""
     problems: list[str] = []
     for r in plan.requirements:
+        if r.STRICT_ONLY and not strict:
+            continue
         problems += r.problems(table, done=done)
     if problems:
         raise StalePlan(

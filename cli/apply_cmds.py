@@ -15,6 +15,9 @@ from cli.progress import RichProgress
 
 NoVerifyOpt = typer.Option(False, "--no-verify", help="Do not check the deleted files against the live table "
                            "after the last phase.")
+StrictOpt = typer.Option(False, "--strict", help="Refuse the plan if anything was committed to the table since "
+                         "planning. By default apply goes ahead on a table that is being written, doing only what "
+                         "is still safe on the live table.")
 
 
 def _conf(values: List[str]) -> dict:
@@ -31,13 +34,20 @@ def apply(
     dry_run: bool = typer.Option(False, "--dry-run", help="Validate the plan against the live table and show "
                                  "what would be done; delete nothing, journal nothing."),
     no_verify: bool = NoVerifyOpt,
+    strict: bool = StrictOpt,
     fmt: OutputFormat = OutputOpt,
 ):
     """Execute a reviewed plan on Spark, phase by phase, journaling every deletion.
 
+    The plan is the upper bound of what happens. On a table that is being written, apply goes ahead with
+    what is still safe on the live table: Iceberg commits land on top of concurrent commits, and what the
+    live table now needs (a snapshot a new tag protects, a compaction bin a new delete touches) is skipped
+    and journaled with why. With --strict, any commit since planning refuses the plan instead.
+
     The plan is refused (exit 1) if it was modified, is for another table, points outside the table, or
-    is stale (a tag, consumer, snapshot of its range, schema or branch changed). Applying twice changes
-    nothing the second time. After a crash or a failed phase, 'lakesweep resume' finishes the job.
+    a file it deletes is still needed in ways the plan cannot explain; exit 1 too when the live table left
+    nothing of the plan safe to do. Applying twice changes nothing the second time. After a crash or a
+    failed phase, 'lakesweep resume' finishes the job.
 
     When stderr is a terminal (and the output is text), each phase shows a bar: files, bytes, files/s
     and bytes/s.
@@ -54,15 +64,15 @@ def apply(
     spark_conf = _conf(conf)
     p = read_plan(str(plan))
     if dry_run:
-        report = dry_run_plan(p, master=master, conf=spark_conf)
+        report = dry_run_plan(p, master=master, conf=spark_conf, strict=strict)
     else:
         path = journal_path(journal)
         refuse_inside_table(path, p.table_location, "--journal", JournalError)
         with DuckDBRecorder(path) as recorder, RichProgress(output.draws_progress) as progress:
             report = apply_plan(p, recorder, master=master, conf=spark_conf, progress=progress,
-                                verify=not no_verify)
+                                verify=not no_verify, strict=strict)
     output.apply_report(report)
-    if report.state == "FAILED" or not report.whole:
+    if report.state == "FAILED" or not report.whole or report.nothing_safe:
         raise typer.Exit(1)
 
 
@@ -74,6 +84,7 @@ def resume(
     master: str = MasterOpt,
     conf: List[str] = ConfOpt,
     no_verify: bool = NoVerifyOpt,
+    strict: bool = StrictOpt,
     fmt: OutputFormat = OutputOpt,
 ):
     """Finish unfinished applies recorded in the journal (after a crash, kill or failed phase).
@@ -89,7 +100,7 @@ def resume(
     spark_conf = _conf(conf)
     with DuckDBRecorder(path) as recorder, RichProgress(output.draws_progress) as progress:
         reports = resume_applies(recorder, plan_id, master=master, conf=spark_conf, progress=progress,
-                                 verify=not no_verify)
+                                 verify=not no_verify, strict=strict)
     output.resume_reports(reports)
-    if any(r.state in ("FAILED", "REFUSED") or not r.whole for r in reports):
+    if any(r.state in ("FAILED", "REFUSED") or not r.whole or r.nothing_safe for r in reports):
         raise typer.Exit(1)

@@ -192,7 +192,15 @@ def render_report(report) -> None:
         err.print(f"Fix the cause, then run: lakesweep resume {report.plan_id}")
     for c in report.commits:
         done = "found already committed" if c["already"] else "committed"
-        out.print(f"  {done}: {c.get('label', 'snapshot')} {c['version']} (phase {c['phase']})")
+        tries = f", after {c['attempts']} attempts" if c.get("attempts", 1) > 1 else ""
+        out.print(f"  {done}: {c.get('label', 'snapshot')} {c['version']} (phase {c['phase']}{tries})")
+    if getattr(report, "nothing_safe", False):
+        err.print("[red]error:[/red] nothing was done: the live table has made every action of the plan unsafe. "
+                  f"First: {escape(report.held_reason)}")
+        err.print(f"Run 'lakesweep journal files --plan {report.plan_id}' for each action and why")
+    elif getattr(report, "held_reason", None) and not report.dry_run:
+        err.print(f"  left alone, as the live table still needs them: see 'lakesweep journal files --plan "
+                  f"{report.plan_id}'. First: {escape(report.held_reason)}")
     v = report.verify
     if v is not None and v["whole"] and report.commits:
         out.print(f"  verified: the {v['only']} file(s) it marked or deleted are in place wherever the table "

@@ -200,9 +200,14 @@ class Requirement(abc.ABC):
     out (a resumed apply), which may legitimately be gone. A requirement whose failure is not a stale plan
     but a wrong one (another table) raises ``PlanRejected`` itself. Subclasses are frozen dataclasses
     registered with ``requirement``; ``TYPE`` tags them in the plan header.
+
+    ``STRICT_ONLY`` requirements pin the table as it was at planning (no commit since); apply checks them
+    only with ``--strict``. By default apply goes ahead on a table that has moved, as long as each thing it
+    does is still safe on the live table, which the apply gates check on their own.
     """
 
     TYPE: ClassVar[str]
+    STRICT_ONLY: ClassVar[bool] = False
 
     @abc.abstractmethod
     def problems(self, view, *, done: AbstractSet[str] = frozenset()) -> list[str]: ...

@@ -471,9 +471,13 @@ OUTCOMES: Mapping[Verb, frozenset[FileOutcome]] = {
                                       FileOutcome.FAILED}),
     Verb.WRITE_FILE: frozenset({FileOutcome.WRITTEN, FileOutcome.FAILED}),
     Verb.COMMIT: frozenset({FileOutcome.COMMITTED, FileOutcome.ALREADY_COMMITTED, FileOutcome.DROPPED,
-                            FileOutcome.FAILED}),
+                            FileOutcome.SKIPPED_REFERENCED, FileOutcome.FAILED}),
     Verb.MERGE: frozenset({FileOutcome.WRITTEN, FileOutcome.FAILED}),
 }
+
+
+# Outcomes whose record carries text: a failure's error; why an action was skipped or left out of its commit.
+_WITH_REASON = frozenset({FileOutcome.FAILED, FileOutcome.SKIPPED_REFERENCED, FileOutcome.DROPPED})
 
 
 def allowed_outcomes(verb: Verb | str) -> frozenset[FileOutcome]:
@@ -504,8 +508,10 @@ class FileRecord:
         _require_id("plan_id", self.plan_id)
         if type(self.outcome) is not FileOutcome:
             object.__setattr__(self, "outcome", FileOutcome(self.outcome))
-        if (self.outcome is FileOutcome.FAILED) != (self.error is not None):
-            raise ValueError("a FAILED record needs an error, and only a FAILED record has one")
+        if self.outcome is FileOutcome.FAILED and self.error is None:
+            raise ValueError("a FAILED record needs an error")
+        if self.error is not None and self.outcome not in _WITH_REASON:
+            raise ValueError("only a FAILED record has an error, and a SKIPPED_REFERENCED or DROPPED one a reason")
         if self.action_id < 0 or self.attempt < 1 or self.phase < 1:
             raise ValueError(f"action_id {self.action_id} must be >= 0, attempt {self.attempt} >= 1 and phase "
                              f"{self.phase} >= 1")

@@ -13,10 +13,29 @@
   again from the live head: a bin with an input no longer live is left out (its actions DROPPED, its
   output an orphan), and then every delete manifest is carried over.
 
+**On a table that keeps being written** (the default), every attempt works from a fresh read of the table,
+and the plan is the upper bound of what it does, as Iceberg's own actions commit on top of concurrent
+appends (``RemoveSnapshots`` re-applies itself to the refreshed metadata; ``RewriteManifests`` and
+``RewriteDataFiles`` validate what changed since their starting snapshot):
+
+* an expiry expires the planned snapshots that the retention rule still lets go on the live table; a
+  planned snapshot the live table keeps (a tag or branch created or moved since planning) is kept and
+  reported (``kept``), and so are, later, the files only it holds;
+* a manifest rewrite rewrites the planned manifests still in the live head and carries every other
+  manifest of the head over (those added since planning included); a planned manifest no longer in the
+  head leaves the rewrite (``left_out``);
+* a compaction leaves out a bin whose inputs are no longer all live, or to whose inputs a delete
+  committed since the plan's snapshot may apply (a position delete naming an input, an equality delete of
+  its partition). Its outputs carry the plan snapshot's data sequence number (Iceberg's
+  ``use-starting-sequence-number``), so a later equality delete still applies to their rows.
+
+Each commit is sent under the refs as this attempt read them, so a commit made in between fails it in
+the catalog, and the next attempt starts from a fresh read. ``strict`` keeps the plan's own view
+instead: any change to the refs since planning refuses the plan (``StalePlan``).
+
 A commit the catalog refuses (``CommitFailedException``) is retried after a backoff of 50 ms, doubling, at
-most 5 s, up to ``max_commit_retries`` times; before each retry the table is read again and the plan's
-requirements are checked again, so a plan that went stale is refused (``StalePlan``), never rebased.
-pyiceberg's own retry, which rebuilds a producer on the new head, is not used.
+most 5 s, up to ``max_commit_retries`` times (``attempts`` counts them). pyiceberg's own retry, which
+rebuilds a producer on the new head without lakesweep's checks, is not used.
 """
 
 from __future__ import annotations
@@ -24,7 +43,7 @@ from __future__ import annotations
 import time
 from typing import Callable, Sequence
 
-from engine.errors import LakesweepError, PlanRejected, StalePlan
+from engine.errors import CorruptMetadata, LakesweepError, PlanRejected, StalePlan
 from engine.iceberg.kinds import CompactKind, ExpireKind, RewriteKind
 from engine.iceberg.requirements import COMMIT_ID_PROPERTY
 from engine.plan import Action, CleanupPlan
@@ -42,20 +61,24 @@ def backoff_s(attempt: int) -> float:
 class IcebergCommitter:
     """The ``applier.commit.Committer`` of Iceberg plans."""
 
-    def __init__(self, plan: CleanupPlan, *, sleep: Callable[[float], None] = time.sleep):
+    def __init__(self, plan: CleanupPlan, *, strict: bool = False, sleep: Callable[[float], None] = time.sleep):
         self.plan = plan
+        self.strict = strict
         option = plan.options.get("max_commit_retries")
         self.max_retries = int(option.value) if option is not None else DEFAULT_MAX_COMMIT_RETRIES
         self.sleep = sleep
-        self.attempts = 0  # commits tried by the last ``commit`` call (tests read it)
-        self.left_out: dict[int, str] = {}  # compaction: actions the last commit left out, with why
+        self.attempts = 0  # commits tried by the last ``commit`` call
+        self.left_out: dict[int, str] = {}  # actions the last commit left out (DROPPED), with why
+        self.kept: dict[int, str] = {}  # expiry: planned snapshots the live table keeps (SKIPPED_REFERENCED)
         # what ``find`` and ``commit`` return: the new snapshot of a rewrite, the metadata version of an expiry
         self.version_label = "metadata version" if plan.kind == "expire" else "snapshot"
 
     def check(self, table, actions: Sequence[Action]) -> None:
-        """Refuse a plan whose commit is not what its own rule allows on the live table, whatever the plan
-        file says: an expiry may expire only snapshots, and remove only refs, that Iceberg's retention rule
-        (with the plan's now, cut-off, retain-last and max-ref-age) lets go now, never ``main``."""
+        """Refuse a plan whose commit is not what its own rule allows, whatever the plan file says: an
+        expiry names its snapshots in its scope too, never removes ``main``, and carries the options its
+        rule needs; with ``strict`` it may expire only snapshots, and remove only refs, that Iceberg's
+        retention rule (with the plan's now, cut-off, retain-last and max-ref-age) lets go on the live
+        table. (By default the commit expires only those, and keeps the others.)"""
         expected = {"expire": ExpireKind.EXPIRE_SNAPSHOT, "rewrite-manifests": RewriteKind.REWRITE_MANIFEST,
                     "compact": CompactKind.COMPACT_REPLACE}.get(self.plan.kind)
         for a in actions:
@@ -84,9 +107,7 @@ class IcebergCommitter:
                                    f"lists; the plan is refused")
 
     def _check_expiry(self, table, actions: Sequence[Action]) -> None:
-        from engine.iceberg.retention import expire_rule
-
-        scope, options = self.plan.scope, self.plan.options
+        scope = self.plan.scope
         expired = scope.get("expired", [])
         removed = scope.get("removed_refs", [])
         if sorted(a.snapshot_id for a in actions) != sorted(expired):
@@ -94,12 +115,15 @@ class IcebergCommitter:
                                "the plan is refused")
         if "main" in removed:
             raise PlanRejected("the plan removes the ref 'main', which Iceberg never expires; the plan is refused")
-        try:
-            allowed, allowed_refs = expire_rule(table, now_ms=self.plan.now_ms, cutoff_ms=int(scope["cutoff_ms"]),
-                                                retain_last=int(options["retain_last"].value),
-                                                max_ref_age_ms=int(options["max_ref_age_ms"].value))
-        except (KeyError, TypeError, ValueError) as e:
-            raise PlanRejected(f"the plan lacks what its retention rule needs ({e}); the plan is refused") from e
+        refs = scope.get("refs", {})
+        heads = {sid: name for name, sid in (refs.items() if isinstance(refs, dict) else ()) if name not in removed}
+        for sid in sorted(set(expired) & set(heads)):
+            # the plan's own view: a ref it keeps pointed at the snapshot, so Iceberg's rule kept it then too
+            raise PlanRejected(f"snapshot {sid} is the head of ref '{heads[sid]}', which the plan keeps, yet the plan "
+                               f"expires it; the plan is refused")
+        allowed, allowed_refs = self._rule(table)
+        if not self.strict:
+            return
         live = set(table.snapshots)
         keeps = sorted((set(expired) & live) - set(allowed))
         if keeps:
@@ -108,6 +132,18 @@ class IcebergCommitter:
         refs = sorted((set(removed) & set(table.refs())) - set(allowed_refs))
         if refs:
             raise PlanRejected(f"ref '{refs[0]}' is not past its max-ref-age-ms; the plan is refused")
+
+    def _rule(self, table) -> tuple[list[int], list[str]]:
+        """(snapshots, refs) Iceberg's retention rule lets go on ``table``, with the plan's now and options."""
+        from engine.iceberg.retention import expire_rule
+
+        scope, options = self.plan.scope, self.plan.options
+        try:
+            return expire_rule(table, now_ms=self.plan.now_ms, cutoff_ms=int(scope["cutoff_ms"]),
+                               retain_last=int(options["retain_last"].value),
+                               max_ref_age_ms=int(options["max_ref_age_ms"].value))
+        except (KeyError, TypeError, ValueError) as e:
+            raise PlanRejected(f"the plan lacks what its retention rule needs ({e}); the plan is refused") from e
 
     def find(self, table, commit_id: str) -> int | None:
         if self.plan.kind == "expire":
@@ -126,9 +162,9 @@ class IcebergCommitter:
         from pyiceberg.exceptions import CommitFailedException
 
         self.attempts = 0
-        self.left_out = {}
         while True:
             self.attempts += 1
+            self.left_out, self.kept = {}, {}
             try:  # each attempt reads the table anew and checks the plan's requirements first (_commit_once)
                 return self._commit_once(table, actions, commit_id, written)
             except CommitFailedException as e:
@@ -137,31 +173,33 @@ class IcebergCommitter:
                                          f"Nothing was committed; apply again or re-plan") from e
                 self.sleep(backoff_s(self.attempts))
 
-    def _commit_once(self, table, actions: Sequence[Action], commit_id: str, written) -> int:
+    def _commit_once(self, table, actions: Sequence[Action], commit_id: str, written) -> int | None:
         # The catalog applies the updates to its metadata as it is at commit time, checking only the
-        # requirements sent: a ref created since planning is in no AssertRefSnapshotId (and removing a
-        # snapshot removes the refs pointing at it). So the plan is checked on a fresh read right before
-        # the commit, and in-process catalogs check the whole set of refs inside the commit as well.
+        # requirements sent: a ref created since this read is in no AssertRefSnapshotId (and removing a
+        # snapshot removes the refs pointing at it). So the commit is worked out on a fresh read and sent
+        # under every ref as read; in-process catalogs check the whole set of refs inside the commit too.
         live = table.refreshed()
-        stale = [p for r in self.plan.requirements for p in r.problems(live)]
+        stale = [p for r in self.plan.requirements if self.strict or not r.STRICT_ONLY for p in r.problems(live)]
         if stale:
             raise StalePlan(f"the plan {self.plan.plan_id} is stale: " + "; ".join(stale)
                             + f". Nothing was committed; re-run 'lakesweep plan {self.plan.kind}'")
         if self.plan.kind == "expire":
             self.check(live, actions)
-            return self._expire(live)
+            return self._expire(live, actions)
         if self.plan.kind == "compact":
             return self._compact(live, actions, commit_id, written or {})
         return self._rewrite(live, actions, commit_id)
 
     def _requirements(self, table):
+        """pyiceberg requirements for a commit worked out on ``table``: the same table, and every ref where
+        this read found it (``strict``: where the plan found it)."""
         from pyiceberg.catalog.sql import SqlCatalog
         from pyiceberg.table.update import AssertRefSnapshotId, AssertTableUUID
 
         reqs = [AssertTableUUID(uuid=table.metadata.table_uuid)]
         live, removed = table.refs(), set(self.plan.scope.get("removed_refs", ()))
         expected = {}
-        for name, sid in sorted(self.plan.scope.get("refs", {}).items()):
+        for name, sid in sorted((self.plan.scope.get("refs", {}) if self.strict else live).items()):
             if name in removed and name not in live:
                 continue  # gone already: the plan removes it anyway
             reqs.append(AssertRefSnapshotId(ref=name, snapshot_id=sid))
@@ -170,13 +208,18 @@ class IcebergCommitter:
             reqs.append(_assert_refs_exactly(expected))
         return tuple(reqs)
 
-    def _expire(self, table) -> int:
+    def _expire(self, table, actions: Sequence[Action]) -> int:
         from pyiceberg.table.update import (RemovePartitionStatisticsUpdate, RemoveSnapshotRefUpdate,
                                             RemoveSnapshotsUpdate, RemoveStatisticsUpdate)
 
+        allowed, allowed_refs = self._rule(table)
         present = sorted(set(self.plan.scope.get("expired", ())) & set(table.snapshots))
+        kept = set(present) - set(allowed)  # empty with strict: ``check`` refused such a plan
+        present = [s for s in present if s not in kept]
+        self.kept = {a.action_id: why_kept(table, a.snapshot_id) for a in actions if a.snapshot_id in kept}
         refs = table.refs()
-        updates = [RemoveSnapshotRefUpdate(ref_name=r) for r in self.plan.scope.get("removed_refs", ()) if r in refs]
+        updates = [RemoveSnapshotRefUpdate(ref_name=r) for r in self.plan.scope.get("removed_refs", ())
+                   if r in refs and r in allowed_refs]
         if present:
             # The statistics of expired snapshots leave the metadata in the same commit (Java's RemoveSnapshots
             # does so; pyiceberg's RemoveSnapshotsUpdate keeps partition statistics), so no retained metadata
@@ -193,15 +236,23 @@ class IcebergCommitter:
             tx.commit_transaction()
         return metadata_version(table.refreshed())
 
-    def _rewrite(self, table, actions: Sequence[Action], commit_id: str) -> int:
+    def _rewrite(self, table, actions: Sequence[Action], commit_id: str) -> int | None:
         from pyiceberg.table.snapshots import Operation
 
+        from engine.iceberg.compaction import resolve_location
         from engine.iceberg.rewrite import RewriteManifests
 
+        planned = {resolve_location(a.path, table.location): a for a in actions}
         tx = table.table.transaction()
         producer = RewriteManifests(Operation.REPLACE, tx, table.io,
-                                    expected=self.plan.scope["snapshot_id"],
+                                    expected=self.plan.scope["snapshot_id"] if self.strict else None,
+                                    rewrite=frozenset(planned),
                                     snapshot_properties={COMMIT_ID_PROPERTY: commit_id})
+        gone = {path for path in planned if path not in producer.head_data_manifests()}
+        self.left_out = {planned[p].action_id: f"manifest {planned[p].path} is no longer in the current snapshot"
+                         for p in sorted(gone)}
+        if len(gone) == len(planned):
+            return None  # nothing of the plan is left to rewrite: no commit
         return self._commit_producer(table, tx, producer)
 
     def _compact(self, table, actions: Sequence[Action], commit_id: str, written) -> int:
@@ -215,13 +266,18 @@ class IcebergCommitter:
         for a in actions:
             by_bin.setdefault(a.bucket, []).append(a)
         self.left_out = {}
+        conflicts = new_deletes_since(table, self.plan.scope, [bins[g] for g in sorted(by_bin)])
         replaced: set[str] = set()
         added = []
         for group in sorted(by_bin):
             b = bins[group]
             gone = sorted(f.path for f in b.inputs if f.path not in live)
+            why = None
             if gone:
                 why = f"bin {group}: input {gone[0]} is no longer a live data file; its output is an orphan"
+            elif group in conflicts:
+                why = f"bin {group}: {conflicts[group]}, committed since the plan; its output is an orphan"
+            if why is not None:
                 self.left_out.update({a.action_id: why for a in by_bin[group]})
                 continue
             output = written.get(group)
@@ -236,14 +292,17 @@ class IcebergCommitter:
                 added.append(output_data_file(output, b))
             replaced |= {f.path for f in b.inputs}
         if not replaced:
-            return table.current_snapshot_id  # every bin left out: nothing to commit
+            return None  # every bin left out: nothing to commit
         # A dropped delete manifest is safe to leave out only when every bin it served was compacted.
         whole = not self.left_out and set(by_bin) == set(bins)
         dropped = {m["path"] for m in self.plan.scope.get("delete_manifests", ()) if m["dropped"]} if whole else set()
+        # The outputs' data sequence number is the plan snapshot's (Iceberg's use-starting-sequence-number):
+        # no delete older than it applies to them, and any later equality delete still does.
+        seq = self.plan.scope.get("sequence_number") if table.metadata.format_version >= 2 else None
         tx = table.table.transaction()
-        producer = ReplaceDataFiles(tx, table.io, expected=table.current_snapshot_id, replaced=replaced,
-                                    added=added, dropped_delete_manifests=dropped,
-                                    snapshot_properties={COMMIT_ID_PROPERTY: commit_id})
+        producer = ReplaceDataFiles(tx, table.io, expected=self.plan.scope["snapshot_id"] if self.strict else None,
+                                    replaced=replaced, added=added, dropped_delete_manifests=dropped,
+                                    data_sequence_number=seq, snapshot_properties={COMMIT_ID_PROPERTY: commit_id})
         return self._commit_producer(table, tx, producer)
 
     def _commit_producer(self, table, tx, producer) -> int:
@@ -261,9 +320,95 @@ class IcebergCommitter:
         return producer.snapshot_id
 
 
+def why_kept(table, snapshot_id: int) -> str:
+    """Why the live table keeps a snapshot an expiry planned: the refs pointing at it, else the branches
+    whose retention keeps it (their min-snapshots-to-keep or max-snapshot-age-ms)."""
+    from engine.iceberg.retention import ancestors
+
+    at = sorted(name for name, sid in table.refs().items() if sid == snapshot_id)
+    if at:
+        return f"snapshot {snapshot_id} is kept: " + ", ".join(f"ref '{n}'" for n in at) + " points at it"
+    branches = sorted(name for name, ref in table.metadata.refs.items()
+                      if getattr(ref.snapshot_ref_type, "value", ref.snapshot_ref_type) == "branch"
+                      and any(s.snapshot_id == snapshot_id for s in ancestors(table.snapshots, ref.snapshot_id)))
+    if branches:
+        return (f"snapshot {snapshot_id} is kept: branch " + ", ".join(f"'{b}'" for b in branches)
+                + " retains it as an ancestor")
+    return f"snapshot {snapshot_id} is kept by the retention rule on the live table"
+
+
+def new_deletes_since(table, scope, bins) -> dict[int, str]:
+    """The bins (by index) to which a delete committed since the plan's snapshot may apply, each with the
+    first such delete: a live delete file whose data sequence number is above the plan snapshot's that is
+
+    * a position delete (or deletion vector) naming one of the bin's inputs (``referenced_data_file``, else
+      its ``file_path`` column), or
+    * an equality delete of the bin's partition (same spec and partition values) or of an unpartitioned
+      spec (it applies to every partition).
+
+    A delete whose content cannot be read counts as applying (fail closed: the bin is left out)."""
+    from engine.iceberg.compaction import _partition_key, resolve_location
+    from engine.iceberg.table import canonical
+
+    since = scope.get("sequence_number")
+    snapshot = table.table.current_snapshot()
+    if snapshot is None or not bins:
+        return {}
+    if not isinstance(since, int):
+        return {b.index: "a delete may have been" for b in bins}  # no sequence number to compare: fail closed
+    specs = table.metadata.specs()
+    inputs = {f.path: b.index for b in bins for f in b.inputs}
+    by_partition: dict[tuple, list[int]] = {}
+    for b in bins:
+        by_partition.setdefault((b.spec_id, _partition_key(tuple(b.partition_values))), []).append(b.index)
+    found: dict[int, str] = {}
+    try:
+        for m in snapshot.manifests(table.io):
+            if int(m.content) != 1:
+                continue
+            for e in m.fetch_manifest_entry(table.io, discard_deleted=True):
+                seq = e.sequence_number if e.sequence_number is not None else 0
+                if seq <= since:
+                    continue
+                f = e.data_file
+                location = resolve_location(f.file_path, table.location)
+                if int(f.content) == 1:
+                    what = f"position delete {location}"
+                    try:
+                        named = ({resolve_location(f.referenced_data_file, table.location)}
+                                 if getattr(f, "referenced_data_file", None)
+                                 else _named_by_position_delete(table, location))
+                    except LakesweepError as err:
+                        named, what = set(inputs), f"position delete {location}, which cannot be read ({err})"
+                    hits = sorted({inputs[p] for p in named if p in inputs})
+                else:
+                    spec = specs.get(int(m.partition_spec_id))
+                    if spec is None or spec.is_unpartitioned():
+                        hits = [b.index for b in bins]
+                    else:
+                        values = tuple(f.partition[i] for i in range(len(spec.fields)))
+                        hits = by_partition.get((spec.spec_id, _partition_key(values)), [])
+                    what = f"equality delete {location}"
+                for i in hits:
+                    found.setdefault(i, what)
+    except LakesweepError:
+        raise
+    except Exception as e:
+        raise CorruptMetadata(canonical(snapshot.manifest_list),
+                              f"delete manifests cannot be read: {type(e).__name__}: {e}") from e
+    return found
+
+
+def _named_by_position_delete(table, location: str) -> frozenset[str]:
+    """The data files a position delete file names; read through the table's FileIO."""
+    from engine.iceberg.compaction import InputFile, _referenced_paths
+
+    return _referenced_paths(table, InputFile(location=location, path=location, size=0, record_count=0,
+                                              sequence_number=0, file_sequence_number=None, snapshot_id=None))
+
+
 def _live_data_files(table) -> set[str]:
     """Canonical paths of the live data files of the table's current snapshot."""
-    from engine.errors import CorruptMetadata
     from engine.iceberg.table import canonical
 
     snapshot = table.table.current_snapshot()

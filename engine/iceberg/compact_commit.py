@@ -5,8 +5,10 @@
   entries (this snapshot's id, their sequence numbers kept), every other live entry as EXISTING with its
   snapshot id and sequence numbers; DELETED entries of the old manifest are dropped; a manifest that lists
   no replaced file is carried over unchanged;
-* the outputs are ADDED in one manifest per partition spec, with no sequence number: they inherit the new
-  snapshot's, which is above every existing delete's, so no carried delete applies to them;
+* the outputs are ADDED in one manifest per partition spec, with the data sequence number of the snapshot
+  the plan compacted (Iceberg's ``use-starting-sequence-number``): no delete the merge applied or left
+  behind applies to them, and an equality delete committed since still does (without it they inherit
+  the new snapshot's, as in v1 tables);
 * a delete manifest the plan drops (every delete file in it applied only to replaced files, whose rows
   the outputs hold without the deleted ones) is left out; the others are carried over unchanged.
 
@@ -26,14 +28,17 @@ from engine.iceberg.table import canonical
 
 
 class ReplaceDataFiles(_SnapshotProducer["ReplaceDataFiles"]):
-    """``expected``: the head snapshot the plan compacted (another head is refused, ``StalePlan``);
-    ``replaced``: canonical paths of the input files; ``added``: the outputs' ``DataFile``s (each with its
-    ``spec_id``); ``dropped_delete_manifests``: canonical paths of the delete manifests left out."""
+    """``expected``: the head snapshot the plan compacted, when another head must be refused (``StalePlan``;
+    None: the live head); ``replaced``: canonical paths of the input files; ``added``: the outputs'
+    ``DataFile``s (each with its ``spec_id``); ``dropped_delete_manifests``: canonical paths of the delete
+    manifests left out; ``data_sequence_number``: the outputs' (None: inherited from the new snapshot)."""
 
-    def __init__(self, transaction, io, *, expected: int, replaced: AbstractSet[str], added: Sequence[DataFile],
-                 dropped_delete_manifests: AbstractSet[str], snapshot_properties: dict[str, str]):
+    def __init__(self, transaction, io, *, expected: int | None, replaced: AbstractSet[str],
+                 added: Sequence[DataFile], dropped_delete_manifests: AbstractSet[str],
+                 data_sequence_number: int | None = None, snapshot_properties: dict[str, str]):
         super().__init__(Operation.REPLACE, transaction, io, snapshot_properties=snapshot_properties)
-        if self._parent_snapshot_id != expected:
+        self.data_sequence_number = data_sequence_number
+        if expected is not None and self._parent_snapshot_id != expected:
             raise StalePlan(f"the table's head is snapshot {self._parent_snapshot_id}, not {expected} whose files "
                             f"the plan compacts; re-run 'lakesweep plan compact'")
         self.replaced = frozenset(replaced)
@@ -61,7 +66,8 @@ class ReplaceDataFiles(_SnapshotProducer["ReplaceDataFiles"]):
             with self.new_manifest_writer(self.spec(spec_id)) as writer:
                 for f in by_spec[spec_id]:
                     writer.add(ManifestEntry.from_args(status=ManifestEntryStatus.ADDED, snapshot_id=self._snapshot_id,
-                                                       sequence_number=None, file_sequence_number=None, data_file=f))
+                                                       sequence_number=self.data_sequence_number,
+                                                       file_sequence_number=None, data_file=f))
             out.append(writer.to_manifest_file())
         for m in head.manifests(io=self._io):
             if m.content == ManifestContent.DELETES:

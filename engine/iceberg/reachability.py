@@ -13,16 +13,18 @@ Two readings, as Iceberg's own cleanups read them:
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import AbstractSet, Iterable
+from typing import AbstractSet, Iterable, Iterator
 
 from engine.iceberg.table import IcebergTable
 
 
 @dataclass(frozen=True, slots=True)
 class Holder:
-    """What keeps a file: a snapshot (and the refs pointing at it), or the table's metadata log."""
+    """What keeps a file: a snapshot (``snapshot_id``, and the refs pointing at it), or the table's
+    metadata log (``snapshot_id`` None)."""
 
     what: str
+    snapshot_id: int | None = None
 
 
 def retained_snapshots(table: IcebergTable, expired: AbstractSet[int],
@@ -53,30 +55,42 @@ def all_referenced(table: IcebergTable) -> set[str]:
 def first_reachable(table: IcebergTable, planned: AbstractSet[str], *, expired: AbstractSet[int] = frozenset(),
                     removed_refs: AbstractSet[str] = frozenset(), live_only: bool = True,
                     metadata_log: bool = False) -> tuple[Holder, str] | None:
-    """The first (holder, location) of ``planned`` that the live table still needs; None if none.
+    """The first (holder, location) of ``planned`` that the live table still needs; None if none
+    (``reachable``)."""
+    return next(reachable(table, planned, expired=expired, removed_refs=removed_refs, live_only=live_only,
+                          metadata_log=metadata_log), None)
+
+
+def reachable(table: IcebergTable, planned: AbstractSet[str], *, expired: AbstractSet[int] = frozenset(),
+              removed_refs: AbstractSet[str] = frozenset(), live_only: bool = True,
+              metadata_log: bool = False) -> Iterator[tuple[Holder, str]]:
+    """Each (holder, location) of ``planned`` that the live table still needs, each location once.
 
     The holders are the snapshots kept once ``expired`` are gone (``retained_snapshots``), read with
     ``live_only`` entries, and with ``metadata_log`` the metadata files and every statistics file. The
     refs pointing at a snapshot are named in the holder; ``removed_refs`` (refs the plan removes, past their
     age, which apply checks before committing) hold nothing."""
     if not planned:
-        return None
+        return
+    seen: set[str] = set()
     retained = retained_snapshots(table, expired, removed_refs)
     if metadata_log:
         for path in table.metadata_files():
-            if path in planned:
-                return Holder("the table's metadata log"), path
+            if path in planned and path not in seen:
+                seen.add(path)
+                yield Holder("the table's metadata log"), path
         kept = set(retained)
         for sid, path, _ in table.statistics_files():
-            if path in planned and (sid in kept or sid not in table.snapshots):
-                return Holder(f"the statistics of snapshot {sid}"), path
+            if path in planned and path not in seen and (sid in kept or sid not in table.snapshots):
+                seen.add(path)
+                yield Holder(f"the statistics of snapshot {sid}", sid), path
     refs_at: dict[int, list[str]] = {}
     for name, sid in table.refs().items():
         refs_at.setdefault(sid, []).append(name)
     for sid in retained:
         for _, path, _ in table.snapshot_files(sid, live_only=live_only):
-            if path in planned:
+            if path in planned and path not in seen:
+                seen.add(path)
                 names = refs_at.get(sid)
                 held = f"snapshot {sid}" + (f" (ref {', '.join(sorted(names))})" if names else "")
-                return Holder(held), path
-    return None
+                yield Holder(held, sid), path

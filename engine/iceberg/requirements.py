@@ -41,9 +41,13 @@ class AssertRefsUnchanged(Requirement):
 
     Tolerated: a ref in ``removed`` that is gone (the plan removes it), and a branch whose head is a
     snapshot lakesweep committed (``COMMIT_ID_PROPERTY``) directly on the planned head once this apply
-    has done its commit (a resumed apply)."""
+    has done its commit (a resumed apply).
+
+    Checked only by ``apply --strict``: by default an apply goes ahead on a table that has moved, and
+    each commit re-reads the live refs instead (``engine.iceberg.commit``)."""
 
     TYPE = "iceberg.refs-unchanged"
+    STRICT_ONLY = True
     refs: Mapping[str, int]
     removed: tuple[str, ...] = ()
 

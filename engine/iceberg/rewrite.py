@@ -1,11 +1,11 @@
 """A pyiceberg snapshot producer that rewrites the data manifests of a branch head (``replace``).
 
 pyiceberg 0.12 has no ``rewrite_manifests``; this is its ``_SnapshotProducer`` with the manifests chosen
-as Iceberg's ``RewriteManifests`` chooses them when asked to rewrite everything: every live entry (ADDED
-or EXISTING) of the head's data manifests, written as EXISTING with its snapshot id and sequence numbers,
-one manifest per partition spec; DELETED entries are dropped (they say what an older snapshot removed);
-delete manifests are carried over unchanged. The rows a scan of the new snapshot returns are those of
-the head it replaces.
+as Iceberg's ``RewriteManifests`` chooses them: every live entry (ADDED or EXISTING) of the head's data
+manifests that the plan rewrites, written as EXISTING with its snapshot id and sequence numbers, one
+manifest per partition spec; DELETED entries are dropped (they say what an older snapshot removed). Every
+other manifest of the head (delete manifests, and data manifests committed since planning) is carried
+over unchanged. The rows a scan of the new snapshot returns are those of the head it replaces.
 """
 
 from __future__ import annotations
@@ -15,16 +15,21 @@ from pyiceberg.table.snapshots import Operation, Summary
 from pyiceberg.table.update.snapshot import _SnapshotProducer
 
 from engine.errors import StalePlan
+from engine.iceberg.table import canonical
 
 
 class RewriteManifests(_SnapshotProducer["RewriteManifests"]):
-    """``expected``: the head snapshot the plan rewrote; a different head is refused (``StalePlan``)."""
+    """``rewrite``: canonical paths of the data manifests to rewrite (None: every data manifest of the head);
+    ``expected``: the head snapshot the plan rewrote, when another head must be refused (``StalePlan``;
+    None: the live head, whatever it is)."""
 
-    def __init__(self, operation, transaction, io, *, expected: int, snapshot_properties: dict[str, str]):
+    def __init__(self, operation, transaction, io, *, expected: int | None,
+                 rewrite: frozenset[str] | None = None, snapshot_properties: dict[str, str]):
         super().__init__(operation, transaction, io, snapshot_properties=snapshot_properties)
-        if self._parent_snapshot_id != expected:
+        if expected is not None and self._parent_snapshot_id != expected:
             raise StalePlan(f"the table's head is snapshot {self._parent_snapshot_id}, not {expected} whose "
                             f"manifests the plan rewrites; re-run 'lakesweep plan rewrite-manifests'")
+        self.rewrite = rewrite
         self.entries_written = 0
         self.replaced = self.created = self.kept = 0
 
@@ -47,13 +52,20 @@ class RewriteManifests(_SnapshotProducer["RewriteManifests"]):
 
     def _head_manifests(self) -> list[ManifestFile]:
         head = self._transaction.table_metadata.snapshot_by_id(self._parent_snapshot_id)
-        return list(head.manifests(io=self._io))
+        return [] if head is None else list(head.manifests(io=self._io))
+
+    def head_data_manifests(self) -> frozenset[str]:
+        """Canonical paths of the head's data manifests."""
+        return frozenset(canonical(m.manifest_path) for m in self._head_manifests() if m.content == ManifestContent.DATA)
+
+    def _rewrites(self, m: ManifestFile) -> bool:
+        return m.content == ManifestContent.DATA and (self.rewrite is None or canonical(m.manifest_path) in self.rewrite)
 
     def _existing_manifests(self) -> list[ManifestFile]:
         manifests = self._head_manifests()
         by_spec: dict[int, list[ManifestEntry]] = {}
         for m in manifests:
-            if m.content != ManifestContent.DATA:
+            if not self._rewrites(m):
                 continue
             self.replaced += 1
             for entry in m.fetch_manifest_entry(io=self._io, discard_deleted=True):
@@ -66,7 +78,7 @@ class RewriteManifests(_SnapshotProducer["RewriteManifests"]):
                     self.entries_written += 1
             written.append(writer.to_manifest_file())
         self.created = len(written)
-        carried = [m for m in manifests if m.content == ManifestContent.DELETES]
+        carried = [m for m in manifests if not self._rewrites(m)]
         self.kept = len(carried)
         return written + carried
 

@@ -69,7 +69,7 @@ def test_paimon_reads_the_drop_and_its_expiry_frees_exactly_the_dropped_files(tm
         assert report.state == "COMPLETED" and report.whole
         assert report.counts["COMMITTED"] == len(dropped)
         assert report.commits == [{"phase": "drop_partitions", "version": latest + 1, "already": False,
-                                   "label": "snapshot"}]
+                                   "label": "snapshot", "attempts": 1}]
         [committed] = [e for e in recorder.events(plan_id=plan.plan_id) if e.EVENT_TYPE == "Committed"]
         assert committed.version == latest + 1
     snap = open_table(root).snapshot(latest + 1)

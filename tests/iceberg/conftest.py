@@ -79,11 +79,13 @@ def rows_by_snapshot(table) -> dict[int, collections.Counter]:
     return out
 
 
-def needed_files(table) -> set[str]:
+def needed_files(table, *, without=frozenset()) -> set[str]:
     """What the metadata needs: metadata files, each snapshot's list, manifests, their live entries' files,
-    statistics files."""
+    statistics files (of every snapshot but those ``without``)."""
     needed = {canonical(table.metadata_location)} | {canonical(e.metadata_file) for e in table.metadata.metadata_log}
     for s in table.metadata.snapshots:
+        if s.snapshot_id in without:
+            continue
         needed.add(canonical(s.manifest_list))
         for m in s.manifests(table.io):
             needed.add(canonical(m.manifest_path))

@@ -104,19 +104,52 @@ def test_a_branch_keeps_its_min_snapshots_to_keep_and_an_aged_tag_is_removed(lak
     assert missing(after) == set() and files_on_disk(after) == needed_files(after)
 
 
-def test_a_tag_created_between_plan_and_apply_refuses_the_plan_before_anything_changes(lake, tmp_path):
+def test_a_tag_created_between_plan_and_apply_refuses_the_plan_with_strict(lake, tmp_path):
     t = write_history(lake)
     p = plan(lake.view(), older_than="0 s")
     victim = p.scope["expired"][0]
     t.manage_snapshots().create_tag(victim, "late").commit()
     on_disk = files_on_disk(lake.table())
     with pytest.raises(StalePlan, match="ref 'late' .* was created since planning"):
-        apply(p, tmp_path)
+        apply(p, tmp_path, strict=True)
     after = lake.table()
     assert victim in {s.snapshot_id for s in after.metadata.snapshots} and files_on_disk(after) == on_disk
 
 
-def test_an_append_between_plan_and_apply_refuses_the_plan(lake, tmp_path):
+def test_a_tag_created_between_plan_and_apply_keeps_its_snapshot_and_files_and_expires_the_rest(lake, tmp_path):
+    t = write_history(lake)
+    before = rows_by_snapshot(t)
+    p = plan(lake.view(), older_than="0 s")
+    victim = p.scope["expired"][-1]
+    t.manage_snapshots().create_tag(victim, "late").commit()
+    report = apply(p, tmp_path)
+    after = lake.table()
+    assert report.state == "COMPLETED" and report.whole and not report.nothing_safe
+    # the tagged snapshot and every file it needs stay; every other planned snapshot is gone
+    assert {s.snapshot_id for s in after.metadata.snapshots} == {*set(before) - set(p.scope["expired"]), victim}
+    assert rows_by_snapshot(after) == {sid: rows for sid, rows in before.items() if sid in
+                                       {s.snapshot_id for s in after.metadata.snapshots}}
+    assert missing(after) == set() and files_on_disk(after) == needed_files(after)
+    with DuckDBRecorder(tmp_path / "j.duckdb") as rec:
+        rows = {r.action_id: r for r in rec.file_records(plan_id=p.plan_id)}
+    commit = next(a for a in p.actions if a.kind is ExpireKind.EXPIRE_SNAPSHOT and a.snapshot_id == victim)
+    assert rows[commit.action_id].outcome.value == "SKIPPED_REFERENCED"
+    assert rows[commit.action_id].error == f"snapshot {victim} is kept: ref 'late' points at it"
+    # the planned files left are exactly those only the tagged snapshot holds, each journaled with its holder
+    only_victim = needed_files(after) - needed_files(after, without={victim})
+    kept = {a.action_id for a in p.actions if a.verb.deletes and canonical_path(p, a) in needed_files(after)}
+    assert kept and {canonical_path(p, p.actions[i]) for i in kept} <= only_victim
+    assert {i for i, r in rows.items() if r.outcome.value == "SKIPPED_REFERENCED"} == kept | {commit.action_id}
+    assert all(rows[i].error == f"snapshot {victim} (ref late) still needs it: the live table keeps that snapshot"
+               for i in kept)
+    assert report.counts["DELETED"] == len([a for a in p.actions if a.verb.deletes]) - len(kept) > 0
+
+
+def canonical_path(p, a) -> str:
+    return canonical(a.path if "://" in a.path or a.path.startswith("/") else f"{p.table_location}/{a.path}")
+
+
+def test_an_append_between_plan_and_apply_refuses_the_plan_with_strict(lake, tmp_path):
     t = write_history(lake)
     p = plan(lake.view(), older_than="0 s")
     from tests.iceberg.conftest import batch
@@ -124,8 +157,24 @@ def test_an_append_between_plan_and_apply_refuses_the_plan(lake, tmp_path):
     n = len(t.metadata.snapshots)
     t.append(batch(900))
     with pytest.raises(StalePlan, match="ref 'main' now points at snapshot"):
-        apply(p, tmp_path)
+        apply(p, tmp_path, strict=True)
     assert len(lake.table().metadata.snapshots) == n + 1
+
+
+def test_an_append_between_plan_and_apply_is_no_reason_to_refuse(lake, tmp_path):
+    from tests.iceberg.conftest import batch
+
+    t = write_history(lake)
+    p = plan(lake.view(), older_than="0 s")
+    t.append(batch(900))
+    head = lake.table().current_snapshot().snapshot_id
+    before = rows_by_snapshot(lake.table())
+    report = apply(p, tmp_path)
+    after = lake.table()
+    assert report.state == "COMPLETED" and report.whole and report.commits[0]["attempts"] == 1
+    assert after.current_snapshot().snapshot_id == head
+    assert {s.snapshot_id for s in after.metadata.snapshots} == set(before) - set(p.scope["expired"])
+    assert rows_by_snapshot(after)[head] == before[head] and missing(after) == set()
 
 
 def _edited(p: CleanupPlan, extra: list[Action], **scope) -> CleanupPlan:
@@ -244,11 +293,27 @@ def test_a_tag_created_after_apply_read_the_table_is_seen_before_the_commit(lake
     p = plan(lake.view(), older_than="0 s")
     view = lake.view()
     t.manage_snapshots().create_tag(p.scope["expired"][0], "late").commit()
-    committer = IcebergCommitter(p, sleep=lambda s: None)
+    committer = IcebergCommitter(p, strict=True, sleep=lambda s: None)
     with pytest.raises(StalePlan, match="ref 'late'"):
         committer.commit(view, [a for a in p.actions if a.kind is ExpireKind.EXPIRE_SNAPSHOT], "x")
     after = lake.table()
     assert p.scope["expired"][0] in {s.snapshot_id for s in after.metadata.snapshots} and "late" in after.metadata.refs
+
+
+def test_a_tag_created_after_apply_read_the_table_keeps_its_snapshot_in_the_commit(lake, tmp_path):
+    t = write_history(lake)
+    p = plan(lake.view(), older_than="0 s")
+    view = lake.view()
+    victim = p.scope["expired"][0]
+    t.manage_snapshots().create_tag(victim, "late").commit()
+    committer = IcebergCommitter(p, sleep=lambda s: None)
+    commits = [a for a in p.actions if a.kind is ExpireKind.EXPIRE_SNAPSHOT]
+    committer.commit(view, commits, "x")
+    after = lake.table()
+    assert {s.snapshot_id for s in after.metadata.snapshots} & set(p.scope["expired"]) == {victim}
+    assert after.metadata.refs["late"].snapshot_id == victim
+    assert committer.kept == {a.action_id: f"snapshot {victim} is kept: ref 'late' points at it"
+                              for a in commits if a.snapshot_id == victim}
 
 
 def test_the_catalog_itself_refuses_a_commit_when_a_ref_appeared_after_the_last_check(lake):

@@ -38,6 +38,12 @@ def stray(table, rel: str, days: float = 10) -> str:
     return old(path, days)
 
 
+def pq_write(path: str, data) -> None:
+    import pyarrow.parquet as pq
+
+    pq.write_table(data, path)
+
+
 def plan(view, **flags):
     return plan_kind("orphans", "iceberg").plan(view, now_ms=_now(), options=resolve_orphan_options(view.options, **flags))
 
@@ -128,14 +134,38 @@ def test_a_candidate_written_again_before_apply_is_skipped(lake, tmp_path):
     assert not os.path.exists(a) and os.path.exists(b)
 
 
-def test_a_commit_between_plan_and_apply_refuses_the_plan(lake, tmp_path):
+def test_a_commit_between_plan_and_apply_refuses_the_plan_with_strict(lake, tmp_path):
     t = write_history(lake)
     a = stray(t, "data/a.parquet")
     p = plan(lake.view())
     t.append(batch(700))
     with pytest.raises(StalePlan, match="ref 'main' now points at"):
-        apply(p, tmp_path)
+        with DuckDBRecorder(tmp_path / "j.duckdb") as rec:
+            apply_plan(p, rec, executor=DriverExecutor(), strict=True)
     assert os.path.exists(a)
+
+
+def test_old_files_a_writer_commits_between_plan_and_apply_are_skipped_and_the_rest_deleted(lake, tmp_path):
+    t = write_history(lake)
+    a = stray(t, "data/a.parquet")
+    b = stray(t, "data/b.parquet")  # an old Parquet file, as one copied in: older than the cut-off on disk
+    import pyarrow as pa
+
+    pq_write(b, pa.table({"id": pa.array([800, 801], pa.int64()), "region": ["us", "us"]}))
+    os.utime(b, (1_000_000, 1_000_000))
+    p = plan(lake.view())
+    assert {x.path for x in p.actions} >= {"data/a.parquet", "data/b.parquet"}
+    t.add_files([b])  # the writer commits it: an add_files of old Parquet
+    t = lake.table()
+    t.append(batch(700))
+    before = rows_by_snapshot(lake.table())
+    with DuckDBRecorder(tmp_path / "j.duckdb") as rec:
+        report = apply_plan(p, rec, executor=DriverExecutor())
+        rows = {r.path: r.outcome.value for r in rec.file_records(plan_id=p.plan_id)}
+    assert report.state == "COMPLETED" and report.whole
+    assert (rows["data/a.parquet"], rows["data/b.parquet"]) == ("DELETED", "SKIPPED_REFERENCED")
+    assert not os.path.exists(a) and os.path.exists(b)
+    assert rows_by_snapshot(lake.table()) == before and missing(lake.table()) == set()
 
 
 def test_an_edited_plan_naming_a_used_file_deletes_only_the_real_orphan(lake, tmp_path):

@@ -18,9 +18,9 @@ def plan(view, **flags):
     return plan_rewrite_manifests(view, now_ms=0, options=resolve_rewrite_options(view.options, **flags))
 
 
-def apply(p, tmp_path):
+def apply(p, tmp_path, **kw):
     with DuckDBRecorder(tmp_path / "j.duckdb") as rec:
-        return apply_plan(p, rec, executor=DriverExecutor())
+        return apply_plan(p, rec, executor=DriverExecutor(), **kw)
 
 
 def data_manifests(table):
@@ -87,13 +87,64 @@ def test_each_partition_spec_gets_its_own_manifest(lake, tmp_path):
     assert rows_by_snapshot(after)[after.current_snapshot().snapshot_id] == before[p.scope["snapshot_id"]]
 
 
-def test_an_append_between_plan_and_apply_refuses_the_plan(lake, tmp_path):
+def test_an_append_between_plan_and_apply_refuses_the_plan_with_strict(lake, tmp_path):
     t = write_history(lake, appends=6, churn=False)
     p = plan(lake.view())
     t.append(batch(900))
     with pytest.raises(StalePlan, match="ref 'main' now points at"):
-        apply(p, tmp_path)
+        apply(p, tmp_path, strict=True)
     assert len(data_manifests(lake.table())) == 7
+
+
+def test_an_append_between_plan_and_apply_is_carried_over_beside_the_rewritten_manifests(lake, tmp_path):
+    t = write_history(lake, appends=6, churn=False)
+    p = plan(lake.view())
+    t.append(batch(900))
+    newest = lake.table().current_snapshot()
+    added = [m.manifest_path for m in newest.manifests(t.io) if m.added_snapshot_id == newest.snapshot_id]
+    before = rows_by_snapshot(lake.table())
+    report = apply(p, tmp_path)
+    after = lake.table()
+    assert report.state == "COMPLETED" and report.counts["COMMITTED"] == len(p.actions) == 6
+    assert after.current_snapshot().parent_snapshot_id == newest.snapshot_id
+    paths = sorted(m.manifest_path for m in data_manifests(after))
+    assert len(paths) == 2 and added[0] in paths  # the six planned ones rewritten into one, the new one carried
+    assert rows_by_snapshot(after)[after.current_snapshot().snapshot_id] == before[newest.snapshot_id]
+    assert missing(after) == set()
+
+
+def test_a_planned_manifest_replaced_since_planning_leaves_the_rewrite_and_the_rest_goes_on(lake, tmp_path):
+    t = write_history(lake, appends=6, churn=False)
+    p = plan(lake.view())
+    # another rewrite of its own since planning: every planned manifest is gone from the head
+    apply(plan(lake.view(), min_manifests=2), tmp_path / "other")
+    t = lake.table()
+    t.append(batch(900))
+    t.append(batch(950))
+    head = lake.table().current_snapshot()
+    with DuckDBRecorder(tmp_path / "j.duckdb") as rec:
+        report = apply_plan(p, rec, executor=DriverExecutor())
+        rows = rec.file_records(plan_id=p.plan_id)
+    assert report.nothing_safe and report.counts["DROPPED"] == 6 and not report.commits
+    assert lake.table().current_snapshot().snapshot_id == head.snapshot_id  # nothing committed
+    assert {r.error for r in rows} == {f"manifest {a.path} is no longer in the current snapshot" for a in p.actions}
+
+
+def test_a_rewrite_commits_on_top_of_appends_with_every_entry_as_it_was(lake, tmp_path):
+    t = write_history(lake, appends=6, churn=False)
+    p = plan(lake.view())
+    view = lake.view()
+    t.append(batch(900))  # after apply read the table: the commit itself finds the new head
+    head = lake.table().current_snapshot()
+    entries = {(e.data_file.file_path, e.snapshot_id, e.sequence_number, e.file_sequence_number)
+               for m in head.manifests(t.io) for e in m.fetch_manifest_entry(t.io, discard_deleted=True)}
+    committer = IcebergCommitter(p, sleep=lambda s: None)
+    sid = committer.commit(view, list(p.actions), "x")
+    after = lake.table()
+    new = after.snapshot_by_id(sid)
+    assert new.parent_snapshot_id == head.snapshot_id and committer.attempts == 1 and not committer.left_out
+    assert {(e.data_file.file_path, e.snapshot_id, e.sequence_number, e.file_sequence_number)
+            for m in new.manifests(t.io) for e in m.fetch_manifest_entry(t.io, discard_deleted=True)} == entries
 
 
 def test_a_crash_after_the_commit_is_found_on_resume_and_not_committed_again(lake, tmp_path):

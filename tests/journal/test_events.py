@@ -98,7 +98,7 @@ def test_each_verb_has_its_outcomes():
         Verb.DELETE_FILE: ["ALREADY_ABSENT", "DELETED", "FAILED", "SKIPPED_REFERENCED"],
         Verb.DELETE_EMPTY_DIR: ["ALREADY_ABSENT", "DELETED", "FAILED", "KEPT_NOT_EMPTY"],
         Verb.WRITE_FILE: ["FAILED", "WRITTEN"],
-        Verb.COMMIT: ["ALREADY_COMMITTED", "COMMITTED", "DROPPED", "FAILED"],
+        Verb.COMMIT: ["ALREADY_COMMITTED", "COMMITTED", "DROPPED", "FAILED", "SKIPPED_REFERENCED"],
         Verb.MERGE: ["FAILED", "WRITTEN"],
     }
 
@@ -127,7 +127,7 @@ def test_unreadable_payloads_fail_loudly(event_type, version, payload, message):
     (lambda: FileRecord("a1", "p", 0, "x", ActionKind.DATA_FILE, 1, 1, FileOutcome.FAILED, None, 1, 1),
      "a FAILED record needs an error"),
     (lambda: FileRecord("a1", "p", 0, "x", ActionKind.DATA_FILE, 1, 1, FileOutcome.DELETED, "oops", 1, 1),
-     "only a FAILED record has one"),
+     "only a FAILED record has an error"),
     (lambda: FileRecord("a1", "p", 0, "x", ActionKind.DATA_FILE, 0, 1, FileOutcome.DELETED, None, 1, 1),
      "phase 0 >= 1"),
     (lambda: FileRecord("a1", "p", 0, "x", "snapshot", 6, 1, "DELETED", None, 0, 1), "attempt 0 >= 1"),
@@ -135,6 +135,12 @@ def test_unreadable_payloads_fail_loudly(event_type, version, payload, message):
 def test_invalid_values_are_refused(make, message):
     with pytest.raises(ValueError, match=message):
         make()
+
+
+def test_skipped_and_dropped_records_carry_their_reason():
+    for outcome in (FileOutcome.SKIPPED_REFERENCED, FileOutcome.DROPPED):
+        r = FileRecord("a1", "p", 0, "x", ActionKind.DATA_FILE, 1, 1, outcome, "a tag holds it", 1, 1)
+        assert r.error == "a tag holds it"
 
 
 def test_file_record_takes_strings_for_enums():

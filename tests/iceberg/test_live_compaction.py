@@ -1,0 +1,209 @@
+"""Compaction on a table that is written while it is compacted: appends are committed on, and a bin is left
+out (DROPPED, its output an orphan) when a delete that may apply to one of its inputs was committed since
+the plan's snapshot, so that no row a concurrent delete removed comes back (apache/iceberg#10312)."""
+
+from __future__ import annotations
+
+import collections
+
+import pyarrow as pa
+import pytest
+
+from applier.apply import DriverExecutor, apply_plan
+from engine.iceberg import commit as iceberg_commit
+from engine.iceberg.commit import IcebergCommitter
+from engine.iceberg.table import canonical
+from journal.duckdb_store import DuckDBRecorder
+from journal.events import OutputOrphaned
+from planner.iceberg.compact import plan_compact, resolve_compact_options
+from tests.iceberg.conftest import SCHEMA, SPEC, missing
+from tests.support import iceberg_files
+
+pytest.importorskip("pyiceberg")
+
+
+def plan(view):
+    return plan_compact(view, now_ms=0, options=resolve_compact_options(view.options, min_input_files=2))
+
+
+def append(table, ids, region):
+    table.append(pa.table({"id": pa.array(ids, pa.int64()), "region": [region] * len(ids)}))
+
+
+def partitioned(lake):
+    """Five small files in region=us (one bin) and two in region=eu (another bin)."""
+    t = lake.catalog.create_table("ns.t", schema=SCHEMA, partition_spec=SPEC)
+    for i in range(5):
+        append(t, [10 * i, 10 * i + 1, 10 * i + 2], "us")
+    for i in range(2):
+        append(t, [500 + 10 * i, 501 + 10 * i], "eu")
+    return lake.table()
+
+
+def data_files(table, region=None):
+    return [e.data_file for m in table.current_snapshot().manifests(table.io) if m.content == 0
+            for e in m.fetch_manifest_entry(table.io, discard_deleted=True)
+            if region is None or e.data_file.partition[0] == region]
+
+
+def current_rows(table) -> collections.Counter:
+    """The current snapshot's rows, read from the files by the spec's rules (equality deletes included)."""
+    return iceberg_files.rows_from_files(table, table.current_snapshot().snapshot_id)
+
+
+def position_delete(table, data_file, positions):
+    iceberg_files.commit_delete_files(table, [iceberg_files.write_position_delete_file(table, data_file, positions)])
+
+
+def equality_delete(table, region, ids):
+    from pyiceberg.typedef import Record
+
+    f = iceberg_files.write_equality_delete_file(table, partition=Record(region), spec_id=table.spec().spec_id,
+                                                 rows=[{"id": i} for i in ids])
+    iceberg_files.commit_delete_files(table, [f])
+
+
+def bin_of(p, region) -> int:
+    return next(b["index"] for b in p.scope["bins"] if b["partition"] == f"region={region}")
+
+
+def apply(p, tmp_path, **kw):
+    with DuckDBRecorder(tmp_path / "j.duckdb") as rec:
+        report = apply_plan(p, rec, executor=DriverExecutor(), **kw)
+        return report, rec.file_records(plan_id=p.plan_id), rec.events(plan_id=p.plan_id)
+
+
+class DuringMerge(IcebergCommitter):
+    """A writer that commits right after the merge phase wrote the outputs, before the commit reads the table."""
+
+    def __init__(self, plan, write):
+        super().__init__(plan)
+        self.write = write
+
+    def commit(self, table, actions, commit_id, *, written=None):
+        if self.write is not None:
+            self.write()
+            self.write = None
+        return super().commit(table, actions, commit_id, written=written)
+
+
+def writes(lake, kind, region):
+    """A concurrent delete of one row of ``region``'s first file: (the write, the row it deletes)."""
+    t = lake.table()
+    f = data_files(t, region)[0]
+    row_id = _ids_of(f)[0]
+    if kind == "position":
+        return (lambda: position_delete(lake.table(), f, [0])), (row_id, region)
+    return (lambda: equality_delete(lake.table(), region, [row_id])), (row_id, region)
+
+
+def _ids_of(data_file) -> list[int]:
+    import pyarrow.parquet as pq
+
+    # one file, not a dataset: its region=us directory is no partition column here
+    return pq.ParquetFile(canonical(data_file.file_path).removeprefix("file://")).read(["id"]).column("id").to_pylist()
+
+
+@pytest.mark.parametrize("when", ["between plan and apply", "during the merge phase"])
+@pytest.mark.parametrize("kind", ["position", "equality"])
+def test_a_delete_committed_concurrently_stays_deleted_and_its_bin_is_dropped(lake, tmp_path, kind, when):
+    partitioned(lake)
+    p = plan(lake.view())
+    assert sorted(b["partition"] for b in p.scope["bins"]) == ["region=eu", "region=us"]
+    write, row = writes(lake, kind, "us")
+    committer = None
+    if when == "between plan and apply":
+        write()
+    else:
+        committer = DuringMerge(p, write)
+    report, records, events = apply(p, tmp_path, committer=committer)
+    after = lake.table()
+    rows = current_rows(after)
+    assert row not in rows  # the concurrent delete is not undone
+    us, eu = bin_of(p, "us"), bin_of(p, "eu")
+    outcome = {(p.actions[r.action_id].bucket, str(r.kind)): r for r in records if str(r.kind) == "compact-replace"}
+    assert {o.outcome.value for (b, _), o in outcome.items() if b == us} == {"DROPPED"}
+    assert {o.outcome.value for (b, _), o in outcome.items() if b == eu} == {"COMMITTED"}
+    why = next(o.error for (b, _), o in outcome.items() if b == us)
+    assert why.startswith(f"bin {us}: {kind} delete ") and why.endswith(", committed since the plan; its output is "
+                                                                         "an orphan")
+    assert [e.group for e in events if isinstance(e, OutputOrphaned)] == [us]
+    assert report.state == "COMPLETED" and report.whole and not report.nothing_safe
+    # the eu bin was compacted into one file, the us files were left as they were
+    assert len(data_files(after, "eu")) == 1 and len(data_files(after, "us")) == 5
+    assert missing(after) == set()
+
+
+def test_with_the_bin_dropping_rule_off_the_concurrent_delete_would_come_back(lake, tmp_path, monkeypatch):
+    """The rule is what keeps the row deleted: without it the merged output, written from the plan's view,
+    brings back the row the position delete removed (the delete names the old file)."""
+    partitioned(lake)
+    p = plan(lake.view())
+    write, row = writes(lake, "position", "us")
+    write()
+    monkeypatch.setattr(iceberg_commit, "new_deletes_since", lambda table, scope, bins: {})
+    apply(p, tmp_path)
+    assert row in current_rows(lake.table())
+
+
+def test_an_equality_delete_of_another_partition_leaves_the_bin_in_the_commit(lake, tmp_path):
+    partitioned(lake)
+    p = plan(lake.view())
+    write, row = writes(lake, "equality", "eu")
+    before = current_rows(lake.table())
+    write()
+    report, records, _ = apply(p, tmp_path)
+    after = lake.table()
+    rows = current_rows(after)
+    assert row not in rows and rows == before - collections.Counter({row: 1})
+    # the us bin is compacted; the eu bin, whose partition the delete names, is left out
+    assert len(data_files(after, "us")) == 1 and len(data_files(after, "eu")) == 2
+    assert {r.outcome.value for r in records if p.actions[r.action_id].bucket == bin_of(p, "eu")
+            and str(r.kind) == "compact-replace"} == {"DROPPED"}
+
+
+def test_outputs_carry_the_plans_sequence_number_so_a_later_equality_delete_still_applies(lake, tmp_path):
+    """Iceberg's use-starting-sequence-number: an equality delete committed after the plan's snapshot, even one
+    the commit did not see, applies to the merged output's rows."""
+    partitioned(lake)
+    p = plan(lake.view())
+    report, _, _ = apply(p, tmp_path)
+    after = lake.table()
+    [out] = data_files(after, "us")
+    row = next(r for r in current_rows(after) if r[1] == "us")
+    equality_delete(after, "us", [row[0]])
+    assert row not in current_rows(lake.table()) and len(data_files(lake.table(), "us")) == 1 and out
+
+
+def test_appends_between_plan_and_apply_are_committed_on_and_stay_readable(lake, tmp_path):
+    partitioned(lake)
+    p = plan(lake.view())
+    t = lake.table()
+    append(t, [900], "us")
+    append(lake.table(), [901], "ap")
+    before = current_rows(lake.table())
+    report, _, _ = apply(p, tmp_path)
+    after = lake.table()
+    assert report.state == "COMPLETED" and report.counts["COMMITTED"] == 7 and report.counts["DROPPED"] == 0
+    assert current_rows(after) == before
+    assert len(data_files(after, "us")) == 2 and len(data_files(after, "eu")) == 1  # the output and the new one
+
+
+def test_a_commit_that_loses_the_race_is_retried_on_a_fresh_read_and_says_how_many_attempts(lake, tmp_path):
+    partitioned(lake)
+    p = plan(lake.view())
+
+    class Raced(IcebergCommitter):
+        """A writer's append lands between this commit's read of the table and the catalog's check."""
+
+        def _requirements(self, table):
+            if self.attempts == 1:
+                append(lake.table(), [777], "ap")
+            return super()._requirements(table)
+
+    committer = Raced(p, sleep=lambda s: None)
+    report, _, _ = apply(p, tmp_path, committer=committer)
+    after = lake.table()
+    assert report.state == "COMPLETED" and committer.attempts == 2 and report.commits[0]["attempts"] == 2
+    assert (777, "ap") in current_rows(after) and after.current_snapshot().parent_snapshot_id is not None
+    assert after.snapshot_by_id(after.current_snapshot().parent_snapshot_id).summary.operation.value == "append"
