@@ -8,6 +8,7 @@ declared external root, and unreachable from the live table.
 
 from __future__ import annotations
 
+import posixpath
 from typing import AbstractSet, Sequence
 
 from engine.errors import PlanRejected, StalePlan
@@ -15,9 +16,9 @@ from engine.paimon.kinds import ActionKind, changelogs_deleted, tags_deleted
 from engine.paimon.layout import Layout, check_action_kind
 from engine.paimon.paths import external_roots
 from engine.paimon.reachability import first_reachable
-from engine.paimon.requirements import AssertTableIdentity
+from engine.paimon.requirements import AssertTableIdentity, live_used
 from engine.paimon.tag_expiry import check_tag_plan
-from engine.paimon.table import PaimonTable
+from engine.paimon.table import SNAPSHOT_PREFIX, PaimonTable, parse_versioned_id
 from engine.plan import Action, CleanupPlan, PhaseMode, Verb
 from engine.plan_io import format_plan_kinds
 
@@ -84,8 +85,14 @@ def verify_paths(plan: CleanupPlan, table: PaimonTable) -> list[str]:
 
 def check_unreachable(plan: CleanupPlan, table: PaimonTable, actions: Sequence[Action],
                       targets: Sequence[str] | None = None, *, done: AbstractSet[str] = frozenset()) -> None:
-    """Refuse (``StalePlan``) when a file ``actions`` would delete is reachable, in the live table, from the
-    latest or end snapshot, a tag, a retained changelog, or any other branch's snapshots and tags.
+    """Refuse (``StalePlan``) when a file ``actions`` would delete is reachable, in the live table, from
+    any snapshot of the branch the plan does not delete (from the earliest to the latest), a tag, a
+    retained changelog, or any other branch's snapshots and tags.
+
+    Nothing here depends on the plan's requirements, which an edited plan file can leave out: every
+    retained snapshot is read, not only the latest and the plan's end (a file can live entirely between
+    them), and an orphan plan is held to the whole used set, by name as Paimon matches orphans
+    (``engine.paimon.orphans.read_used_names``).
 
     A tag-expiry plan is held to more (``check_tag_plan``): no tag it deletes is one a branch was created
     from, every other file it deletes is held by one of its expired tags, and the gate's end snapshot is
@@ -95,12 +102,11 @@ def check_unreachable(plan: CleanupPlan, table: PaimonTable, actions: Sequence[A
     seen as they are. ``targets`` are the plan's full locations by action id, as ``verify_paths`` returns
     them; without them every path is resolved here.
     """
-    deleting = [a for a in actions if a.verb is Verb.DELETE_FILE]
     if targets is None:
         full = PathResolver(table.location, external_roots(table.options)).full
-        planned = {full(a.path): a for a in deleting}
-    else:
-        planned = {targets[a.action_id]: a for a in deleting}
+        targets = [full(a.path) for a in plan.actions]
+    deleting = [a for a in actions if a.verb is Verb.DELETE_FILE]
+    planned = {targets[a.action_id]: a for a in deleting}
     end, deleted_tags = plan.end, tags_deleted(plan)
     if plan.kind == "tags":
         end = check_tag_plan(table, deleted_tags, planned, done)
@@ -109,7 +115,8 @@ def check_unreachable(plan: CleanupPlan, table: PaimonTable, actions: Sequence[A
         # which the plan's skipping set held (any snapshot expiry since made the old one a changelog)
         end = table.earliest_latest()[0]
     hit = first_reachable(table, frozenset(planned), end=end, without_tags=deleted_tags,
-                          without_changelogs=changelogs_deleted(plan))
+                          without_changelogs=changelogs_deleted(plan), every_snapshot=True,
+                          without_snapshots=snapshots_deleted(plan, table, targets))
     if hit is not None:
         holder, path = hit
         a = planned[path]
@@ -117,3 +124,40 @@ def check_unreachable(plan: CleanupPlan, table: PaimonTable, actions: Sequence[A
             f"the plan {plan.plan_id} is refused: {a.kind} {a.path} is still used by {holder.what} in the "
             f"live table. Nothing more is deleted; re-run 'lakesweep plan {plan.kind}'."
         )
+    if plan.kind == "orphans":
+        check_unused_names(plan, table, planned)
+
+
+def snapshots_deleted(plan: CleanupPlan, table: PaimonTable, targets: Sequence[str]) -> frozenset[int]:
+    """The ids of the branch's snapshot files the plan deletes, from the locations its actions name
+    (whatever kind they claim)."""
+    out = set()
+    for a in plan.actions:
+        target = targets[a.action_id]
+        name = posixpath.basename(target)
+        if a.verb is Verb.DELETE_FILE and posixpath.dirname(target) == table.snapshot_dir and \
+                name.startswith(SNAPSHOT_PREFIX):
+            sid = parse_versioned_id(name[len(SNAPSHOT_PREFIX):])
+            if sid is not None:
+                out.add(sid)
+    return frozenset(out)
+
+
+def check_unused_names(plan: CleanupPlan, table: PaimonTable, planned: dict[str, Action]) -> None:
+    """Refuse (``StalePlan``) an orphan plan that would delete a file whose name the live table uses: Paimon
+    keeps a candidate when any snapshot, tag or changelog of any branch names a file of that name. The
+    plan's own re-check (``AssertUnreferenced``) skips such candidates; this holds when it was edited out.
+    A used set that cannot be read refuses the plan (``PlanRejected``)."""
+    by_name = {path: a for path, a in planned.items() if getattr(a.kind, "by_name", False)}
+    if not by_name:
+        return
+    names = live_used(table).names
+    for path in sorted(by_name):
+        if posixpath.basename(path) in names:
+            a = by_name[path]
+            raise StalePlan(
+                f"the plan {plan.plan_id} is refused: {a.kind} {a.path} is named by a file the live table uses "
+                f"(a snapshot, tag or changelog of some branch names a file called {posixpath.basename(path)}). "
+                "Nothing more is deleted; re-run 'lakesweep plan orphans'."
+            )
+
