@@ -11,7 +11,7 @@ from __future__ import annotations
 import posixpath
 from typing import AbstractSet, Sequence
 
-from engine.errors import PlanRejected, StalePlan
+from engine.errors import PlanRejected, StalePlan, TableFormatError
 from engine.paimon.kinds import ActionKind, changelogs_deleted, tags_deleted
 from engine.paimon.layout import Layout, check_action_kind
 from engine.paimon.paths import external_roots
@@ -23,6 +23,7 @@ from engine.plan import Action, CleanupPlan, PhaseMode, Verb
 from engine.plan_io import format_plan_kinds
 
 from applier.actions import PathResolver, refuse_symlinked_parents
+from applier.phases import pointer_writes
 
 
 def verify_table(plan: CleanupPlan, table: PaimonTable) -> None:
@@ -96,7 +97,8 @@ def check_unreachable(plan: CleanupPlan, table: PaimonTable, actions: Sequence[A
 
     A tag-expiry plan is held to more (``check_tag_plan``): no tag it deletes is one a branch was created
     from, every other file it deletes is held by one of its expired tags, and the gate's end snapshot is
-    the live earliest one. ``done``: full locations this apply already carried out.
+    the live earliest one. ``done``: full locations this apply already carried out. The hints ``actions``
+    write are checked first (``check_pointers``).
 
     ``table`` must be a view read now (``PaimonTable.refreshed``), so that snapshots, tags and branches are
     seen as they are. ``targets`` are the plan's full locations by action id, as ``verify_paths`` returns
@@ -105,6 +107,7 @@ def check_unreachable(plan: CleanupPlan, table: PaimonTable, actions: Sequence[A
     if targets is None:
         full = PathResolver(table.location, external_roots(table.options)).full
         targets = [full(a.path) for a in plan.actions]
+    check_pointers(plan, table, actions, targets, done=done)
     deleting = [a for a in actions if a.verb is Verb.DELETE_FILE]
     planned = {targets[a.action_id]: a for a in deleting}
     end, deleted_tags = plan.end, tags_deleted(plan)
@@ -161,3 +164,45 @@ def check_unused_names(plan: CleanupPlan, table: PaimonTable, planned: dict[str,
                 "Nothing more is deleted; re-run 'lakesweep plan orphans'."
             )
 
+
+def check_pointers(plan: CleanupPlan, table: PaimonTable, actions: Sequence[Action], targets: Sequence[str], *,
+                   done: AbstractSet[str] = frozenset()) -> None:
+    """Refuse (``StalePlan``) a hint ``actions`` would write (``snapshot/EARLIEST``, ``changelog/EARLIEST``)
+    that moves the live hint backwards, or that names a snapshot (changelog) that does not exist: a stale
+    plan, applied after another expiry, would put back what that expiry removed (a hint-only plan has no
+    other requirement). The snapshot hint may also not move past a snapshot the plan does not delete: the
+    snapshots below it would leave the table (T-9) with their files. A hint this apply already wrote
+    (``done``) is not checked again."""
+    for a in pointer_writes(actions):
+        target = targets[a.action_id]
+        if target in done:
+            continue
+        directory, value = posixpath.dirname(target), a.snapshot_id
+        snapshots = directory == table.snapshot_dir
+        kind = "snapshot" if snapshots else "changelog"
+        shown = f"{kind}/{posixpath.basename(target)}"
+
+        def stale(why: str) -> StalePlan:
+            return StalePlan(f"the plan {plan.plan_id} is refused: the plan writes {shown} = {value}, {why}. Nothing "
+                             f"is written; re-run 'lakesweep plan {plan.kind}'.")
+
+        try:
+            live = table.read_hint(posixpath.basename(target), directory)
+        except TableFormatError as e:
+            raise stale(f"but the live hint cannot be read ({e})") from e
+        if live is not None and live > value:
+            raise stale(f"but the live hint is {live}: a hint only moves forward, and this one would put back "
+                        f"{kind}s another expiry removed")
+        path = table.snapshot_path(value) if snapshots else table.changelog_path(value)
+        if not table.fileio.exists(path):
+            raise stale(f"which names {kind} {value}; it does not exist")
+        if snapshots:
+            deleted = snapshots_deleted(plan, table, targets)
+            earliest = table.earliest_latest()[0]
+            kept = [sid for sid in table.list_snapshot_ids()
+                    if earliest is not None and earliest <= sid < value and sid not in deleted]
+            if kept:
+                raise StalePlan(
+                    f"the plan {plan.plan_id} is refused: the plan moves {shown} to {value} past snapshot {kept[0]}, "
+                    f"which it does not delete: the snapshots below the hint would leave the table with their "
+                    f"files. Nothing is written; re-run 'lakesweep plan {plan.kind}'.")
