@@ -180,11 +180,11 @@ def check_pointers(plan: CleanupPlan, table: PaimonTable, actions: Sequence[Acti
         directory, value = posixpath.dirname(target), a.snapshot_id
         snapshots = directory == table.snapshot_dir
         kind = "snapshot" if snapshots else "changelog"
-        shown = f"{kind}/{posixpath.basename(target)}"
+        shown = a.path
 
         def stale(why: str) -> StalePlan:
-            return StalePlan(f"the plan {plan.plan_id} is refused: the plan writes {shown} = {value}, {why}. Nothing "
-                             f"is written; re-run 'lakesweep plan {plan.kind}'.")
+            return StalePlan(f"the plan {plan.plan_id} is refused: the plan writes {shown} = {value}, {why}. The "
+                             f"hint is not written; re-run 'lakesweep plan {plan.kind}'.")
 
         try:
             live = table.read_hint(posixpath.basename(target), directory)
@@ -205,4 +205,4 @@ def check_pointers(plan: CleanupPlan, table: PaimonTable, actions: Sequence[Acti
                 raise StalePlan(
                     f"the plan {plan.plan_id} is refused: the plan moves {shown} to {value} past snapshot {kept[0]}, "
                     f"which it does not delete: the snapshots below the hint would leave the table with their "
-                    f"files. Nothing is written; re-run 'lakesweep plan {plan.kind}'.")
+                    f"files. The hint is not written; re-run 'lakesweep plan {plan.kind}'.")
