@@ -8,20 +8,22 @@ declared external root, and unreachable from the live table.
 
 from __future__ import annotations
 
+import posixpath
 from typing import AbstractSet, Sequence
 
-from engine.errors import PlanRejected, StalePlan
+from engine.errors import PlanRejected, StalePlan, TableFormatError
 from engine.paimon.kinds import ActionKind, changelogs_deleted, tags_deleted
 from engine.paimon.layout import Layout, check_action_kind
 from engine.paimon.paths import external_roots
 from engine.paimon.reachability import first_reachable
-from engine.paimon.requirements import AssertTableIdentity
+from engine.paimon.requirements import AssertTableIdentity, live_used
 from engine.paimon.tag_expiry import check_tag_plan
-from engine.paimon.table import PaimonTable
+from engine.paimon.table import SNAPSHOT_PREFIX, PaimonTable, parse_versioned_id
 from engine.plan import Action, CleanupPlan, PhaseMode, Verb
 from engine.plan_io import format_plan_kinds
 
 from applier.actions import PathResolver, refuse_symlinked_parents
+from applier.phases import pointer_writes
 
 
 def verify_table(plan: CleanupPlan, table: PaimonTable) -> None:
@@ -88,23 +90,30 @@ def verify_paths(plan: CleanupPlan, table: PaimonTable) -> list[str]:
 
 def check_unreachable(plan: CleanupPlan, table: PaimonTable, actions: Sequence[Action],
                       targets: Sequence[str] | None = None, *, done: AbstractSet[str] = frozenset()) -> None:
-    """Refuse (``StalePlan``) when a file ``actions`` would delete is reachable, in the live table, from the
-    latest or end snapshot, a tag, a retained changelog, or any other branch's snapshots and tags.
+    """Refuse (``StalePlan``) when a file ``actions`` would delete is reachable, in the live table, from
+    any snapshot of the branch the plan does not delete (from the earliest to the latest), a tag, a
+    retained changelog, or any other branch's snapshots and tags.
+
+    Nothing here depends on the plan's requirements, which an edited plan file can leave out: every
+    retained snapshot is read, not only the latest and the plan's end (a file can live entirely between
+    them), and an orphan plan is held to the whole used set, by name as Paimon matches orphans
+    (``engine.paimon.orphans.read_used_names``).
 
     A tag-expiry plan is held to more (``check_tag_plan``): no tag it deletes is one a branch was created
     from, every other file it deletes is held by one of its expired tags, and the gate's end snapshot is
-    the live earliest one. ``done``: full locations this apply already carried out.
+    the live earliest one. ``done``: full locations this apply already carried out. The hints ``actions``
+    write are checked first (``check_pointers``).
 
     ``table`` must be a view read now (``PaimonTable.refreshed``), so that snapshots, tags and branches are
     seen as they are. ``targets`` are the plan's full locations by action id, as ``verify_paths`` returns
     them; without them every path is resolved here.
     """
-    deleting = [a for a in actions if a.verb is Verb.DELETE_FILE]
     if targets is None:
         full = PathResolver(table.location, external_roots(table.options)).full
-        planned = {full(a.path): a for a in deleting}
-    else:
-        planned = {targets[a.action_id]: a for a in deleting}
+        targets = [full(a.path) for a in plan.actions]
+    check_pointers(plan, table, actions, targets, done=done)
+    deleting = [a for a in actions if a.verb is Verb.DELETE_FILE]
+    planned = {targets[a.action_id]: a for a in deleting}
     end, deleted_tags = plan.end, tags_deleted(plan)
     if plan.kind == "tags":
         end = check_tag_plan(table, deleted_tags, planned, done)
@@ -113,7 +122,8 @@ def check_unreachable(plan: CleanupPlan, table: PaimonTable, actions: Sequence[A
         # which the plan's skipping set held (any snapshot expiry since made the old one a changelog)
         end = table.earliest_latest()[0]
     hit = first_reachable(table, frozenset(planned), end=end, without_tags=deleted_tags,
-                          without_changelogs=changelogs_deleted(plan))
+                          without_changelogs=changelogs_deleted(plan), every_snapshot=True,
+                          without_snapshots=snapshots_deleted(plan, table, targets))
     if hit is not None:
         holder, path = hit
         a = planned[path]
@@ -121,3 +131,82 @@ def check_unreachable(plan: CleanupPlan, table: PaimonTable, actions: Sequence[A
             f"the plan {plan.plan_id} is refused: {a.kind} {a.path} is still used by {holder.what} in the "
             f"live table. Nothing more is deleted; re-run 'lakesweep plan {plan.kind}'."
         )
+    if plan.kind == "orphans":
+        check_unused_names(plan, table, planned)
+
+
+def snapshots_deleted(plan: CleanupPlan, table: PaimonTable, targets: Sequence[str]) -> frozenset[int]:
+    """The ids of the branch's snapshot files the plan deletes, from the locations its actions name
+    (whatever kind they claim)."""
+    out = set()
+    for a in plan.actions:
+        target = targets[a.action_id]
+        name = posixpath.basename(target)
+        if a.verb is Verb.DELETE_FILE and posixpath.dirname(target) == table.snapshot_dir and \
+                name.startswith(SNAPSHOT_PREFIX):
+            sid = parse_versioned_id(name[len(SNAPSHOT_PREFIX):])
+            if sid is not None:
+                out.add(sid)
+    return frozenset(out)
+
+
+def check_unused_names(plan: CleanupPlan, table: PaimonTable, planned: dict[str, Action]) -> None:
+    """Refuse (``StalePlan``) an orphan plan that would delete a file whose name the live table uses: Paimon
+    keeps a candidate when any snapshot, tag or changelog of any branch names a file of that name. The
+    plan's own re-check (``AssertUnreferenced``) skips such candidates; this holds when it was edited out.
+    A used set that cannot be read refuses the plan (``PlanRejected``)."""
+    by_name = {path: a for path, a in planned.items() if getattr(a.kind, "by_name", False)}
+    if not by_name:
+        return
+    names = live_used(table).names
+    for path in sorted(by_name):
+        if posixpath.basename(path) in names:
+            a = by_name[path]
+            raise StalePlan(
+                f"the plan {plan.plan_id} is refused: {a.kind} {a.path} is named by a file the live table uses "
+                f"(a snapshot, tag or changelog of some branch names a file called {posixpath.basename(path)}). "
+                "Nothing more is deleted; re-run 'lakesweep plan orphans'."
+            )
+
+
+def check_pointers(plan: CleanupPlan, table: PaimonTable, actions: Sequence[Action], targets: Sequence[str], *,
+                   done: AbstractSet[str] = frozenset()) -> None:
+    """Refuse (``StalePlan``) a hint ``actions`` would write (``snapshot/EARLIEST``, ``changelog/EARLIEST``)
+    that moves the live hint backwards, or that names a snapshot (changelog) that does not exist: a stale
+    plan, applied after another expiry, would put back what that expiry removed (a hint-only plan has no
+    other requirement). The snapshot hint may also not move past a snapshot the plan does not delete: the
+    snapshots below it would leave the table (T-9) with their files. A hint this apply already wrote
+    (``done``) is not checked again."""
+    for a in pointer_writes(actions):
+        target = targets[a.action_id]
+        if target in done:
+            continue
+        directory, value = posixpath.dirname(target), a.snapshot_id
+        snapshots = directory == table.snapshot_dir
+        kind = "snapshot" if snapshots else "changelog"
+        shown = a.path
+
+        def stale(why: str) -> StalePlan:
+            return StalePlan(f"the plan {plan.plan_id} is refused: the plan writes {shown} = {value}, {why}. The "
+                             f"hint is not written; re-run 'lakesweep plan {plan.kind}'.")
+
+        try:
+            live = table.read_hint(posixpath.basename(target), directory)
+        except TableFormatError as e:
+            raise stale(f"but the live hint cannot be read ({e})") from e
+        if live is not None and live > value:
+            raise stale(f"but the live hint is {live}: a hint only moves forward, and this one would put back "
+                        f"{kind}s another expiry removed")
+        path = table.snapshot_path(value) if snapshots else table.changelog_path(value)
+        if not table.fileio.exists(path):
+            raise stale(f"which names {kind} {value}; it does not exist")
+        if snapshots:
+            deleted = snapshots_deleted(plan, table, targets)
+            earliest = table.earliest_latest()[0]
+            kept = [sid for sid in table.list_snapshot_ids()
+                    if earliest is not None and earliest <= sid < value and sid not in deleted]
+            if kept:
+                raise StalePlan(
+                    f"the plan {plan.plan_id} is refused: the plan moves {shown} to {value} past snapshot {kept[0]}, "
+                    f"which it does not delete: the snapshots below the hint would leave the table with their "
+                    f"files. The hint is not written; re-run 'lakesweep plan {plan.kind}'.")

@@ -378,7 +378,8 @@ def _resolve_iceberg_orphans(table_options, **flags):
 def _plan_iceberg_orphans(table, *, now_ms: int, options) -> CleanupPlan:
     """List first, then plan: what the metadata names is read after the listing, so a file committed
     while listing is seen as used."""
-    from planner.iceberg.orphans import plan_iceberg_orphans
+    from engine.iceberg.table import metadata_table_uuid
+    from planner.iceberg.orphans import metadata_to_read, plan_iceberg_orphans
 
     options.cutoff_ms(now_ms)  # refuse a bad --older-than before listing a large table
     listed = []
@@ -387,7 +388,11 @@ def _plan_iceberg_orphans(table, *, now_ms: int, options) -> CleanupPlan:
             listed += table.fileio.list(root, recursive=True)
         except FileNotFoundError:
             continue
-    return plan_iceberg_orphans(table.refreshed(), listed, now_ms=now_ms, options=options)
+    view = table.refreshed()
+    # the metadata files outside the log that are kept only if they are this table's: read here, the
+    # planner reads no file
+    owners = {path: metadata_table_uuid(view.fileio, path) for path in metadata_to_read(view, listed)}
+    return plan_iceberg_orphans(view, listed, now_ms=now_ms, options=options, metadata_owners=owners)
 
 
 def describe_iceberg_orphans(plan: CleanupPlan) -> PlanDescription:

@@ -305,6 +305,29 @@ def read_file_refs(io, location: str, shown: str) -> tuple[FileRef, ...]:
         raise CorruptMetadata(shown, f"a manifest entry lacks a field the Iceberg spec requires: {e}") from e
 
 
+def metadata_table_uuid(fileio: FileIO, location: str) -> str | None:
+    """The ``table-uuid`` of the Iceberg table metadata file at ``location`` (``*.gz.metadata.json``
+    gunzipped first), or ``None`` when the file is gone or does not parse as table metadata (pyiceberg's
+    ``TableMetadataUtil``). Any other failure to read it raises: orphan planning keeps no file for being
+    "this table's" without having read it, and deletes none it could not read."""
+    import gzip
+    import zlib
+
+    from pyiceberg.exceptions import ValidationError
+    from pyiceberg.table.metadata import TableMetadataUtil
+
+    try:
+        data = fileio.read_bytes(location)
+    except FileNotFoundError:
+        return None
+    try:
+        if location.endswith(".gz.metadata.json"):
+            data = gzip.decompress(data)
+        return str(TableMetadataUtil.parse_raw(data).table_uuid)
+    except (ValidationError, ValueError, EOFError, zlib.error, gzip.BadGzipFile):
+        return None
+
+
 def list_tables(catalog_name: str, catalog=None) -> list[str]:
     """Every table of a catalog as ``namespace.table`` (nested namespaces joined with dots), sorted."""
     catalog = catalog if catalog is not None else load_catalog(catalog_name)

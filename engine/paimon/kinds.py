@@ -75,9 +75,10 @@ class ActionKind(enum.StrEnum):
 
     def after_write(self, fileio, target: str, a: Action) -> None:
         """A changelog copy moves the changelog directory's LATEST hint to its id, as Paimon's expiry
-        does when it keeps a snapshot's changelog (decoupled lifecycle)."""
+        does when it keeps a snapshot's changelog (decoupled lifecycle); never backwards
+        (``advance_hint``)."""
         if self is ActionKind.WRITE_CHANGELOG:
-            fileio.write_atomic(join(posixpath.dirname(target), "LATEST"), str(a.snapshot_id).encode())
+            advance_hint(fileio, join(posixpath.dirname(target), "LATEST"), a.snapshot_id)
 
     def order_key(self, a: Action) -> tuple:
         """Snapshots (and their changelog copies) in ascending id; empty directories deepest first; the
@@ -356,3 +357,16 @@ def changelogs_deleted(plan) -> frozenset[int]:
     if plan.kind != "changelog":
         return frozenset()
     return frozenset(a.snapshot_id for a in plan.actions if a.kind is ChangelogKind.CHANGELOG_META)
+
+
+def advance_hint(fileio, path: str, value: int) -> None:
+    """Write ``value`` to the hint file ``path`` unless the hint there is already at or past it: a pointer
+    only moves forward (a copy made again on resume, after a later one, must not pull it back). A hint that
+    holds no number is replaced; Java lists the directory then, and the copy's id is a true lower bound."""
+    try:
+        current = fileio.read_bytes(path).decode("utf-8", errors="replace").strip()
+    except FileNotFoundError:
+        current = None
+    if current is not None and current.isascii() and current.isdigit() and int(current) >= value:
+        return
+    fileio.write_atomic(path, str(value).encode())

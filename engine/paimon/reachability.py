@@ -2,7 +2,9 @@
 
 Holders are everything whose files must survive any expiry of one branch:
 
-* the branch's latest snapshot and the plan's end snapshot (with their changelog files);
+* the branch's latest snapshot and the plan's end snapshot (with their changelog files); for apply's gate
+  (``every_snapshot``), every snapshot of the branch the plan does not delete: a file can live entirely
+  between the end and the latest (added at one snapshot, overwritten at the next);
 * every tag of the branch;
 * every retained changelog of the branch (``changelog/changelog-N``, decoupled lifecycle);
 * every snapshot and tag of every other branch, and of main when the branch is not main. Branch data
@@ -30,7 +32,7 @@ class Holder:
     what: str
     table: PaimonTable
     snapshot: Snapshot
-    kind: str  # "snapshot" (with changelog files), "tag", "changelog", "branch"
+    kind: str  # "snapshot" (with changelog files), "added" (see ``added_files``), "tag", "changelog", "branch"
     own: bool
 
 
@@ -69,6 +71,28 @@ def snapshot_files(table: PaimonTable, snapshot: Snapshot, *, with_changelog: bo
         out[paths.statistics(snapshot.statistics)] = None
     if with_changelog and snapshot.changelog_manifest_list:
         out.update(changelog_list_files(table, snapshot.changelog_manifest_list))
+    return out
+
+
+def added_files(table: PaimonTable, snapshot: Snapshot) -> dict[str, int | None]:
+    """What a reader of ``snapshot`` needs beyond what a reader of the snapshot before it needs: its own
+    lists, index files, statistics and changelog files, every data manifest it reads, and the data and
+    extra files its own commit added.
+
+    Exact when the snapshot before it is checked too: a snapshot's base list is its predecessor's live
+    set, so every file live in it is live in the predecessor or added by its delta (spec I2, contiguous
+    lifetimes; a compaction's upgrade is an ADD in the same delta). Reads one delta's entries instead of
+    merging the whole live set of every retained snapshot."""
+    paths = table.paths
+    out = snapshot_files(table, snapshot, with_changelog=True)
+    for m in table.data_manifests(snapshot):
+        out[paths.manifest(m.file_name)] = m.file_size
+    for m in table.manifest_list(snapshot.delta_manifest_list):
+        for e in table.manifest(m.file_name):
+            if e.kind == FileKind.ADD:
+                out[paths.data_file(e.partition, e.bucket, e.file)] = e.file.file_size
+                for x in e.file.extra_files:
+                    out[paths.extra_file(e.partition, e.bucket, e.file, x)] = None
     return out
 
 
@@ -118,6 +142,8 @@ def holder_files(holder: Holder) -> dict[str, int | None]:
     """The files ``holder`` keeps, with their recorded sizes."""
     if holder.kind == "changelog":
         return changelog_reachable_files(holder.table, holder.snapshot)
+    if holder.kind == "added":
+        return added_files(holder.table, holder.snapshot)
     return reachable_files(holder.table, holder.snapshot, with_changelog=holder.kind == "snapshot")
 
 
@@ -128,10 +154,18 @@ def holders(
     tolerate: Callable[[TableFormatError, str], None] | None = None,
     without_tags: AbstractSet[str] = frozenset(),
     without_changelogs: AbstractSet[int] = frozenset(),
+    every_snapshot: bool = False,
+    without_snapshots: AbstractSet[int] = frozenset(),
 ) -> Iterator[Holder]:
     """Every holder of ``table``'s branch and of every other branch (see the module docstring), except the
     branch's tags named in ``without_tags`` and changelogs in ``without_changelogs`` (those a plan deletes
     along with the files only they hold).
+
+    With ``every_snapshot`` (apply's gate, which trusts nothing the plan says about its range), every
+    snapshot of the branch from the earliest (as Paimon resolves it: files below the EARLIEST hint are not
+    part of the table, T-9) is a holder but those in ``without_snapshots`` (the snapshot files the plan
+    deletes): the latest, then the others in ascending order, the first of each run of consecutive ids
+    whole and each next one by what it added (``added_files``). ``end`` is then one of them.
 
     A holder that cannot be read raises its ``TableFormatError``; with ``tolerate`` (the planner's
     skip-unreadable mode) it is reported through it and skipped.
@@ -146,13 +180,15 @@ def holders(
             tolerate(e, f"the guard could not check the plan against {what}")
             return None
 
-    _, latest = table.earliest_latest()
+    earliest, latest = table.earliest_latest()
     for sid, what in ((latest, f"the latest snapshot {latest}"), (end, f"the retained snapshot {end}")):
-        if sid is None or (what.startswith("the retained") and end == latest):
+        if sid is None or (what.startswith("the retained") and (end == latest or every_snapshot)):
             continue
         s = guarded(lambda: table.try_snapshot(sid), what)
         if s is not None:
             yield Holder(what, table, s, "snapshot", True)
+    if every_snapshot:
+        yield from _retained_snapshots(table, earliest, latest, without_snapshots, guarded)
     for t in table.tags():
         if t.name not in without_tags:
             yield Holder(f"tag '{t.name}' (snapshot {t.snapshot.id})", table, t.snapshot, "tag", True)
@@ -171,6 +207,22 @@ def holders(
                 yield Holder(f"snapshot {sid} of {label}", other, s, "branch", False)
         for t in other.tags():
             yield Holder(f"tag '{t.name}' of {label} (snapshot {t.snapshot.id})", other, t.snapshot, "branch", False)
+
+
+def _retained_snapshots(table: PaimonTable, earliest: int | None, latest: int | None, without: AbstractSet[int],
+                        guarded: Callable) -> Iterator[Holder]:
+    """Every listed snapshot of ``table``'s branch from ``earliest`` on, but the latest and those in
+    ``without``, ascending: one whose predecessor was yielded as ``added``, any other whole."""
+    previous = None
+    for sid in table.list_snapshot_ids():
+        if earliest is None or sid < earliest or sid == latest or sid in without:
+            previous = None
+            continue
+        what = f"the retained snapshot {sid}"
+        s = guarded(lambda: table.try_snapshot(sid), what)
+        if s is not None:
+            yield Holder(what, table, s, "added" if previous == sid - 1 else "snapshot", True)
+        previous = sid if s is not None else None
 
 
 def _try_changelog(table: PaimonTable, cid: int) -> Snapshot | None:
@@ -196,13 +248,16 @@ def first_reachable(
     tolerate: Callable[[TableFormatError, str], None] | None = None,
     without_tags: AbstractSet[str] = frozenset(),
     without_changelogs: AbstractSet[int] = frozenset(),
+    every_snapshot: bool = False,
+    without_snapshots: AbstractSet[int] = frozenset(),
 ) -> tuple[Holder, str] | None:
     """The first holder (in ``holders`` order) that reaches one of the ``planned`` full paths, with that
     path; ``None`` when no holder reaches any of them."""
     if not planned:
         return None
     for holder in holders(table, end=end, tolerate=tolerate, without_tags=without_tags,
-                          without_changelogs=without_changelogs):
+                          without_changelogs=without_changelogs, every_snapshot=every_snapshot,
+                          without_snapshots=without_snapshots):
         try:
             reachable = holder_files(holder).keys()
         except TableFormatError as e:

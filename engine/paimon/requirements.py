@@ -199,7 +199,9 @@ def expire_requirements(*, identity: str, location: str, branch: str, begin: int
 _USED: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
 
 
-def _live_used(view):
+def live_used(view):
+    """The used set of ``view`` (``engine.paimon.orphans.read_used_names``), read once per view: the
+    per-action re-check and apply's own orphan gate share it."""
     from engine.paimon.orphans import read_used_names
 
     used = _USED.get(view)
@@ -220,7 +222,7 @@ class AssertUnreferenced(ActionCheck):
 
     def problems(self, view, *, done=frozenset()) -> list[str]:
         try:
-            _live_used(view)
+            live_used(view)
         except PlanRejected as e:
             return [str(e)]
         return []
@@ -229,7 +231,7 @@ class AssertUnreferenced(ActionCheck):
         checked = [a for a in actions if getattr(a.kind, "by_name", False)]
         if not checked:
             return frozenset()
-        names = _live_used(view).names
+        names = live_used(view).names
         return frozenset(a.action_id for a in checked if posixpath.basename(targets[a.action_id]) in names)
 
 

@@ -12,9 +12,9 @@ references.
 
 A file is missing when no listing of its directory shows it. A problem makes the table not whole: a
 missing or wrongly sized file, metadata that cannot be read, a gap between earliest and latest, a LATEST
-hint ahead of the newest snapshot (readers would look for a snapshot that does not exist). A hint that
-lags or names a snapshot that is gone is only noted: Paimon lists the directory then, as it does after an
-expiry that stopped before writing its hint.
+hint ahead of the newest snapshot (readers would look for a snapshot that does not exist), a hint that
+names a snapshot that does not exist (a stale plan wrote ``EARLIEST=1`` over a later expiry's ``11``).
+A LATEST hint that lags an existing snapshot is only noted: Paimon lists the directory then.
 
 With ``only``, just those locations are checked for existence and size (what an apply touched); the
 walk is the same, and metadata it cannot read, gaps and hints are problems all the same.
@@ -302,6 +302,8 @@ def _ids_in_range(walk: _Walk, view: PaimonTable, directory: str, prefix: str, k
             HINT, posixpath.join(directory, "LATEST"),
             f"LATEST says {kind} {latest_hint}, but the newest {kind} is {newest}: readers look for a {kind} "
             "that does not exist", None, 0))
+    elif latest_hint is not None and latest_hint not in listed:
+        _missing_hint(walk, directory, "LATEST", kind, latest_hint, oldest, newest)
     elif latest_hint is not None and latest_hint < newest:
         walk.notes.append(f"the {where}'s LATEST hint ({latest_hint}) lags the newest {kind} ({newest}); "
                           "Paimon lists the directory then")
@@ -315,8 +317,7 @@ def _ids_in_range(walk: _Walk, view: PaimonTable, directory: str, prefix: str, k
                     f"{len(below)} {kind} file(s) of the {where} lie below its EARLIEST hint ({earliest_hint}), "
                     f"e.g. {prefix}{below[0]}: not part of the table, their files were not checked")
         else:
-            walk.notes.append(f"the {where}'s EARLIEST hint names {kind} {earliest_hint}, which does not exist; "
-                              "Paimon lists the directory then")
+            _missing_hint(walk, directory, "EARLIEST", kind, earliest_hint, oldest, newest)
     expected = earliest
     for i in listed:
         if i < earliest or i > latest:
@@ -325,6 +326,17 @@ def _ids_in_range(walk: _Walk, view: PaimonTable, directory: str, prefix: str, k
             _gap(walk, directory, prefix, kind, expected, i - 1, earliest, latest)
         expected = i + 1
         yield i
+
+
+def _missing_hint(walk: _Walk, directory: str, name: str, kind: str, value: int, oldest: int, newest: int) -> None:
+    # Paimon lists the directory when a hint names a missing file, so readers still find the table; but
+    # the hint is wrong all the same: a stale plan wrote it over a later expiry's, or an expiry stopped
+    # between deleting snapshots and writing its hint (resuming it writes the hint).
+    walk.problems.append(Problem(
+        HINT, posixpath.join(directory, name),
+        f"{name} says {kind} {value}, which does not exist (the earliest is {oldest}, the newest {newest}): "
+        f"resume the expiry that stopped before writing it, or write {oldest if name == 'EARLIEST' else newest} "
+        "into it (or remove it: Paimon then lists the directory)", None, 0))
 
 
 def _gap(walk: _Walk, directory: str, prefix: str, kind: str, first: int, last: int, earliest: int,

@@ -6,9 +6,12 @@ guess:
   of any entry status, and every statistics and partition-statistics file;
 * a candidate is a listed file under the table location (or a write path its properties name) that is not
   used, older than the cut-off; a file of unknown age is kept;
-* ``*.metadata.json`` files are candidates only when older, by version, than every file of the metadata
-  log: a newer one left out of the log (a commit that dropped it) may still be read, so it is kept;
-  ``version-hint.text`` is always kept;
+* a ``*.metadata.json`` that is neither current nor in the metadata log is an orphan, as in Iceberg, subject
+  to the age guard, unless it is this table's metadata (it parses, with the same ``table-uuid``) with a
+  version above the log's oldest (or none its name tells): some REST catalogs leave history out of the
+  log. A file that does not parse, or names another table, is never kept for being "new". The planner
+  reads no file: which files the rule asks about is ``metadata_to_read``, and what they hold is handed
+  in (``metadata_owners``); ``version-hint.text`` is always kept;
 * locations are compared after ``s3a://``/``s3n://`` are read as ``s3://``; a candidate whose path a used
   location spells with another bucket refuses the plan (Iceberg's ``prefix_mismatch_mode=ERROR``);
 * another table's metadata under the table location refuses the plan (the foreign-table guard).
@@ -73,6 +76,44 @@ def metadata_version(name: str) -> int | None:
     return int(m.group(1)) if m else None
 
 
+def _oldest_logged(table) -> int | None:
+    logged = [metadata_version(u.rsplit("/", 1)[1]) for u in table.metadata_files()]
+    return min((v for v in logged if v is not None), default=None)
+
+
+def _metadata_roots(table) -> list[str]:
+    return [table.location + "/metadata/"] + [r + "/" for r in table.external_roots()]
+
+
+def _may_be_kept(name: str, oldest_logged: int | None) -> bool:
+    """A metadata file not in the log that is kept if it is this table's: its version is above the log's
+    oldest, or one of the two cannot be told."""
+    version = metadata_version(name)
+    return version is None or oldest_logged is None or version > oldest_logged
+
+
+def metadata_to_read(table, listed: Iterable[FileInfo]) -> list[str]:
+    """The listed ``*.metadata.json`` files (canonical locations, sorted) whose ``table-uuid`` decides
+    whether ``plan_iceberg_orphans`` keeps them: in a metadata directory, not current or in the log, and
+    with a version above the log's oldest. The caller reads them (``engine.iceberg.table.metadata_table_uuid``)
+    and hands the result in as ``metadata_owners``."""
+    from engine.iceberg.table import canonical
+
+    logged = set(table.metadata_files())
+    oldest = _oldest_logged(table)
+    roots = _metadata_roots(table)
+    out = set()
+    for info in listed:
+        if info.is_dir:
+            continue
+        path = canonical(info.path)
+        name = path.rsplit("/", 1)[1]
+        if name.endswith(".metadata.json") and path not in logged and any(path.startswith(r) for r in roots) \
+                and _may_be_kept(name, oldest):
+            out.add(path)
+    return sorted(out)
+
+
 def _key(location: str) -> str:
     """A location without its scheme and authority (``s3://bucket/a/b`` -> ``a/b``)."""
     if "://" in location:
@@ -80,8 +121,10 @@ def _key(location: str) -> str:
     return location
 
 
-def plan_iceberg_orphans(table, listed: Iterable[FileInfo], *, now_ms: int,
-                         options: IcebergOrphanOptions) -> CleanupPlan:
+def plan_iceberg_orphans(table, listed: Iterable[FileInfo], *, now_ms: int, options: IcebergOrphanOptions,
+                         metadata_owners: Mapping[str, str | None] | None = None) -> CleanupPlan:
+    """``metadata_owners``: the ``table-uuid`` of each file ``metadata_to_read`` names (``None``: it does not
+    parse as table metadata); a file not in it counts as not parsing."""
     from engine.iceberg.reachability import all_referenced
     from engine.iceberg.table import canonical
 
@@ -93,9 +136,9 @@ def plan_iceberg_orphans(table, listed: Iterable[FileInfo], *, now_ms: int,
     used_keys = {_key(u): u for u in used}
     roots = [table.location, *table.external_roots()]
     metadata_dir = table.location + "/metadata/"
-    metadata_roots = [metadata_dir] + [r + "/" for r in table.external_roots()]
-    logged = [metadata_version(u.rsplit("/", 1)[1]) for u in table.metadata_files()]
-    oldest_logged = min((v for v in logged if v is not None), default=None)
+    metadata_roots = _metadata_roots(table)
+    oldest_logged = _oldest_logged(table)
+    owners = metadata_owners or {}
     kept = {"young": 0, "unknown_age": 0, "newer_metadata": 0}
     warnings: list[str] = []
     actions: list[Action] = []
@@ -122,14 +165,13 @@ def plan_iceberg_orphans(table, listed: Iterable[FileInfo], *, now_ms: int,
         if info.mtime_ms >= cutoff:
             kept["young"] += 1
             continue
-        if name.endswith(".metadata.json"):
+        if name.endswith(".metadata.json") and owners.get(path) == table.uuid and _may_be_kept(name, oldest_logged):
             version = metadata_version(name)
-            if version is None or oldest_logged is None or version >= oldest_logged:
-                kept["newer_metadata"] += 1
-                why = "its version cannot be read from its name" if version is None else \
-                    f"version {version} is not older than the metadata log's oldest ({oldest_logged})"
-                warnings.append(f"{path} is not in the metadata log, but {why}; kept")
-                continue
+            kept["newer_metadata"] += 1
+            why = "its version cannot be read from its name" if version is None else \
+                f"version {version} is newer than the metadata log's oldest ({oldest_logged})"
+            warnings.append(f"{path} is not in the metadata log, but it is this table's metadata and {why}; kept")
+            continue
         rel = relative_to(path, roots)
         if rel is None:
             continue

@@ -1,6 +1,7 @@
 """Stateful test: random commit / tag / plan+apply / crash mid-apply / resume sequences on real Spark, with
 the moves that happen between plan and apply: rollback (and recommitting the same ids), tag deletion,
-branch creation and commits on the branch, and forged plans whose id was recomputed.
+branch creation and commits on the branch, forged plans whose id was recomputed, and plans whose header
+was edited (requirements cut to the table identity) to delete a file a retained snapshot reads.
 
 Invariant after every step: every file referenced by a retained snapshot or tag of main, or by any
 snapshot or tag of a branch, exists. While a crashed apply is pending, the snapshots below its end are
@@ -23,6 +24,7 @@ from applier.apply import apply_plan, resume
 from engine.errors import PlanRejected
 from engine.plan import Action, canonical_actions
 from engine.paimon.kinds import ActionKind
+from engine.paimon.requirements import AssertTableIdentity
 from engine.paimon.table import PaimonTable
 from journal.memory_store import MemoryRecorder
 from planner.guard import reachable_paths
@@ -147,6 +149,39 @@ class ExpiryMachine(RuleBasedStateMachine):
             [replace(a, action_id=-1) for a in plan.actions] + [Action(ActionKind.DATA_FILE, victim, snapshot_id=1)]))
         with pytest.raises(PlanRejected):
             apply_plan(forged, self.recorder, spark=self.spark)
+
+    @precondition(lambda self: self.pending_end is None)
+    @rule(retain=st.integers(1, 3), pick=st.integers(0, 1000), part=st.sampled_from("abc"))
+    def edited_header(self, retain, pick, part):
+        """A plan whose header was edited (its requirements cut to the table identity) and one action added: a
+        data file that only snapshots between the plan's end and the latest read (one is written and
+        deleted again after planning). Apply's own gate refuses it and deletes nothing."""
+        plan = self._plan(retain)
+        if plan is None or plan.end is None:
+            return
+        x = E(ADD, f"f{next(self.names)}", (part,), size=7)
+        sid = self.b.commit([x])
+        self.live_at[sid] = self.live + [x]
+        sid = self.b.commit([E(DELETE, x.name, x.partition, size=7)])
+        self.live_at[sid] = list(self.live)
+        t = PaimonTable(self.b.root)
+
+        def reads(snapshots):
+            return {t.paths.relative(t.paths.data_file(e.partition, e.bucket, e.file))
+                    for s in snapshots for e in t.live_entries(s)}
+
+        between = [t.snapshot(i) for i in t.list_snapshot_ids() if plan.end < i < sid]
+        held = reads([t.snapshot(plan.end), t.snapshot(sid)] + [g.snapshot for g in t.tags()])
+        inside = sorted(reads(between) - held)
+        assert inside  # x at least
+        victim = inside[pick % len(inside)]
+        forged = replace(plan, requirements=tuple(r for r in plan.requirements if isinstance(r, AssertTableIdentity)),
+                         actions=canonical_actions([replace(a, action_id=-1) for a in plan.actions]
+                                                   + [Action(ActionKind.DATA_FILE, victim, snapshot_id=1)]))
+        before = all_files(self.b.root)
+        with pytest.raises(PlanRejected):
+            apply_plan(forged, self.recorder, spark=self.spark)
+        assert all_files(self.b.root) == before
 
     @precondition(lambda self: self.pending_end is None)
     @rule(pick=st.integers(0, 100))

@@ -9,7 +9,7 @@ import pytest
 from engine.errors import PlanRejected
 from engine.fileio import FileInfo
 from engine.iceberg.table import canonical
-from planner.iceberg.orphans import metadata_version, plan_iceberg_orphans, resolve_orphan_options
+from planner.iceberg.orphans import metadata_to_read, metadata_version, plan_iceberg_orphans, resolve_orphan_options
 
 NOW = 10 * 86_400_000
 OLD = 1_000
@@ -72,29 +72,20 @@ def test_metadata_file_versions_are_read_from_each_naming_scheme():
     assert metadata_version("random.metadata.json") is None
 
 
-def test_a_metadata_file_whose_version_cannot_be_read_is_kept():
+def test_only_this_tables_metadata_newer_than_the_log_is_kept():
     view = StubView([])
-    p = plan(view, ["s3://lake/t/metadata/random.metadata.json", "s3://lake/t/metadata/00001-x.metadata.json"])
-    assert [a.path for a in p.actions] == ["metadata/00001-x.metadata.json"]
-    assert p.stats["kept"]["newer_metadata"] == 1
-
-
-from hypothesis import given, strategies as st  # noqa: E402
-
-from engine.errors import InvalidLocation  # noqa: E402
-from engine.fileio import normalize_location  # noqa: E402
-
-_PIECES = st.lists(st.sampled_from(["a", "b", ".", "..", "", " ", "x.parquet", "%20", "\n"]), max_size=5)
-
-
-@given(st.sampled_from(["file:///", "file://", "file:/", "s3://", "s3a://", "s3:///", "/", ""]), _PIECES)
-def test_canonical_is_normalize_location_whatever_the_spelling(prefix, pieces):
-    location = prefix + "/".join(pieces)
-
-    def outcome(f):
-        try:
-            return f(location)
-        except InvalidLocation:
-            return "invalid"
-
-    assert outcome(canonical) == outcome(lambda x: normalize_location(x, relative_ok=False))
+    listed = ["s3://lake/t/metadata/random.metadata.json", "s3://lake/t/metadata/00001-x.metadata.json",
+              "s3://lake/t/metadata/00004-ours.metadata.json", "s3://lake/t/metadata/00005-theirs.metadata.json",
+              "s3://lake/t/metadata/00006-junk.metadata.json", "s3://lake/t/metadata/v7.metadata.json"]
+    # What the engine read of each file the rule asks about: its table-uuid, None when it does not parse.
+    owners = {"s3://lake/t/metadata/random.metadata.json": "u-1",
+              "s3://lake/t/metadata/00004-ours.metadata.json": "u-1",
+              "s3://lake/t/metadata/00005-theirs.metadata.json": "u-2",
+              "s3://lake/t/metadata/00006-junk.metadata.json": None}
+    assert metadata_to_read(view, [FileInfo(p, 1, OLD) for p in listed]) == sorted(set(listed) - {
+        "s3://lake/t/metadata/00001-x.metadata.json"})  # version 1 is older than the log's oldest (3): no read
+    p = plan_iceberg_orphans(view, [FileInfo(p, 1, OLD) for p in listed], now_ms=NOW,
+                             options=resolve_orphan_options({}), metadata_owners=owners)
+    assert [a.path for a in p.actions] == ["metadata/00001-x.metadata.json", "metadata/00005-theirs.metadata.json",
+                                           "metadata/00006-junk.metadata.json", "metadata/v7.metadata.json"]
+    assert p.stats["kept"]["newer_metadata"] == 2  # ours (4 > 3), and random (this table's, no version to order)

@@ -1,5 +1,6 @@
 """Iceberg orphan removal on tables pyiceberg wrote: what no metadata names and is old enough goes; statistics
-files, metadata files newer than the metadata log, young files and files of unknown age stay."""
+files, this table's metadata files newer than the metadata log's oldest, young files and files of unknown age
+stay."""
 
 from __future__ import annotations
 
@@ -104,7 +105,18 @@ def test_a_statistics_file_the_metadata_names_is_kept(lake, tmp_path):
     assert os.path.exists(stats) and not os.path.exists(unused)
 
 
-def test_metadata_files_older_than_the_log_go_and_a_newer_one_left_out_of_it_stays(lake, tmp_path):
+def copy_metadata(t, rel: str, days: float = 10, **changes) -> str:
+    """The table's current metadata file copied to ``rel`` (with ``changes`` to its JSON fields), aged."""
+    with open(canonical(t.metadata_location)) as f:
+        doc = json.load(f)
+    doc.update(changes)
+    path = os.path.join(canonical(t.metadata.location), rel)
+    with open(path, "w") as f:
+        json.dump(doc, f)
+    return old(path, days)
+
+
+def test_metadata_files_older_than_the_log_go_and_a_newer_one_of_this_table_left_out_of_it_stays(lake, tmp_path):
     t = write_history(lake, properties={"write.metadata.previous-versions-max": "2"})
     meta_dir = os.path.join(canonical(t.metadata.location), "metadata")
     logged = {canonical(e.metadata_file) for e in t.metadata.metadata_log} | {canonical(t.metadata_location)}
@@ -113,13 +125,41 @@ def test_metadata_files_older_than_the_log_go_and_a_newer_one_left_out_of_it_sta
         old(f)
     dropped = [f for f in all_meta if f not in logged]
     assert len(logged) == 3 and len(dropped) == len(all_meta) - 3 > 0
-    newer = stray(t, "metadata/00099-5e3b1a2c-0000-0000-0000-000000000000.metadata.json")
+    # Metadata a REST catalog left out of the log: this table's (same table-uuid), newer than the log's oldest.
+    newer = copy_metadata(t, "metadata/00099-5e3b1a2c-0000-0000-0000-000000000000.metadata.json")
     p = plan(lake.view())
     assert sorted(os.path.join(canonical(t.metadata.location), x.path) for x in p.actions) == dropped
     assert p.stats["kept"]["newer_metadata"] == 1 and newer in p.stats["warnings"][0]
     apply(p, tmp_path)
     assert os.path.exists(newer) and all(os.path.exists(f) for f in logged)
     assert lake.table().scan().to_arrow().num_rows == t.scan().to_arrow().num_rows
+
+
+def test_a_stray_metadata_file_that_is_not_metadata_is_an_orphan_whatever_its_version(lake, tmp_path):
+    """Iceberg's DeleteOrphanFiles deletes a ``*.metadata.json`` that is in no log; lakesweep keeps one only
+    when it is this table's metadata, newer than the log's oldest."""
+    t = write_history(lake)
+    before = rows_by_snapshot(t)
+    stale = stray(t, "metadata/00000-stale.metadata.json", days=5)  # version 0: not older than the log's oldest
+    future = stray(t, "metadata/00099-garbage.metadata.json", days=5)  # no JSON at all, a version above the log
+    other = copy_metadata(t, "metadata/00098-other.metadata.json", days=5,
+                          **{"table-uuid": "00000000-0000-4000-8000-000000000042"})  # another table's
+    young = stray(t, "metadata/00097-young.metadata.json", days=1 / 24)  # the age guard still holds
+    p = plan(lake.view())
+    assert sorted(x.path for x in p.actions) == ["metadata/00000-stale.metadata.json",
+                                                 "metadata/00098-other.metadata.json",
+                                                 "metadata/00099-garbage.metadata.json"]
+    assert {x.kind for x in p.actions} == {OrphanKind.ORPHAN_METADATA_FILE}
+    assert p.stats["kept"] == {"young": 1, "unknown_age": 0, "newer_metadata": 0}
+    assert p.stats["warnings"] == []
+    with DuckDBRecorder(tmp_path / "j.duckdb") as rec:
+        report = apply_plan(p, rec, executor=DriverExecutor())
+        outcomes = {r.path: r.outcome.value for r in rec.file_records(plan_id=p.plan_id)}
+    assert report.state == "COMPLETED" and report.whole and report.counts["DELETED"] == 3
+    assert outcomes == {x.path: "DELETED" for x in p.actions}
+    assert not any(os.path.exists(f) for f in (stale, future, other)) and os.path.exists(young)
+    after = lake.table()
+    assert rows_by_snapshot(after) == before and missing(after) == set()
 
 
 def test_a_candidate_written_again_before_apply_is_skipped(lake, tmp_path):
