@@ -324,6 +324,17 @@ def test_a_journal_that_does_not_exist_is_refused_not_created(tmp_path, command)
     assert not (tmp_path / "x.parquet").exists()
 
 
+def test_resume_over_a_journal_without_lakesweeps_tables_finds_nothing_to_resume(tmp_path):
+    import duckdb
+
+    journal = tmp_path / "j.duckdb"
+    duckdb.connect(str(journal)).close()  # a kill while the journal was created: the file, no tables
+    r = run("resume", "--journal", journal)
+    assert r.exit_code == 0, r.output
+    assert r.stdout == "Nothing to resume: every apply in the journal has finished.\n"
+    assert r.stderr == ""
+
+
 def test_a_journal_under_a_regular_file_is_one_clear_error(plan_file, tmp_path):
     blocker = tmp_path / "file"
     blocker.write_text("not a directory")
