@@ -221,6 +221,25 @@ def test_out_of_range_values_are_refused_before_the_plan_is_written(table, tmp_p
     assert not out.exists()
 
 
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--expiration-time", "99999999 d", "--now", "2024-01-01T00:00:00Z"],
+         "error: now 2024-01-01 00:00:00 (UTC) minus the expiration time 99999999 d is before the year 1, the "
+         "earliest time lakesweep handles: give a shorter expiration time or a later --now"),
+        (["--expiration-time", "1 d", "--now", "0001-01-01T00:00:00Z"],
+         "error: now 0001-01-01 00:00:00 (UTC) minus the expiration time 1 d is before the year 1, the "
+         "earliest time lakesweep handles: give a shorter expiration time or a later --now"),
+    ],
+)
+def test_a_partition_cutoff_before_the_year_1_is_refused(table, tmp_path, args, message):
+    out = tmp_path / "p.parquet"
+    r = run("plan", "partitions", table.path, "--out", out, "--time-zone", "UTC", *args)
+    assert r.exit_code == 1, r.output
+    assert one_error_line(r.stderr) == message
+    assert not out.exists()
+
+
 def test_the_largest_time_lakesweep_handles_plans_and_shows(table, tmp_path):
     out = tmp_path / "p.parquet"
     r = run("plan", "expire", table.path, "--out", out, "--now", "253402300799999", "--output", "json")
