@@ -80,3 +80,20 @@ def test_verify_an_iceberg_table_finds_a_missing_data_file(lake):
     assert r.exit_code == 1
     [problem] = json.loads(r.stdout)["problems"]
     assert problem["path"] == victim and problem["kind"] == "missing" and problem["needed_by"].startswith("snapshot ")
+
+
+@pytest.mark.parametrize("command", [["plan", "expire", "ns.t", "--out", "OUT"], ["maintain", "--journal", "J"]])
+def test_a_sql_catalog_whose_database_cannot_be_opened_is_refused(tmp_path, monkeypatch, command):
+    # The catalog's SQLite "file" is a directory: SQLAlchemy cannot open it.
+    for key, value in {"URI": f"sqlite:///{tmp_path}", "WAREHOUSE": f"file://{tmp_path}/wh", "TYPE": "sql"}.items():
+        monkeypatch.setenv(f"PYICEBERG_CATALOG__BROKEN__{key}", value)
+    args = [str(tmp_path / "p.parquet") if a == "OUT" else str(tmp_path / "j.duckdb") if a == "J" else a
+            for a in command]
+    r = CliRunner().invoke(app, [*args, "--catalog", "broken"])
+    assert r.exit_code == 1, r.output
+    [line] = r.stderr.splitlines()
+    assert line.startswith("error: Iceberg catalog 'broken' cannot be loaded: (sqlite3.OperationalError) unable to "
+                           "open database file "), line
+    assert line.endswith("Configure it as pyiceberg does (.pyiceberg.yaml, or PYICEBERG_CATALOG__BROKEN__URI and "
+                         "friends)"), line
+    assert not os.path.exists(tmp_path / "p.parquet")
