@@ -258,6 +258,23 @@ def test_unsupported_table_locations_exit_1_naming_the_location(location, tmp_pa
     assert not (tmp_path / "p.parquet").exists()
 
 
+@pytest.mark.parametrize("spark_args, message", [
+    (["--master", "bogus[*]"],
+     "error: 'bogus[*]' is not a Spark master URL: use local[*], local[N], spark://host:7077, yarn or "
+     "k8s://https://host:port. Nothing was listed and no plan was written."),
+    (["--master", "local[1]", "--conf", "spark.driver.memory=lots"],
+     "error: Spark could not start with master 'local[1]': [JAVA_GATEWAY_EXITED] Java gateway process exited before "
+     "sending its port number. Check --master and --conf; nothing was listed and no plan was written."),
+])
+def test_plan_orphans_on_a_spark_that_cannot_start_is_refused(table, tmp_path, spark_args, message):
+    out = tmp_path / "p.parquet"
+    r = lakesweep("plan", "orphans", table.path, "--out", out, "--spark", *spark_args)
+    assert r.returncode == 1, r.stderr
+    assert r.stderr.splitlines()[-1] == message  # (the JVM may say why it exited before)
+    assert "Traceback" not in r.stderr and "internal error" not in r.stderr
+    assert not out.exists()
+
+
 # -- metadata, branches and options, as the command reports them ----------------------------------
 
 
