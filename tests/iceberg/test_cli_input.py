@@ -97,3 +97,22 @@ def test_a_sql_catalog_whose_database_cannot_be_opened_is_refused(tmp_path, monk
     assert line.endswith("Configure it as pyiceberg does (.pyiceberg.yaml, or PYICEBERG_CATALOG__BROKEN__URI and "
                          "friends)"), line
     assert not os.path.exists(tmp_path / "p.parquet")
+
+
+@pytest.mark.parametrize("kind, message", [
+    ("expire", r"error: --now 2099-01-01T00:00:00\+00:00 is after the current time \S+: apply would refuse the plan "
+               r"until then\. Plan snapshot expiry as of the current time or an earlier one"),
+    ("orphans", r"error: --now: the plan was made as of 2099-01-01T00:00:00\+00:00, after the current time \S+: files "
+                r"it found older than its --older-than may be younger, and a writer may not have committed them yet\. "
+                r"Plan orphans as of the current time or an earlier one"),
+])
+def test_a_plan_as_of_a_future_now_is_refused_at_once(lake, out, kind, message):
+    import re
+
+    write_history(lake, appends=2, churn=False)
+    r = CliRunner().invoke(app, ["plan", kind, "ns.t", "--catalog", CATALOG, "--now", "2099-01-01T00:00:00Z",
+                                 "--out", out])
+    assert r.exit_code == 1, r.output
+    [line] = r.stderr.splitlines()
+    assert re.fullmatch(message, line), line
+    assert not os.path.exists(out)
