@@ -40,7 +40,7 @@ from journal.recorder import Recorder
 from applier.actions import ActionResult, Outcome
 from applier.commit import Committer, commit_id, committer_for, run_commit
 from applier.executors import BulkExecutor, DriverExecutor, SparkExecutor  # noqa: F401  (DriverExecutor: tests)
-from applier.phases import NoProgress, PhaseRunner, Progress, Tally, pointer_writes
+from applier.phases import NoProgress, PhaseRunner, Progress, Tally, crash_hook, pointer_writes
 from applier.formats import format_of
 from applier.preconditions import check_phases, check_requirements
 
@@ -51,7 +51,9 @@ class ApplyReport:
 
     plan_id: str
     apply_id: str | None
-    state: str  # COMPLETED, FAILED, DRY_RUN, REFUSED (resume without an id: a plan that was refused)
+    # COMPLETED, FAILED, DRY_RUN; resume without an id: REFUSED (a plan that was refused), NOT_STARTED (a plan
+    # recorded whose apply never started: not started by resume, ``reason`` says how to start it)
+    state: str
     dry_run: bool = False
     resumed: bool = False
     counts: dict = field(default_factory=lambda: {o.value: 0 for o in FileOutcome})
@@ -190,6 +192,7 @@ class _Apply:
         if dry_run:
             apply_id = None
         elif self.resume_apply_id is None:
+            crash_hook("before-start", 1)  # the plan is recorded, its apply not started (a kill during Spark's start)
             apply_id = uuid.uuid4().hex[:16]
             recorder.append([ApplyStarted(apply_id=apply_id, plan_id=plan_id, n_actions=len(plan.actions),
                                           bytes=sum(a.size or 0 for a in plan.actions), master=self.master,
@@ -511,11 +514,18 @@ def resume(recorder: Recorder, plan_id: str | None = None, **kwargs) -> list[App
     failing) is followed by a new apply of the same plan that skips what earlier applies already did.
     Plans that were refused (stale) are not resumed: they need a new plan. What is left is worked out by
     the journal (``Recorder.done_actions``), not by reading back every record.
+
+    A plan recorded whose apply never started (killed before ``ApplyStarted``, or Spark could not start)
+    deleted nothing. Named by ``plan_id`` it is applied now; without an id it is not started (nobody asked
+    for it since) but reported as ``NOT_STARTED``, with the command that starts it.
     """
     reports = []
     for pid in ([plan_id] if plan_id is not None else recorder.plan_ids()):
         status = plan_state(recorder, pid)
-        if status not in (PlanStatus.APPLYING, PlanStatus.FAILED):
+        if status == PlanStatus.RECORDED and plan_id is None:
+            reports.append(_not_started(recorder, pid))
+            continue
+        if status not in (PlanStatus.APPLYING, PlanStatus.FAILED, PlanStatus.RECORDED):
             if plan_id is not None and status != PlanStatus.APPLYING:
                 raise LakesweepError(f"plan {pid} is {status.value.lower()}: there is nothing to resume")
             continue
@@ -529,6 +539,13 @@ def resume(recorder: Recorder, plan_id: str | None = None, **kwargs) -> list[App
             # Without an id, one refused plan does not keep the others from finishing: report it and go on.
             reports.append(ApplyReport(pid, None, "REFUSED", resumed=True, reason=str(e)))
     return reports
+
+
+def _not_started(recorder: Recorder, pid: str) -> ApplyReport:
+    header = recorder.plan_header(pid)
+    return ApplyReport(pid, None, "NOT_STARTED", reason=(
+        f"plan {pid} ({header['plan_kind']} of {header['table']['location']}) was recorded, but its apply never "
+        f"started; nothing was deleted. Start it with: lakesweep resume {pid}"))
 
 
 def _resume_one(recorder: Recorder, pid: str, kwargs) -> ApplyReport:

@@ -19,6 +19,25 @@ _MASTER = re.compile(r"^(local(\[(\*|\d+)(,\s*\d+)?\])?|local-cluster\[\d+,\s*\d
                      r"spark://[^\s/]+(:\d+)?(,[^\s/]+(:\d+)?)*|yarn|k8s://\S+)$")
 
 
+def start_session(master: str, conf: dict[str, str] | None, *, consequence: str):
+    """``spark_session(master, conf)``; a master that is not a Spark master URL, or a session that cannot
+    start (py4j and pyspark raise many types: all mean "no session"), raises ``SparkUnavailable`` with the
+    first line of Spark's error and ``consequence`` (what was not done), instead of a Java stack trace."""
+    if not _MASTER.match(master):
+        raise SparkUnavailable(f"{master!r} is not a Spark master URL: use local[*], local[N], spark://host:7077, "
+                               f"yarn or k8s://https://host:port. {consequence[0].upper()}{consequence[1:]}.")
+    from applier.spark_exec import spark_session
+
+    try:
+        return spark_session(master, conf)
+    except LakesweepError:
+        raise
+    except Exception as e:  # noqa: BLE001
+        first = (str(e).strip().splitlines() or [type(e).__name__])[0][:400].rstrip(".")
+        raise SparkUnavailable(f"Spark could not start with master {master!r}: {first}. Check --master and --conf; "
+                               f"{consequence}.") from e
+
+
 class _SparkSession:
     """The Spark session of one apply: the caller's, or one started here on first use and stopped at the end.
 
@@ -31,26 +50,11 @@ class _SparkSession:
 
     def get(self):
         if self.spark is None:
-            if not _MASTER.match(self.master):
-                raise SparkUnavailable(
-                    f"{self.master!r} is not a Spark master URL: use local[*], local[N], spark://host:7077, "
-                    "yarn or k8s://https://host:port. Nothing was deleted and no apply was started."
-                )
             from pyspark.sql import SparkSession
 
-            from applier.spark_exec import spark_session
-
             self.owned = SparkSession.getActiveSession() is None  # never stop someone else's session
-            try:
-                self.spark = spark_session(self.master, self.conf)
-            except LakesweepError:
-                raise
-            except Exception as e:  # py4j and pyspark raise many types here; all mean "no session"
-                first = (str(e).strip().splitlines() or [type(e).__name__])[0][:400].rstrip(".")
-                raise SparkUnavailable(
-                    f"Spark could not start with master {self.master!r}: {first}. Check --master and --conf; "
-                    "nothing was deleted and no apply was started."
-                ) from e
+            self.spark = start_session(self.master, self.conf,
+                                       consequence="nothing was deleted and no apply was started")
         return self.spark
 
     def stop(self) -> None:

@@ -126,10 +126,10 @@ def list_with_session(table: PaimonTable, out: str, *, master: str, conf: dict[s
     afterwards unless it was already running in this process."""
     from pyspark import SparkContext
 
-    from applier.spark_exec import spark_session
+    from applier.executors import start_session
 
     created = SparkContext._active_spark_context is None
-    spark = spark_session(master, conf)
+    spark = start_session(master, conf, consequence="nothing was listed and no plan was written")
     try:
         return list_on_spark(table, out, spark=spark, master=master, on_files=on_files)
     finally:

@@ -21,15 +21,17 @@ maintenance worker: compact, expire, orphans, rewrite-manifests (Paimon: expire,
 from __future__ import annotations
 
 import fnmatch
+import hashlib
 import os
 import re
 import threading
 import time
 import uuid
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Callable, Sequence
 
-from engine.errors import LakesweepError, PlanRejected
+from engine.errors import JournalError, LakesweepError, PlanRejected, StorageError
 from engine.plan import CleanupPlan
 from engine.plan_io import write_plan
 from journal.events import MaintenanceOutcome, MaintenanceResult
@@ -278,6 +280,23 @@ def _safe(name: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.=-]+", "_", name)
 
 
+def plan_file_name(ref: TableRef, op: str) -> str:
+    """The file name of a plan of ``op`` on ``ref``: the table's name made safe and cut short (a file name
+    has at most 255 bytes), and a hash of its exact label, so that no two tables share one (``ns.t x``
+    and ``ns.t_x`` are both ``ns.t_x`` once made safe)."""
+    digest = hashlib.sha256(ref.label.encode()).hexdigest()[:12]
+    return f"{_safe(ref.format + '-' + ref.name)[:120]}-{digest}-{op}.parquet"
+
+
+def check_plans_dir(plans_dir: str) -> None:
+    """Refuse a plans directory that is, or lies under, something other than a directory."""
+    path = Path(os.path.abspath(plans_dir))
+    for p in (path, *path.parents):
+        if p.exists() and not p.is_dir():
+            raise PlanRejected(f"cannot write plans under --plans-dir {plans_dir}: {p} is not a directory; give a "
+                               "directory for the plans")
+
+
 @dataclass
 class Maintenance:
     """One ``lakesweep maintain`` invocation: its scope, operations, thresholds and where things go."""
@@ -299,7 +318,9 @@ class Maintenance:
     run_id: str = field(default_factory=lambda: uuid.uuid4().hex[:12])
 
     def run(self, *, every_ms: int | None = None, stop: threading.Event | None = None) -> RunReport:
-        """One cycle, or (``every_ms``) one every interval until ``stop`` is set."""
+        """One cycle, or (``every_ms``) one every interval until ``stop`` is set. A plans directory that
+        cannot be one is refused (``PlanRejected``) before anything runs."""
+        check_plans_dir(self.plans_dir)
         stop = stop or threading.Event()
         report = RunReport(self.run_id)
         spark = None if self.executor is not None else _SharedSpark(None, self.master, self.conf)
@@ -338,9 +359,12 @@ class Maintenance:
             return
         try:
             view = self._open(ref)
-        except LakesweepError as e:
+        except JournalError:
+            raise
+        except Exception as e:  # noqa: BLE001 - one table's failure is its result; the run goes on
             for op in ops:
-                self._record(report, cycle, ref, op, MaintenanceOutcome.FAILED, f"the table cannot be read: {e}")
+                self._record(report, cycle, ref, op, MaintenanceOutcome.FAILED,
+                             f"the table cannot be read: {_reason(e)}")
             return
         unfinished = busy.get(view.location)
         if unfinished is not None:
@@ -352,9 +376,11 @@ class Maintenance:
         now = self.clock()
         try:
             skipped = detect(view, ref, ops, self.thresholds, now)
-        except LakesweepError as e:
+        except JournalError:
+            raise
+        except Exception as e:  # noqa: BLE001 - planning each operation finds (and journals) what is wrong
             skipped = {}
-            self.say(f"  {ref.label}: detection failed ({e}); planning each operation")
+            self.say(f"  {ref.label}: detection failed ({_reason(e)}); planning each operation")
         for op in ops:
             if op in skipped:
                 self._record(report, cycle, ref, op, MaintenanceOutcome.SKIPPED, skipped[op])
@@ -370,38 +396,56 @@ class Maintenance:
 
         return open_table(ref.location)
 
+    def plan_file(self, ref: TableRef, op: str, cycle: int) -> str:
+        """Where the plan of ``op`` on ``ref`` in ``cycle`` of this run is written."""
+        return os.path.join(self.plans_dir, self.run_id, f"cycle-{cycle}", plan_file_name(ref, op))
+
     def _operation(self, report, cycle, ref: TableRef, op: str, executor) -> None:
+        """Plan, write and apply one operation on one table. Whatever fails (planning, writing the plan, the
+        apply, or a bug) is journaled as this operation's result, and the run goes on; only a journal that
+        cannot record it stops the run."""
+        step = _Step()
+        try:
+            self._plan_write_apply(report, cycle, ref, op, executor, step)
+        except JournalError:
+            raise
+        except LakesweepError as e:
+            said = "apply refused" if step.name == "apply" else f"{step.name} failed"
+            self._record(report, cycle, ref, op, MaintenanceOutcome.FAILED, f"{said}: {e}", step.plan, step.plan_file)
+        except Exception as e:  # noqa: BLE001 - one table's failure is its result; the run goes on
+            self._record(report, cycle, ref, op, MaintenanceOutcome.FAILED,
+                         f"{step.name} failed: internal error: {_reason(e)}", step.plan, step.plan_file)
+
+    def _plan_write_apply(self, report, cycle, ref: TableRef, op: str, executor, step: "_Step") -> None:
         from applier.apply import apply_plan
         from planner.kinds import describe_plan, plan_kind
 
-        try:
-            view = self._open(ref)  # each operation reads the table as the previous one left it
-            flags = _flags(ref, op, view.options, self.thresholds)
-            if flags is None:
-                self._record(report, cycle, ref, op, MaintenanceOutcome.SKIPPED, _not_configured(ref, op))
-                return
-            entry = plan_kind(op, ref.format)
-            now = self.clock()
-            plan = entry.plan(view, now_ms=now, options=entry.resolve_options(view.options, **flags))
-        except LakesweepError as e:
-            self._record(report, cycle, ref, op, MaintenanceOutcome.FAILED, f"planning failed: {e}")
+        view = self._open(ref)  # each operation reads the table as the previous one left it
+        flags = _flags(ref, op, view.options, self.thresholds)
+        if flags is None:
+            self._record(report, cycle, ref, op, MaintenanceOutcome.SKIPPED, _not_configured(ref, op))
             return
+        entry = plan_kind(op, ref.format)
+        now = self.clock()
+        plan = step.plan = entry.plan(view, now_ms=now, options=entry.resolve_options(view.options, **flags))
         if describe_plan(plan).nothing_to_do and not plan.actions:
             self._record(report, cycle, ref, op, MaintenanceOutcome.SKIPPED, _skip_message(plan), plan)
             return
-        directory = os.path.join(self.plans_dir, self.run_id, f"cycle-{cycle}")
-        os.makedirs(directory, exist_ok=True)
-        plan_file = os.path.join(directory, f"{_safe(ref.format + '-' + ref.name)}-{op}.parquet")
+        step.name = "writing the plan"
+        plan_file = self.plan_file(ref, op, cycle)
+        directory = os.path.dirname(plan_file)
+        try:
+            os.makedirs(directory, exist_ok=True)
+        except OSError as e:
+            raise StorageError(directory, f"cannot create the plans directory: {e.strerror or e}") from e
         write_plan(plan, plan_file)
+        step.plan_file = plan_file
         if self.dry_run:
             self._record(report, cycle, ref, op, MaintenanceOutcome.PLANNED,
                          f"dry run: {describe_plan(plan).scope}", plan, plan_file)
             return
-        try:
-            result = apply_plan(plan, self.recorder, master=self.master, conf=self.conf, executor=executor)
-        except LakesweepError as e:
-            self._record(report, cycle, ref, op, MaintenanceOutcome.FAILED, f"apply refused: {e}", plan, plan_file)
-            return
+        step.name = "apply"
+        result = apply_plan(plan, self.recorder, master=self.master, conf=self.conf, executor=executor)
         if result.state != "COMPLETED" or not result.whole:
             why = result.reason or "the table was not whole afterwards"
             self._record(report, cycle, ref, op, MaintenanceOutcome.FAILED, f"apply {result.state.lower()}: {why}",
@@ -409,3 +453,17 @@ class Maintenance:
             return
         self._record(report, cycle, ref, op, MaintenanceOutcome.APPLIED, _applied_message(plan, result.counts),
                      plan, plan_file, result.apply_id)
+
+
+@dataclass
+class _Step:
+    """How far one operation got: what failed is told by the step, with the plan and file it had."""
+
+    name: str = "planning"
+    plan: CleanupPlan | None = None
+    plan_file: str | None = None
+
+
+def _reason(e: Exception) -> str:
+    """A failure for the journal: lakesweep's own errors as they are, anything else with its type."""
+    return str(e) if isinstance(e, LakesweepError) else f"{type(e).__name__}: {e}"

@@ -90,7 +90,10 @@ def resume(
     """Finish unfinished applies recorded in the journal (after a crash, kill or failed phase).
 
     The plan is rebuilt from the journal; the plan file is not needed. Files deleted before the crash
-    but not yet journaled are recorded as already absent. Progress is shown as for 'lakesweep apply'."""
+    but not yet journaled are recorded as already absent. Progress is shown as for 'lakesweep apply'.
+
+    A plan whose apply never started (killed before it began) is started only when named by its id;
+    without an id it is listed as not started, with that command."""
     from applier.apply import resume as resume_applies
     from journal.duckdb_store import DuckDBRecorder
 

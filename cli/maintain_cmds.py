@@ -65,7 +65,7 @@ def maintain_cmd(
     recorded and the run goes on; the exit code is 1 when any operation failed (partial success).
 
     Thresholds use SeaweedFS's maintenance worker's names and defaults; a table's own properties win."""
-    from applier.maintain import Maintenance, Thresholds, parse_operations
+    from applier.maintain import Maintenance, Thresholds, check_plans_dir, parse_operations
     from engine.errors import PlanRejected
     from engine.timeutil import parse_duration_ms
     from journal.duckdb_store import DuckDBRecorder
@@ -84,9 +84,16 @@ def maintain_cmd(
                         ("--orphan-older-than-hours", orphan_older_than_hours), ("--max-commit-retries", max_commit_retries)):
         if value < 0:
             raise PlanRejected(f"{name} must be at least 0, got {value}")
+    if min_input_files < 2:  # a bin of one file rewrites it as it is
+        raise PlanRejected(f"--min-input-files must be at least 2, got {min_input_files}")
     path = journal_path(journal)
     plans = str(plans_dir) if plans_dir is not None else os.path.join(os.path.dirname(os.path.abspath(path)),
                                                                        "lakesweep-plans")
+    check_plans_dir(plans)
+    if warehouse is not None:
+        from engine.paimon.table import check_warehouse
+
+        check_warehouse(warehouse)
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())

@@ -171,6 +171,9 @@ def render_report(report) -> None:
     if report.state == "REFUSED":
         err.print(f"[red]Refused[/red]: plan {report.plan_id}: {report.reason}")
         return
+    if report.state == "NOT_STARTED":
+        out.print(f"[yellow]Not started[/yellow]: {escape(report.reason)}")
+        return
     outcomes = list(report.counts)
     labels = OUTCOME_LABELS | (DRY_RUN_LABELS if report.dry_run else {})
     out.print(f"{REPORT_TITLES.get(report.state, escape(report.state))}: plan {report.plan_id}"

@@ -13,7 +13,7 @@ import pyarrow as pa
 
 from engine.errors import JournalError
 
-from journal.duckdb_store import DuckDBRecorder, connect_journal, copy_to_parquet
+from journal.duckdb_store import DuckDBRecorder, connect_journal, copy_to_parquet, has_journal_tables
 from journal.events import ApplyRefused, Event, FileOutcome, MaintenanceResult, PlanRecorded
 from journal.projection import PlanStatus, RunStatus, plan_status, project
 from journal.recorder import Recorder
@@ -136,6 +136,8 @@ def recorded_tables(db_path: str | os.PathLike) -> list[str]:
     """The table locations of every plan recorded in the journal at ``db_path``, read read-only."""
     con = connect_journal(str(db_path), read_only=True, config=_READ_ONLY_CONFIG)
     try:
+        if not has_journal_tables(con):
+            return []  # created, nothing recorded yet
         rows = con.execute("SELECT DISTINCT payload ->> '$.table_location' FROM events "
                            "WHERE event_type = 'PlanRecorded' ORDER BY 1").fetchall()
     except duckdb.Error as e:
@@ -163,6 +165,8 @@ def export_files(recorder_or_path: Recorder | str | os.PathLike, out_path: str |
         raise JournalError(f"no journal at {path}")
     con = connect_journal(path, read_only=True)
     try:
+        if not has_journal_tables(con):  # created, nothing recorded yet: an empty export
+            con.register("file_audit", pa.Table.from_pylist([], schema=FILE_AUDIT_SCHEMA))
         return copy_to_parquet(con, "SELECT * FROM file_audit ORDER BY seq", out_path)
     except duckdb.Error as e:
         raise JournalError(f"cannot export journal {path}: {e}") from e

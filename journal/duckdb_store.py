@@ -87,6 +87,13 @@ def connect_journal(path: str, *, read_only: bool, config: dict | None = None) -
         raise JournalError(f"cannot open journal {path}: {e}") from e
 
 
+def has_journal_tables(con: duckdb.DuckDBPyConnection) -> bool:
+    """Whether the database holds lakesweep's tables. A kill while a journal is created can leave the DuckDB
+    file without them (the tables are created in one transaction): such a journal is empty, and the first
+    recorder that opens it for writing creates them."""
+    return con.execute("SELECT count(*) FROM duckdb_tables() WHERE table_name = 'events'").fetchall()[0][0] > 0
+
+
 class DuckDBRecorder(Recorder):
     """The journal in a DuckDB file (``":memory:"`` for a throw-away one). Creates the parent directory."""
 

@@ -95,20 +95,27 @@ def _resolve_orphans(table_options, **flags):
     return resolve_orphan_options(table_options, **flags)
 
 
+def refuse_future_now(table, now_ms: int, what: str) -> None:
+    """Refuse (``PlanRejected``) a plan as of a time the clock has not reached: its ``AssertNowReached``
+    would have apply refuse it until then."""
+    from engine.errors import PlanRejected
+    from engine.paimon.requirements import AssertNowReached
+
+    ahead = AssertNowReached(now_ms).problems(table)
+    if ahead:
+        raise PlanRejected(f"--now: {ahead[0]}. Plan {what} as of the current time or an earlier one")
+
+
 def _plan_orphans(table, *, now_ms: int, options) -> CleanupPlan:
     """List first, then plan: the listing is made (or the inventory was) before anything says which files
     are used (#3074)."""
-    from engine.errors import PlanRejected
     from engine.listing import InventoryScan
     from engine.paimon.orphans import list_orphan_candidates
-    from engine.paimon.requirements import AssertNowReached
     from engine.paimon.paths import external_roots
     from planner.orphans import plan_orphans
 
     options.threshold_ms(now_ms)  # refuse a bad --older-than before listing a large table
-    ahead = AssertNowReached(now_ms).problems(table)  # apply would refuse the plan: say so before listing
-    if ahead:
-        raise PlanRejected(f"--now: {ahead[0]}. Plan orphans as of the current time or an earlier one")
+    refuse_future_now(table, now_ms, "orphans")  # apply would refuse the plan: say so before listing
     roots = [table.location, *external_roots(table.options)]
     if options.inventory:
         scan = InventoryScan(options.inventory, roots=roots)
@@ -163,13 +170,9 @@ def _resolve_partitions(table_options, **flags):
 
 
 def _plan_partitions(table, *, now_ms: int, options) -> CleanupPlan:
-    from engine.errors import PlanRejected
-    from engine.paimon.requirements import AssertNowReached
     from planner.partitions import plan_partitions
 
-    ahead = AssertNowReached(now_ms).problems(table)  # apply would refuse the plan: say so now
-    if ahead:
-        raise PlanRejected(f"--now: {ahead[0]}. Plan partition expiry as of the current time or an earlier one")
+    refuse_future_now(table, now_ms, "partition expiry")  # apply would refuse the plan: say so now
     return plan_partitions(table, now_ms=now_ms, options=options)
 
 
@@ -212,13 +215,9 @@ def _resolve_consumers(table_options, **flags):
 
 
 def _plan_consumers(table, *, now_ms: int, options) -> CleanupPlan:
-    from engine.errors import PlanRejected
-    from engine.paimon.requirements import AssertNowReached
     from planner.consumers import plan_consumers
 
-    ahead = AssertNowReached(now_ms).problems(table)
-    if ahead:
-        raise PlanRejected(f"--now: {ahead[0]}. Plan consumer expiry as of the current time or an earlier one")
+    refuse_future_now(table, now_ms, "consumer expiry")  # apply would refuse the plan: say so now
     return plan_consumers(table, now_ms=now_ms, options=options)
 
 
@@ -248,13 +247,9 @@ def _resolve_tags(table_options, **flags):
 
 
 def _plan_tags(table, *, now_ms: int, options) -> CleanupPlan:
-    from engine.errors import PlanRejected
-    from engine.paimon.requirements import AssertNowReached
     from planner.tags import plan_tags
 
-    ahead = AssertNowReached(now_ms).problems(table)
-    if ahead:
-        raise PlanRejected(f"--now: {ahead[0]}. Plan tag expiry as of the current time or an earlier one")
+    refuse_future_now(table, now_ms, "tag expiry")  # apply would refuse the plan: say so now
     return plan_tags(table, now_ms=now_ms, options=options)
 
 
@@ -352,7 +347,21 @@ def _resolve_iceberg_expire(table_options, **flags):
 def _plan_iceberg_expire(table, *, now_ms: int, options) -> CleanupPlan:
     from planner.iceberg.expire import plan_iceberg_expire
 
+    _refuse_future_expiry(table, now_ms)
     return plan_iceberg_expire(table, now_ms=now_ms, options=options)
+
+
+def _refuse_future_expiry(table, now_ms: int) -> None:
+    """Apply refuses an expiry as of a time the clock has not reached (``AssertNowReached``: Iceberg's rule
+    would expire, as of then, snapshots that it keeps now): say so now, not at apply."""
+    from engine.errors import PlanRejected
+    from engine.paimon.requirements import AssertNowReached
+    from engine.timeutil import format_time_ms, wall_clock_ms
+
+    if AssertNowReached(now_ms).problems(table):
+        raise PlanRejected(f"--now {format_time_ms(now_ms)} is after the current time {format_time_ms(wall_clock_ms())}"
+                           ": apply would refuse the plan until then. Plan snapshot expiry as of the current time or "
+                           "an earlier one")
 
 
 def describe_iceberg_expire(plan: CleanupPlan) -> PlanDescription:
@@ -382,6 +391,7 @@ def _plan_iceberg_orphans(table, *, now_ms: int, options) -> CleanupPlan:
     from planner.iceberg.orphans import metadata_to_read, plan_iceberg_orphans
 
     options.cutoff_ms(now_ms)  # refuse a bad --older-than before listing a large table
+    refuse_future_now(table, now_ms, "orphans")  # apply would refuse the plan: say so before listing
     listed = []
     for root in [table.location, *table.external_roots()]:
         try:

@@ -44,6 +44,14 @@ def local_time(now_ms: int, zone: str) -> _dt.datetime:
     return aware.replace(tzinfo=None)
 
 
+def _duration(ms: int) -> str:
+    """``ms`` in the largest unit that holds it exactly, as a duration is written (``7 d``, ``36 h``)."""
+    for unit, size in (("d", 86_400_000), ("h", 3_600_000), ("min", 60_000), ("s", 1000)):
+        if ms % size == 0:
+            return f"{ms // size} {unit}"
+    return f"{ms} ms"
+
+
 def naive_millis(ms: int) -> _dt.datetime:
     """A ``_CREATION_TIME`` as the local date-time its writer stored (Paimon stores the local time as if
     it were UTC epoch milliseconds)."""
@@ -89,7 +97,13 @@ def plan_partitions(table: PaimonTable, *, now_ms: int, options: PartitionOption
     """Plan the drop of ``table``'s expired partitions as of ``now_ms`` (see the module docstring)."""
     paths = table.paths
     keys, types = paths.partition_keys, paths.partition_types
-    cutoff = local_time(now_ms, options.time_zone) - _dt.timedelta(milliseconds=options.expiration_ms)
+    now = local_time(now_ms, options.time_zone)
+    try:
+        cutoff = now - _dt.timedelta(milliseconds=options.expiration_ms)
+    except OverflowError as e:  # Java's LocalDateTime reaches further back; a datetime stops at the year 1
+        raise PlanRejected(f"now {now.isoformat(sep=' ', timespec='seconds')} ({options.time_zone}) minus the "
+                           f"expiration time {_duration(options.expiration_ms)} is before the year 1, the earliest "
+                           "time lakesweep handles: give a shorter expiration time or a later --now") from e
     _, latest = table.earliest_latest()
     warnings: list[str] = []
     expired: list[tuple[str, _Partition, _dt.datetime, str]] = []

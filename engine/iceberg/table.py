@@ -66,7 +66,7 @@ def load_catalog(name: str):
     try:
         # The configuration as it is now (pyiceberg reads it once, when it is first imported).
         return pyiceberg_load(name, **(Config().get_catalog_config(name) or {}))
-    except (ValueError, KeyError, OSError) as e:
+    except Exception as e:  # noqa: BLE001 - each catalog type has its own errors (SQLAlchemy's, HTTP's, boto's...)
         raise CatalogError(f"Iceberg catalog {name!r} cannot be loaded: {e}. Configure it as pyiceberg does "
                            f"(.pyiceberg.yaml, or PYICEBERG_CATALOG__{name.upper()}__URI and friends)") from e
 

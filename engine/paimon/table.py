@@ -541,9 +541,12 @@ def discover_tables(warehouse: str, fileio: FileIO | None = None) -> list[tuple[
     root = normalize_location(warehouse)
     io = fileio or fileio_for(root)
     try:
-        databases = [f for f in io.list(root) if f.is_dir and f.path.rstrip("/").endswith(".db")]
+        listed = io.list(root)
     except FileNotFoundError as e:
         raise StorageError(root, "no such warehouse directory") from e
+    if not listed:
+        check_warehouse(warehouse, io)  # a typo must not pass for a warehouse without tables
+    databases = [f for f in listed if f.is_dir and f.path.rstrip("/").endswith(".db")]
     found = []
     for db in databases:
         db_name = db.path.rstrip("/").rsplit("/", 1)[1][:-len(".db")]
@@ -551,3 +554,20 @@ def discover_tables(warehouse: str, fileio: FileIO | None = None) -> list[tuple[
             if t.is_dir and io.exists(t.path.rstrip("/") + "/schema"):
                 found.append((db_name, t.path.rstrip("/").rsplit("/", 1)[1], normalize_location(t.path)))
     return sorted(found)
+
+
+def check_warehouse(warehouse: str, fileio: FileIO | None = None) -> None:
+    """Refuse (``StorageError``) a warehouse that does not exist or is not a directory. One that lists
+    entries is one (an object store's prefix has no directory of its own to look at)."""
+    from engine.errors import StorageError
+    from engine.fileio import fileio_for, normalize_location
+
+    root = normalize_location(warehouse)
+    io = fileio or fileio_for(root)
+    if io.list(root):
+        return
+    info = io.info(root)
+    if info is None:
+        raise StorageError(root, "no such warehouse directory")
+    if not info.is_dir:
+        raise StorageError(root, "is a file, not a warehouse directory")

@@ -131,3 +131,43 @@ def test_concurrent_applies_of_the_same_plan_with_separate_journals(tmp_path):
                     deleted[r.action_id] = deleted.get(r.action_id, 0) + 1
     files = {a.action_id for a in plan.actions if a.kind.deletes and a.kind != "empty-dir"}
     assert {a for a in files if deleted.get(a) == 1} == files
+
+
+def test_an_apply_killed_before_it_started_is_reported_by_name_and_started_by_its_id(tmp_path, spark):
+    import json
+
+    from typer.testing import CliRunner
+
+    from cli.main import app
+    from engine.plan_io import read_plan
+    from tests.support import pypaimon_tables as pt
+
+    runner = CliRunner()
+    w = pt.write_append_table(str(tmp_path / "wh"))
+    plan_file = str(tmp_path / "plan.parquet")
+    r = runner.invoke(app, ["plan", "expire", w.path, "--out", plan_file, "--retain-min", "1", "--time-retained", "0 s"])
+    assert r.exit_code == 0, r.output
+    plan = read_plan(plan_file)
+    pid = plan.plan_id
+    before = all_files(w.path)
+    journal = str(tmp_path / "j.duckdb")
+    env = dict(os.environ, LAKESWEEP_TEST_CRASH="before-start:1", PYTHONPATH=REPO)
+    proc = subprocess.run([sys.executable, "-m", "cli", "apply", plan_file, "--journal", journal, "--master", "local[1]"],
+                          env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == -signal.SIGKILL, proc.stderr[-2000:]  # the plan is recorded; the apply never started
+    assert all_files(w.path) == before
+
+    r = runner.invoke(app, ["resume", "--journal", journal])
+    assert r.exit_code == 0, r.output
+    assert r.stdout == (f"Not started: plan {pid} (expire of {w.path}) was recorded, but its apply never started; "
+                        f"nothing was deleted. Start it with: lakesweep resume {pid}\n")
+    r = runner.invoke(app, ["resume", "--journal", journal, "-o", "json"])
+    assert r.exit_code == 0, r.output
+    assert [(x["plan_id"], x["state"], x["apply_id"]) for x in json.loads(r.stdout)] == [(pid, "NOT_STARTED", None)]
+    assert all_files(w.path) == before
+
+    with DuckDBRecorder(journal) as rec:
+        [report] = resume(rec, pid, spark=spark)
+        assert report.state == "COMPLETED" and report.resumed
+        assert report.counts["DELETED"] == sum(a.kind.deletes for a in plan.actions) > 0
+        assert resume(rec) == []  # applied: nothing is left to start or finish

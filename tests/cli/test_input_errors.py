@@ -221,6 +221,25 @@ def test_out_of_range_values_are_refused_before_the_plan_is_written(table, tmp_p
     assert not out.exists()
 
 
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--expiration-time", "99999999 d", "--now", "2024-01-01T00:00:00Z"],
+         "error: now 2024-01-01 00:00:00 (UTC) minus the expiration time 99999999 d is before the year 1, the "
+         "earliest time lakesweep handles: give a shorter expiration time or a later --now"),
+        (["--expiration-time", "1 d", "--now", "0001-01-01T00:00:00Z"],
+         "error: now 0001-01-01 00:00:00 (UTC) minus the expiration time 1 d is before the year 1, the "
+         "earliest time lakesweep handles: give a shorter expiration time or a later --now"),
+    ],
+)
+def test_a_partition_cutoff_before_the_year_1_is_refused(table, tmp_path, args, message):
+    out = tmp_path / "p.parquet"
+    r = run("plan", "partitions", table.path, "--out", out, "--time-zone", "UTC", *args)
+    assert r.exit_code == 1, r.output
+    assert one_error_line(r.stderr) == message
+    assert not out.exists()
+
+
 def test_the_largest_time_lakesweep_handles_plans_and_shows(table, tmp_path):
     out = tmp_path / "p.parquet"
     r = run("plan", "expire", table.path, "--out", out, "--now", "253402300799999", "--output", "json")
@@ -237,6 +256,23 @@ def test_unsupported_table_locations_exit_1_naming_the_location(location, tmp_pa
         line = one_error_line(r.stderr)
         assert line.startswith("error: ") and location in line
     assert not (tmp_path / "p.parquet").exists()
+
+
+@pytest.mark.parametrize("spark_args, message", [
+    (["--master", "bogus[*]"],
+     "error: 'bogus[*]' is not a Spark master URL: use local[*], local[N], spark://host:7077, yarn or "
+     "k8s://https://host:port. Nothing was listed and no plan was written."),
+    (["--master", "local[1]", "--conf", "spark.driver.memory=lots"],
+     "error: Spark could not start with master 'local[1]': [JAVA_GATEWAY_EXITED] Java gateway process exited before "
+     "sending its port number. Check --master and --conf; nothing was listed and no plan was written."),
+])
+def test_plan_orphans_on_a_spark_that_cannot_start_is_refused(table, tmp_path, spark_args, message):
+    out = tmp_path / "p.parquet"
+    r = lakesweep("plan", "orphans", table.path, "--out", out, "--spark", *spark_args)
+    assert r.returncode == 1, r.stderr
+    assert r.stderr.splitlines()[-1] == message  # (the JVM may say why it exited before)
+    assert "Traceback" not in r.stderr and "internal error" not in r.stderr
+    assert not out.exists()
 
 
 # -- metadata, branches and options, as the command reports them ----------------------------------
@@ -322,6 +358,17 @@ def test_a_journal_that_does_not_exist_is_refused_not_created(tmp_path, command)
     assert one_error_line(r.stderr) == f"error: journal {journal} does not exist (nothing has been applied with it yet)"
     assert not journal.exists()
     assert not (tmp_path / "x.parquet").exists()
+
+
+def test_resume_over_a_journal_without_lakesweeps_tables_finds_nothing_to_resume(tmp_path):
+    import duckdb
+
+    journal = tmp_path / "j.duckdb"
+    duckdb.connect(str(journal)).close()  # a kill while the journal was created: the file, no tables
+    r = run("resume", "--journal", journal)
+    assert r.exit_code == 0, r.output
+    assert r.stdout == "Nothing to resume: every apply in the journal has finished.\n"
+    assert r.stderr == ""
 
 
 def test_a_journal_under_a_regular_file_is_one_clear_error(plan_file, tmp_path):

@@ -80,3 +80,39 @@ def test_verify_an_iceberg_table_finds_a_missing_data_file(lake):
     assert r.exit_code == 1
     [problem] = json.loads(r.stdout)["problems"]
     assert problem["path"] == victim and problem["kind"] == "missing" and problem["needed_by"].startswith("snapshot ")
+
+
+@pytest.mark.parametrize("command", [["plan", "expire", "ns.t", "--out", "OUT"], ["maintain", "--journal", "J"]])
+def test_a_sql_catalog_whose_database_cannot_be_opened_is_refused(tmp_path, monkeypatch, command):
+    # The catalog's SQLite "file" is a directory: SQLAlchemy cannot open it.
+    for key, value in {"URI": f"sqlite:///{tmp_path}", "WAREHOUSE": f"file://{tmp_path}/wh", "TYPE": "sql"}.items():
+        monkeypatch.setenv(f"PYICEBERG_CATALOG__BROKEN__{key}", value)
+    args = [str(tmp_path / "p.parquet") if a == "OUT" else str(tmp_path / "j.duckdb") if a == "J" else a
+            for a in command]
+    r = CliRunner().invoke(app, [*args, "--catalog", "broken"])
+    assert r.exit_code == 1, r.output
+    [line] = r.stderr.splitlines()
+    assert line.startswith("error: Iceberg catalog 'broken' cannot be loaded: (sqlite3.OperationalError) unable to "
+                           "open database file "), line
+    assert line.endswith("Configure it as pyiceberg does (.pyiceberg.yaml, or PYICEBERG_CATALOG__BROKEN__URI and "
+                         "friends)"), line
+    assert not os.path.exists(tmp_path / "p.parquet")
+
+
+@pytest.mark.parametrize("kind, message", [
+    ("expire", r"error: --now 2099-01-01T00:00:00\+00:00 is after the current time \S+: apply would refuse the plan "
+               r"until then\. Plan snapshot expiry as of the current time or an earlier one"),
+    ("orphans", r"error: --now: the plan was made as of 2099-01-01T00:00:00\+00:00, after the current time \S+: files "
+                r"it found older than its --older-than may be younger, and a writer may not have committed them yet\. "
+                r"Plan orphans as of the current time or an earlier one"),
+])
+def test_a_plan_as_of_a_future_now_is_refused_at_once(lake, out, kind, message):
+    import re
+
+    write_history(lake, appends=2, churn=False)
+    r = CliRunner().invoke(app, ["plan", kind, "ns.t", "--catalog", CATALOG, "--now", "2099-01-01T00:00:00Z",
+                                 "--out", out])
+    assert r.exit_code == 1, r.output
+    [line] = r.stderr.splitlines()
+    assert re.fullmatch(message, line), line
+    assert not os.path.exists(out)

@@ -199,3 +199,112 @@ def test_a_paimon_warehouse_gets_expire_orphans_and_partitions(tmp_path):
     assert [r["operation"] for r in rows] == ["expire", "orphans", "partitions"]
     assert rows[-1]["message"] == "partition.expiration-time is not set"
     assert rows[0]["table"] == f"paimon:{w.path}" and report.failed == 0
+
+
+def test_a_table_whose_plan_cannot_be_written_is_journaled_failed_and_the_run_goes_on(lake, tmp_path):
+    for name in ("ns.a", "ns.b", "ns.c"):
+        write_history(lake, name, appends=3, churn=False)
+    run, rec = maintain(tmp_path, operations=("expire", "rewrite-manifests"))
+    a, b, c = discover(catalog=CATALOG, warehouse=None)
+    blocked = run.plan_file(b, "expire", cycle=1)
+    os.makedirs(blocked)  # the plan of ns.b cannot be written there
+    with rec:
+        report = run.run()
+        rows = list_maintenance(rec)
+    assert [(r["table"], r["operation"], r["outcome"]) for r in rows] == [
+        (a.label, "expire", "applied"), (a.label, "rewrite-manifests", "applied"),
+        (b.label, "expire", "failed"), (b.label, "rewrite-manifests", "applied"),
+        (c.label, "expire", "applied"), (c.label, "rewrite-manifests", "applied")]
+    failed = rows[2]
+    assert failed["message"].startswith(f"writing the plan failed: {blocked}: ")
+    assert failed["plan_id"] is not None and failed["plan_file"] is None
+    assert report.failed == 1
+    assert len(lake.table("ns.b").metadata.snapshots) == 4  # not expired; its manifests were rewritten
+
+
+def test_a_table_with_a_230_character_name_is_maintained(lake, tmp_path):
+    long = "t" * 230
+    write_history(lake, f"ns.{long}", appends=3, churn=False)
+    write_history(lake, "ns.items", appends=3, churn=False)
+    run, rec = maintain(tmp_path, operations=("expire",))
+    with rec:
+        report = run.run()
+        rows = list_maintenance(rec)
+    assert [(r["table"], r["outcome"]) for r in rows] == [(f"iceberg:{CATALOG}/ns.items", "applied"),
+                                                          (f"iceberg:{CATALOG}/ns.{long}", "applied")]
+    assert report.failed == 0
+    assert len(os.path.basename(rows[1]["plan_file"])) < 255
+
+
+def test_two_tables_whose_names_read_alike_get_their_own_plan_files(lake, tmp_path):
+    from engine.plan_io import read_plan
+
+    write_history(lake, "ns.t x", appends=3, churn=False)
+    write_history(lake, "ns.t_x", appends=3, churn=False)
+    run, rec = maintain(tmp_path, operations=("expire",), dry_run=True)
+    with rec:
+        run.run()
+        rows = list_maintenance(rec)
+    assert [r["table"] for r in rows] == [f"iceberg:{CATALOG}/ns.t x", f"iceberg:{CATALOG}/ns.t_x"]
+    assert rows[0]["plan_file"] != rows[1]["plan_file"]
+    for row in rows:
+        plan = read_plan(row["plan_file"])
+        assert plan.plan_id == row["plan_id"]
+        assert plan.table_location == lake.table(row["table"].split("/", 1)[1]).metadata.location.removeprefix("file://")
+
+
+def invoke_maintain(*args):
+    return CliRunner().invoke(app, ["maintain", *map(str, args)])
+
+
+def test_a_plans_dir_that_is_a_file_is_refused_before_anything_runs(tables, tmp_path):
+    plans = tmp_path / "plans"
+    plans.write_text("not a directory")
+    journal = tmp_path / "j.duckdb"
+    for given, blocker in ((plans, plans), (plans / "sub", plans)):
+        r = invoke_maintain("--catalog", CATALOG, "--journal", journal, "--plans-dir", given, "--operations", "expire")
+        assert r.exit_code == 1, r.output
+        assert r.stderr == (f"error: cannot write plans under --plans-dir {given}: {blocker} is not a directory; give a "
+                            "directory for the plans\n")
+    assert not journal.exists()
+    assert len(tables.table("ns.orders").metadata.snapshots) == 12
+
+
+def test_a_warehouse_that_does_not_exist_is_refused(tmp_path):
+    missing = tmp_path / "no-such-warehouse"
+    r = invoke_maintain("--warehouse", missing, "--journal", tmp_path / "j.duckdb")
+    assert r.exit_code == 1, r.output
+    assert r.stderr == f"error: {missing}: no such warehouse directory\n"
+    assert "operation(s) done" not in r.stdout
+
+
+def test_min_input_files_below_two_is_refused_up_front(tables, tmp_path):
+    r = invoke_maintain("--catalog", CATALOG, "--journal", tmp_path / "j.duckdb", "--min-input-files", "1")
+    assert r.exit_code == 1, r.output
+    assert r.stderr == "error: --min-input-files must be at least 2, got 1\n"
+    assert not (tmp_path / "j.duckdb").exists()
+
+
+def as_format_v3(lake, ident) -> None:
+    """The table's current metadata says format version 3 (which pyiceberg reads but cannot write)."""
+    location = lake.table(ident).metadata_location.removeprefix("file://")
+    with open(location) as f:
+        doc = json.load(f)
+    doc.update({"format-version": 3, "next-row-id": 0})
+    with open(location, "w") as f:
+        json.dump(doc, f)
+
+
+def test_an_internal_error_on_one_table_is_journaled_as_its_result_and_the_run_goes_on(lake, tmp_path):
+    write_history(lake, "ns.a", appends=3, churn=False)
+    write_history(lake, "ns.b", appends=3, churn=False)
+    as_format_v3(lake, "ns.a")
+    run, rec = maintain(tmp_path, operations=("expire",))
+    with rec:
+        report = run.run()
+        rows = list_maintenance(rec)
+    assert [(r["table"], r["outcome"]) for r in rows] == [(f"iceberg:{CATALOG}/ns.a", "failed"),
+                                                          (f"iceberg:{CATALOG}/ns.b", "applied")]
+    assert rows[0]["message"].startswith("apply failed: internal error: NotImplementedError: Writing V3 is not yet "
+                                         "supported")
+    assert rows[0]["plan_file"] is not None and report.failed == 1

@@ -88,3 +88,23 @@ def test_recorded_tables_lists_each_table_once(journal):
         r.record_plan(make_plan(now_ms=2), recorded_ms=6)
         r.record_plan(make_plan(table="/other"), recorded_ms=7)
     assert recorded_tables(journal) == ["/other", "/t"]
+
+
+def _journal_without_tables(path) -> None:
+    """What a kill while the journal is created leaves: a DuckDB file, none of lakesweep's tables."""
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    duckdb.connect(path).close()
+
+
+def test_a_journal_without_lakesweeps_tables_is_read_as_empty(journal, tmp_path):
+    import pyarrow.parquet as pq
+
+    from journal.audit import recorded_tables
+
+    _journal_without_tables(journal)
+    assert recorded_tables(journal) == []
+    out = str(tmp_path / "audit.parquet")
+    assert export_files(journal, out) == 0
+    assert pq.read_table(out).num_rows == 0
+    with DuckDBRecorder(journal) as r:  # the first writer creates the tables
+        assert r.plan_ids() == [] and r.events() == []
