@@ -92,9 +92,10 @@ class IcebergCommitter:
 
     def _check_compaction(self, table, actions: Sequence[Action]) -> None:
         """Every commit action names an input of its bin, and every input of a bin is named: what is
-        replaced is exactly what the bin merges."""
+        replaced is exactly what the bin merges. Each bin's partition, inputs and deletes are the live
+        table's (``compaction.check_bins``)."""
         from engine.iceberg.compact_apply import bins_from_scope
-        from engine.iceberg.compaction import resolve_location
+        from engine.iceberg.compaction import check_bins, resolve_location
 
         bins = bins_from_scope(self.plan.scope)
         named: dict[int, set[str]] = {}
@@ -105,6 +106,9 @@ class IcebergCommitter:
             if b is None or paths != {f.path for f in b.inputs}:
                 raise PlanRejected(f"the plan's compact-replace actions of bin {group} are not the inputs its scope "
                                    f"lists; the plan is refused")
+        seq = self.plan.scope.get("sequence_number")
+        check_bins(table, [bins[g] for g in sorted(named) if g in bins],
+                   sequence_number=seq if isinstance(seq, int) else None)
 
     def _check_expiry(self, table, actions: Sequence[Action]) -> None:
         scope = self.plan.scope

@@ -48,8 +48,11 @@ The rules, and where they come from:
   delete manifest is dropped when each of its live delete files applies (by the rules above) to at
   least one data file and only to data files that a bin compacts; otherwise it is carried over. A
   manifest with no live entry is carried over. Carrying a delete over is always safe: the merged files
-  no longer have the old paths, and they must be committed with a data sequence number above every
-  existing delete's (a new snapshot's, by inheritance), so no delete applies to them twice.
+  no longer have the old paths, and they are committed with the data sequence number of the snapshot the
+  plan compacted, which no delete the merge saw is strictly above, so no equality delete applies to them
+  twice (a later one still applies, as Iceberg's ``use-starting-sequence-number`` intends).
+* **At apply** (``check_bins``): the bins the plan stores are checked against the live table's entries
+  before anything is merged, so an edited plan cannot re-file rows or forge deletes.
 
 Reading: the manifest list and manifests are read through pyiceberg with the view's ``io`` (the view's
 own ``FileRef`` lacks record counts, sequence numbers and partition records); the position delete files
@@ -60,6 +63,7 @@ manifest is carried over unread). Anything that cannot be read raises with its p
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import struct
 from dataclasses import dataclass
@@ -308,16 +312,15 @@ def plan_bins(table_view, *, target_bytes: int, min_input_files: int, apply_dele
 
     def targets(d: _Entry) -> list[_Entry]:
         """The live data files ``d`` applies to (Iceberg spec, "Scan Planning")."""
+        named = None
         if d.content == _POSITION_DELETES:
             if (d.spec_id, d.key) not in binned:
                 return []  # read only where a bin may need it; its manifest is carried over either way
             if d.file.path not in references:
                 references[d.file.path] = _referenced_paths(table_view, d.file)
             named = references[d.file.path]
-            return [f for f in by_partition.get((d.spec_id, d.key), ())
-                    if f.file.path in named and f.file.sequence_number <= d.file.sequence_number]
-        scope = data if specs[d.spec_id].is_unpartitioned() else by_partition.get((d.spec_id, d.key), ())
-        return [f for f in scope if f.file.sequence_number < d.file.sequence_number]
+        scope = data if _global(d, specs) else by_partition.get((d.spec_id, d.key), ())
+        return [f for f in scope if _applies(d, f, specs, named)]
 
     applies_to = {d.file.path: {f.file.path for f in targets(d)} for d in deletes}
     compacted = {f.file.path for _, members in packed for f in members}
@@ -342,6 +345,79 @@ def plan_bins(table_view, *, target_bytes: int, min_input_files: int, apply_dele
         live = [d for d in deletes if d.manifest == path]
         fates.append(DeleteManifestFate(path, len(live), bool(live) and all(consumed(d) for d in live)))
     return CompactionScope(*head, bins=tuple(bins), delete_manifests=tuple(fates), skipped=None, **base, **counts)
+
+
+def _global(d: _Entry, specs) -> bool:
+    """An equality delete of an unpartitioned spec applies to every partition."""
+    return d.content == _EQUALITY_DELETES and specs[d.spec_id].is_unpartitioned()
+
+
+def _applies(d: _Entry, f: _Entry, specs, named: frozenset[str] | None) -> bool:
+    """Whether delete ``d`` applies to data file ``f`` (Iceberg spec, "Scan Planning"); ``named``: the data
+    files a position delete names."""
+    if d.content == _POSITION_DELETES:
+        return ((d.spec_id, d.key) == (f.spec_id, f.key) and f.file.path in (named or ())
+                and f.file.sequence_number <= d.file.sequence_number)
+    return (_global(d, specs) or (d.spec_id, d.key) == (f.spec_id, f.key)) \
+        and f.file.sequence_number < d.file.sequence_number
+
+
+def check_bins(table_view, bins: Sequence[CompactionBin], *, sequence_number: int | None) -> None:
+    """Refuse (``PlanRejected``) bins whose stored facts are not what the live table says of their inputs,
+    whatever the plan file says: each input still live must be the entry the plan names (location, data and
+    file sequence numbers, record count), of the bin's spec, partition values, partition path and identity
+    values; and the bin's deletes must be exactly the live deletes, up to the plan snapshot's
+    ``sequence_number``, that apply to one of its live inputs, each with its live content, sequence number
+    and equality ids. A delete committed since is no reason to refuse: the commit leaves such a bin out.
+
+    An edited plan could otherwise file rows under another partition, or delete rows through a forged
+    "delete" (a bin's own input given as an equality delete)."""
+    current = table_view.current_snapshot_id
+    snapshot = table_view.snapshots.get(current) if current is not None else None
+    if snapshot is None or not bins:
+        return
+    metadata = table_view.metadata
+    specs, schema = metadata.specs(), metadata.schema()
+    manifests = _manifest_files(table_view, snapshot)
+    data: dict[str, _Entry] = {}
+    deletes: list[_Entry] = []
+    for m in manifests:
+        for e in _entries(table_view, m, specs, schema):
+            if int(m.content) == 0:
+                data[e.file.path] = e
+            elif sequence_number is None or e.file.sequence_number <= sequence_number:
+                deletes.append(e)
+    live_deletes = {d.file.path: d for d in deletes}
+    references: dict[str, frozenset[str]] = {}
+    for b in bins:
+        key = _partition_key(tuple(b.partition_values))
+        live = []
+        for f in b.inputs:
+            e = data.get(f.path)
+            if e is None:
+                continue  # no longer live: the commit leaves the bin out
+            if (e.file != f or e.spec_id != b.spec_id or e.key != key or _partition_path(specs, schema, e) != b.partition
+                    or _identity_values(specs[e.spec_id], e) != tuple(tuple(x) for x in b.identity_values)):
+                raise PlanRejected(f"bin {b.index}: input {f.path} is not what the live table says of it (its entry, "
+                                   f"spec {e.spec_id}, partition {_partition_path(specs, schema, e)!r}); the plan "
+                                   f"is refused")
+            live.append(e)
+        applying = set()
+        for d in deletes:
+            named = None
+            if d.content == _POSITION_DELETES and any((d.spec_id, d.key) == (e.spec_id, e.key) for e in live):
+                if d.file.path not in references:
+                    references[d.file.path] = _referenced_paths(table_view, d.file)
+                named = references[d.file.path]
+            if any(_applies(d, e, specs, named) for e in live):
+                applying.add(d.file.path)
+        stored = {d.path: d for d in (*b.position_deletes, *b.equality_deletes)}
+        forged = sorted(p for p, d in stored.items() if p not in live_deletes
+                        or _delete_ref(live_deletes[p]) != dataclasses.replace(d, manifest=live_deletes[p].manifest))
+        if forged or (live and set(stored) != applying):
+            what = forged[0] if forged else sorted(set(stored) ^ applying)[0]
+            raise PlanRejected(f"bin {b.index}: its deletes are not those the live table applies to its inputs "
+                               f"({what}); the plan is refused")
 
 
 def _manifest_files(view, snapshot) -> list:
