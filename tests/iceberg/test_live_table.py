@@ -1,4 +1,4 @@
-"""Maintenance while the table is being written: a writer process appends one row every 0.5 to 1 s through
+"""Maintenance while the table is being written: a writer process appends one row every 0.5 to 0.8 s through
 pyiceberg's SQL catalog while ``lakesweep plan`` and ``lakesweep apply`` run as whole processes on local
 Spark. Each operation must exit 0, keep every row the writer committed readable, pass ``verify``, and leave
 a snapshot log in which every snapshot reads the rows it read before (or, for one committed since, its
@@ -47,7 +47,7 @@ class Writer:
         warehouse = os.environ[f"PYICEBERG_CATALOG__{CATALOG.upper()}__WAREHOUSE"]
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "tests.support.iceberg_writer", CATALOG, uri, warehouse, "ns.t", str(WRITER_START),
-             str(self.log), str(self.stop_file), "0.5", "1.0"],
+             str(self.log), str(self.stop_file), "0.5", "0.8"],
             env=dict(os.environ, PYTHONPATH=REPO), stderr=subprocess.PIPE, text=True)
 
     def written(self) -> list[int]:
