@@ -232,6 +232,7 @@ class _Apply:
             tally = Tally(outcomes)
             committed: list = []
             self.progress.phase_started(spec.name, len(actions), sum(a.size or 0 for a in actions))
+            n_actions = len(actions)  # the phase's actions, those skipped on the live table included
             actions = self._skip(runner, actions, skipped, tally)
             if spec.mode == PhaseMode.COMMIT:
                 committed = self._commit(runner, number, actions, tally, live)
@@ -243,7 +244,7 @@ class _Apply:
             self.done |= tally.done
             if tally.first_held is not None and self.first_held is None:
                 self.first_held = f"{tally.first_held[0].kind} {tally.first_held[0].path}: {tally.first_held[1]}"
-            summary = tally.summary(spec.name, len(actions))
+            summary = tally.summary(spec.name, n_actions)
             report.phases.append(summary)
             if dry_run:
                 continue

@@ -178,3 +178,23 @@ def test_a_commit_the_catalog_refuses_leaves_no_written_manifest_behind(lake, mo
         IcebergCommitter(p, sleep=lambda s: None).commit(view, list(p.actions), "c")
     monkeypatch.undo()
     assert files_on_disk(lake.table()) == before and all(os.path.exists(f) for f in before)
+
+
+def test_on_the_command_line_a_plan_the_live_table_left_nothing_of_exits_1_and_says_why(lake, tmp_path):
+    from typer.testing import CliRunner
+
+    from cli.main import app
+    from engine.plan_io import write_plan
+
+    write_history(lake, appends=6, churn=False)
+    p = plan(lake.view())
+    plan_file = str(tmp_path / "p.parquet")
+    write_plan(p, plan_file)
+    apply(plan(lake.view(), min_manifests=2), tmp_path / "other")  # another rewrite replaced every manifest
+    r = CliRunner().invoke(app, ["apply", plan_file, "--journal", str(tmp_path / "j.duckdb"), "--master", "local[1]"],
+                           env={"COLUMNS": "80"})
+    assert r.exit_code == 1, r.output
+    assert ("nothing was done: the live table has made every action of the plan unsafe. First: rewrite-manifest "
+            in " ".join(r.output.split()))
+    assert "is no longer in the current snapshot" in " ".join(r.output.split())
+    assert f"lakesweep journal files --plan {p.plan_id}" in " ".join(r.output.split())
