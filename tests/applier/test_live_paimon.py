@@ -18,6 +18,7 @@ import pytest
 
 from tests.applier.conftest import REPO
 from tests.support import pypaimon_tables as pt
+from tests.support.streaming_writer import WriterProcess
 
 pytest.importorskip("pypaimon")
 
@@ -30,31 +31,6 @@ TODAY = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d")  # a p
 def cli(*args) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "cli", *args], env=dict(os.environ, PYTHONPATH=REPO),
                           capture_output=True, text=True, timeout=600)
-
-
-class Writer:
-    def __init__(self, warehouse, tmp_path):
-        self.log, self.stop_file = tmp_path / "written.txt", tmp_path / "stop"
-        self.log.touch()
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "tests.support.paimon_writer", str(warehouse), "db.append_t", TODAY,
-             str(WRITER_START), str(self.log), str(self.stop_file), "0.2", "0.5"],
-            env=dict(os.environ, PYTHONPATH=REPO), stderr=subprocess.PIPE, text=True)
-
-    def written(self) -> list[int]:
-        return [int(line) for line in self.log.read_text().split()]
-
-    def wait_for(self, n: int, timeout: float = 30) -> None:
-        deadline = time.time() + timeout
-        while len(self.written()) < n:
-            assert self.proc.poll() is None, self.proc.stderr.read()
-            assert time.time() < deadline, f"the writer committed {len(self.written())} rows, not {n}"
-            time.sleep(0.1)
-
-    def stop(self) -> None:
-        self.stop_file.touch()
-        _, err = self.proc.communicate(timeout=60)
-        assert self.proc.returncode == 0, err
 
 
 def read_ids(warehouse) -> set[int]:
@@ -72,7 +48,8 @@ def test_every_paimon_operation_applies_on_a_table_being_written(tmp_path):
     os.utime(os.path.join(t.path, "consumer", "consumer-c1"), (time.time() - 86400,) * 2)
     stray = os.path.join(t.path, f"dt={TODAY}", "bucket-0", "data-left-behind.parquet")
     journal = str(tmp_path / "j.duckdb")
-    w = Writer(warehouse, tmp_path)
+    w = WriterProcess(["paimon", str(warehouse), "db.append_t", TODAY], tmp_path, start=WRITER_START,
+                      pause_s=(0.2, 0.5), repo=REPO)
     try:
         w.wait_for(1)
         os.makedirs(os.path.dirname(stray), exist_ok=True)

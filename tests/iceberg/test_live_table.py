@@ -22,6 +22,7 @@ from journal.audit import list_maintenance
 from journal.duckdb_store import DuckDBRecorder
 from tests.applier.conftest import REPO
 from tests.iceberg.conftest import CATALOG, SCHEMA
+from tests.support.streaming_writer import WriterProcess
 
 pytest.importorskip("pyiceberg")
 
@@ -37,39 +38,17 @@ def cli(*args, timeout=600) -> subprocess.CompletedProcess:
                           timeout=timeout)
 
 
-class Writer:
-    """The writer process (``tests.support.iceberg_writer``) and the ids it has committed so far."""
-
-    def __init__(self, lake, tmp_path):
-        self.log, self.stop_file = tmp_path / "written.txt", tmp_path / "stop"
-        self.log.touch()
-        uri = os.environ[f"PYICEBERG_CATALOG__{CATALOG.upper()}__URI"]
-        warehouse = os.environ[f"PYICEBERG_CATALOG__{CATALOG.upper()}__WAREHOUSE"]
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "tests.support.iceberg_writer", CATALOG, uri, warehouse, "ns.t", str(WRITER_START),
-             str(self.log), str(self.stop_file), "0.5", "0.8"],
-            env=dict(os.environ, PYTHONPATH=REPO), stderr=subprocess.PIPE, text=True)
-
-    def written(self) -> list[int]:
-        return [int(line) for line in self.log.read_text().split()]
-
-    def wait_for(self, n: int, timeout: float = 30) -> None:
-        """Until the writer has committed ``n`` rows."""
-        deadline = time.time() + timeout
-        while len(self.written()) < n:
-            assert self.proc.poll() is None, self.proc.stderr.read()
-            assert time.time() < deadline, f"the writer committed {len(self.written())} rows, not {n}"
-            time.sleep(0.1)
-
-    def stop(self) -> None:
-        self.stop_file.touch()
-        _, err = self.proc.communicate(timeout=60)
-        assert self.proc.returncode == 0, err
+def start_writer(lake, tmp_path) -> WriterProcess:
+    """A writer appending ``(id, 'us')`` rows to ``ns.t`` every 0.5 to 0.8 s through the test's catalog."""
+    uri = os.environ[f"PYICEBERG_CATALOG__{CATALOG.upper()}__URI"]
+    warehouse = os.environ[f"PYICEBERG_CATALOG__{CATALOG.upper()}__WAREHOUSE"]
+    return WriterProcess(["iceberg", CATALOG, uri, warehouse, "ns.t"], tmp_path, start=WRITER_START,
+                         pause_s=(0.5, 0.8), repo=REPO)
 
 
 @contextlib.contextmanager
 def writing(lake, tmp_path):
-    w = Writer(lake, tmp_path)
+    w = start_writer(lake, tmp_path)
     try:
         w.wait_for(1)
         yield w
@@ -112,7 +91,7 @@ def check_history(table, before: dict, written: list[int]) -> None:
     assert head == collections.Counter({(i, "us"): 1 for i in [*range(INITIAL), *written]})
 
 
-def plan_and_apply(lake, tmp_path, w: Writer, kind: str, *flags) -> dict:
+def plan_and_apply(lake, tmp_path, w: WriterProcess, kind: str, *flags) -> dict:
     """``lakesweep plan KIND`` and ``lakesweep apply`` with the writer committing before, between and during
     them; the apply's JSON report. Asserts that commits landed between plan and apply and during apply."""
     plan_file = str(tmp_path / f"{kind}.parquet")
