@@ -34,6 +34,17 @@ class PaimonFormat:
         from applier.preconditions import verify_table
 
         verify_table(plan, table)
+        self.check_neighbours(plan, table)
+
+    def check_neighbours(self, plan, table) -> None:
+        """An orphans plan: refuse (``SharedStorage``) when another table of the warehouse, or one found under
+        the table's roots, read now, stores files in the table's roots (the plan file is not trusted)."""
+        from engine.neighbours import refuse_shared_storage
+        from engine.paimon.neighbours import paimon_neighbours, table_roots
+
+        if plan.kind == "orphans":
+            refuse_shared_storage(f"Paimon table {table.location}", table_roots(table.location, table.options),
+                                  paimon_neighbours(table), outcome="Nothing was deleted")
 
     def verify_paths(self, plan, table) -> list[str]:
         from applier.preconditions import verify_paths
@@ -120,6 +131,17 @@ class IcebergFormat:
             # read from the live table whatever the plan's requirements say (a header can be edited)
             raise PlanRejected(f"Iceberg table {table.identifier} has gc.enabled=false: deleting its files may "
                                f"corrupt other tables, so nothing is deleted")
+        self.check_neighbours(plan, table)
+
+    def check_neighbours(self, plan, table) -> None:
+        """An orphans plan: refuse (``SharedStorage``) when another table of the catalog, read now, stores
+        files in the table's roots, whenever it appeared (the plan cannot tell: its file is not trusted)."""
+        from engine.iceberg.neighbours import catalog_neighbours, table_roots
+        from engine.neighbours import refuse_shared_storage
+
+        if plan.kind == "orphans":
+            refuse_shared_storage(f"Iceberg table {table.identifier}", table_roots(table), catalog_neighbours(table),
+                                  outcome="Nothing was deleted")
 
     def verify_paths(self, plan, table) -> list[str]:
         from engine.iceberg.kinds import PLAN_KIND_OF
@@ -227,7 +249,25 @@ class IcebergFormat:
                 else verify_iceberg(live, only=())
             return report, report.referenced
         touched = {targets[a.action_id] for a in plan.actions if a.verb.deletes}
-        return verify_iceberg(live, only=touched), touched
+        return self.verify_neighbours(plan, live, verify_iceberg(live, only=touched), touched), touched
+
+    def verify_neighbours(self, plan, live, report, touched):
+        """``report`` with the problems of every other table of the catalog that needs a file an orphans
+        plan deleted: the gate checked roots, not every file another table may name."""
+        import dataclasses
+
+        from engine.iceberg.neighbours import neighbour_views
+        from engine.iceberg.verify import verify_iceberg
+
+        if plan.kind != "orphans":
+            return report
+        problems = list(report.problems)
+        views = neighbour_views(live)
+        for view in views:
+            for p in verify_iceberg(view, only=touched).problems:
+                problems.append(dataclasses.replace(p, needed_by=f"Iceberg table {view.identifier}: {p.needed_by}"))
+        return dataclasses.replace(report, problems=tuple(problems),
+                                   notes=(*report.notes, f"checked against {len(views)} other table(s) of the catalog"))
 
 
 _FORMATS = {"paimon": PaimonFormat(), "iceberg": IcebergFormat()}

@@ -78,6 +78,16 @@ class StalePlan(PlanRejected):
     """The live table changed since the plan was made in a way that makes the plan unsafe."""
 
 
+class SharedStorage(PlanRejected):
+    """Another table stores files where this table's orphan cleaning lists: its location, a write path or
+    its metadata lies in, contains or equals one of this table's roots. Its files would look unused, so
+    nothing is planned or deleted. ``neighbour`` names the other table."""
+
+    def __init__(self, neighbour: str, message: str):
+        self.neighbour = neighbour
+        super().__init__(message)
+
+
 class PlannerInvariantViolated(LakesweepError):
     """The planner's own safety check found a planned path that is still reachable. This is a bug."""
 

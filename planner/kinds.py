@@ -110,6 +110,7 @@ def _plan_orphans(table, *, now_ms: int, options) -> CleanupPlan:
     """List first, then plan: the listing is made (or the inventory was) before anything says which files
     are used (#3074)."""
     from engine.listing import InventoryScan
+    from engine.paimon.neighbours import paimon_neighbours
     from engine.paimon.orphans import list_orphan_candidates
     from engine.paimon.paths import external_roots
     from planner.orphans import plan_orphans
@@ -117,15 +118,20 @@ def _plan_orphans(table, *, now_ms: int, options) -> CleanupPlan:
     options.threshold_ms(now_ms)  # refuse a bad --older-than before listing a large table
     refuse_future_now(table, now_ms, "orphans")  # apply would refuse the plan: say so before listing
     roots = [table.location, *external_roots(table.options)]
+    # the other tables of the warehouse, read here (the planner reads nothing); an inventory or another
+    # lister's listing is checked path by path for tables under the roots, the store is listed for them
     if options.inventory:
         scan = InventoryScan(options.inventory, roots=roots)
-        return plan_orphans(table, scan.files(), now_ms=now_ms, options=options, source=scan.source)
+        return plan_orphans(table, scan.files(), now_ms=now_ms, options=options, source=scan.source,
+                            neighbours=paimon_neighbours(table, scan=False))
     if options.lister is not None:
         listed, source = options.lister(table)
         scan = InventoryScan([listed], roots=roots)
-        return plan_orphans(table, scan.files(), now_ms=now_ms, options=options, source=dict(source))
+        return plan_orphans(table, scan.files(), now_ms=now_ms, options=options, source=dict(source),
+                            neighbours=paimon_neighbours(table, scan=False))
     listing = list_orphan_candidates(table)
-    return plan_orphans(table, listing, now_ms=now_ms, options=options, source={"from": "store"})
+    return plan_orphans(table, listing, now_ms=now_ms, options=options, source={"from": "store"},
+                        neighbours=paimon_neighbours(table))
 
 
 def describe_orphans(plan: CleanupPlan) -> PlanDescription:
@@ -387,6 +393,7 @@ def _resolve_iceberg_orphans(table_options, **flags):
 def _plan_iceberg_orphans(table, *, now_ms: int, options) -> CleanupPlan:
     """List first, then plan: what the metadata names is read after the listing, so a file committed
     while listing is seen as used."""
+    from engine.iceberg.neighbours import catalog_neighbours
     from engine.iceberg.table import metadata_table_uuid
     from planner.iceberg.orphans import metadata_to_read, plan_iceberg_orphans
 
@@ -402,7 +409,10 @@ def _plan_iceberg_orphans(table, *, now_ms: int, options) -> CleanupPlan:
     # the metadata files outside the log that are kept only if they are this table's: read here, the
     # planner reads no file
     owners = {path: metadata_table_uuid(view.fileio, path) for path in metadata_to_read(view, listed)}
-    return plan_iceberg_orphans(view, listed, now_ms=now_ms, options=options, metadata_owners=owners)
+    # the other tables of the catalog, read after the listing (a table created meanwhile is seen); the
+    # planner refuses one that stores files in this table's roots
+    return plan_iceberg_orphans(view, listed, now_ms=now_ms, options=options, metadata_owners=owners,
+                                neighbours=catalog_neighbours(view))
 
 
 def describe_iceberg_orphans(plan: CleanupPlan) -> PlanDescription:

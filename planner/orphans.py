@@ -6,17 +6,24 @@ the spec).
 reads which files the table uses (Paimon #3074). It holds only what it does not find used. Of the listed files, those modified before the threshold are candidates; the
 stray files of snapshot and changelog directories are planned as they are, the others unless a file of
 their name is used by any snapshot, tag or changelog of any branch. Reads no clock, writes nothing.
+
+Another table storing files where the table's orphan cleaning lists refuses the plan (``SharedStorage``):
+a neighbour the caller read (``engine.paimon.neighbours.paimon_neighbours``) whose location or external
+path lies in, contains or equals the table location or one of its external paths, and another table's
+``schema/schema-<n>`` or an Iceberg ``*.metadata.json`` in the listing.
 """
 
 from __future__ import annotations
 
 import posixpath
 from collections import defaultdict
-from typing import Any, Callable, Iterable, Mapping, Sized
+from typing import Any, Callable, Iterable, Mapping, Sequence, Sized
 
 from engine.errors import PlannerInvariantViolated
 from engine.paimon.kinds import ORPHAN_PHASES, OrphanKind
+from engine.neighbours import Neighbour, refuse_shared_storage
 from engine.paimon.layout import Layout, is_orphan_empty_dir, orphan_dir_segments
+from engine.paimon.neighbours import nested_neighbour, table_roots
 from engine.paimon.orphans import ListedDirs, ListedFile, read_used_names
 from engine.paimon.reachability import first_reachable
 from engine.paimon.requirements import orphan_requirements
@@ -72,7 +79,8 @@ def _emptied_dirs(layout: Layout, seen: set[str], kept: set[str]) -> list[Action
 
 def plan_orphans(table: PaimonTable, listing: Iterable[ListedFile | tuple], *, now_ms: int,
                  options: OrphanOptions,
-                 source: Mapping[str, Any] | Callable[[], Mapping[str, Any]] | None = None) -> CleanupPlan:
+                 source: Mapping[str, Any] | Callable[[], Mapping[str, Any]] | None = None,
+                 neighbours: Sequence[Neighbour] = ()) -> CleanupPlan:
     """Plan the deletion of ``table``'s orphan files, as Paimon's orphan clean would delete them at
     ``now_ms`` from what ``listing`` holds (``(path, size, mtime_ms)`` each): a listing already made,
     iterated once after the used set is read (an inventory scan streams it a batch at a time). ``source``
@@ -84,9 +92,14 @@ def plan_orphans(table: PaimonTable, listing: Iterable[ListedFile | tuple], *, n
     references; another table's ``schema/schema-<n>`` in a listed directory. A listed path outside the
     directories orphan cleaning lists (``ListedDirs``) is ignored; a file without a modification time is
     kept; a path listed more than once counts with its newest modification time.
-    ``PlannerInvariantViolated`` if a planned file is still reachable (a bug).
+    ``PlannerInvariantViolated`` if a planned file is still reachable (a bug). ``neighbours``: the other
+    tables that could store files here (``engine.paimon.neighbours.paimon_neighbours``); one that does, or
+    another table's metadata in the listing, refuses the plan (``SharedStorage``).
     """
     threshold = options.threshold_ms(now_ms)
+    name = f"Paimon table {table.location}"
+    roots = table_roots(table.location, table.options)
+    refuse_shared_storage(name, roots, neighbours, outcome="Nothing was planned")
     dirs = ListedDirs(table)
     layout = dirs.layout
     paths = table.paths
@@ -104,6 +117,10 @@ def plan_orphans(table: PaimonTable, listing: Iterable[ListedFile | tuple], *, n
     for item in listing:
         f = item if isinstance(item, ListedFile) else ListedFile(*item)
         dirs.check_foreign(f.path)
+        if f.path.endswith(".metadata.json") or "/schema/" in f.path:
+            nested = nested_neighbour(table, f.path)
+            if nested is not None:
+                refuse_shared_storage(name, roots, [nested], outcome="Nothing was planned")
         kind = dirs.kind_of(f.path)
         if kind is None:
             ignored += 1

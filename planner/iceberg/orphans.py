@@ -14,20 +14,25 @@ guess:
   in (``metadata_owners``); ``version-hint.text`` is always kept;
 * locations are compared after ``s3a://``/``s3n://`` are read as ``s3://``; a candidate whose path a used
   location spells with another bucket refuses the plan (Iceberg's ``prefix_mismatch_mode=ERROR``);
-* another table's metadata under the table location refuses the plan (the foreign-table guard).
+* another table's metadata under the table location refuses the plan (the foreign-table guard);
+* so does another table of the catalog (``neighbours``, read by the caller: ``engine.iceberg.neighbours``)
+  whose location or write path lies in, contains or equals the table location or one of its write paths,
+  compared by whole segments (apache/iceberg#17213, #17448).
 """
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Iterable, Mapping
+from typing import Iterable, Mapping, Sequence
 
 from engine.errors import PlanRejected
 from engine.fileio import FileInfo
 from engine.iceberg.kinds import ORPHAN_PHASES, OrphanKind
+from engine.iceberg.neighbours import table_roots
 from engine.iceberg.requirements import AssertOrphansUnreferenced, plan_requirements
 from engine.paimon.requirements import AssertNowReached
+from engine.neighbours import Neighbour, refuse_shared_storage
 from engine.plan import Action, CleanupPlan, OptionValue, canonical_actions, summarize
 from planner.iceberg.common import relative_to, scope_base
 from planner.options import ORPHAN_FORCE_BELOW_MS
@@ -122,9 +127,12 @@ def _key(location: str) -> str:
 
 
 def plan_iceberg_orphans(table, listed: Iterable[FileInfo], *, now_ms: int, options: IcebergOrphanOptions,
-                         metadata_owners: Mapping[str, str | None] | None = None) -> CleanupPlan:
+                         metadata_owners: Mapping[str, str | None] | None = None,
+                         neighbours: Sequence[Neighbour] = ()) -> CleanupPlan:
     """``metadata_owners``: the ``table-uuid`` of each file ``metadata_to_read`` names (``None``: it does not
-    parse as table metadata); a file not in it counts as not parsing."""
+    parse as table metadata); a file not in it counts as not parsing. ``neighbours``: the other tables of
+    the catalog (``engine.iceberg.neighbours.catalog_neighbours``); one storing files in this table's roots
+    refuses the plan (``SharedStorage``)."""
     from engine.iceberg.reachability import all_referenced
     from engine.iceberg.table import canonical
 
@@ -132,6 +140,8 @@ def plan_iceberg_orphans(table, listed: Iterable[FileInfo], *, now_ms: int, opti
         raise PlanRejected(f"Iceberg table {table.identifier} has gc.enabled=false: Iceberg refuses to remove "
                            f"orphan files there (its files may belong to other tables)")
     cutoff = options.cutoff_ms(now_ms)
+    refuse_shared_storage(f"Iceberg table {table.identifier}", table_roots(table), neighbours,
+                          outcome="Nothing was planned")
     used = all_referenced(table)
     used_keys = {_key(u): u for u in used}
     roots = [table.location, *table.external_roots()]
@@ -187,5 +197,6 @@ def plan_iceberg_orphans(table, listed: Iterable[FileInfo], *, now_ms: int, opti
         requirements=(*plan_requirements(table), AssertNowReached(now_ms),
                       AssertOrphansUnreferenced(cutoff, force=options.force)),
         phases=ORPHAN_PHASES, actions=canonical_list,
-        stats={"kept": kept, "used": len(used), "summary": summarize(canonical_list), "warnings": warnings},
+        stats={"kept": kept, "used": len(used), "neighbours": len(neighbours), "summary": summarize(canonical_list),
+               "warnings": warnings},
     )

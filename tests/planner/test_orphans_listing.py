@@ -106,12 +106,20 @@ def test_another_table_inside_a_listed_directory_is_refused_either_way(table, ho
 
 
 @pytest.mark.parametrize("holder", ["tmp/copy", "data/dt=a/hr=1/bucket-0/sub", "<ext>/dt=a/hr=1/bucket-0/sub"])
-def test_another_table_outside_the_listed_directories_is_not_looked_at_either_way(table, holder):
+def test_another_table_outside_the_listed_directories_but_under_a_root_is_refused_either_way(table, holder):
+    # issue 31: a table nested anywhere under the table's roots shares its storage, listed directory or not
+    from engine.errors import SharedStorage
+    from planner.kinds import plan_kind
+
     root, ext = table
     holder = holder.replace("<ext>", ext) if holder.startswith("<ext>") else os.path.join(root, holder)
     junk(holder, "schema/schema-0")
-    expected = planned(plan(root, list_orphan_candidates(open_table(root))))
-    assert expected and planned(plan(root, every_file(root, ext))) == expected
+    message = f"the Paimon table at {holder} stores files at {holder} \\(location\\), which lies in"
+    t = open_table(root)
+    with pytest.raises(SharedStorage, match=message):  # the store: its roots listed for other tables
+        plan_kind("orphans").plan(t, now_ms=NOW, options=resolve_orphan_options(t.options))
+    with pytest.raises(SharedStorage, match=message):  # a full listing (an inventory): checked path by path
+        plan(root, every_file(root, ext))
 
 
 def test_a_listed_file_of_a_branch_that_does_not_exist_is_ignored(table):
