@@ -211,6 +211,8 @@ class _Apply:
             in_phase = by_phase.get(number)
             if number in self.completed or not in_phase:
                 continue
+            if not dry_run:
+                crash_hook("phase-start", number)  # the phases before it completed and journaled
             actions = [a for a in in_phase if a.action_id not in self.skip] if self.skip else in_phase
             live = table
             if not dry_run:
@@ -257,6 +259,7 @@ class _Apply:
                 break
             # The phase's end, what it wrote and what it committed, in one transaction: a crash leaves all
             # of them or none (then the phase runs again, idempotently).
+            crash_hook("phase-end", number)  # its actions carried out and journaled, its end not yet
             now = clock()
             events = [PhaseCompleted(apply_id=apply_id, plan_id=plan_id, phase=number, counts=tally.counts,
                                      bytes=summary["bytes"], finished_ms=now)]
@@ -363,6 +366,8 @@ class _Apply:
             self._restore_outputs(runner, live)
         results, version, already = run_commit(self.committer, live, actions, cid, dry_run=self.recorder is None,
                                                clock=self.clock, written=self.written if merges else None)
+        if self.recorder is not None:
+            crash_hook("after-commit", number)  # committed to the table, not yet journaled
         runner.record(results, tally)
         left_out = {r.action_id: r.error for r in results if r.outcome == Outcome.DROPPED}
         for group in sorted({self.plan.actions[i].bucket for i in left_out}):

@@ -50,7 +50,10 @@ class NoProgress:
 
 def crash_hook(stage: str, count: int) -> None:
     """Test hook: ``LAKESWEEP_TEST_CRASH=<stage>:<n>`` kills this process with SIGKILL (kill -9) at a
-    known point, e.g. after receiving results but before journaling them."""
+    known point, the first time ``count`` reaches ``n``: ``before-journal`` / ``after-journal`` (results
+    received, before or after their journal batch), ``before-start`` (the plan recorded, its apply not
+    started), ``phase-start`` / ``phase-end`` (phase ``n``: before it runs; carried out, its end not yet
+    journaled) and ``after-commit`` (commit phase ``n`` committed to the table, not yet journaled)."""
     spec = os.environ.get("LAKESWEEP_TEST_CRASH")
     if spec:
         want, _, n = spec.partition(":")
