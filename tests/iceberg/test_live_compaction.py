@@ -67,24 +67,29 @@ def bin_of(p, region) -> int:
     return next(b["index"] for b in p.scope["bins"] if b["partition"] == f"region={region}")
 
 
-def apply(p, tmp_path, **kw):
+def apply(p, tmp_path, *, executor=None, **kw):
     with DuckDBRecorder(tmp_path / "j.duckdb") as rec:
-        report = apply_plan(p, rec, executor=DriverExecutor(), **kw)
+        report = apply_plan(p, rec, executor=executor or DriverExecutor(), **kw)
         return report, rec.file_records(plan_id=p.plan_id), rec.events(plan_id=p.plan_id)
 
 
-class DuringMerge(IcebergCommitter):
-    """A writer that commits right after the merge phase wrote the outputs, before the commit reads the table."""
+class WritingDuringTheMerge(DriverExecutor):
+    """An executor during whose merge phase a writer commits: right after the first bin is merged, before
+    the next one is."""
 
-    def __init__(self, plan, write):
-        super().__init__(plan)
+    def __init__(self, write):
+        super().__init__()
         self.write = write
 
-    def commit(self, table, actions, commit_id, *, written=None):
-        if self.write is not None:
-            self.write()
-            self.write = None
-        return super().commit(table, actions, commit_id, written=written)
+    def map(self, fn, items, *, on_result):
+        def merge_then_write(task):
+            out = fn(task)
+            if self.write is not None:
+                self.write()
+                self.write = None
+            return out
+
+        super().map(merge_then_write, items, on_result=on_result)
 
 
 def writes(lake, kind, region):
@@ -111,12 +116,13 @@ def test_a_delete_committed_concurrently_stays_deleted_and_its_bin_is_dropped(la
     p = plan(lake.view())
     assert sorted(b["partition"] for b in p.scope["bins"]) == ["region=eu", "region=us"]
     write, row = writes(lake, kind, "us")
-    committer = None
+    executor = None
     if when == "between plan and apply":
         write()
     else:
-        committer = DuringMerge(p, write)
-    report, records, events = apply(p, tmp_path, committer=committer)
+        executor = WritingDuringTheMerge(write)
+    report, records, events = apply(p, tmp_path, executor=executor)
+    assert executor is None or executor.write is None  # the delete landed while the bins were merged
     after = lake.table()
     rows = current_rows(after)
     assert row not in rows  # the concurrent delete is not undone
