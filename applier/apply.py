@@ -167,12 +167,7 @@ class _Apply:
                 if self.committer is not None:
                     self.done |= self._committed_before(table, by_phase)
                 index = {t: i for i, t in enumerate(targets)}
-                self._check_live(table, index)
-                if self.committer is not None:
-                    self.committer.check(table, [a for a in plan.actions if a.verb is Verb.COMMIT])
-                skipped = self._rechecked(table, plan.actions, targets)
-                fmt.check_unreachable(plan, table, [a for a in plan.actions if a.action_id not in skipped], targets,
-                                      done=_DoneLocations(index, self.done), strict=self.strict)
+                self._unless_committed_meanwhile(table, by_phase, lambda live: self._gates(live, targets, index))
             except PlanRejected as e:
                 self.refuse(e)
                 raise
@@ -219,12 +214,8 @@ class _Apply:
                 try:
                     # The live table may have moved on since the last phase: re-check before touching anything,
                     # on a view that reads snapshots, tags and schemas anew (manifests already read are reused).
-                    live = table.refreshed()
-                    self._check_live(live, index)
-                    skipped = dict.fromkeys(self._rechecked(live, actions, targets))
-                    skipped.update(fmt.check_unreachable(plan, live, [a for a in actions if a.action_id not in skipped],
-                                                         targets, done=_DoneLocations(index, self.done),
-                                                         strict=self.strict))
+                    live, skipped = self._unless_committed_meanwhile(
+                        table.refreshed(), by_phase, lambda live: (live, self._phase_gates(live, actions, targets, index)))
                 except PlanRejected as e:
                     recorder.append([ApplyFailed(apply_id=apply_id, plan_id=plan_id, reason=f"refused: {e}",
                                                  phase=number, finished_ms=clock())])
@@ -325,6 +316,44 @@ class _Apply:
                 if self.committer.find(table, commit_id(self.plan.plan_id, number)) is not None:
                     done |= {a.action_id for a in by_phase[number]}
         return done
+
+    def _gates(self, live, targets, index) -> None:
+        """Before the apply starts: the plan's requirements, the committer's check of its commit actions, and
+        nothing the plan deletes still used by the live table."""
+        plan = self.plan
+        self._check_live(live, index)
+        if self.committer is not None:
+            self.committer.check(live, [a for a in plan.actions if a.verb is Verb.COMMIT])
+        skipped = self._rechecked(live, plan.actions, targets)
+        format_of(plan).check_unreachable(plan, live, [a for a in plan.actions if a.action_id not in skipped], targets,
+                                          done=_DoneLocations(index, self.done), strict=self.strict)
+
+    def _phase_gates(self, live, actions: Sequence[Action], targets, index) -> dict[int, str | None]:
+        """Before a phase: the requirements again, and the phase's actions to skip, each with why where known."""
+        self._check_live(live, index)
+        skipped: dict[int, str | None] = dict.fromkeys(self._rechecked(live, actions, targets))
+        skipped.update(format_of(self.plan).check_unreachable(
+            self.plan, live, [a for a in actions if a.action_id not in skipped], targets,
+            done=_DoneLocations(index, self.done), strict=self.strict))
+        return skipped
+
+    def _unless_committed_meanwhile(self, live, by_phase: dict[int, list[Action]], gate: Callable):
+        """``gate(live)``; when it refuses a plan that commits, the plan's commits are looked for again on a
+        fresh read first. Another apply of the same plan (another journal, another process) may have made one
+        since this apply looked (``_committed_before``): its actions are then done, as a resumed apply finds
+        them (the commit phase journals ALREADY_COMMITTED), and ``gate`` is asked again on that read, so it
+        refuses only what the plan's own commit does not explain."""
+        try:
+            return gate(live)
+        except PlanRejected:
+            if self.committer is None:
+                raise
+            fresh = live.refreshed()
+            found = self._committed_before(fresh, by_phase) - self.done
+            if not found:
+                raise
+            self.done |= found
+            return gate(fresh)
 
     def _rechecked(self, live, actions: Sequence[Action], targets) -> set[int]:
         """The ids of the actions the plan's per-action checks (``ActionCheck``) skip on the live table.

@@ -11,7 +11,7 @@ from typing import AbstractSet, Sequence
 
 from engine.errors import PlanRejected, StalePlan
 from engine.fileio import FileIO
-from engine.plan import Action, CleanupPlan, Verb
+from engine.plan import Action, CleanupPlan, PhaseMode, Verb
 from engine.plan_io import format_plan_kinds
 
 from applier.actions import PathResolver, refuse_symlinked_parents
@@ -127,6 +127,10 @@ class IcebergFormat:
         if table.location != plan.table_location:
             raise PlanRejected(f"Iceberg table {table.identifier} now lives at {table.location}, not "
                                f"{plan.table_location} where the plan was made; nothing was done")
+        reason = table.cannot_commit()
+        if reason is not None and any(p.mode in (PhaseMode.COMMIT, PhaseMode.MERGE) for p in plan.phases):
+            # read from the live table: a plan made before an upgrade, or forged, is refused here, not at the commit
+            raise PlanRejected(f"{reason}; nothing was done")
         if any(a.verb.deletes for a in plan.actions) and not table.gc_enabled():
             # read from the live table whatever the plan's requirements say (a header can be edited)
             raise PlanRejected(f"Iceberg table {table.identifier} has gc.enabled=false: deleting its files may "

@@ -43,6 +43,7 @@ from applier.executors import SparkExecutor
 
 CANONICAL = {"iceberg": ("compact", "expire", "orphans", "rewrite-manifests"),
              "paimon": ("expire", "orphans", "partitions")}
+ICEBERG_COMMITTING = frozenset({"compact", "expire", "rewrite-manifests"})  # Iceberg operations that commit
 # The worker's operation names, as ``--operations`` accepts them too.
 ALIASES = {"expire_snapshots": "expire", "remove_orphans": "orphans", "rewrite_manifests": "rewrite-manifests"}
 ALL_OPERATIONS = ("compact", "expire", "orphans", "rewrite-manifests", "partitions")
@@ -222,8 +223,12 @@ def detect(view, ref: TableRef, ops: Sequence[str], th: Thresholds, now_ms: int)
     skip: dict[str, str] = {}
     if ref.format != "iceberg":
         return skip
+    reason = view.cannot_commit()
+    if reason is not None:  # planning would refuse them: say why once, and run what commits nothing (orphans)
+        skip = {op: reason for op in ops if op in ICEBERG_COMMITTING}
+        ops = [op for op in ops if op not in skip]
     if view.current_snapshot_id is None:
-        return {op: "no current snapshot" for op in ops if op != "orphans"}
+        return {**skip, **{op: "no current snapshot" for op in ops if op != "orphans"}}
     if "expire" in ops:
         from engine.iceberg.retention import expire_rule
         from planner.iceberg.expire import resolve_expire_options

@@ -25,6 +25,10 @@ from engine.fileio import FileIO, fileio_for, normalize_location
 DELETED = 2
 # Data file content (Iceberg spec): 0 data, 1 position deletes, 2 equality deletes.
 CONTENT_NAMES = {0: "data", 1: "position-deletes", 2: "equality-deletes"}
+# The format versions lakesweep commits to. pyiceberg 0.12 reads v3 tables but writes neither their metadata
+# (``TableMetadataV3.model_dump_json`` raises NotImplementedError) nor v3 manifests and manifest lists
+# (``write_manifest``/``write_manifest_list`` raise ValueError), and cannot upgrade a table to v3.
+WRITABLE_FORMAT_VERSIONS = (1, 2)
 
 
 def canonical(location: str) -> str:
@@ -183,6 +187,18 @@ class IcebergTable:
     def refreshed(self) -> "IcebergTable":
         return IcebergTable(self.catalog_name, self.identifier, catalog=self.catalog, on_read=self.on_read,
                             _cache=self._cache)
+
+    @property
+    def format_version(self) -> int:
+        return int(self.metadata.format_version)
+
+    def cannot_commit(self) -> str | None:
+        """Why lakesweep cannot commit to this table (its format version), or None when it can."""
+        if self.format_version in WRITABLE_FORMAT_VERSIONS:
+            return None
+        return (f"Iceberg table {self.identifier} is format version {self.format_version}: lakesweep cannot commit "
+                f"to it yet (pyiceberg 0.12 writes the metadata and manifests of format versions 1 and 2 only); "
+                f"orphans, which commits nothing, works")
 
     def gc_enabled(self) -> bool:
         return str(self.options.get("gc.enabled", "true")).strip().lower() != "false"

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Sequence
 
+from engine.errors import PlanRejected
+
 
 def scope_base(table) -> dict:
     """How apply finds the table again (its catalog and name) and the snapshot the plan saw as current."""
@@ -19,3 +21,11 @@ def relative_to(path: str, roots: Sequence[str]) -> str | None:
     if any(path.startswith(r + "/") for r in roots[1:]):
         return path
     return None
+
+
+def refuse_unwritable(table) -> None:
+    """Refuse (``PlanRejected``) to plan an operation that commits on a table lakesweep cannot commit to (its
+    format version): said now, not when apply reaches the commit."""
+    reason = table.cannot_commit()
+    if reason is not None:
+        raise PlanRejected(reason)

@@ -22,7 +22,7 @@ from engine.iceberg.kinds import COMPACT_PHASES, CompactKind
 from engine.iceberg.requirements import plan_requirements
 from engine.paimon.requirements import AssertNowReached
 from engine.plan import Action, CleanupPlan, OptionValue, canonical_actions, summarize
-from planner.iceberg.common import relative_to, scope_base
+from planner.iceberg.common import refuse_unwritable, relative_to, scope_base
 
 
 @dataclass(frozen=True)
@@ -53,6 +53,7 @@ def resolve_compact_options(table_options: Mapping[str, str], *, target_file_siz
 
 
 def plan_compact(table, *, now_ms: int, options: CompactOptions) -> CleanupPlan:
+    refuse_unwritable(table)
     target = int(options.sources["target_file_size_bytes"].value)
     scope = plan_bins(table, target_bytes=target, min_input_files=options.min_input_files,
                       apply_deletes=options.apply_deletes)

@@ -24,7 +24,7 @@ from engine.iceberg.kinds import EXPIRE_PHASES, FILE_KINDS, ExpireKind
 from engine.iceberg.requirements import plan_requirements
 from engine.paimon.requirements import AssertNowReached
 from engine.plan import Action, CleanupPlan, OptionValue, canonical_actions, summarize
-from planner.iceberg.common import relative_to, scope_base
+from planner.iceberg.common import refuse_unwritable, relative_to, scope_base
 
 DEFAULT_MAX_SNAPSHOT_AGE_MS = 5 * 86_400_000  # history.expire.max-snapshot-age-ms
 DEFAULT_MIN_SNAPSHOTS = 1  # history.expire.min-snapshots-to-keep
@@ -98,6 +98,7 @@ def snapshots_to_expire(table, *, now_ms: int, options: IcebergExpireOptions) ->
 
 
 def plan_iceberg_expire(table, *, now_ms: int, options: IcebergExpireOptions) -> CleanupPlan:
+    refuse_unwritable(table)
     if not table.gc_enabled():
         raise PlanRejected(f"Iceberg table {table.identifier} has gc.enabled=false: Iceberg refuses to expire "
                            f"snapshots with file cleanup there (its files may belong to other tables)")

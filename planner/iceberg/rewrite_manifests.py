@@ -16,7 +16,7 @@ from engine.errors import PlanRejected
 from engine.iceberg.kinds import REWRITE_PHASES, RewriteKind
 from engine.iceberg.requirements import plan_requirements
 from engine.plan import Action, CleanupPlan, OptionValue, canonical_actions, summarize
-from planner.iceberg.common import relative_to, scope_base
+from planner.iceberg.common import refuse_unwritable, relative_to, scope_base
 
 DEFAULT_MIN_MANIFESTS = 5
 
@@ -42,6 +42,7 @@ def resolve_rewrite_options(table_options: Mapping[str, str], *, min_manifests: 
 
 
 def plan_rewrite_manifests(table, *, now_ms: int, options: RewriteOptions) -> CleanupPlan:
+    refuse_unwritable(table)
     current = table.current_snapshot_id
     actions: list[Action] = []
     skipped = None
