@@ -23,7 +23,7 @@ from pypaimon import CatalogFactory
 
 import engine.fileio as fileio_mod
 from applier.apply import DriverExecutor, apply_plan
-from engine.errors import InvalidLocation, PlanRejected
+from engine.errors import CorruptMetadata, InvalidLocation, PlanRejected
 from engine.iceberg.table import canonical
 from engine.paimon.orphans import ListedFile, list_orphan_candidates
 from engine.paimon.reachability import reachable_paths
@@ -700,3 +700,33 @@ def test_iceberg_s3_s3a_and_s3n_spellings_in_one_table_keep_their_files(tmp_path
     left = {i.path for i in fs.get_file_info(pafs.FileSelector(location[len("s3://"):], recursive=True))}
     assert {f"{location[len('s3://'):]}/{rel}" for _, rel in added} <= left
     assert rows_by_snapshot(catalog.load_table("ns.t")) == before
+
+
+def test_paimon_10414_a_doubled_external_path_in_a_manifest_refuses_orphan_cleaning(lake, tmp_path):
+    """seaweedfs#10414 with a doubled path: a manifest entry of the latest snapshot gives its data file's
+    location as ``file://<table>//dt=b/bucket-0/<name>``. lakesweep does not collapse it into another
+    spelling of the file: orphan cleaning stops on the corrupt metadata, naming the location, and deletes
+    nothing."""
+    from tests.engine.test_corrupt_metadata import _rewrite_avro
+
+    t = open_table(lake.root)
+    [entry] = [e for e in t.live_entries(t.snapshot(3)) if t.paths.data_file(e.partition, e.bucket, e.file)
+               .startswith(os.path.join(lake.root, "dt=b"))]
+    [manifest] = [m.file_name for m in t.data_manifests(t.snapshot(3))
+                  if entry.file.file_name in t.manifest_names(m.file_name)]
+    doubled = f"file://{lake.root}//dt=b/bucket-0/{entry.file.file_name}"
+
+    def edit(records):
+        for r in records:
+            if r["_FILE"]["_FILE_NAME"] == entry.file.file_name:
+                r["_FILE"]["_EXTERNAL_PATH"] = doubled
+
+    _rewrite_avro(os.path.join(lake.root, "manifest", manifest), edit)
+    age(lake.root)
+    junk(lake.root, "dt=a/bucket-0/data-dead-0.parquet")
+    before = all_files(lake.root)
+    with pytest.raises(CorruptMetadata) as e:
+        plan_paimon(lake.root)
+    assert str(e.value) == (f"{doubled}: external path does not name a file lakesweep can address: {doubled!r}: "
+                            "'.', '..' and empty path segments are not allowed")
+    assert all_files(lake.root) == before
