@@ -26,10 +26,11 @@ from __future__ import annotations
 import os
 import stat
 from dataclasses import dataclass, field
-from typing import Iterator, Mapping, Sequence
+from typing import Iterable, Iterator, Mapping, Sequence
 
 from engine.errors import InvalidLocation, PlanRejected
 from engine.fileio import FileIO, fileio_for, normalize_location
+from engine.timeutil import format_time_ms
 
 
 @dataclass(frozen=True, slots=True)
@@ -292,3 +293,21 @@ def _plain_near(paths, roots: tuple[str, ...]):
         needle = "://" + root[len("s3://"):] + "/" if root.startswith("s3://") else root.rstrip("/") + "/"
         near = pc.or_(near, pc.fill_null(pc.match_substring(paths, needle), False))
     return near
+
+
+def check_listing_complete(fileio: FileIO, unseen: Iterable[tuple[str, str]], *, threshold_ms: int) -> None:
+    """Refuse (``PlanRejected``) an orphan listing that misses a file the table references and that was
+    there when it was made: a truncated page, a store that lists inconsistently, an inventory of other
+    paths. What else it misses cannot be told, so nothing it shows can be trusted to be unused (zamboni
+    aborts the same way). ``unseen`` holds ``(location, what references it)`` of the referenced files the
+    listing did not show. One that is now absent, has no modification time, or was modified at or after
+    ``threshold_ms`` (it may have been written after the listing) does not count."""
+    for path, holder in unseen:
+        info = fileio.info(path)
+        if info is not None and info.mtime_ms is not None and info.mtime_ms < threshold_ms:
+            raise PlanRejected(
+                f"the listing is incomplete: it misses {path}, which {holder} references and which was last "
+                f"modified {format_time_ms(info.mtime_ms)}, before the cut-off {format_time_ms(threshold_ms)}: a "
+                "listing made since should show it. Files the listing misses cannot be told from files it shows, "
+                "so nothing was planned. Re-run 'lakesweep plan orphans'; with an inventory, use one made after "
+                "the cut-off")

@@ -20,11 +20,12 @@ from collections import defaultdict
 from typing import Any, Callable, Iterable, Mapping, Sequence, Sized
 
 from engine.errors import PlannerInvariantViolated
+from engine.listing import check_listing_complete
 from engine.paimon.kinds import ORPHAN_PHASES, OrphanKind
 from engine.neighbours import Neighbour, refuse_shared_storage
 from engine.paimon.layout import Layout, is_orphan_empty_dir, orphan_dir_segments
 from engine.paimon.neighbours import nested_neighbour, table_roots
-from engine.paimon.orphans import ListedDirs, ListedFile, read_used_names
+from engine.paimon.orphans import ListedDirs, ListedFile, expected_in_listing, read_used_names
 from engine.paimon.reachability import first_reachable
 from engine.paimon.requirements import orphan_requirements
 from engine.paimon.state import table_identity
@@ -89,9 +90,11 @@ def plan_orphans(table: PaimonTable, listing: Iterable[ListedFile | tuple], *, n
 
     Refuses (``PlanRejected``) an ``older_than`` at or after now, or within an hour of it without
     ``force``; a used set it cannot read, or one that misses a file a branch's newest snapshot
-    references; another table's ``schema/schema-<n>`` in a listed directory. A listed path outside the
-    directories orphan cleaning lists (``ListedDirs``) is ignored; a file without a modification time is
-    kept; a path listed more than once counts with its newest modification time.
+    references; a non-empty listing that misses a file a branch's newest snapshot references and that was
+    modified before the threshold (it is incomplete: ``check_listing_complete``); another table's
+    ``schema/schema-<n>`` in a listed directory. A listed path outside the directories orphan cleaning lists
+    (``ListedDirs``) is ignored; a file without a modification time is kept; a path listed more than once
+    counts with its newest modification time.
     ``PlannerInvariantViolated`` if a planned file is still reachable (a bug). ``neighbours``: the other
     tables that could store files here (``engine.paimon.neighbours.paimon_neighbours``); one that does, or
     another table's metadata in the listing, refuses the plan (``SharedStorage``).
@@ -106,8 +109,12 @@ def plan_orphans(table: PaimonTable, listing: Iterable[ListedFile | tuple], *, n
     # The listing is complete: it was made (or the inventory was) before the used set is read here (#3074).
     # It is then read once, keeping only what is not used: the planned files, and the young ones and those
     # without a time (which keep a path listed again later), never every file listed.
+    # An empty listing plans nothing. Any other must show every file the newest snapshots reference that
+    # was there when it was made (by name, as the used set matches), or it is incomplete.
     empty = isinstance(listing, Sized) and len(listing) == 0
-    used = frozenset() if empty else read_used_names(table).names
+    read = None if empty else read_used_names(table)
+    used = frozenset() if read is None else read.names
+    expected = {} if read is None else expected_in_listing(read, dirs)
     held: dict[str, tuple[OrphanKind, ListedFile]] = {}
     ignored = kept_used = 0
     twice: set[str] = set()  # held paths listed more than once (counted only)
@@ -128,6 +135,7 @@ def plan_orphans(table: PaimonTable, listing: Iterable[ListedFile | tuple], *, n
                 kept_dirs.add(posixpath.dirname(paths.relative(f.path)))
             continue
         rel = paths.relative(f.path)
+        expected.pop(posixpath.basename(rel), None)
         if seen_dirs is not None:
             seen_dirs.add(posixpath.dirname(rel))
         if kind.by_name and posixpath.basename(rel) in used:
@@ -140,6 +148,7 @@ def plan_orphans(table: PaimonTable, listing: Iterable[ListedFile | tuple], *, n
             twice.add(rel)
             f = _newest(seen[1], f)
         held[rel] = (kind, f)
+    check_listing_complete(table.fileio, (expected[name] for name in sorted(expected)), threshold_ms=threshold)
     if callable(source):
         source = source()
     actions: list[Action] = []

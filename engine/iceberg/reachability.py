@@ -52,6 +52,16 @@ def all_referenced(table: IcebergTable) -> set[str]:
     return used
 
 
+def current_references(table: IcebergTable) -> Iterator[tuple[str, str]]:
+    """``(location, what references it)`` of what a reader of the table's current state opens: the current
+    metadata file, and the current snapshot's list, manifests, live data and delete files and statistics."""
+    yield table.metadata_files()[0], "the table's current metadata"  # metadata_files() lists it first
+    sid = table.current_snapshot_id
+    if sid is not None:
+        for kind, path, _ in table.snapshot_files(sid, live_only=True):
+            yield path, f"the current snapshot {sid} ({kind})"
+
+
 def first_reachable(table: IcebergTable, planned: AbstractSet[str], *, expired: AbstractSet[int] = frozenset(),
                     removed_refs: AbstractSet[str] = frozenset(), live_only: bool = True,
                     metadata_log: bool = False) -> tuple[Holder, str] | None:

@@ -256,3 +256,21 @@ def read_used_names(table: PaimonTable) -> UsedNames:
             "the table would look unused; nothing was planned. If the table really has no snapshot, nothing "
             "in it is Paimon's to keep: remove it yourself")
     return used
+
+
+# -- the listing is complete ----------------------------------------------------------------------------
+
+
+def expected_in_listing(used: UsedNames, dirs: ListedDirs) -> dict[str, tuple[str, str]]:
+    """What a complete listing must show: every file the newest snapshot of each branch references in a
+    place orphan cleaning lists (``ListedDirs.kind_of``), by name (as the used set matches), with its full
+    location and what references it."""
+    from engine.paimon.reachability import reachable_paths
+
+    out: dict[str, tuple[str, str]] = {}
+    for view, snapshot in used.latest:
+        for path in sorted(reachable_paths(view, snapshot, with_changelog=True)):
+            if dirs.kind_of(path) is not None:
+                out.setdefault(posixpath.basename(path), (path, f"snapshot {snapshot.id} of branch '{view.branch}'"))
+    return out
+

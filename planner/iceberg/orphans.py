@@ -18,6 +18,8 @@ guess:
 * so does another table of the catalog (``neighbours``, read by the caller: ``engine.iceberg.neighbours``)
   whose location or write path lies in, contains or equals the table location or one of its write paths,
   compared by whole segments (apache/iceberg#17213, #17448).
+* a listing that misses a file the current state reads (under a listed root, modified before the cut-off)
+  is incomplete and refuses the plan, as zamboni aborts; an empty listing plans nothing.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from typing import Iterable, Mapping, Sequence
 
 from engine.errors import PlanRejected
 from engine.fileio import FileInfo
+from engine.listing import check_listing_complete
 from engine.iceberg.kinds import ORPHAN_PHASES, OrphanKind
 from engine.iceberg.neighbours import table_roots
 from engine.iceberg.requirements import AssertOrphansUnreferenced, plan_requirements
@@ -132,8 +135,9 @@ def plan_iceberg_orphans(table, listed: Iterable[FileInfo], *, now_ms: int, opti
     """``metadata_owners``: the ``table-uuid`` of each file ``metadata_to_read`` names (``None``: it does not
     parse as table metadata); a file not in it counts as not parsing. ``neighbours``: the other tables of
     the catalog (``engine.iceberg.neighbours.catalog_neighbours``); one storing files in this table's roots
-    refuses the plan (``SharedStorage``)."""
-    from engine.iceberg.reachability import all_referenced
+    refuses the plan (``SharedStorage``). Asks the store for the modification time of each file the current
+    state reads that ``listed`` misses (``check_listing_complete``)."""
+    from engine.iceberg.reachability import all_referenced, current_references
     from engine.iceberg.table import canonical
 
     if not table.gc_enabled():
@@ -152,10 +156,12 @@ def plan_iceberg_orphans(table, listed: Iterable[FileInfo], *, now_ms: int, opti
     kept = {"young": 0, "unknown_age": 0, "newer_metadata": 0}
     warnings: list[str] = []
     actions: list[Action] = []
+    seen: set[str] = set()
     for info in listed:
         if info.is_dir:
             continue
         path = canonical(info.path)
+        seen.add(path)
         name = path.rsplit("/", 1)[1]
         if name.endswith(".metadata.json") and not any(path.startswith(r) for r in metadata_roots):
             raise PlanRejected(f"{path} is the metadata of another Iceberg table under {table.location}: its files "
@@ -189,6 +195,13 @@ def plan_iceberg_orphans(table, listed: Iterable[FileInfo], *, now_ms: int, opti
                 else OrphanKind.ORPHAN_DATA_FILE if path.startswith(table.location + "/data/") or rel == path
                 else OrphanKind.ORPHAN_FILE)
         actions.append(Action(kind, rel, size=info.size))
+    if seen:
+        unseen: dict[str, str] = {}
+        for path, holder in current_references(table):
+            if path not in seen and relative_to(path, roots) is not None:
+                unseen.setdefault(path, holder)
+        if unseen:
+            check_listing_complete(table.fileio, sorted(unseen.items()), threshold_ms=cutoff)
     canonical_list = canonical_actions(actions)
     return CleanupPlan(
         kind="orphans", format="iceberg", table_location=table.location, table_identity=table.uuid, branch="main",

@@ -88,8 +88,12 @@ def test_an_inventory_plans_what_listing_the_store_plans_and_the_plan_says_where
 
 def test_a_file_the_inventory_gives_no_modification_time_is_kept(lake, tmp_path):
     rel = "dt=a/bucket-0/data-failed-0.parquet"
-    pq.write_table(pa.table({"path": [os.path.join(lake.root, rel)], "size": pa.array([4], pa.int64()),
-                             "mtime_ms": pa.array([None], pa.int64())}), str(tmp_path / "inv.parquet"))
+    # every file but the other junk (a complete listing holds what the table uses), this one without a time
+    rest = sorted(set(all_files(lake.root)) - set(JUNK))
+    paths = [os.path.join(lake.root, f) for f in rest] + [os.path.join(lake.root, rel)]
+    mtimes = [os.stat(p).st_mtime_ns // 1_000_000 for p in paths[:-1]] + [None]
+    pq.write_table(pa.table({"path": paths, "size": pa.array([os.path.getsize(p) for p in paths], pa.int64()),
+                             "mtime_ms": pa.array(mtimes, pa.int64())}), str(tmp_path / "inv.parquet"))
     r = cli("plan", "orphans", lake.root, "--out", tmp_path / "p.plan", "--inventory", tmp_path / "inv.parquet",
             "-o", "json")
     assert planned_paths(tmp_path / "p.plan") == []

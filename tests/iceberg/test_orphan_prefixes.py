@@ -84,7 +84,8 @@ def test_only_this_tables_metadata_newer_than_the_log_is_kept():
               "s3://lake/t/metadata/00006-junk.metadata.json": None}
     assert metadata_to_read(view, [FileInfo(p, 1, OLD) for p in listed]) == sorted(set(listed) - {
         "s3://lake/t/metadata/00001-x.metadata.json"})  # version 1 is older than the log's oldest (3): no read
-    p = plan_iceberg_orphans(view, [FileInfo(p, 1, OLD) for p in listed], now_ms=NOW,
+    current = view.metadata_files()[0]  # a listing that misses it would be incomplete
+    p = plan_iceberg_orphans(view, [FileInfo(p, 1, OLD) for p in [*listed, current]], now_ms=NOW,
                              options=resolve_orphan_options({}), metadata_owners=owners)
     assert [a.path for a in p.actions] == ["metadata/00001-x.metadata.json", "metadata/00005-theirs.metadata.json",
                                            "metadata/00006-junk.metadata.json", "metadata/v7.metadata.json"]

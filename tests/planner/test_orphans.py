@@ -99,14 +99,14 @@ def test_a_file_only_a_branch_holds_is_kept(lake):
 
 def test_a_file_without_a_modification_time_is_kept(lake):
     path = os.path.join(lake.root, "dt=a", "bucket-0", "data-dead-0.parquet")
-    p = plan(lake.root, listing=[ListedFile(path, 4, None)])
+    p = plan(lake.root, listing=[*list_orphan_candidates(open_table(lake.root)), ListedFile(path, 4, None)])
     assert p.actions == () and p.stats["kept_unknown_time"] == 1
     assert p.stats["warnings"] == ["1 listed file(s) have no modification time and are kept"]
 
 
 def test_a_listed_path_outside_paimon_directories_is_ignored(lake):
-    p = plan(lake.root, listing=[(os.path.join(lake.root, "tmp", "x"), 1, 0), (os.path.join(lake.root, "schema",
-                                                                                            "schema-0"), 1, 0)])
+    outside = [(os.path.join(lake.root, "tmp", "x"), 1, 0), (os.path.join(lake.root, "schema", "schema-0"), 1, 0)]
+    p = plan(lake.root, listing=[*list_orphan_candidates(open_table(lake.root)), *outside])
     assert p.actions == () and p.stats["ignored_paths"] == 2
 
 
