@@ -153,3 +153,28 @@ def test_resume_of_an_apply_left_applying_on_a_v3_table_ends_it_refused(lake, tm
         assert (report.state, report.reason) == ("REFUSED", v3_refusal() + "; nothing was done")
         assert plan_state(rec, p.plan_id) == PlanStatus.REFUSED
     assert lake.table().metadata_location == before.metadata_location
+
+
+def test_maintain_over_a_v3_table_a_table_whose_plan_cannot_be_written_and_healthy_ones_goes_on(lake, tmp_path):
+    """Each table's failure or refusal is that table's result; the healthy tables are maintained all the same."""
+    from applier.maintain import discover
+
+    for name in ("ns.a", "ns.blocked", "ns.c", "ns.v3"):
+        write_history(lake, name, appends=3, churn=False)
+    as_format_v3(lake, "ns.v3")
+    run, rec = maintain(tmp_path, operations=("expire", "orphans", "rewrite-manifests"))
+    blocked = next(t for t in discover(catalog=CATALOG, warehouse=None) if t.label.endswith("/ns.blocked"))
+    os.makedirs(run.plan_file(blocked, "expire", cycle=1))  # its expiry plan cannot be written there
+    with rec:
+        report = run.run()
+        rows = list_maintenance(rec)
+    results = {(r["table"].rsplit("/", 1)[-1], r["operation"]): r for r in rows}
+    assert results[("ns.blocked", "expire")]["outcome"] == "failed"
+    assert results[("ns.blocked", "expire")]["message"].startswith("writing the plan failed: ")
+    assert results[("ns.blocked", "rewrite-manifests")]["outcome"] == "applied"
+    assert [results[("ns.v3", op)]["outcome"] for op in ("expire", "rewrite-manifests")] == ["skipped", "skipped"]
+    assert results[("ns.v3", "expire")]["message"] == v3_refusal("ns.v3")
+    assert results[("ns.v3", "orphans")]["outcome"] in ("applied", "skipped")
+    for healthy in ("ns.a", "ns.c"):
+        assert [results[(healthy, op)]["outcome"] for op in ("expire", "rewrite-manifests")] == ["applied", "applied"]
+    assert report.failed == 1
