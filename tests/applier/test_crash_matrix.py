@@ -65,14 +65,14 @@ class PaimonSubject:
     def target(self, root: str, path: str) -> str:
         return os.path.join(root, path)
 
-    def commits(self, root: str, plan: CleanupPlan, phase: int) -> int:
-        """Snapshots committed under the plan's commit user (Paimon's partition drop commits one)."""
+    def commits(self, root: str, plan: CleanupPlan, phase: int) -> list[int]:
+        """The snapshots committed under the plan's commit user (Paimon's partition drop commits one)."""
         from engine.paimon.table import open_table
 
         t = open_table(root)
         d = os.path.join(root, "snapshot")
-        ids = [int(n.split("-")[1]) for n in os.listdir(d) if n.startswith("snapshot-")]
-        return sum(t.snapshot(s).commit_user == f"lakesweep-{plan.plan_id}" for s in ids)
+        ids = sorted(int(n.split("-")[1]) for n in os.listdir(d) if n.startswith("snapshot-"))
+        return [s for s in ids if t.snapshot(s).commit_user == f"lakesweep-{plan.plan_id}"]
 
 
 _UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
@@ -245,16 +245,17 @@ class IcebergSubject:
 
         return canonical(path) if "://" in path or path.startswith("/") else os.path.join(root, path)
 
-    def commits(self, root: str, plan: CleanupPlan, phase: int) -> int:
-        """Snapshots carrying the phase's commit id; for expiry (which adds no snapshot), one when the
-        expired snapshots are gone and the log grew by exactly one metadata file."""
+    def commits(self, root: str, plan: CleanupPlan, phase: int) -> list[int | None]:
+        """The snapshots carrying the phase's commit id. Expiry adds no snapshot: [None] when the expired
+        snapshots are gone (that it took one metadata commit, the log's length in ``state`` shows)."""
         from engine.iceberg.requirements import COMMIT_ID_PROPERTY
 
         table = self.lake.table(self._ident[root])
         if plan.kind == "expire":
-            return int(not set(plan.scope["expired"]) & {s.snapshot_id for s in table.metadata.snapshots})
+            return [] if set(plan.scope["expired"]) & {s.snapshot_id for s in table.metadata.snapshots} else [None]
         cid = commit_id(plan.plan_id, phase)
-        return sum(s.summary.additional_properties.get(COMMIT_ID_PROPERTY) == cid for s in table.metadata.snapshots)
+        return [s.snapshot_id for s in table.metadata.snapshots
+                if s.summary.additional_properties.get(COMMIT_ID_PROPERTY) == cid]
 
     def exact(self, plan: CleanupPlan, deleted: set[str]) -> None:
         """The killed table's own files: gone is exactly what the plan deleted; every new file is needed."""
@@ -422,6 +423,7 @@ def run_case(tmp_path, subject, kind: Kind, stage: str, n: int) -> None:
         ref = apply_plan(same, rec, executor=DriverExecutor())
         assert (ref.state, ref.whole) == ("COMPLETED", True)
         ref_outcomes = outcomes(rec, same)
+        ref_versions = {e.phase: e.version for e in rec.events(plan_id=same.plan_id) if e.EVENT_TYPE == "Committed"}
 
     plan_file = str(tmp_path / "plan.parquet")
     write_plan(plan, plan_file)
@@ -461,11 +463,17 @@ def run_case(tmp_path, subject, kind: Kind, stage: str, n: int) -> None:
                 assert not os.path.exists(target), target
                 deleted.add(target)
 
-    # One commit per commit phase, journaled once.
+    # One commit per commit phase, journaled once, naming the version the table holds (the twin's, where
+    # versions are not random: Paimon's snapshot ids, Iceberg's metadata versions).
     committed = collections.Counter(e.phase for e in events if e.EVENT_TYPE == "Committed")
     assert committed == dict.fromkeys(kind.commits, 1)
+    versions = {e.phase: e.version for e in events if e.EVENT_TYPE == "Committed"}
     for p in kind.commits:
-        assert subject.commits(subject.root, plan, p) == 1 == subject.commits(subject.twin, same, p)
+        [version] = subject.commits(subject.root, plan, p)
+        assert len(subject.commits(subject.twin, same, p)) == 1
+        assert versions[p] == (ref_versions[p] if version is None else version)
+        if not kind.iceberg:
+            assert versions[p] == ref_versions[p]
 
     # The table ends as the twin does.
     assert subject.state(subject.root) == subject.state(subject.twin)
