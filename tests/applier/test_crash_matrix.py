@@ -381,7 +381,7 @@ def inside(kind: str, stage: str, plan: CleanupPlan, phase: int) -> int:
 
 
 def cases(select) -> list:
-    return [pytest.param(name, stage, n, id=f"{name}-{stage}-{n}")
+    return [pytest.param(name, stage, n, id=f"{name}-{stage}-{'in-' if stage in INSIDE else ''}{n}")
             for name, kind in KINDS.items() for stage, n in select(kind)]
 
 
@@ -400,7 +400,7 @@ def subject_for(tmp_path, request):
 
 
 def outcomes(rec: DuckDBRecorder, plan: CleanupPlan) -> dict[int, FileOutcome]:
-    """Each action's latest record."""
+    """Each action's latest outcome (records come in journal order)."""
     latest = {}
     for r in rec.file_records(plan_id=plan.plan_id):
         latest[r.action_id] = r.outcome
@@ -434,6 +434,16 @@ def run_case(tmp_path, subject, kind: Kind, stage: str, n: int) -> None:
     assert proc.returncode == -signal.SIGKILL, f"{crash} was not reached: {proc.stdout}{proc.stderr[-2000:]}"
 
     with DuckDBRecorder(journal) as rec:
+        at = int(crash.split(":")[1])
+        records = rec.file_records(plan_id=plan.plan_id)
+        ended = {e.phase for e in rec.events(plan_id=plan.plan_id) if e.EVENT_TYPE == "PhaseCompleted"}
+        if stage in INSIDE:  # killed before, or after, the journal batch that reached the count
+            assert len(records) < at if stage == "before-journal" else len(records) >= at
+        else:  # killed in phase n: the phases before it ended, no later one started
+            assert ended == {p for p in kind.phases if p < n}
+            assert {r.phase for r in records} <= {p for p in kind.phases if p <= n}
+            assert {r.action_id for r in records if r.phase == n} == (
+                {a.action_id for a in by_phase[n]} if stage == "phase-end" else set())
         [report] = resume(rec, executor=DriverExecutor())
         assert (report.state, report.resumed, report.whole) == ("COMPLETED", True, True), report.reason
         latest = outcomes(rec, plan)
