@@ -145,6 +145,7 @@ class _Apply:
     orphaned: list = field(default_factory=list)  # (group, path, reason) of outputs the last commit left out
     strict: bool = False  # refuse any change to the table since planning (else: go on where still safe)
     first_held: str | None = None  # why the first action the live table held back was skipped or dropped
+    journaled_commits: frozenset = frozenset()  # commit phases with a Committed record in the journal
 
     def refuse(self, e: PlanRejected) -> None:
         if self.recorder is not None:
@@ -387,9 +388,14 @@ class _Apply:
         An apply that resumes finds a commit it made before the crash (ALREADY_COMMITTED). After a merge
         phase, the committer is given the outputs written; an output whose actions it left out (DROPPED)
         is an orphan, journaled as such with the phase's end."""
-        if not actions:
-            return []
         cid = commit_id(self.plan.plan_id, number)
+        if not actions:
+            # Every action journaled, the phase's end (with its Committed record) not: a kill between the two.
+            # The commit is on the table; find it, so that the journal records it once.
+            if self.recorder is None or number in self.journaled_commits:
+                return []
+            version = self.committer.find(live, cid)
+            return [] if version is None else [(cid, version, True)]
         merges = any(p.mode == PhaseMode.MERGE for p in self.plan.phases)
         if merges and self.recorder is not None:
             self._restore_outputs(runner, live)
@@ -510,7 +516,8 @@ def apply_plan(
                  clock, master, resume_apply_id=resume_apply_id, committer=committer,
                  skip=done if (skip_done or resume_apply_id is not None) else frozenset(),
                  done=possibly_done, completed=completed, verify=verify, strict=strict,
-                 written=journaled_outputs(events, {aid for aid, r in prior.items() if r.dry_run}))
+                 written=journaled_outputs(events, {aid for aid, r in prior.items() if r.dry_run}),
+                 journaled_commits=frozenset(ev.phase for ev in events if isinstance(ev, Committed)))
     return run.run(by_phase, started)
 
 
