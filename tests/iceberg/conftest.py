@@ -42,7 +42,12 @@ class Lake:
 def lake(tmp_path, monkeypatch) -> Lake:
     """A SQLite catalog named ``lsice`` in ``tmp_path``, configured through pyiceberg's environment variables
     (as a user configures lakesweep), with namespace ``ns``."""
-    root = str(tmp_path / "lake")
+    return make_lake(tmp_path / "lake", monkeypatch)
+
+
+def make_lake(root, monkeypatch) -> Lake:
+    """The ``lake`` fixture's catalog, under ``root``."""
+    root = str(root)
     os.makedirs(root + "/wh")
     env = {"URI": f"sqlite:///{root}/catalog.db", "WAREHOUSE": f"file://{root}/wh", "TYPE": "sql"}
     for key, value in env.items():
