@@ -62,15 +62,6 @@ def current_references(table: IcebergTable) -> Iterator[tuple[str, str]]:
             yield path, f"the current snapshot {sid} ({kind})"
 
 
-def first_reachable(table: IcebergTable, planned: AbstractSet[str], *, expired: AbstractSet[int] = frozenset(),
-                    removed_refs: AbstractSet[str] = frozenset(), live_only: bool = True,
-                    metadata_log: bool = False) -> tuple[Holder, str] | None:
-    """The first (holder, location) of ``planned`` that the live table still needs; None if none
-    (``reachable``)."""
-    return next(reachable(table, planned, expired=expired, removed_refs=removed_refs, live_only=live_only,
-                          metadata_log=metadata_log), None)
-
-
 def reachable(table: IcebergTable, planned: AbstractSet[str], *, expired: AbstractSet[int] = frozenset(),
               removed_refs: AbstractSet[str] = frozenset(), live_only: bool = True,
               metadata_log: bool = False) -> Iterator[tuple[Holder, str]]:
