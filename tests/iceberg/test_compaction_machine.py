@@ -7,6 +7,7 @@ header cut down) is refused or does no harm."""
 from __future__ import annotations
 
 import copy
+import dataclasses
 import os
 import shutil
 import tempfile
@@ -30,13 +31,6 @@ pytest.importorskip("pyiceberg")
 
 CATALOG = "lsmachine"
 REGIONS = ("us", "eu")
-
-
-def _forge(p: CleanupPlan, *, scope=None, requirements=None) -> CleanupPlan:
-    return CleanupPlan(kind=p.kind, format=p.format, table_location=p.table_location, table_identity=p.table_identity,
-                       branch=p.branch, now_ms=p.now_ms, options=p.options, scope=scope or p.scope,
-                       requirements=p.requirements if requirements is None else requirements, phases=p.phases,
-                       actions=p.actions, stats=p.stats)
 
 
 class CompactionMachine(RuleBasedStateMachine):
@@ -158,14 +152,14 @@ class CompactionMachine(RuleBasedStateMachine):
             b["position_deletes"], b["equality_deletes"] = [], []
         else:
             victim["record_count"] += 1
-        self._apply(_forge(self.plan, scope={**self.plan.scope, "bins": bins}))
+        self._apply(dataclasses.replace(self.plan, scope={**self.plan.scope, "bins": bins}))
 
     @precondition(lambda self: self.plan is not None)
     @rule()
     def apply_with_the_header_cut_down(self):
         """Every requirement but the table's identity edited out of the header."""
         kept = tuple(r for r in self.plan.requirements if r.TYPE == "iceberg.table-uuid")
-        self._apply(_forge(self.plan, requirements=kept))
+        self._apply(dataclasses.replace(self.plan, requirements=kept))
 
     @invariant()
     def the_rows_are_those_the_last_write_left(self):

@@ -6,6 +6,7 @@ filed ``region=us`` rows under ``region=eu``."""
 from __future__ import annotations
 
 import copy
+import dataclasses
 
 import pytest
 
@@ -22,9 +23,16 @@ def forged(p: CleanupPlan, edit) -> CleanupPlan:
     """``p`` with its scope's bins edited by ``edit(bins)``, everything else as planned."""
     bins = copy.deepcopy(p.scope["bins"])
     edit(bins)
-    return CleanupPlan(kind=p.kind, format=p.format, table_location=p.table_location, table_identity=p.table_identity,
-                       branch=p.branch, now_ms=p.now_ms, options=p.options, scope={**p.scope, "bins": bins},
-                       requirements=p.requirements, phases=p.phases, actions=p.actions, stats=p.stats)
+    return dataclasses.replace(p, scope={**p.scope, "bins": bins})
+
+
+def planned_over_a_position_delete(lake) -> tuple[CleanupPlan, int]:
+    """The partitioned table with a position delete on a ``us`` file, its plan, and the ``us`` bin."""
+    partitioned(lake)
+    t = lake.table()
+    position_delete(t, data_files(t, "us")[0], [0])
+    p = plan(lake.view())
+    return p, bin_of(p, "us")
 
 
 def refused(lake, tmp_path, bad: CleanupPlan, match: str) -> None:
@@ -68,11 +76,7 @@ def test_a_bin_given_another_partition_value_is_refused(lake, tmp_path):
 
 def test_a_bin_whose_input_sequence_number_was_raised_past_its_delete_is_refused(lake, tmp_path):
     """A raised data sequence number would make the position delete no longer apply: the row would return."""
-    partitioned(lake)
-    t = lake.table()
-    position_delete(t, data_files(t, "us")[0], [0])
-    p = plan(lake.view())
-    us = bin_of(p, "us")
+    p, us = planned_over_a_position_delete(lake)
     assert len(p.scope["bins"][us]["position_deletes"]) == 1
 
     def edit(bins):
@@ -83,11 +87,7 @@ def test_a_bin_whose_input_sequence_number_was_raised_past_its_delete_is_refused
 
 
 def test_a_bin_whose_position_delete_was_left_out_is_refused(lake, tmp_path):
-    partitioned(lake)
-    t = lake.table()
-    position_delete(t, data_files(t, "us")[0], [0])
-    p = plan(lake.view())
-    us = bin_of(p, "us")
+    p, us = planned_over_a_position_delete(lake)
 
     def edit(bins):
         bins[us]["position_deletes"] = []
