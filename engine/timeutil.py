@@ -69,11 +69,13 @@ def wall_clock_ms() -> int:
 
 
 def format_time_ms(ms: int) -> str:
-    """``ms`` as an ISO-8601 UTC time, for messages."""
+    """``ms`` as a UTC time to the second, ``2026-11-25 22:35:01Z``: the one spelling of times in messages
+    and text output (ISO 8601 with a space; ``parse_time_ms`` reads it back)."""
     try:
-        return (_dt.datetime(1970, 1, 1, tzinfo=_dt.timezone.utc) + _dt.timedelta(milliseconds=ms)).isoformat()
+        t = _dt.datetime(1970, 1, 1, tzinfo=_dt.timezone.utc) + _dt.timedelta(milliseconds=ms)
     except OverflowError:  # beyond what a datetime holds (an epoch-ms typo): say the number
-        return f"{ms} ms after 1970-01-01T00:00:00+00:00"
+        return f"{ms} ms after 1970-01-01 00:00:00Z"
+    return t.strftime("%Y-%m-%d %H:%M:%S") + "Z"
 
 
 def system_zone() -> str:

@@ -321,10 +321,9 @@ def describe_changelog(plan: CleanupPlan) -> PlanDescription:
 
 
 def _utc(ms: int) -> str:
-    import datetime
+    from engine.timeutil import format_time_ms
 
-    return (datetime.datetime(1970, 1, 1, tzinfo=datetime.timezone.utc)
-            + datetime.timedelta(milliseconds=ms)).strftime("%Y-%m-%d %H:%M:%S UTC")
+    return format_time_ms(ms)
 
 
 KINDS: Mapping[str, PlanKind] = {
