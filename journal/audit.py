@@ -26,7 +26,8 @@ def list_plans(recorder: Recorder) -> list[dict[str, Any]]:
     """One row per plan, in recording order; plans refused without being recorded come last.
 
     Counts use each action's latest record over the plan's applies (a resumed apply supersedes a failed
-    attempt); dry runs are left out. ``bytes_reclaimed`` sums the bytes of DELETED files.
+    attempt); dry runs are left out. ``bytes_reclaimed`` sums the bytes of DELETED files whose size is
+    known; ``unknown_size_files`` counts the others (an Iceberg manifest list's size is not recorded).
     """
     by_plan: dict[str, list[Event]] = {pid: [] for pid in recorder.plan_ids()}
     for ev in recorder.events():
@@ -36,8 +37,12 @@ def list_plans(recorder: Recorder) -> list[dict[str, Any]]:
     runs = {plan_id: project(events) for plan_id, events in by_plan.items()}
     dry = [aid for plan_runs in runs.values() for aid, r in plan_runs.items() if r.dry_run]
     totals = recorder.all_outcome_totals(exclude_applies=dry)  # one query for every plan
+    unknown = recorder.unknown_sized_deletions()
     zero = {o: (0, 0) for o in FileOutcome}
-    return [_plan_row(plan_id, events, runs[plan_id], totals.get(plan_id, zero)) for plan_id, events in by_plan.items()]
+    rows = [_plan_row(plan_id, events, runs[plan_id], totals.get(plan_id, zero)) for plan_id, events in by_plan.items()]
+    for row in rows:
+        row["unknown_size_files"] = unknown.get(row["plan_id"], 0)
+    return rows
 
 
 def _plan_row(plan_id: str, events: list[Event], all_runs: dict, totals: dict) -> dict[str, Any]:
@@ -95,6 +100,14 @@ def list_files(
     query = FileQuery(plan_id=plan_id, apply_id=apply_id, table=table, kind=kind, outcome=outcome,
                       since_ms=since_ms, path_glob=path_glob, limit=limit)
     return recorder.file_rows(query)
+
+
+def count_files(recorder: Recorder, *, plan_id: str | None = None, apply_id: str | None = None,
+                table: str | None = None, kind: str | None = None, outcome: str | None = None,
+                since_ms: int | None = None, path_glob: str | None = None) -> int:
+    """How many records ``list_files`` returns with these filters and no limit."""
+    return recorder.file_count(FileQuery(plan_id=plan_id, apply_id=apply_id, table=table, kind=kind, outcome=outcome,
+                                         since_ms=since_ms, path_glob=path_glob))
 
 
 def list_events(recorder: Recorder, *, plan_id: str | None = None, apply_id: str | None = None) -> list[dict]:

@@ -232,6 +232,11 @@ class Recorder(abc.ABC):
         self._check_open()
         return rules.file_rows(self._select, query)
 
+    def file_count(self, query: FileQuery) -> int:
+        """How many file records ``file_rows`` would return without ``query``'s limit."""
+        self._check_open()
+        return rules.file_count(self._select, query)
+
     def done_actions(self, plan_id: str, *, exclude_applies: Iterable[str] = ()) -> frozenset[int]:
         """Ids of the plan's actions whose latest record, over every apply of the plan but
         ``exclude_applies``, is not FAILED: what a resumed apply skips. Worked out by the storage, in
@@ -244,6 +249,16 @@ class Recorder(abc.ABC):
         apply (``RunState.counts`` and, for DELETED, ``bytes_reclaimed``); every outcome present."""
         self._check_open()
         return rules.apply_totals(self._select, apply_id)
+
+    def deleted_without_size(self, apply_id: str) -> frozenset[int]:
+        """Ids of the actions the apply DELETED whose record has no size (not in ``apply_totals``' bytes)."""
+        self._check_open()
+        return rules.deleted_without_size(self._select, apply_id)
+
+    def unknown_sized_deletions(self) -> dict[str, int]:
+        """Per plan, how many files were DELETED without a recorded size (``rules.unknown_sized_deletions``)."""
+        self._check_open()
+        return rules.unknown_sized_deletions(self._select)
 
     def outcome_totals(self, plan_id: str, *, exclude_applies: Iterable[str] = ()) -> dict[FileOutcome, tuple[int, int]]:
         """(count, bytes) per outcome, one outcome per action of the plan, every outcome present (zero

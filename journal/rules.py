@@ -155,6 +155,21 @@ class FileQuery:
 def file_rows(select: Select, query: FileQuery) -> list[dict[str, Any]]:
     """File records joined with their plan (table) and action (snapshot_id), as dicts keyed by
     ``FILE_COLUMNS``, filtered by ``query``, in sequence order."""
+    where, params = _file_filter(query)
+    sql = f"SELECT * FROM ({FILE_AUDIT}) AS file_audit" + where + " ORDER BY seq"
+    if query.limit is not None:
+        sql += f" LIMIT {int(query.limit)}"
+    return [dict(zip(FILE_COLUMNS, r)) for r in select(sql, params)]
+
+
+def file_count(select: Select, query: FileQuery) -> int:
+    """How many file records ``query``'s filters select, its limit aside."""
+    where, params = _file_filter(query)
+    return int(select(f"SELECT count(*) FROM ({FILE_AUDIT}) AS file_audit" + where, params)[0][0])
+
+
+def _file_filter(query: FileQuery) -> tuple[str, list]:
+    """The WHERE clause (with its leading space, or empty) and parameters of ``query``'s filters."""
     clauses, params = [], []
     for column, value in (("plan_id", query.plan_id), ("apply_id", query.apply_id), ("kind", query.kind),
                           ("outcome", query.outcome)):
@@ -174,11 +189,7 @@ def file_rows(select: Select, query: FileQuery) -> list[dict[str, Any]]:
             params.append(literal)
         clauses.append("regexp_full_match(path, ?)")
         params.append(query.path_regex)
-    sql = f"SELECT * FROM ({FILE_AUDIT}) AS file_audit"
-    sql += (" WHERE " + " AND ".join(clauses) if clauses else "") + " ORDER BY seq"
-    if query.limit is not None:
-        sql += f" LIMIT {int(query.limit)}"
-    return [dict(zip(FILE_COLUMNS, r)) for r in select(sql, params)]
+    return (" WHERE " + " AND ".join(clauses) if clauses else ""), params
 
 
 # -- outcomes of actions ---------------------------------------------------------------------------
@@ -224,6 +235,26 @@ def apply_totals(select: Select, apply_id: str) -> Totals:
     rows = select(f"SELECT outcome, count(*), coalesce(sum(bytes), 0) "
                   f"FROM ({_deciding_records('apply_id = ?', _LATEST)}) GROUP BY outcome", [apply_id])
     return _totals(rows)
+
+
+def deleted_without_size(select: Select, apply_id: str) -> frozenset[int]:
+    """Ids of the apply's actions DELETED (by each action's latest record in that apply) whose record has
+    no size: ``apply_totals``' bytes leave them out."""
+    rows = select(f"SELECT action_id FROM ({_deciding_records('apply_id = ?', _LATEST)}) "
+                  f"WHERE outcome = '{FileOutcome.DELETED.value}' AND bytes IS NULL", [apply_id])
+    return frozenset(int(r[0]) for r in rows)
+
+
+def unknown_sized_deletions(select: Select) -> dict[str, int]:
+    """Per plan, how many files some apply DELETED whose record has no size (directories aside): the
+    bytes of ``outcome_totals`` leave them out. A DELETED record decides its action's outcome whatever
+    came later (``STICKY_OUTCOMES``), so each such action counts once."""
+    dirs = sorted({label for fmt in FORMATS for label, kind in format_kinds(fmt).items()
+                   if getattr(kind, "verb", None) is not None and kind.verb.value == "delete-empty-dir"})
+    rows = select(f"SELECT plan_id, count(DISTINCT action_id) FROM file_records "
+                  f"WHERE outcome = '{FileOutcome.DELETED.value}' AND bytes IS NULL "
+                  f"AND NOT list_contains(?::VARCHAR[], kind) GROUP BY plan_id", [dirs])
+    return {plan_id: int(n) for plan_id, n in rows}
 
 
 def outcome_totals(select: Select, plan_id: str, *, exclude_applies: Iterable[str] = ()) -> Totals:

@@ -12,7 +12,7 @@ from engine.errors import JournalConflict, JournalError
 from engine.plan import Action
 from engine.paimon.kinds import ActionKind, Phase
 
-from journal.audit import export_files, list_events, list_files, list_plans
+from journal.audit import count_files, export_files, list_events, list_files, list_plans
 from journal.duckdb_store import DuckDBRecorder
 from journal.events import (
     ApplyFailed,
@@ -315,6 +315,18 @@ class RecorderContract:
         assert recorder.apply_totals("a2")[FileOutcome.DELETED] == (1, 100)
         assert recorder.apply_totals("nope") == {o: (0, 0) for o in FileOutcome}
 
+    def test_deleted_without_size_names_the_deleted_actions_whose_size_is_unknown(self, recorder):
+        unsized = [dataclasses.replace(A[4], size=None), dataclasses.replace(A[5], size=None)]
+        recorder.record_plan(PLAN, recorded_ms=5)
+        recorder.append([started(PLAN)])
+        recorder.record_files([record(PLAN, A[0]), record(PLAN, A[3]), record(PLAN, unsized[0]),
+                               record(PLAN, unsized[1], outcome="FAILED")])
+        assert recorder.deleted_without_size("a1") == frozenset({A[3].action_id, A[4].action_id})
+        assert recorder.apply_totals("a1")[FileOutcome.DELETED] == (3, 10)  # the unknown sizes are not summed
+        recorder.record_files([record(PLAN, unsized[1], attempt=2, time_ms=120)])
+        assert recorder.deleted_without_size("a1") == frozenset({A[3].action_id, A[4].action_id, A[5].action_id})
+        assert recorder.deleted_without_size("nope") == frozenset()
+
     def test_appending_reads_nothing_back_once_the_apply_is_known(self, recorder):
         recorder.record_plan(PLAN, recorded_ms=5)
         recorder.append([started(PLAN)])
@@ -412,6 +424,8 @@ class RecorderContract:
     def test_list_files_filters(self, recorder, filters, expected):
         self._two_tables(recorder)
         assert [(r["apply_id"], r["action_id"]) for r in list_files(recorder, **filters)] == expected
+        unlimited = {k: v for k, v in filters.items() if k != "limit"}
+        assert count_files(recorder, **unlimited) == len(list_files(recorder, **unlimited))
 
     @pytest.mark.parametrize("filters, message", [
         ({"kind": "datafile"}, "unknown kind 'datafile'; use one of: data-file, extra-file"),
