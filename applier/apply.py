@@ -57,7 +57,8 @@ class ApplyReport:
     dry_run: bool = False
     resumed: bool = False
     counts: dict = field(default_factory=lambda: {o.value: 0 for o in FileOutcome})
-    bytes_reclaimed: int = 0
+    bytes_reclaimed: int = 0  # of the deleted files whose size is known
+    unknown_size: int = 0  # deleted files whose size is unknown (an Iceberg manifest list): not in bytes_reclaimed
     duration_ms: int = 0
     failed_phase: str | None = None
     reason: str | None = None
@@ -77,7 +78,10 @@ class ApplyReport:
     def to_json(self) -> dict:
         return {
             "plan_id": self.plan_id, "apply_id": self.apply_id, "state": self.state, "dry_run": self.dry_run,
-            "resumed": self.resumed, "counts": self.counts, "bytes_reclaimed": self.bytes_reclaimed,
+            "resumed": self.resumed, "counts": self.counts,
+            # null when every file deleted had an unknown size: 0 would say nothing was reclaimed
+            "bytes_reclaimed": None if self.unknown_size and not self.bytes_reclaimed else self.bytes_reclaimed,
+            "unknown_size_files": self.unknown_size,
             "duration_ms": self.duration_ms, "failed_phase": self.failed_phase, "reason": self.reason,
             "phases": self.phases, "earliest_hint": self.hint, "verify": self.verify, "commits": self.commits,
             "strict": self.strict, "held_reason": self.held_reason, "nothing_safe": self.nothing_safe,
@@ -273,6 +277,7 @@ class _Apply:
         if dry_run:
             report.counts = {o: sum(p.get(o, 0) for p in report.phases) for o in outcomes}
             report.bytes_reclaimed = sum(p["bytes"] for p in report.phases)
+            report.unknown_size = sum(p["unknown_size"] for p in report.phases)
             report.duration_ms = clock() - started
             report.hint = plan.earliest_hint
             return report
@@ -281,6 +286,8 @@ class _Apply:
         totals = recorder.apply_totals(apply_id)
         report.counts = {o: totals[FileOutcome(o)][0] for o in outcomes}
         report.bytes_reclaimed = totals[FileOutcome.DELETED][1]
+        report.unknown_size = sum(1 for i in recorder.deleted_without_size(apply_id)
+                                  if plan.actions[i].verb is Verb.DELETE_FILE)
         report.duration_ms = clock() - started
         held = {FileOutcome.SKIPPED_REFERENCED.value, FileOutcome.DROPPED.value}
         report.held_reason = self.first_held

@@ -212,7 +212,7 @@ def _skip_message(plan: CleanupPlan) -> str:
     if plan.scope.get("skipped"):  # rewrite-manifests and compact: the worker's messages
         return plan.scope["skipped"]
     if plan.kind == "orphans":
-        return "removed 0 orphan file(s)"
+        return "no orphan files to remove"
     return describe_plan(plan).scope
 
 
@@ -447,7 +447,7 @@ class Maintenance:
         step.plan_file = plan_file
         if self.dry_run:
             self._record(report, cycle, ref, op, MaintenanceOutcome.PLANNED,
-                         f"dry run: {describe_plan(plan).scope}", plan, plan_file)
+                         f"dry run, not applied; the plan {describe_plan(plan).scope}", plan, plan_file)
             return
         step.name = "apply"
         result = apply_plan(plan, self.recorder, master=self.master, conf=self.conf, executor=executor)

@@ -67,6 +67,7 @@ class Tally:
     def __init__(self, outcomes=tuple(o.value for o in FileOutcome)):
         self.counts = dict.fromkeys(outcomes, 0)  # the outcomes the report shows; others are added as they come
         self.deleted_bytes = 0
+        self.unknown_size = 0  # files deleted whose size the plan does not know (not in deleted_bytes)
         self.failed = 0
         self.first_failure: tuple[Action, str | None] | None = None
         self.first_held: tuple[Action, str] | None = None  # the first action skipped or dropped, with why
@@ -75,7 +76,10 @@ class Tally:
     def add(self, a: Action, r: ActionResult) -> None:
         self.counts[r.outcome.value] = self.counts.get(r.outcome.value, 0) + 1
         if r.outcome == Outcome.DELETED:
-            self.deleted_bytes += a.size or 0
+            if a.size is None:
+                self.unknown_size += a.verb is Verb.DELETE_FILE  # a directory has no size to know
+            else:
+                self.deleted_bytes += a.size
         if r.outcome in (Outcome.SKIPPED_REFERENCED, Outcome.DROPPED) and r.error and self.first_held is None:
             self.first_held = (a, r.error)
         if r.outcome == Outcome.FAILED:
@@ -86,8 +90,10 @@ class Tally:
             self.done.add(a.action_id)
 
     def summary(self, phase: str, n_actions: int) -> dict:
-        """One row of the report: the phase, its action count, outcome counts and bytes deleted."""
-        return {"phase": phase, "actions": n_actions, **self.counts, "bytes": self.deleted_bytes}
+        """One row of the report: the phase, its action count, outcome counts, bytes deleted (known sizes)
+        and how many files were deleted whose size is unknown."""
+        return {"phase": phase, "actions": n_actions, **self.counts, "bytes": self.deleted_bytes,
+                "unknown_size": self.unknown_size}
 
 
 def probe(fileio: FileIO, target: str, a: Action) -> ActionResult:

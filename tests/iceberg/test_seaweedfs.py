@@ -205,7 +205,7 @@ def test_maintain_on_the_rest_catalog_over_s3(sw, tmp_path):
     assert [(r["operation"], r["outcome"]) for r in rows] == [
         ("compact", "applied"), ("expire", "applied"), ("orphans", "skipped"), ("rewrite-manifests", "applied")]
     assert rows[0]["message"] == "compacted 18 files into 3 (across 3 bins)"
-    assert rows[2]["message"] == "removed 0 orphan file(s)"
+    assert rows[2]["message"] == "no orphan files to remove"
     # the replace rewrote each of the six append manifests (their entries DELETED) and added one for the outputs
     assert rows[3]["message"] == "rewrote 7 manifests into 1 (3 entries)"
     after = sw.load_table("mnt.t")
