@@ -71,6 +71,8 @@ def spark_session(master: str = "local[*]", conf: dict[str, str] | None = None, 
     # (pyspark/core/context.py); spark.pyspark.python only reaches it through spark-submit. So the
     # choice above is handed over in the environment, for this call only.
     with _environment(PYSPARK_PYTHON=choice.python):
+        if SparkContext._active_spark_context is None and SparkContext._gateway is None:
+            _start_quiet_context(master, {**defaults, **conf})
         spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     if preflight:
@@ -83,6 +85,45 @@ def spark_session(master: str = "local[*]", conf: dict[str, str] | None = None, 
                 spark.stop()
             raise
     return spark
+
+
+# What the JVM prints on stderr whenever Spark starts, whatever its log configuration: the module system's
+# notice (Spark 4 adds jdk.incubator.vector) and Spark's hints about its default log level. Not for users.
+SPARK_START_NOISE = (
+    b"WARNING: Using incubator modules",
+    b'Setting default log level to "WARN"',
+    b"To adjust logging level use sc.setLogLevel",
+    b"Using Spark's default log4j profile",
+)
+
+
+def is_start_noise(line: bytes) -> bool:
+    return any(line.lstrip().startswith(n) for n in SPARK_START_NOISE)
+
+
+def _forward_stderr(stream, sink=None) -> None:
+    """Copy the Spark JVM's stderr to ours, line by line, without its start-up notices (errors pass)."""
+    sink = sink or (lambda line: (os.write(2, line)))
+    for line in iter(stream.readline, b""):
+        if not is_start_noise(line):
+            sink(line)
+
+
+def _start_quiet_context(master: str, conf: Mapping[str, str]) -> None:
+    """Start the Spark JVM (once per process) with its stderr piped through ``_forward_stderr``, and the
+    SparkContext on it, configured as the session builder would."""
+    import subprocess
+    import threading
+
+    from pyspark import SparkConf, SparkContext
+    from pyspark.java_gateway import launch_gateway
+
+    spark_conf = SparkConf(loadDefaults=False).setMaster(master).setAppName("lakesweep-apply")
+    for k, v in conf.items():
+        spark_conf.set(k, v)
+    gateway = launch_gateway(spark_conf, popen_kwargs={"stderr": subprocess.PIPE})
+    threading.Thread(target=_forward_stderr, args=(gateway.proc.stderr,), name="spark-stderr", daemon=True).start()
+    SparkContext(conf=spark_conf, gateway=gateway)
 
 
 @dataclass(frozen=True, slots=True)
