@@ -33,9 +33,7 @@ DEBUG_ENV = "LAKESWEEP_DEBUG"
 BUG_HINT = f"this is a bug in lakesweep; run again with {DEBUG_ENV}=1 to see the traceback and report it"
 
 
-def one_line(text) -> str:
-    """``text`` on one line (DuckDB and Arrow messages span several)."""
-    return " ".join(part.strip() for part in str(text).splitlines() if part.strip())
+one_line = render.one_line
 
 
 def print_error(message, *, internal: bool = False) -> None:
@@ -54,12 +52,49 @@ def report_bug(e: BaseException) -> None:
     print_error(f"{type(e).__name__}: {e}; {BUG_HINT}", internal=True)
 
 
+# What each option's value is, in help and usage lines (an option not named here: the last word of its
+# name; a number: N; a flag: nothing).
+METAVARS = {
+    "--out": "FILE", "--journal": "FILE", "--inventory": "FILE", "--log-file": "FILE", "--html": "FILE",
+    "--now": "TIME", "--since": "TIME", "--older-than": "TIME", "--time-retained": "DURATION",
+    "--expiration-time": "DURATION", "--every": "DURATION", "--master": "URL", "--conf": "KEY=VALUE",
+    "--option": "KEY=VALUE", "--catalog": "NAME", "--branch": "NAME", "--tag": "NAME", "--time-zone": "ZONE",
+    "--time-rule": "successor|own", "--strategy": "values-time|update-time", "--output": "text|json",
+    "--timestamp-formatter": "PATTERN", "--timestamp-pattern": "PATTERN", "--plans-dir": "DIR", "--dir": "DIR",
+    "--warehouse": "DIR", "--operations": "OPS", "--namespace-filter": "GLOBS", "--table-filter": "GLOBS",
+    "--path": "GLOB", "--plan": "PLAN_ID", "--run": "RUN_ID", "--table": "TABLE", "--kind": "KIND",
+    "--outcome": "OUTCOME", "--check": "CHECK",
+}
+
+
+def name_metavars(command) -> None:
+    """Give every parameter of ``command`` and its subcommands a metavar people read (``FILE``, ``TIME``,
+    ``N``; an argument by its name in capitals) instead of its Python type, and flags none."""
+    for param in getattr(command, "params", ()):
+        if param.metavar is not None:
+            continue
+        if param.param_type_name == "argument":
+            param.metavar = param.name.upper()
+            # Typer would add the Python type (``TABLE <str>``) to the argument's help line: the name says it.
+            param.display_type_rich = lambda ctx: None
+        elif getattr(param, "is_flag", False) or getattr(param, "count", False):
+            param.metavar = ""
+        else:
+            long = max(param.opts, key=len)
+            descriptor = getattr(param, "type_descriptor", None)
+            numeric = getattr(descriptor, "annotation", None) in (int, float)
+            param.metavar = METAVARS.get(long) or ("N" if numeric else long.lstrip("-").split("-")[-1].upper())
+    for sub in getattr(command, "commands", {}).values():
+        name_metavars(sub)
+
+
 class LakesweepGroup(TyperGroup):
     """The root command: runs Click in non-standalone mode and maps what it raises to lakesweep's exit
     codes, so that a usage error (Click's 2) is an input error (1) told in one line, and ``--help``
     still exits 0."""
 
     def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True, **extra):
+        name_metavars(self)
         if not standalone_mode:
             return super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
         try:
@@ -87,13 +122,32 @@ app = typer.Typer(
     cls=LakesweepGroup,
     name="lakesweep",
     help=(
-        "Plan, review, apply and audit Apache Paimon table maintenance.\n\n"
-        "Typical flow: 'lakesweep inspect TABLE', 'lakesweep plan expire TABLE --out p.parquet', "
-        "'lakesweep show p.parquet'."
+        "Plan, review, apply and audit the maintenance of Apache Paimon and Apache Iceberg tables: snapshot "
+        "expiry, orphan files, partitions, tags, consumers and changelogs (Paimon), manifests and compaction "
+        "(Iceberg). Plans are files you review; apply runs them on Spark and journals every file.\n\n"
+        "\b\n"
+        "Paimon (TABLE is the table's directory or s3:// location):\n"
+        "  lakesweep inspect TABLE\n"
+        "  lakesweep plan expire TABLE --out p.parquet\n"
+        "  lakesweep show p.parquet\n"
+        "  lakesweep apply p.parquet --dry-run\n"
+        "  lakesweep apply p.parquet\n"
+        "  lakesweep journal plans\n\n"
+        "\b\n"
+        "Iceberg (ns.table in a catalog pyiceberg knows, named with --catalog):\n"
+        "  lakesweep inspect ns.table --catalog C\n"
+        "  lakesweep plan expire ns.table --catalog C --out p.parquet\n"
+        "  lakesweep show p.parquet\n"
+        "  lakesweep apply p.parquet\n\n"
+        "'lakesweep demo' runs both on small tables it writes; 'lakesweep maintain' plans and applies "
+        "everything a catalog or warehouse needs."
     ),
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
+    # Plain help, reflowed by Click: Rich markup would read 'H:m:s' as an emoji code and keep every hard
+    # line break of a docstring.
+    rich_markup_mode=None,
 )
 
 
@@ -104,24 +158,35 @@ def handle_errors(fn):
 
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
+        json_out = OutputFormat(kwargs.get("fmt", OutputFormat.text)) == OutputFormat.json
         try:
             return fn(*args, **kwargs)
         except (typer.Exit, typer.Abort, click_exceptions.ClickException):
             raise
         except PlannerInvariantViolated as e:
             print_error(e, internal=True)
+            _json_error(json_out, e, 2)
             raise typer.Exit(2) from e
         except LakesweepError as e:
             print_error(e)
+            _json_error(json_out, e, 1)
             raise typer.Exit(1) from e
         except KeyboardInterrupt:
             render.err.print("interrupted")
             raise typer.Exit(130)
         except Exception as e:
             report_bug(e)
+            _json_error(json_out, e, 2, message=f"{type(e).__name__}: {one_line(e)}; {BUG_HINT}")
             raise typer.Exit(2) from e
 
     return wrapper
+
+
+def _json_error(json_out: bool, e: BaseException, code: int, *, message: str | None = None) -> None:
+    """With ``--output json``, the error as the one JSON document on stdout (as pyiceberg's CLI does):
+    ``{"error": {"type", "message", "exit_code"}}``. The one-line message is on stderr either way."""
+    if json_out:
+        render.emit_json({"error": {"type": type(e).__name__, "message": message or one_line(e), "exit_code": code}})
 
 
 # Shared options.

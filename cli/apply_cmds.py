@@ -24,7 +24,7 @@ def _conf(values: List[str]) -> dict:
     return key_values(values, "--conf")
 
 
-@app.command()
+@app.command(short_help="Execute a reviewed plan on Spark, journaling every file.")
 @handle_errors
 def apply(
     plan: Path = typer.Argument(..., help="A plan written by 'lakesweep plan'."),
@@ -76,7 +76,7 @@ def apply(
         raise typer.Exit(1)
 
 
-@app.command()
+@app.command(short_help="Finish unfinished applies recorded in the journal.")
 @handle_errors
 def resume(
     plan_id: Optional[str] = typer.Argument(None, help="Only this plan's unfinished apply (default: all)."),

@@ -259,7 +259,7 @@ def run_demo(directory: Path, *, output: Output) -> dict:
     return doc
 
 
-@app.command("demo")
+@app.command("demo", short_help="Run the whole story on Paimon and Iceberg demo tables.")
 @handle_errors
 def demo_cmd(
     directory: Path = typer.Option(Path("lakesweep-demo"), "--dir", help="Work directory for the demo table, "

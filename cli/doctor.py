@@ -24,7 +24,7 @@ def _journal(journal: Optional[Path]) -> tuple[str, str]:
     return str(default_journal_path()), "the default"
 
 
-@app.command()
+@app.command(short_help="Check that this machine can run lakesweep.")
 @handle_errors
 def doctor(
     master: str = MasterOpt,

@@ -11,8 +11,12 @@ from cli.app import JournalOpt, OutputOpt, app, existing_journal, handle_errors,
 from cli.output import OutputFormat, output_for
 
 journal_app = typer.Typer(help="Audit what lakesweep did: plans, per-file outcomes, SQL over the journal.",
+                          short_help="Audit what lakesweep did.",
                           no_args_is_help=True)
 app.add_typer(journal_app, name="journal")
+
+
+TEXT_FILES_LIMIT = 50  # records ``journal files`` shows people unless told otherwise
 
 
 def _open_read(journal: Optional[Path]):
@@ -37,25 +41,51 @@ def journal_plans(journal: Optional[Path] = JournalOpt, fmt: OutputFormat = Outp
 @handle_errors
 def journal_files(
     journal: Optional[Path] = JournalOpt,
-    plan: Optional[str] = typer.Option(None, "--plan", help="Only this plan id."),
+    plan: Optional[str] = typer.Option(None, "--plan", help="Only this plan: its id, or the start of it that "
+                                       "'journal plans' shows."),
     table: Optional[str] = typer.Option(None, "--table", help="Only this table (location or identity)."),
     kind: Optional[str] = typer.Option(None, "--kind", help="data-file, manifest, snapshot, ..."),
     outcome: Optional[str] = typer.Option(None, "--outcome", help="DELETED, ALREADY_ABSENT, FAILED, ..."),
     since: Optional[str] = typer.Option(None, "--since", help="Epoch ms or ISO-8601."),
     path: Optional[str] = typer.Option(None, "--path", help="Shell glob over the path, e.g. '*dt=2024-01-01*'."),
-    limit: Optional[int] = typer.Option(None, "--limit"),
+    limit: Optional[int] = typer.Option(None, "--limit", help=f"Show at most this many records (text output: "
+                                        f"{TEXT_FILES_LIMIT} unless given; JSON: all unless given)."),
+    all_: bool = typer.Option(False, "--all", help="Show every record, whatever the output."),
     fmt: OutputFormat = OutputOpt,
 ):
     """Per-file records: what was deleted (or found absent, or failed), when, by which plan and why
-    (the snapshot whose expiry caused it)."""
-    from journal.audit import list_files
+    (the snapshot whose expiry caused it), oldest first.
+
+    Text output shows the first 50 records and says how many more there are; --limit N or --all show
+    more. JSON output has every record unless --limit is given."""
+    from journal.audit import count_files, list_files
     from engine.timeutil import parse_time_ms
 
+    if all_ and limit is not None:
+        raise typer.BadParameter("give --limit N or --all, not both", param_hint="--all")
     output = output_for(fmt)
+    if limit is None and not all_ and fmt == OutputFormat.text:
+        limit = TEXT_FILES_LIMIT
+    filters = dict(plan_id=plan, table=table, kind=kind, outcome=outcome,
+                   since_ms=parse_time_ms(since) if since else None, path_glob=path)
     with _open_read(journal) as recorder:
-        rows = list_files(recorder, plan_id=plan, table=table, kind=kind, outcome=outcome,
-                          since_ms=parse_time_ms(since) if since else None, path_glob=path, limit=limit)
-    output.journal_files(rows)
+        filters["plan_id"] = _plan_id(recorder, plan)
+        rows = list_files(recorder, **filters, limit=limit)
+        more = count_files(recorder, **filters) - len(rows) if limit is not None and len(rows) == limit else 0
+    output.journal_files(rows, more=more)
+
+
+def _plan_id(recorder, given: Optional[str]) -> Optional[str]:
+    """The full id of the one recorded plan whose id starts with ``given`` (``given`` itself when none does:
+    no records match then)."""
+    from engine.errors import JournalError
+
+    if given is None:
+        return None
+    matches = [p for p in recorder.plan_ids() if p.startswith(given)]
+    if len(matches) > 1:
+        raise JournalError(f"--plan '{given}' names {len(matches)} plans in the journal; give more of its id")
+    return matches[0] if matches else given
 
 
 @journal_app.command("query")

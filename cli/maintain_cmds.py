@@ -18,7 +18,7 @@ from cli.journal_cmds import _open_read, journal_app
 from cli.output import OutputFormat
 
 
-@app.command("maintain")
+@app.command("maintain", short_help="Plan and apply what every table in scope needs.")
 @handle_errors
 def maintain_cmd(
     catalog: Optional[str] = typer.Option(None, "--catalog", help="Maintain the Iceberg tables of this catalog "

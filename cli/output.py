@@ -55,8 +55,9 @@ class Output(ABC):
         """The journal's plans (``journal.audit.list_plans``)."""
 
     @abstractmethod
-    def journal_files(self, rows: list[dict]) -> None:
-        """The journal's per-file records (``journal.audit.list_files``)."""
+    def journal_files(self, rows: list[dict], *, more: int = 0) -> None:
+        """The journal's per-file records (``journal.audit.list_files``); ``more``: how many more the
+        filters select beyond those (the limit cut them off)."""
 
     @abstractmethod
     def query_result(self, columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> None:
@@ -115,13 +116,10 @@ class TextOutput(Output):
         render.render_verify(report, files=files)
 
     def journal_plans(self, rows: list[dict]) -> None:
-        render.out.print(render.rows_table(rows, ["plan_id", "table", "kind", "state", "n_actions", "deleted",
-                                                  "already_absent", "failed", "bytes_reclaimed", "recorded_ms",
-                                                  "finished_ms", "whole"], "Plans"))
+        render.render_journal_plans(rows)
 
-    def journal_files(self, rows: list[dict]) -> None:
-        render.out.print(render.rows_table(rows, ["time_ms", "plan_id", "kind", "path", "snapshot_id", "outcome",
-                                                  "attempt", "error"], f"{len(rows)} file records"))
+    def journal_files(self, rows: list[dict], *, more: int = 0) -> None:
+        render.render_journal_files(rows, more=more)
 
     def query_result(self, columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> None:
         render.render_query(columns, rows)
@@ -170,7 +168,7 @@ class JsonOutput(Output):
     def journal_plans(self, rows: list[dict]) -> None:
         render.emit_json(rows)
 
-    def journal_files(self, rows: list[dict]) -> None:
+    def journal_files(self, rows: list[dict], *, more: int = 0) -> None:
         render.emit_json(rows)
 
     def query_result(self, columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> None:

@@ -25,6 +25,7 @@ from cli.output import OutputFormat, output_for
 from cli.progress import progress_enabled
 
 plan_app = typer.Typer(help="Make a cleanup plan (nothing is deleted; review it with 'lakesweep show').",
+                       short_help="Make a cleanup plan (nothing is deleted).",
                        no_args_is_help=True)
 app.add_typer(plan_app, name="plan")
 
@@ -111,19 +112,38 @@ def _hours(value: Optional[int], flag: str) -> Optional[str]:
     return f"{value} h"
 
 
-@app.command()
+@app.command(short_help="Show what lakesweep sees in a table.")
 @handle_errors
 def inspect(
-    table: str = TableArg,
-    branch: str = typer.Option("main", help="Branch to inspect."),
+    table: str = typer.Argument(..., help="A Paimon table's location (a local path or s3://bucket/path), or with "
+                                "--catalog an Iceberg table's namespace.table."),
+    branch: str = typer.Option("main", help="Paimon: the branch to inspect."),
+    catalog: Optional[str] = CatalogOpt,
     fmt: OutputFormat = OutputOpt,
 ):
-    """Show what lakesweep sees in a Paimon table: schema, snapshots, hints, tags, consumers, branches,
-    live files and the files only older snapshots hold (what expiry could reclaim)."""
+    """Show what lakesweep sees in a table.
+
+    Paimon: schema, snapshots, hints, tags, consumers, branches, live files and the files only older
+    snapshots hold (what expiry could reclaim).
+
+    Iceberg (--catalog, TABLE is namespace.table): format version, schema, partition spec, properties,
+    snapshots, branches and tags, and the files only older snapshots reach."""
+    output = output_for(fmt)
+    if catalog is not None:
+        from engine.iceberg.inspect import inspect_iceberg
+        from engine.iceberg.table import IcebergTable
+
+        if branch != "main":
+            from engine.errors import PlanRejected
+
+            raise PlanRejected("--branch is an option of Paimon tables; an Iceberg table (--catalog) shows every "
+                               "branch")
+        output.inspect(inspect_iceberg(IcebergTable(catalog, table)))
+        return
     from engine.paimon.inspect import inspect_table
     from engine.paimon.table import open_table
 
-    output_for(fmt).inspect(inspect_table(open_table(table, branch=branch)))
+    output.inspect(inspect_table(open_table(table, branch=branch)))
 
 
 @plan_app.command("expire")
@@ -406,7 +426,7 @@ def _spark_lister(master: str, conf: dict, scratch: str, output):
     return lister
 
 
-@app.command()
+@app.command(short_help="Show a saved plan.")
 @handle_errors
 def show(
     plan: Path = typer.Argument(..., help="A plan written by 'lakesweep plan'."),

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import datetime as _dt
 import json
 import sys
 from typing import Any
@@ -10,6 +9,9 @@ from typing import Any
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
+
+from cli.humanize import fitted, option_value
+from engine.plan import Verb
 
 out = Console(highlight=False, soft_wrap=True)
 err = Console(stderr=True, highlight=False, soft_wrap=True)
@@ -34,17 +36,42 @@ def human_bytes(n: int | None) -> str:
 def fmt_time(ms: int | None) -> str:
     if ms is None:
         return "-"
-    return _dt.datetime.fromtimestamp(ms / 1000, _dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S.%f")[:-3] + "Z"
+    from engine.timeutil import format_time_ms
+
+    return format_time_ms(ms)
+
+
+def render_iceberg_inspect(info: dict) -> None:
+    """``inspect_iceberg``'s summary for people."""
+    s = info["schema"]
+    out.print(f"[bold]Iceberg table[/bold] {escape(info['identifier'])} (catalog {escape(info['catalog'])}, format "
+              f"version {info['format_version']}) at {escape(info['location'])}")
+    out.print(f"  schema {s['id']}: " + ", ".join(f"{f['name']} {f['type']}" for f in s["fields"]))
+    out.print(f"  partition spec: {escape(', '.join(info['partition_spec']) or 'unpartitioned')}")
+    if info["properties"]:
+        out.print("  properties: " + ", ".join(f"{k}={escape(option_value(k, v))}" for k, v in info["properties"].items()),
+                  soft_wrap=False)
+    out.print(fitted("Snapshots", [("id", "right"), ("time (UTC)", "left"), ("operation", "left")],
+                     [[str(x["id"]) + (" (current)" if x["id"] == info["current_snapshot_id"] else ""),
+                       fmt_time(x["time_millis"]), x["operation"] or "-"] for x in info["snapshots"]], out.width))
+    out.print("  branches: " + (", ".join(f"{b['name']}→{b['snapshot_id']}" for b in info["branches"]) or "none"))
+    out.print("  tags: " + (", ".join(f"{t['name']}→{t['snapshot_id']}" for t in info["tags"]) or "none"))
+    live, older = info["current_live"], info["older_only"]
+    out.print(f"  read by the current snapshot: {live['files']} data and delete files, {human_bytes(live['bytes'])}")
+    out.print(f"  reached only by older snapshots: {older['files']} files, {human_bytes(older['bytes'])}")
 
 
 def render_inspect(info: dict) -> None:
+    if "identifier" in info:
+        render_iceberg_inspect(info)
+        return
     s = info["schema"]
     out.print(f"[bold]Table[/bold] {info['location']} (branch {info['branch']})")
     fields = ", ".join(f"{f['name']} {f['type']}" for f in s["fields"])
     out.print(f"  schema {s['id']}: {fields}")
     out.print(f"  partition keys: {s['partition_keys'] or '-'}   primary keys: {s['primary_keys'] or '-'}")
     if s["options"]:
-        out.print("  options: " + ", ".join(f"{k}={v}" for k, v in s["options"].items()))
+        out.print("  options: " + ", ".join(f"{k}={escape(option_value(k, v))}" for k, v in s["options"].items()))
     h = info["hints"]
     out.print(
         f"  snapshots: earliest {info['earliest']}, latest {info['latest']} "
@@ -116,8 +143,8 @@ def render_plan(plan, *, files: bool = False, location: str | None = None) -> No
     if location:
         out.print(f"  written to {location}")
     out.print(f"  made at now={fmt_time(plan.now_ms)}; options: " + ", ".join(
-        f"{k}={v.value} ({v.source})" for k, v in sorted(plan.options.items())
-    ))
+        f"{k}={escape(option_value(k, v.value))} ({v.source})" for k, v in sorted(plan.options.items())
+    ), soft_wrap=False)
     if description.nothing_to_do:
         out.print(f"[green]{escape(description.nothing_label)}[/green]: {escape(description.scope)}")
         for line in description.remaining:
@@ -128,9 +155,9 @@ def render_plan(plan, *, files: bool = False, location: str | None = None) -> No
         t.add_column("kind")
         t.add_column("count", justify="right")
         t.add_column("bytes", justify="right")
+        deleting = {str(a.kind) for a in plan.actions if a.verb.deletes}
         for kind, v in summary.get("by_kind", {}).items():
-            size = human_bytes(v["bytes"]) + (f" (+{v['unknown_size']} unknown)" if v["unknown_size"] else "")
-            t.add_row(kind, str(v["count"]), size)
+            t.add_row(kind, str(v["count"]), bytes_cell(v["bytes"], v["unknown_size"]) if kind in deleting else "-")
         out.print(t)
         if summary.get("by_partition"):
             pt = Table(title="Data and changelog files by partition")
@@ -140,61 +167,102 @@ def render_plan(plan, *, files: bool = False, location: str | None = None) -> No
             for part, v in summary["by_partition"].items():
                 pt.add_row(part or "(unpartitioned)", str(v["count"]), human_bytes(v["bytes"]))
             out.print(pt)
-        out.print(f"  total: {summary.get('files', 0)} files, {human_bytes(summary.get('bytes', 0))} (known sizes)")
+        unknown = sum(1 for a in plan.actions if a.verb is Verb.DELETE_FILE and a.size is None)
+        out.print(f"  total: {summary.get('files', 0)} files, {reclaimed_bytes(summary.get('bytes', 0), unknown)}")
     for line in description.notes:
         out.print(f"  {escape(line)}")
     for w in plan.stats.get("warnings", []):
         err.print(f"[yellow]warning:[/yellow] {w}")
     if files:
-        ft = Table(title="Actions")
-        for col in ("#", "phase", "kind", "path", "snapshot", "size"):
-            ft.add_column(col)
-        for a in plan.actions:
-            ft.add_row(str(a.action_id), plan.phase_name(a.phase), str(a.kind), a.path,
-                       str(a.snapshot_id if a.snapshot_id is not None else "-"), human_bytes(a.size))
-        out.print(ft)
+        render_actions(plan)
 
 
-# Column labels of the outcomes known today; any other outcome is shown under its own name.
+def render_actions(plan) -> None:
+    """Every action of ``plan``, by phase, one a line, its path whole and last (a long one wraps, never cut)."""
+    phase = None
+    width = len(str(len(plan.actions) - 1)) if plan.actions else 1
+    out.print(f"[bold]Actions[/bold] ({len(plan.actions)}; paths relative to {escape(plan.table_location)})")
+    for a in plan.actions:
+        if a.phase != phase:
+            phase = a.phase
+            out.print(f"  phase {escape(plan.phase_name(a.phase))}")
+        size = (human_bytes(a.size) if a.size is not None else "size unknown") if a.verb.deletes else None
+        fields = [str(a.action_id).rjust(width), escape(str(a.kind)), size,
+                  f"snapshot {a.snapshot_id}" if a.snapshot_id is not None else None, escape(a.path)]
+        out.print("    " + "  ".join(f for f in fields if f is not None))
+
+
+# How each outcome is told: a short, distinct column header, and the words of the summary line. A dry run
+# speaks of what would happen (DRY_RUN_*). Any other outcome is shown under its own name.
+OUTCOME_HEADERS = {"DELETED": "deleted", "ALREADY_ABSENT": "absent", "WRITTEN": "written", "KEPT_NOT_EMPTY": "kept",
+                   "SKIPPED_REFERENCED": "skipped", "COMMITTED": "committed", "ALREADY_COMMITTED": "found",
+                   "DROPPED": "dropped", "FAILED": "failed"}
+DRY_RUN_HEADERS = {"DELETED": "to delete", "WRITTEN": "to write", "COMMITTED": "to commit"}
 OUTCOME_LABELS = {"DELETED": "deleted", "ALREADY_ABSENT": "already absent", "WRITTEN": "written",
-                  "KEPT_NOT_EMPTY": "kept (not empty)", "FAILED": "failed"}
-DRY_RUN_LABELS = {"DELETED": "would delete"}
+                  "KEPT_NOT_EMPTY": "kept (not empty)", "SKIPPED_REFERENCED": "skipped (still needed)",
+                  "COMMITTED": "committed", "ALREADY_COMMITTED": "found committed", "DROPPED": "dropped",
+                  "FAILED": "failed"}
+DRY_RUN_LABELS = {"DELETED": "would delete", "WRITTEN": "would write", "COMMITTED": "would commit",
+                  "KEPT_NOT_EMPTY": "would keep (not empty)", "SKIPPED_REFERENCED": "would skip (still needed)",
+                  "DROPPED": "would drop"}
 # Outcomes counted in the table only: the summary line tells what happened to the files the plan removes.
 TABLE_ONLY_OUTCOMES = frozenset({"WRITTEN", "KEPT_NOT_EMPTY"})
+# Outcomes whose column is shown even when no phase has one.
+ALWAYS_SHOWN = ("DELETED", "FAILED")
 REPORT_TITLES = {"COMPLETED": "[green]Apply completed[/green]", "FAILED": "[red]Apply failed[/red]",
                  "DRY_RUN": "[cyan]Dry run[/cyan] (nothing was deleted)"}
 
 
+def reclaimed_bytes(known: int, unknown: int) -> str:
+    """Bytes reclaimed, with the files whose size is unknown told apart: never summed as 0 B."""
+    if not unknown:
+        return human_bytes(known)
+    files = f"{unknown} file{'s' if unknown != 1 else ''} of unknown size"
+    return f"{human_bytes(known)} (+{files})" if known else f"an unknown number of bytes ({files})"
+
+
+def bytes_cell(known: int, unknown: int) -> str:
+    """``reclaimed_bytes`` for a table cell: ``unknown`` when no size is known, ``≥ 1.2 MiB`` when some are not."""
+    if unknown and not known:
+        return "unknown"
+    return ("≥ " if unknown else "") + human_bytes(known)
+
+
 def render_report(report) -> None:
-    """An apply's (or dry run's) report: one column per outcome in ``report.counts``, one row per phase
-    (``{"phase", "actions", <outcome>: n, ..., "bytes"}``), then a summary line."""
+    """An apply's (or dry run's) report: one row per phase (``{"phase", "actions", <outcome>: n, ...,
+    "bytes", "unknown_size"}``) with a column for each outcome some phase has (deleted and failed always),
+    then a summary line of every outcome in ``report.counts``. A dry run speaks in the conditional. A table
+    wider than the terminal is shown as one block per phase."""
+    from cli.humanize import fitted
+
     if report.state == "REFUSED":
         err.print(f"[red]Refused[/red]: plan {report.plan_id}: {report.reason}")
         return
     if report.state == "NOT_STARTED":
         out.print(f"[yellow]Not started[/yellow]: {escape(report.reason)}")
         return
-    outcomes = list(report.counts)
+    headers = OUTCOME_HEADERS | (DRY_RUN_HEADERS if report.dry_run else {})
     labels = OUTCOME_LABELS | (DRY_RUN_LABELS if report.dry_run else {})
+    shown = [o for o in report.counts if o in ALWAYS_SHOWN or any(p.get(o, 0) for p in report.phases)]
     out.print(f"{REPORT_TITLES.get(report.state, escape(report.state))}: plan {report.plan_id}"
               + (f", apply {report.apply_id}" if report.apply_id else "") + (" (resumed)" if report.resumed else ""))
-    t = Table()
-    t.add_column("phase", no_wrap=True)
-    for col in ["actions", *(labels.get(o, o) for o in outcomes), "bytes"]:
-        t.add_column(col, justify="right")
-    for p in report.phases:
-        t.add_row(p["phase"], str(p["actions"]), *(str(p.get(o, 0)) for o in outcomes), human_bytes(p["bytes"]))
-    out.print(t)
+    columns = [("phase", "left"), ("actions", "right"), *((headers.get(o, o), "right") for o in shown),
+               ("to reclaim" if report.dry_run else "bytes", "right")]
+    rows = [[p["phase"], str(p["actions"]), *(str(p.get(o, 0)) for o in shown),
+             bytes_cell(p["bytes"], p.get("unknown_size", 0))]
+            for p in report.phases]
+    out.print(fitted(None, columns, rows, out.width))
     verb = "would reclaim" if report.dry_run else "reclaimed"
-    counted = ", ".join(f"{OUTCOME_LABELS.get(o, o)} {n}" for o, n in report.counts.items()
-                        if o not in TABLE_ONLY_OUTCOMES)
-    out.print(f"  {counted + '; ' if counted else ''}{verb} {human_bytes(report.bytes_reclaimed)} in "
+    took = "checked in" if report.dry_run else "in"
+    counted = ", ".join(f"{labels.get(o, o)} {n}" for o, n in report.counts.items() if o not in TABLE_ONLY_OUTCOMES)
+    out.print(f"  {counted + '; ' if counted else ''}{verb} "
+              f"{reclaimed_bytes(report.bytes_reclaimed, getattr(report, 'unknown_size', 0))} {took} "
               f"{report.duration_ms / 1000:.1f} s")
     if report.state == "FAILED":
         err.print(f"[red]error:[/red] {report.reason}")
         err.print(f"Fix the cause, then run: lakesweep resume {report.plan_id}")
     for c in report.commits:
-        done = "found already committed" if c["already"] else "committed"
+        done = "found already committed" if c["already"] else ("would commit" if report.dry_run else "committed")
         tries = f", after {c['attempts']} attempts" if c.get("attempts", 1) > 1 else ""
         out.print(f"  {done}: {c.get('label', 'snapshot')} {c['version']} (phase {c['phase']}{tries})")
     if getattr(report, "nothing_safe", False):
@@ -228,6 +296,55 @@ def rows_table(rows: list[dict], columns: list[str], title: str) -> Table:
         t.add_row(*[fmt_time(r[c]) if c.endswith("_ms") and r[c] is not None else
                     ("-" if r[c] is None else str(r[c])) for c in columns])
     return t
+
+
+def render_journal_plans(rows: list[dict]) -> None:
+    """``journal plans`` for people: the plans of each table under its location, each by a unique prefix of
+    its id, with sizes and times humanized (``--output json`` has every field and the full ids)."""
+    from cli.humanize import fitted, short_ids
+
+    if not rows:
+        out.print("No plans in the journal.")
+        return
+    ids = short_ids(r["plan_id"] for r in rows)
+    columns = [("plan", "left"), ("kind", "left"), ("state", "left"), ("actions", "right"), ("reclaimed", "right"),
+               ("finished", "left")]
+    tables: dict[str, list[dict]] = {}
+    for r in rows:
+        tables.setdefault(r["table"] or "(table not recorded)", []).append(r)
+    for table, plans in tables.items():
+        cells = [[ids[r["plan_id"]], r["kind"] or "-", r["state"], "-" if r["n_actions"] is None else str(r["n_actions"]),
+                  bytes_cell(r["bytes_reclaimed"], r.get("unknown_size_files", 0)), fmt_time(r["finished_ms"])]
+                 for r in plans]
+        out.print(f"[bold]{escape(table)}[/bold]")
+        out.print(fitted(None, columns, cells, out.width))
+        for r in plans:
+            if r.get("whole") is False:
+                out.print(f"  [red]plan {ids[r['plan_id']]}[/red]: the check after its apply found the table "
+                          "damaged; run 'lakesweep verify' on it")
+    out.print(f"{len(rows)} plan(s); 'lakesweep journal files --plan ID' lists a plan's files")
+
+
+def render_journal_files(rows: list[dict], *, more: int = 0) -> None:
+    """``journal files`` for people: one record a line, its path whole (never cut to fit), then how many
+    more records the filters select beyond the limit."""
+    from cli.humanize import short_ids
+
+    ids = short_ids(r["plan_id"] for r in rows)
+    for r in rows:
+        why = [f"plan {ids[r['plan_id']]}"] + ([f"snapshot {r['snapshot_id']}"] if r["snapshot_id"] is not None
+                                                 else []) + ([f"attempt {r['attempt']}"] if r["attempt"] > 1 else [])
+        out.print(f"{fmt_time(r['time_ms'])}  {r['outcome']:<14} {r['kind']:<14} {escape(r['path'])}  "
+                  f"({', '.join(why)})")
+        if r["error"]:
+            out.print(f"    {escape(one_line(r['error']))}")
+    shown = f"{len(rows)} file record(s)"
+    out.print(f"{shown}; … {more} more: use --limit N or --all" if more else shown)
+
+
+def one_line(text) -> str:
+    """``text`` on one line (DuckDB and Arrow messages span several)."""
+    return " ".join(part.strip() for part in str(text).splitlines() if part.strip())
 
 
 def render_query(columns, rows) -> None:

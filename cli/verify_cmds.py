@@ -11,7 +11,7 @@ from cli.progress import progress_enabled
 from cli.plan_cmds import TableArg
 
 
-@app.command()
+@app.command(short_help="Check that every file a table references is there.")
 @handle_errors
 def verify(
     table: str = TableArg,

@@ -124,7 +124,7 @@ def test_an_export_inside_a_journaled_table_is_refused(table, plan_file, tmp_pat
          "error: Invalid value for '--retain-min': Input should be a valid integer, unable to parse string as an "
          "integer (see 'lakesweep plan expire --help')"),
         (["plan", "expire", "T"], "error: Missing option '--out'. (see 'lakesweep plan expire --help')"),
-        (["show"], "error: Missing argument 'plan'. (see 'lakesweep show --help')"),
+        (["show"], "error: Missing argument 'PLAN'. (see 'lakesweep show --help')"),
         (["inspect", "T", "--output", "yaml"],
          "error: Invalid value for '--output' / '-o': Value error, 'yaml' is not one of 'text', 'json'. "
          "(see 'lakesweep inspect --help')"),

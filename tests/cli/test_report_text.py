@@ -1,5 +1,5 @@
-"""The apply report for people: one column per outcome the report counts, known outcomes by their label,
-others by their own name."""
+"""The apply report for people: a column for each outcome some phase has (deleted and failed always),
+known outcomes by a short label, others by their own name; the summary line counts every outcome."""
 
 from applier.apply import ApplyReport
 from cli import render
@@ -17,8 +17,7 @@ def test_todays_outcomes_keep_their_columns_and_summary(printed):
                                      bytes_reclaimed=2048, duration_ms=1500, phases=[phase]))
     out, err = printed()
     assert out.splitlines()[0] == "Apply completed: plan p1, apply a1"
-    assert _header(out) == ["phase", "actions", "deleted", "already absent", "written", "kept (not empty)", "failed",
-                            "bytes"]
+    assert _header(out) == ["phase", "actions", "deleted", "written", "failed", "bytes"]
     assert out.splitlines()[-1] == "  deleted 14, already absent 0, failed 0; reclaimed 2.0 KiB in 1.5 s"
     assert err == ""
 
@@ -28,20 +27,22 @@ def test_a_dry_run_says_would_delete(printed):
     render.render_report(ApplyReport(plan_id="p1", apply_id=None, state="DRY_RUN", dry_run=True, counts=counts,
                                      phases=[{"phase": "data", "actions": 3, "DELETED": 3, "bytes": 30}]))
     out, _ = printed()
-    assert _header(out) == ["phase", "actions", "would delete", "already absent", "failed", "bytes"]
-    assert out.splitlines()[-1] == "  deleted 3, already absent 0, failed 0; would reclaim 0 B in 0.0 s"
+    assert _header(out) == ["phase", "actions", "to delete", "failed", "to reclaim"]
+    assert out.splitlines()[-1] == "  would delete 3, already absent 0, failed 0; would reclaim 0 B checked in 0.0 s"
 
 
 def test_an_outcome_without_a_label_is_shown_under_its_name(printed):
-    counts = {"DELETED": 2, "COMMITTED": 1, "SKIPPED_REFERENCED": 4, "FAILED": 0}
-    phases = [{"phase": "data", "actions": 6, "DELETED": 2, "SKIPPED_REFERENCED": 4, "FAILED": 0, "bytes": 20},
+    counts = {"DELETED": 2, "COMMITTED": 1, "SKIPPED_REFERENCED": 4, "QUARANTINED": 1, "FAILED": 0}
+    phases = [{"phase": "data", "actions": 7, "DELETED": 2, "SKIPPED_REFERENCED": 4, "QUARANTINED": 1, "FAILED": 0,
+               "bytes": 20},
               {"phase": "commit", "actions": 1, "COMMITTED": 1, "bytes": 0}]
     render.render_report(ApplyReport(plan_id="p1", apply_id="a1", state="COMPLETED", counts=counts, phases=phases))
     out, _ = printed()
-    assert _header(out) == ["phase", "actions", "deleted", "COMMITTED", "SKIPPED_REFERENCED", "failed", "bytes"]
+    assert _header(out) == ["phase", "actions", "deleted", "committed", "skipped", "QUARANTINED", "failed", "bytes"]
     rows = [[c.strip() for c in line.strip("│ ").split("│")] for line in out.splitlines() if line.startswith("│")]
-    assert rows == [["data", "6", "2", "0", "4", "0", "20 B"], ["commit", "1", "0", "1", "0", "0", "0 B"]]
-    assert out.splitlines()[-1].startswith("  deleted 2, COMMITTED 1, SKIPPED_REFERENCED 4, failed 0; reclaimed")
+    assert rows == [["data", "7", "2", "0", "4", "1", "0", "20 B"], ["commit", "1", "0", "1", "0", "0", "0", "0 B"]]
+    assert out.splitlines()[-1].startswith("  deleted 2, committed 1, skipped (still needed) 4, QUARANTINED 1, "
+                                           "failed 0; reclaimed")
 
 
 def test_a_failed_apply_names_the_next_step_on_stderr(printed):
