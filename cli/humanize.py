@@ -41,9 +41,18 @@ def _is_duration_key(key: str) -> bool:
     return key in DURATION_OPTIONS or key.endswith(("-ms", "_ms"))
 
 
+# The largest values Java's int and long hold: what Paimon and Iceberg use for "no limit".
+NO_LIMIT = frozenset({2**31 - 1, 2**63 - 1})
+
+
 def option_value(key: str, value: Any) -> str:
     """An option's value for people: a duration in milliseconds (an int, a bare number or ``N ms``) as whole
-    units with the number kept beside it when it was given as one (``432000000 (5 d)``); others as they are."""
+    units with the number kept beside it when it was given as one (``432000000 (5 d)``); Java's largest int
+    or long as ``unlimited``; an unset value as ``-``; others as they are."""
+    if value is None:
+        return "-"
+    if isinstance(value, int) and not isinstance(value, bool) and value in NO_LIMIT:
+        return "unlimited"
     if isinstance(value, bool) or not _is_duration_key(key):
         return str(value)
     if isinstance(value, int):

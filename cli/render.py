@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
+import textwrap
 from typing import Any
 
 from rich.console import Console
@@ -142,9 +143,10 @@ def render_plan(plan, *, files: bool = False, location: str | None = None) -> No
     out.print(f"[bold]Plan[/bold] {plan.plan_id} ({plan.kind}) for {plan.table_location}")
     if location:
         out.print(f"  written to {location}")
-    out.print(f"  made at now={fmt_time(plan.now_ms)}; options: " + ", ".join(
-        f"{k}={escape(option_value(k, v.value))} ({v.source})" for k, v in sorted(plan.options.items())
-    ), soft_wrap=False)
+    out.print(f"  made at now={fmt_time(plan.now_ms)}")
+    options = ", ".join(f"{k}={option_value(k, v.value)} ({v.source})" for k, v in sorted(plan.options.items()))
+    out.print(escape(textwrap.fill(options, width=max(40, out.width), initial_indent="  options: ",
+                                   subsequent_indent="    ", break_on_hyphens=False, break_long_words=False)))
     if description.nothing_to_do:
         out.print(f"[green]{escape(description.nothing_label)}[/green]: {escape(description.scope)}")
         for line in description.remaining:
@@ -207,6 +209,8 @@ DRY_RUN_LABELS = {"DELETED": "would delete", "WRITTEN": "would write", "COMMITTE
                   "DROPPED": "would drop"}
 # Outcomes counted in the table only: the summary line tells what happened to the files the plan removes.
 TABLE_ONLY_OUTCOMES = frozenset({"WRITTEN", "KEPT_NOT_EMPTY"})
+# Outcomes the summary line counts even when none happened (it leaves out the other outcomes that did not).
+SUMMARY_ALWAYS = ("DELETED", "ALREADY_ABSENT", "FAILED")
 # Outcomes whose column is shown even when no phase has one.
 ALWAYS_SHOWN = ("DELETED", "FAILED")
 REPORT_TITLES = {"COMPLETED": "[green]Apply completed[/green]", "FAILED": "[red]Apply failed[/red]",
@@ -254,7 +258,8 @@ def render_report(report) -> None:
     out.print(fitted(None, columns, rows, out.width))
     verb = "would reclaim" if report.dry_run else "reclaimed"
     took = "checked in" if report.dry_run else "in"
-    counted = ", ".join(f"{labels.get(o, o)} {n}" for o, n in report.counts.items() if o not in TABLE_ONLY_OUTCOMES)
+    counted = ", ".join(f"{labels.get(o, o)} {n}" for o, n in report.counts.items()
+                        if o not in TABLE_ONLY_OUTCOMES and (n or o in SUMMARY_ALWAYS))
     out.print(f"  {counted + '; ' if counted else ''}{verb} "
               f"{reclaimed_bytes(report.bytes_reclaimed, getattr(report, 'unknown_size', 0))} {took} "
               f"{report.duration_ms / 1000:.1f} s")
@@ -287,15 +292,13 @@ def render_report(report) -> None:
                   "this apply deleted")
 
 
-def rows_table(rows: list[dict], columns: list[str], title: str) -> Table:
-    """Journal rows as a table: times in UTC, absent values as '-'."""
-    t = Table(title=title)
-    for c in columns:
-        t.add_column(c, overflow="fold")
-    for r in rows:
-        t.add_row(*[fmt_time(r[c]) if c.endswith("_ms") and r[c] is not None else
-                    ("-" if r[c] is None else str(r[c])) for c in columns])
-    return t
+def rows_table(rows: list[dict], columns: list[str], title: str):
+    """Journal rows as a table whose headers are the columns' names in words (``run_id``: run), times in
+    UTC, absent values as '-'; one block a row when the table is wider than the terminal."""
+    headers = [c.removesuffix("_ms").removesuffix("_id").replace("_", " ") for c in columns]
+    cells = [[fmt_time(r[c]) if c.endswith("_ms") and r[c] is not None else ("-" if r[c] is None else str(r[c]))
+              for c in columns] for r in rows]
+    return fitted(title, [(h, "left") for h in headers], cells, out.width)
 
 
 def render_journal_plans(rows: list[dict]) -> None:
@@ -331,10 +334,11 @@ def render_journal_files(rows: list[dict], *, more: int = 0) -> None:
     from cli.humanize import short_ids
 
     ids = short_ids(r["plan_id"] for r in rows)
+    kind_width = max((len(r["kind"]) for r in rows), default=0)
     for r in rows:
         why = [f"plan {ids[r['plan_id']]}"] + ([f"snapshot {r['snapshot_id']}"] if r["snapshot_id"] is not None
                                                  else []) + ([f"attempt {r['attempt']}"] if r["attempt"] > 1 else [])
-        out.print(f"{fmt_time(r['time_ms'])}  {r['outcome']:<14} {r['kind']:<14} {escape(r['path'])}  "
+        out.print(f"{fmt_time(r['time_ms'])}  {r['outcome']:<14} {r['kind']:<{kind_width}}  {escape(r['path'])}  "
                   f"({', '.join(why)})")
         if r["error"]:
             out.print(f"    {escape(one_line(r['error']))}")

@@ -139,8 +139,9 @@ def plan_partitions(table: PaimonTable, *, now_ms: int, options: PartitionOption
         first[row] = rels[0]
         listed.append({"partition": name, "spec": dict(partition_spec(
             p.values, keys, types, legacy=paths.legacy, default_name=paths.default_name)), "row": row,
-            "files": len(files), "bytes": sum(e.file.file_size for e in files), "time": when.isoformat(sep=" "),
-            "reason": f"{what} {when.isoformat(sep=' ')}, before the cut-off {cutoff.isoformat(sep=' ')}"})
+            "files": len(files), "bytes": sum(e.file.file_size for e in files), "time": when.isoformat(sep=" ", timespec="seconds"),
+            "reason": f"{what} {when.isoformat(sep=' ', timespec='seconds')}, before the cut-off "
+                      f"{cutoff.isoformat(sep=' ', timespec='seconds')}"})
     actions = canonical_actions(actions)
     stats: dict[str, Any] = {
         "summary": summarize(actions), "warnings": warnings, "partitions_considered": considered,
@@ -149,7 +150,7 @@ def plan_partitions(table: PaimonTable, *, now_ms: int, options: PartitionOption
     if limited:
         warnings.append(f"{limited} more expired partition(s) are left for a later plan (--max-expires "
                         f"{options.max_expires})")
-    scope = {"snapshot": latest, "strategy": options.strategy, "cutoff": cutoff.isoformat(sep=" "),
+    scope = {"snapshot": latest, "strategy": options.strategy, "cutoff": cutoff.isoformat(sep=" ", timespec="seconds"),
              "time_zone": options.time_zone, "partitions": listed}
     return CleanupPlan(
         kind="partitions",

@@ -58,5 +58,5 @@ def test_every_readme_command_runs(tmp_path, monkeypatch):
         assert r.exit_code == 0, (args, r.output)
     assert Path(subst["audit.parquet"]).exists() and Path(subst["orphans.parquet"]).exists()
     assert Path(subst["drop.parquet"]).exists() and Path(subst["p.parquet"]).exists()
-    assert sum("--catalog" in c for c in commands) == 4
+    assert sum("--catalog" in c for c in commands) == 5
     assert re.search(r"\| `--retain-min N` \| `snapshot.num-retained.min` \| 10", README.read_text())

@@ -97,6 +97,34 @@ def test_the_widest_apply_report_cuts_no_header_at_80_and_100_columns(width, col
         assert header in out
 
 
+def test_the_summary_line_leaves_out_outcomes_that_did_not_happen(printed):
+    counts = {"DELETED": 18, "ALREADY_ABSENT": 0, "SKIPPED_REFERENCED": 0, "COMMITTED": 3, "ALREADY_COMMITTED": 0,
+              "FAILED": 0}
+    render.render_report(ApplyReport(plan_id="p1", apply_id=None, state="DRY_RUN", dry_run=True, counts=counts,
+                                     bytes_reclaimed=0, unknown_size=3, duration_ms=100, phases=[]))
+    out, _ = printed()
+    assert out.splitlines()[-1] == ("  would delete 18, already absent 0, would commit 3, failed 0; would reclaim an "
+                                    "unknown number of bytes (3 files of unknown size) checked in 0.1 s")
+
+
+def test_plan_options_wrap_at_the_terminal_indented_with_no_limit_in_words(width):
+    read = width(80)
+    plan = make_plan()
+    from planner.options import OptionValue
+
+    plan = dataclasses.replace(plan, options={"snapshot.num-retained.max": OptionValue(2**31 - 1, "default"),
+                                              "partition.expiration-time": OptionValue(60_480_000_000, "table"),
+                                              "max_ref_age_ms": OptionValue(2**63 - 1, "default"),
+                                              "snapshot.clean-empty-directories": OptionValue(False, "default")})
+    render.render_plan(plan)
+    lines = read()[0].splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("  options: "))
+    assert lines[start:start + 3] == [
+        "  options: max_ref_age_ms=unlimited (default), partition.expiration-time=700 d",
+        "    (table), snapshot.clean-empty-directories=False (default),",
+        "    snapshot.num-retained.max=unlimited (default)"]
+
+
 def test_a_report_too_wide_for_the_terminal_is_shown_one_block_per_phase(width):
     read = width(60)
     render.render_report(_iceberg_report())
