@@ -375,18 +375,28 @@ class RecorderContract:
             {"plan_id": PLAN.plan_id, "table": "/t", "table_identity": "schema:abc", "kind": "expire",
              "state": "FAILED", "n_actions": 10, "planned_bytes": 187, "applies": 1, "deleted": 1,
              "already_absent": 1, "failed": 1, "written": 0, "kept": 0, "bytes_reclaimed": 10, "recorded_ms": 5,
-             "started_ms": 10, "finished_ms": 150, "whole": None},
+             "started_ms": 10, "finished_ms": 150, "whole": None, "unknown_size_files": 0},
             {"plan_id": other.plan_id, "table": "/u", "table_identity": "schema:def", "kind": "expire",
              "state": "RECORDED", "n_actions": 10, "planned_bytes": 187, "applies": 0, "deleted": 0,
              "already_absent": 0, "failed": 0, "written": 0, "kept": 0, "bytes_reclaimed": 0, "recorded_ms": 6,
-             "started_ms": None, "finished_ms": None, "whole": None},
+             "started_ms": None, "finished_ms": None, "whole": None, "unknown_size_files": 0},
             {"plan_id": "p-tampered", "table": None, "table_identity": None, "kind": None, "state": "REFUSED",
              "n_actions": None, "planned_bytes": None, "applies": 0, "deleted": 0, "already_absent": 0,
              "failed": 0, "written": 0, "kept": 0, "bytes_reclaimed": 0, "recorded_ms": None,
-             "started_ms": None, "finished_ms": 160, "whole": None},
+             "started_ms": None, "finished_ms": 160, "whole": None, "unknown_size_files": 0},
         ]
         assert [e["event_type"] for e in list_events(recorder, apply_id="a1")] == [
             "ApplyStarted", "PhaseCompleted", "ApplyFailed"]
+
+    def test_list_plans_counts_the_files_deleted_without_a_size(self, recorder):
+        unsized = [dataclasses.replace(A[4], size=None), dataclasses.replace(A[5], size=None)]
+        recorder.record_plan(PLAN, recorded_ms=5)
+        recorder.append([started(PLAN)])
+        recorder.record_files([record(PLAN, A[0]), record(PLAN, A[3]), record(PLAN, unsized[0]),
+                               record(PLAN, unsized[1], outcome="FAILED")])
+        [row] = list_plans(recorder)
+        # the directory (A[3]) has no size to know; the failed delete reclaimed nothing
+        assert (row["bytes_reclaimed"], row["unknown_size_files"]) == (10, 1)
 
     def _two_tables(self, recorder):
         other = make_plan(table="/u", identity="schema:def")
