@@ -267,3 +267,27 @@ def test_with_output_json_an_error_is_a_json_object_on_stdout(tmp_path):
     assert r.stderr == f"error: plan file {missing} does not exist\n"
     text = runner.invoke(app, ["show", str(missing)])
     assert text.stdout == ""
+
+
+def test_inspect_takes_an_iceberg_table_by_catalog(tmp_path, monkeypatch, width):
+    from tests.support import iceberg_tables as it
+
+    for key, value in it.catalog_env(tmp_path, "local").items():
+        monkeypatch.setenv(key, value)
+    catalog = it.sql_catalog(tmp_path, "local")
+    catalog.create_namespace("ns")
+    it.many_appends(catalog, "ns.t", n=3)
+    current = catalog.load_table("ns.t").metadata.current_snapshot_id
+    doc = json.loads(runner.invoke(app, ["inspect", "ns.t", "--catalog", "local", "-o", "json"]).stdout)
+    assert (doc["identifier"], doc["format_version"], doc["current_snapshot_id"]) == ("ns.t", 2, current)
+    assert len(doc["snapshots"]) == 3 and doc["branches"] == [{"name": "main", "snapshot_id": current}]
+    assert doc["current_live"]["files"] > 0 and doc["older_only"] == {"files": 0, "bytes": 0}  # appends only
+    read = width(80)
+    assert runner.invoke(app, ["inspect", "ns.t", "--catalog", "local"]).exit_code == 0
+    out, _ = read()
+    assert out.startswith("Iceberg table ns.t (catalog local, format version 2) at ")
+    assert f"{current} (current)" in out and "…" not in out
+    read = width(200)
+    assert runner.invoke(app, ["inspect", "ns.t", "--catalog", "local", "--branch", "b"]).exit_code == 1
+    assert read()[1] == ("error: --branch is an option of Paimon tables; an Iceberg table (--catalog) shows every "
+                         "branch\n")
