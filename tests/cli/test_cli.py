@@ -121,6 +121,10 @@ def test_console_script_runs_the_demo_end_to_end(tmp_path):
         capture_output=True, text=True, env=env, timeout=300,
     )
     assert r.returncode == 0, r.stderr
+    # Spark's start-up notices (printed by its JVM whatever the log configuration) do not reach the user
+    for notice in ("Using incubator modules", 'Setting default log level to "WARN"', "sc.setLogLevel",
+                   "For SparkR, use setLogLevel"):
+        assert notice not in r.stderr
     doc = json.loads(r.stdout)
     assert doc["plan"]["range"] == {"begin": 1, "end": 6}
     kinds = doc["plan"]["stats"]["summary"]["by_kind"]
