@@ -25,7 +25,7 @@ def _open_read(journal: Optional[Path]):
     return DuckDBRecorder(existing_journal(journal))
 
 
-@journal_app.command("plans")
+@journal_app.command("plans", short_help="Every plan: its table, state, bytes and times.")
 @handle_errors
 def journal_plans(journal: Optional[Path] = JournalOpt, fmt: OutputFormat = OutputOpt):
     """Every plan in the journal: table, kind, state, counts, bytes and times."""
@@ -37,7 +37,7 @@ def journal_plans(journal: Optional[Path] = JournalOpt, fmt: OutputFormat = Outp
     output.journal_plans(rows)
 
 
-@journal_app.command("files")
+@journal_app.command("files", short_help="Per-file records: what was done to each file.")
 @handle_errors
 def journal_files(
     journal: Optional[Path] = JournalOpt,
@@ -104,7 +104,7 @@ def journal_query(
     output.query_result(columns, rows)
 
 
-@journal_app.command("export")
+@journal_app.command("export", short_help="Export every file record as Parquet.")
 @handle_errors
 def journal_export(
     out: Path = typer.Option(..., "--out", help="Parquet file to write."),

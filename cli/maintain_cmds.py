@@ -121,7 +121,7 @@ def maintain_cmd(
         raise typer.Exit(1)
 
 
-@journal_app.command("maintenance")
+@journal_app.command("maintenance", short_help="What 'lakesweep maintain' did.")
 @handle_errors
 def journal_maintenance(run: Optional[str] = typer.Option(None, "--run", help="Only this maintain run."),
                         journal: Optional[Path] = JournalOpt, fmt: OutputFormat = OutputOpt):

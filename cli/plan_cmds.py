@@ -146,7 +146,7 @@ def inspect(
     output.inspect(inspect_table(open_table(table, branch=branch)))
 
 
-@plan_app.command("expire")
+@plan_app.command("expire", short_help="Snapshot expiry (Paimon, Iceberg).")
 @handle_errors
 def plan_expire_cmd(
     table: str = TableArg,
@@ -214,7 +214,7 @@ def plan_expire_cmd(
               time_rule=time_rule, skip_unreadable=skip_unreadable)
 
 
-@plan_app.command("partitions")
+@plan_app.command("partitions", short_help="Drop expired partitions (Paimon).")
 @handle_errors
 def plan_partitions_cmd(
     table: str = TableArg,
@@ -257,7 +257,7 @@ def plan_partitions_cmd(
               system_zone=system_zone())
 
 
-@plan_app.command("consumers")
+@plan_app.command("consumers", short_help="Delete idle consumers (Paimon).")
 @handle_errors
 def plan_consumers_cmd(
     table: str = TableArg,
@@ -282,7 +282,7 @@ def plan_consumers_cmd(
               expiration_time=expiration_time)
 
 
-@plan_app.command("tags")
+@plan_app.command("tags", short_help="Expire tags (Paimon).")
 @handle_errors
 def plan_tags_cmd(
     table: str = TableArg,
@@ -316,7 +316,7 @@ def plan_tags_cmd(
               system_zone=system_zone())
 
 
-@plan_app.command("changelog")
+@plan_app.command("changelog", short_help="Expire decoupled changelogs (Paimon).")
 @handle_errors
 def plan_changelog_cmd(
     table: str = TableArg,
@@ -348,7 +348,7 @@ def plan_changelog_cmd(
               skip_unreadable=skip_unreadable)
 
 
-@plan_app.command("orphans")
+@plan_app.command("orphans", short_help="Remove orphan files (Paimon, Iceberg).")
 @handle_errors
 def plan_orphans_cmd(
     table: str = TableArg,
@@ -448,7 +448,7 @@ def _refuse_iceberg_only(given: dict) -> None:
         raise PlanRejected(f"{named[0]} is an option of Iceberg tables: give the table's catalog with --catalog")
 
 
-@plan_app.command("rewrite-manifests")
+@plan_app.command("rewrite-manifests", short_help="Rewrite data manifests (Iceberg).")
 @handle_errors
 def plan_rewrite_manifests_cmd(
     table: str = typer.Argument(..., help="The Iceberg table, namespace.table."),
@@ -472,7 +472,7 @@ def plan_rewrite_manifests_cmd(
                       min_manifests=min_manifests, max_commit_retries=max_commit_retries)
 
 
-@plan_app.command("compact")
+@plan_app.command("compact", short_help="Compact small data files (Iceberg).")
 @handle_errors
 def plan_compact_cmd(
     table: str = typer.Argument(..., help="The Iceberg table, namespace.table."),

@@ -244,6 +244,13 @@ def test_the_top_level_help_shows_both_formats_and_inspect_takes_an_iceberg_tabl
     assert "--catalog NAME" in r.stdout
 
 
+@pytest.mark.parametrize("group", [[], ["plan"], ["journal"]])
+def test_no_command_list_cuts_a_description_at_80_columns(group):
+    r = runner.invoke(app, [*group, "--help"], terminal_width=80)
+    listed = r.stdout.split("Commands:")[1].strip().splitlines()
+    assert listed and all(not line.endswith("...") and len(line) <= 80 for line in listed), listed
+
+
 # -- Spark's start-up notices and JSON errors ------------------------------------------------------------
 
 
