@@ -13,6 +13,7 @@ from rich.table import Table
 
 from cli.humanize import fitted, option_value
 from engine.plan import Verb
+from engine.units import human_bytes
 
 out = Console(highlight=False, soft_wrap=True)
 err = Console(stderr=True, highlight=False, soft_wrap=True)
@@ -21,17 +22,6 @@ err = Console(stderr=True, highlight=False, soft_wrap=True)
 def emit_json(doc: Any) -> None:
     sys.stdout.write(json.dumps(doc, indent=2, sort_keys=True, default=str) + "\n")
     sys.stdout.flush()
-
-
-def human_bytes(n: int | None) -> str:
-    if n is None:
-        return "?"
-    value = float(n)
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if value < 1024 or unit == "TiB":
-            return f"{int(value)} {unit}" if unit == "B" else f"{value:.1f} {unit}"
-        value /= 1024
-    return f"{n} B"
 
 
 def fmt_time(ms: int | None) -> str:

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
 
 from engine.plan import CleanupPlan
+from engine.units import human_bytes
 
 
 @dataclass(frozen=True, slots=True)
@@ -198,7 +199,8 @@ def describe_partitions(plan: CleanupPlan) -> PlanDescription:
                                          "snapshot": scope.get("snapshot")})
     files = sum(p.get("files", 0) for p in parts)
     size = sum(p.get("bytes", 0) for p in parts)
-    lines = [f"{p['partition']}: {p['files']} files, {p['bytes']} bytes; {p['reason']}" for p in parts[:PARTITIONS_SHOWN]]
+    lines = [f"{p['partition']}: {p['files']} files, {human_bytes(p['bytes'])}; {p['reason']}"
+             for p in parts[:PARTITIONS_SHOWN]]
     if len(parts) > PARTITIONS_SHOWN:
         lines.append(f"... and {len(parts) - PARTITIONS_SHOWN} more partitions (all in --output json)")
     notes = (*lines,
@@ -208,7 +210,7 @@ def describe_partitions(plan: CleanupPlan) -> PlanDescription:
     return PlanDescription(
         nothing_to_do=False,
         scope=(f"drops {len(parts)} partition(s) of snapshot {scope.get('snapshot')} expired by {judged}: "
-               f"{files} live files, {size} bytes"),
+               f"{files} live files, {human_bytes(size)}"),
         notes=notes,
         document={"partitions": parts, "cutoff": cutoff, "strategy": strategy, "snapshot": scope.get("snapshot"),
                   "time_zone": scope.get("time_zone")})
@@ -475,8 +477,8 @@ def describe_compact(plan: CleanupPlan) -> PlanDescription:
     inputs = sum(len(b["inputs"]) for b in bins)
     dropped = sum(1 for m in sc.get("delete_manifests", []) if m["dropped"])
     scope = (f"merges {inputs} of the {sc.get('data_files', 0)} data files of snapshot {sc['snapshot_id']} into "
-             f"{len(bins)} file(s) of at most {sc['target_bytes']} bytes each, in one 'replace' commit")
-    notes = tuple(f"bin {b['index']} ({b['partition'] or 'unpartitioned'}): {d['inputs']} files, {d['bytes']} bytes, "
+             f"{len(bins)} file(s) of at most {human_bytes(sc['target_bytes'])} each, in one 'replace' commit")
+    notes = tuple(f"bin {b['index']} ({b['partition'] or 'unpartitioned'}): {d['inputs']} files, {human_bytes(d['bytes'])}, "
                   f"{d['position_deletes']} position and {d['equality_deletes']} equality delete file(s) applied"
                   for b, d in zip(bins, document["bins"]))
     notes += (f"delete manifests: {dropped} dropped (all they delete is compacted), "
