@@ -20,7 +20,7 @@ COLOURS = {
     "kept": "#5cb85c", "young": "#5cb85c", "unparseable": "#f0ad4e", "unknown": "#999999",
     "before": "#8c6bb1", "after": "#2b8cbe", "bar": "#2b8cbe", "boundary": "#333333",
     "COMPLETED": "#5cb85c", "applied": "#5cb85c", "FAILED": "#d9534f", "failed": "#d9534f",
-    "REFUSED": "#f0ad4e", "INCOMPLETE": "#f0ad4e", "DRY_RUN": "#5bc0de", "planned": "#5bc0de",
+    "REFUSED": "#a6761d", "INCOMPLETE": "#f0ad4e", "DRY_RUN": "#5bc0de", "planned": "#5bc0de",
     "PLANNED": "#5bc0de", "SKIPPED": "#cccccc", "skipped": "#cccccc",
 }
 
@@ -31,11 +31,12 @@ h1 { font-size: 22px; margin-bottom: 4px; } h2 { font-size: 18px; margin-top: 28
 .meta { color: #555; margin: 2px 0; } .note { color: #555; font-style: italic; }
 table { border-collapse: collapse; margin: 8px 0; } td, th { border: 1px solid #ddd; padding: 3px 8px;
         text-align: left; vertical-align: top; } th { background: #f4f4f4; }
-td.num { text-align: right; font-variant-numeric: tabular-nums; }
+td.wrap { overflow-wrap: anywhere; } td.num { text-align: right; font-variant-numeric: tabular-nums; } td.nowrap { white-space: nowrap; }
 code { font-size: 13px; word-break: break-all; }
 svg { display: block; width: 100%; max-width: 1000px; height: auto; margin: 8px 0; }
 svg text { font-family: system-ui, -apple-system, "Segoe UI", Roboto, Arial, sans-serif; font-size: 12px; fill: #222;
            paint-order: stroke; stroke: #fff; stroke-width: 3px; stroke-linejoin: round; }
+svg text.plain { stroke: none; }
 .legend span { display: inline-block; margin-right: 16px; } .swatch { display: inline-block; width: 12px;
         height: 12px; margin-right: 4px; vertical-align: middle; border: 1px solid #0003; }
 .warn { color: #8a4b00; }
@@ -89,12 +90,18 @@ def legend(items: Sequence[tuple[str, str]]) -> str:
         for k, label in items) + "</div>"
 
 
-def table(headers: Sequence[str], rows: Iterable[Sequence], *, numeric: Iterable[int] = ()) -> str:
-    """An HTML table; every cell escaped; columns in ``numeric`` right-aligned."""
-    num = set(numeric)
+def table(headers: Sequence[str], rows: Iterable[Sequence], *, numeric: Iterable[int] = (),
+          nowrap: Iterable[int] = (), wrap: Iterable[int] = ()) -> str:
+    """An HTML table; every cell escaped; columns in ``numeric`` right-aligned, those in ``nowrap`` (times)
+    kept on one line, those in ``wrap`` (paths, ids) broken anywhere."""
+    num, keep, anywhere = set(numeric), set(nowrap), set(wrap)
+
+    def cell(i, c):
+        cls = " ".join(n for n, on in (("num", i in num), ("nowrap", i in keep), ("wrap", i in anywhere)) if on)
+        return f"<td class=\"{cls}\">{esc(c)}</td>" if cls else f"<td>{esc(c)}</td>"
+
     head = "".join(f"<th>{esc(h)}</th>" for h in headers)
-    body = "".join("<tr>" + "".join(f"<td class=\"num\">{esc(c)}</td>" if i in num else f"<td>{esc(c)}</td>"
-                                    for i, c in enumerate(r)) + "</tr>" for r in rows)
+    body = "".join("<tr>" + "".join(cell(i, c) for i, c in enumerate(r)) + "</tr>" for r in rows)
     return f"<table><tr>{head}</tr>{body}</table>"
 
 
@@ -113,8 +120,11 @@ class Svg:
         self.parts.append(markup)
 
     def text(self, x: float, y: float, content, *, anchor: str = "start", size: int | None = None,
-             weight: str | None = None, rotate: float | None = None, fill: str | None = None) -> None:
+             weight: str | None = None, rotate: float | None = None, fill: str | None = None,
+             cls: str | None = None) -> None:
         attrs = f' x="{x:.1f}" y="{y:.1f}" text-anchor="{anchor}"'
+        if cls:
+            attrs += f' class="{esc(cls)}"'
         if size:
             attrs += f' font-size="{size}"'
         if weight:
