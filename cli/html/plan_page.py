@@ -229,33 +229,35 @@ def _orphan_ages(plan, missing: list[str]) -> list[str]:
     if plan.format == "iceberg":
         kept = stats.get("kept", {})
         young, unknown, cutoff = kept.get("young", 0), kept.get("unknown_age", 0), plan.scope.get("cutoff_ms")
+        used = stats.get("used", 0)
     else:
         young, unknown, cutoff = (stats.get("kept_young", 0), stats.get("kept_unknown_time", 0),
                                   plan.scope.get("older_than_ms"))
+        used = stats.get("kept_used", 0)
     candidates = sum(1 for a in plan.actions if "empty-dir" not in str(a.kind))
     rows = [("older than --older-than: candidates", candidates, "candidate"),
-            ("modified since: kept", young, "young"), ("no modification time: kept", unknown, "unknown")]
+            ("modified since: kept", young, "young"), ("no modification time: kept", unknown, "unknown"),
+            ("used by the table: kept", used, "used")]
     svg = Svg(height=190, label="orphan candidates by age against --older-than")
     most = max(n for _, n, _ in rows) or 1
-    base, left, w = 150, 120, 200
+    base, left, w = 150, 110, 180
     for i, (name, n, colour) in enumerate(rows):
         h = 120 * n / most
-        x = left + i * (w + 60)
+        x = left + i * (w + 45)
         svg.rect(x, base - h, w, h, fill=COLOURS[colour], cls="age-bin", data={"bin": name, "count": n},
                  title=f"{name}: {n} file(s)")
         svg.text(x + w / 2, base - h - 4, f"{n} file(s)", anchor="middle")
         svg.text(x + w / 2, base + 16, name, anchor="middle")
     svg.line(left - 10, base, WIDTH - 40, base, colour="#666")
-    svg.line(left - 20 + w + 40, 10, left - 20 + w + 40, base + 4, colour=COLOURS["boundary"], width=1.5, dash="5,3",
+    svg.line(left + w + 22, 10, left + w + 22, base + 4, colour=COLOURS["boundary"], width=1.5, dash="5,3",
              cls="boundary")
-    svg.text(left + w + 24, 20, f"--older-than {utc(cutoff)}", weight="bold")
+    svg.text(left + w + 26, 20, f"--older-than {utc(cutoff)}", weight="bold")
     svg.text(left - 14, base - 60, "files", anchor="end")
     missing.append("each candidate's modification time: the plan keeps how many files fall on each side of "
                    "--older-than, so the histogram has these bins only")
     return ["<h2>Listed files by age</h2>", str(svg),
-            legend([("candidate", "deleted by the plan"), ("young", "kept: younger"), ("unknown", "kept: no time")]),
-            f"<p class=\"note\">Also kept: {stats.get('kept_used', stats.get('used', 0))} listed file(s) the table "
-            "uses.</p>"]
+            legend([("candidate", "deleted by the plan"), ("young", "kept: younger"), ("unknown", "kept: no time"),
+                    ("used", "kept: used")])]
 
 
 _UNPARSEABLE = re.compile(r"^partition (.+?) (?:is skipped, never expired|has no file creation time)")
@@ -413,6 +415,8 @@ def _option_text(key: str, value) -> str:
     lower case, as the command line takes them."""
     if isinstance(value, bool):
         return str(value).lower()
+    if isinstance(value, (list, tuple)):
+        return ", ".join(map(str, value))
     if value is None:
         return "-"
     if isinstance(value, int) and any(k in key for k in _DURATION_KEYS) and value < 2**62:

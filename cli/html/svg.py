@@ -17,7 +17,7 @@ WIDTH = 1000  # the width of every chart, in SVG units (the page scales it)
 # Colours by meaning, the same on every page.
 COLOURS = {
     "expired": "#d9534f", "dropped": "#d9534f", "deleted": "#d9534f", "candidate": "#d9534f",
-    "kept": "#5cb85c", "young": "#5cb85c", "unparseable": "#f0ad4e", "unknown": "#999999",
+    "kept": "#5cb85c", "young": "#5cb85c", "used": "#6baed6", "unparseable": "#f0ad4e", "unknown": "#999999",
     "before": "#8c6bb1", "after": "#2b8cbe", "bar": "#2b8cbe", "boundary": "#333333",
     "COMPLETED": "#5cb85c", "applied": "#5cb85c", "FAILED": "#d9534f", "failed": "#d9534f",
     "REFUSED": "#a6761d", "INCOMPLETE": "#f0ad4e", "DRY_RUN": "#5bc0de", "planned": "#5bc0de",

@@ -35,10 +35,14 @@ def paimon_plans(root: Path) -> dict[str, Path]:
             stray = Path(table.path) / f"dt={dt}" / "bucket-0" / f"data-stray-{j}.parquet"
             stray.write_bytes(b"x" * (1000 * (j + 1) * (i + 1)))
             os.utime(stray, ns=((OLD_MS + j * 86_400_000 * 30) * 1_000_000,) * 2)
-    out = {k: root / f"paimon-{k}.parquet" for k in ("expire", "orphans", "partitions")}
+    out = {k: root / f"paimon-{k}.parquet" for k in ("expire", "orphans", "partitions", "consumers", "tags",
+                                                     "changelog")}
     run("plan", "expire", table.path, "--out", out["expire"], "--now", NOW, "--retain-min", 2,
         "--time-retained", "0 s")
     run("plan", "orphans", table.path, "--out", out["orphans"], "--older-than", "2010-01-01T00:00:00Z")
+    run("plan", "consumers", table.path, "--out", out["consumers"], "--expiration-time", "7 d")
+    run("plan", "tags", table.path, "--out", out["tags"], "--tag", "t_early")
+    run("plan", "changelog", table.path, "--out", out["changelog"])
     hours = int((time.time() * 1000 - CUT_MS) // 3_600_000)
     run("plan", "partitions", table.path, "--out", out["partitions"], "--expiration-time", f"{hours} h",
         "--time-zone", "UTC")
@@ -62,9 +66,12 @@ def iceberg_plans(root: Path, monkeypatch) -> dict[str, Path]:
     table = catalog.load_table("ns.t")
     snaps = [s.snapshot_id for s in table.metadata.snapshots]
     table.manage_snapshots().create_tag(snaps[3], "release-1").create_branch(snaps[6], "audit").commit()
-    out = {k: root / f"iceberg-{k}.parquet" for k in ("expire", "compact")}
+    out = {k: root / f"iceberg-{k}.parquet" for k in ("expire", "compact", "orphans", "rewrite-manifests")}
     run("plan", "expire", "ns.t", "--catalog", CATALOG, "--out", out["expire"], "--retain-last", 3,
         "--older-than", "2030-01-01T00:00:00Z")
+    run("plan", "orphans", "ns.t", "--catalog", CATALOG, "--out", out["orphans"], "--older-than", "3 d")
+    run("plan", "rewrite-manifests", "ns.t", "--catalog", CATALOG, "--out", out["rewrite-manifests"],
+        "--min-manifests", 2)
     run("plan", "compact", "ns.t", "--catalog", CATALOG, "--out", out["compact"], "--target-file-size-mb", 1,
         "--min-input-files", 2)
     return out

@@ -2,6 +2,7 @@
 loads with no console error and no request, and its SVG elements match the plan."""
 
 import dataclasses
+import html
 from pathlib import Path
 
 import pytest
@@ -36,7 +37,8 @@ def pages(plan_files, tmp_path_factory, screenshots):
     return loaded
 
 
-NAMES = ["paimon-expire", "paimon-orphans", "paimon-partitions", "iceberg-expire", "iceberg-compact"]
+NAMES = ["paimon-expire", "paimon-orphans", "paimon-partitions", "paimon-consumers", "paimon-tags", "paimon-changelog",
+         "iceberg-expire", "iceberg-compact", "iceberg-orphans", "iceberg-rewrite-manifests"]
 
 
 @pytest.mark.parametrize("name", NAMES)
@@ -46,6 +48,16 @@ def test_the_plan_page_loads_with_no_error_and_no_request(pages, screenshots, na
     assert Elements(loaded.dom).tags("script") == []
     shot = screenshots / f"plan-{name}.png"
     assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and loaded.screenshot_bytes == shot.stat().st_size
+
+
+def test_every_page_names_its_plan_and_what_it_does(pages, plan_files):
+    from planner.kinds import describe_plan
+
+    for name in NAMES:
+        plan = read_plan(str(plan_files[name]))
+        text = " ".join(pages[name].dom.split())
+        assert f"lakesweep plan: {plan.format} {plan.kind}" in text and plan.plan_id in text, name
+        assert html.escape(describe_plan(plan).scope, quote=False) in text, name
 
 
 def test_a_paimon_expiry_draws_one_dot_per_snapshot_of_the_branch(pages, plan_files):
@@ -97,10 +109,11 @@ def test_a_partition_drop_marks_dropped_and_unparseable_partitions(pages):
     assert "kept (1)" in pages["paimon-partitions"].dom
 
 
-def test_an_orphan_plan_bins_listed_files_against_older_than(pages):
+def test_an_orphan_plan_bins_listed_files_against_older_than(pages, plan_files):
     bins = Elements(pages["paimon-orphans"].dom).with_class("rect", "age-bin")
     assert [(b["data-bin"], int(b["data-count"])) for b in bins] == [
-        ("older than --older-than: candidates", 6), ("modified since: kept", 0), ("no modification time: kept", 0)]
+        ("older than --older-than: candidates", 6), ("modified since: kept", 0), ("no modification time: kept", 0),
+        ("used by the table: kept", read_plan(str(plan_files["paimon-orphans"])).stats["kept_used"])]
 
 
 def test_a_compaction_draws_each_bin_before_and_after(pages, plan_files):
