@@ -175,9 +175,13 @@ def _paimon_timeline(plan, missing: list[str]) -> list[str]:
 def _duration(ms) -> str:
     if not isinstance(ms, int):
         return str(ms)
-    for unit, size in (("d", 86_400_000), ("h", 3_600_000), ("min", 60_000), ("s", 1000)):
+    units = (("d", 86_400_000), ("h", 3_600_000), ("min", 60_000), ("s", 1000))
+    for unit, size in units:
         if ms >= size and ms % size == 0:
             return f"{ms // size} {unit}"
+    for unit, size in units:  # not a whole number of any unit: the largest one, to a tenth
+        if ms >= size:
+            return f"{ms / size:.1f} {unit}"
     return f"{ms} ms"
 
 
@@ -419,6 +423,6 @@ def _option_text(key: str, value) -> str:
         return ", ".join(map(str, value))
     if value is None:
         return "-"
-    if isinstance(value, int) and any(k in key for k in _DURATION_KEYS) and value < 2**62:
-        return f"{value} ms ({_duration(value)})"
+    if isinstance(value, int) and any(k in key for k in _DURATION_KEYS):
+        return f"{value} ms ({_duration(value) if value < 2**62 else 'no limit'})"
     return str(value)
