@@ -135,6 +135,18 @@ def _paimon_timeline(plan, missing: list[str]) -> list[str]:
     ids = list(range(earliest, latest + 1))
     tl = _Timeline(len(ids), f"snapshots {earliest} to {latest}: expired and kept", above=4,
                    below=max(2, len(consumers)))
+    bounds: list[tuple[int, str]] = []
+    retain_min, retain_max = _option(plan, "snapshot.num-retained.min"), _option(plan, "snapshot.num-retained.max")
+    if isinstance(retain_min, int) and earliest <= latest - retain_min + 1 <= latest:
+        bounds.append((latest - retain_min + 1, f"retain-min {retain_min}"))
+    if isinstance(retain_max, int) and earliest < latest - retain_max + 1 <= latest:
+        bounds.append((latest - retain_max + 1, f"retain-max {retain_max}"))
+    bound, end = stats.get("bound"), plan.end
+    if end is not None and earliest < end <= latest + 1 and bound not in ("retain-min", None):
+        bounds.append((end, f"{bound} (first kept: {end})"))
+    # the boundaries first, so that dots and labels are drawn over their lines
+    for row, (sid, text) in enumerate(sorted(bounds)):
+        tl.boundary(sid - earliest - 0.5, text, row)
     held = set(tags.values())
     for i, sid in enumerate(ids):
         state = "expired" if sid in expired else "kept"
@@ -146,17 +158,6 @@ def _paimon_timeline(plan, missing: list[str]) -> list[str]:
     for name, nxt in sorted(consumers.items(), key=lambda t: (t[1], t[0])):
         if earliest <= nxt <= latest:
             tl.marker(nxt - earliest, f"consumer {name} (next {nxt})", side="below", colour="#b15928")
-    bounds: list[tuple[int, str]] = []
-    retain_min, retain_max = _option(plan, "snapshot.num-retained.min"), _option(plan, "snapshot.num-retained.max")
-    if isinstance(retain_min, int) and earliest <= latest - retain_min + 1 <= latest:
-        bounds.append((latest - retain_min + 1, f"retain-min {retain_min}"))
-    if isinstance(retain_max, int) and earliest < latest - retain_max + 1 <= latest:
-        bounds.append((latest - retain_max + 1, f"retain-max {retain_max}"))
-    bound, end = stats.get("bound"), plan.end
-    if end is not None and earliest < end <= latest + 1 and bound not in ("retain-min", None):
-        bounds.append((end, f"{bound} (first kept: {end})"))
-    for row, (sid, text) in enumerate(sorted(bounds)):
-        tl.boundary(sid - earliest - 0.5, text, row)
     tl.axis([(i, str(ids[i])) for i in _ticks(len(ids))], "snapshot id")
     if bound != "time-retained":
         tr = _option(plan, "snapshot.time-retained")
@@ -424,5 +425,7 @@ def _option_text(key: str, value) -> str:
     if value is None:
         return "-"
     if isinstance(value, int) and any(k in key for k in _DURATION_KEYS):
+        if value == 0 or value % 1000:
+            return f"{value} ms"
         return f"{value} ms ({_duration(value) if value < 2**62 else 'no limit'})"
     return str(value)
