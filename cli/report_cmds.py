@@ -9,8 +9,9 @@ from typing import Optional
 
 import typer
 
-from cli.app import JournalOpt, OutputOpt, check_output_file, existing_journal, handle_errors
-from cli.journal_cmds import journal_app
+from cli.app import (JournalOpt, OutputOpt, check_output_file, existing_journal, handle_errors,
+                     refuse_inside_recorded_tables)
+from cli.journal_cmds import _open_read, journal_app
 from cli import render
 from cli.output import OutputFormat
 
@@ -31,13 +32,13 @@ def journal_report(
     from cli.html.journal_page import ReportInput, journal_html
     from engine.errors import JournalError
     from engine.timeutil import parse_time_ms
-    from journal.duckdb_store import DuckDBRecorder
     from journal.rules import FileQuery
 
     check_output_file(html, "--html", JournalError)
     since_ms = parse_time_ms(since) if since is not None else None
     path = existing_journal(journal)
-    with DuckDBRecorder(path) as recorder:
+    refuse_inside_recorded_tables(str(html), "--html", path)
+    with _open_read(journal) as recorder:  # as every 'journal' command reads it
         history = recorder.maintenance_history(since_ms=since_ms, table=table)
         failed = recorder.file_rows(FileQuery(outcome="FAILED", since_ms=since_ms, table=table))
     html.write_text(journal_html(ReportInput(journal=path, history=history, failed_files=failed, since_ms=since_ms,

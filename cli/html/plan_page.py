@@ -197,7 +197,8 @@ def _iceberg_timeline(plan, missing: list[str]) -> list[str]:
     if not shown:
         return out + ["<p class=\"note\">The plan lists no snapshot.</p>"]
     gap = 1 if expired and kept else 0
-    tl = _Timeline(len(shown) + gap, "Iceberg snapshots: expired and kept by refs", above=3, below=2)
+    extra = 3 if others else 0  # room for a box that counts the kept snapshots the plan does not list
+    tl = _Timeline(len(shown) + gap + extra, "Iceberg snapshots: expired and kept by refs", above=3, below=2)
     pos = {}
     for i, sid in enumerate(expired):
         pos[sid] = i
@@ -212,6 +213,11 @@ def _iceberg_timeline(plan, missing: list[str]) -> list[str]:
     if expired and kept:
         tl.boundary(len(expired) - 0.5 + gap / 2, f"retain-last {_option(plan, 'retain_last')}, older than "
                     f"{utc(scope.get('cutoff_ms'))}", 0)
+    if others:
+        x1, x2 = tl.x(len(shown) + gap + 0.5), tl.x(len(shown) + gap + extra - 0.5)
+        tl.svg.rect(x1, tl.lane - 12, x2 - x1, 24, fill="#eeeeee", stroke="#999", cls="unlisted",
+                    data={"count": others}, title=f"{others} kept snapshot(s) no ref holds: not listed in the plan")
+        tl.svg.text((x1 + x2) / 2, tl.lane + 4, f"+{others} kept, not listed", anchor="middle", size=11)
     tl.axis([(pos[s], f"…{str(s)[-5:]}") for s in shown if pos[s] in _ticks(len(shown) + gap, 14)],
             "snapshot")
     out += [str(tl.svg), legend([("expired", f"expired ({len(expired)})"),
@@ -425,7 +431,7 @@ def _option_text(key: str, value) -> str:
     if value is None:
         return "-"
     if isinstance(value, int) and any(k in key for k in _DURATION_KEYS):
-        if value == 0 or value % 1000:
-            return f"{value} ms"
-        return f"{value} ms ({_duration(value) if value < 2**62 else 'no limit'})"
+        if value >= 2**62:
+            return f"{value} ms (no limit)"
+        return f"{value} ms" if value == 0 or value % 1000 else f"{value} ms ({_duration(value)})"
     return str(value)

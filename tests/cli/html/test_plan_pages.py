@@ -84,6 +84,8 @@ def test_an_iceberg_expiry_draws_its_expired_snapshots_and_those_refs_hold(pages
     assert expired == sorted(plan.scope["expired"]) and len(expired) == plan.stats["expired_snapshots"] > 0
     assert kept == sorted(set(plan.scope["refs"].values()))
     unlisted = plan.stats["retained_snapshots"] - len(kept)
+    assert [int(r["data-count"]) for r in Elements(pages["iceberg-expire"].dom).with_class("rect", "unlisted")] == [
+        unlisted]
     assert f"Also kept: {unlisted} snapshot(s) no ref points at (not listed in the plan)." in pages["iceberg-expire"].dom
 
 
