@@ -434,13 +434,23 @@ def _spark_lister(master: str, conf: dict, scratch: str, output):
 def show(
     plan: Path = typer.Argument(..., help="A plan written by 'lakesweep plan'."),
     files: bool = typer.Option(False, "--files", help="List every action."),
+    html: Optional[Path] = typer.Option(None, "--html", help="Also write the plan as one self-contained HTML page "
+                                        "(inline SVG charts, no script, nothing loaded from the network)."),
     fmt: OutputFormat = OutputOpt,
 ):
     """Show a saved plan: the range, counts and bytes per kind and partition, what tags and consumers
     protected, and whether there is anything to do."""
     from engine.plan_io import read_plan
 
-    output_for(fmt).plan_shown(read_plan(str(plan)), files=files)
+    read = read_plan(str(plan))
+    if html is not None:
+        from cli.html.plan_page import plan_html
+        from engine.errors import PlanRejected
+
+        check_output_file(html, "--html", PlanRejected)
+        refuse_inside_table(html, read.table_location, "--html", PlanRejected)
+        html.write_text(plan_html(read), encoding="utf-8")
+    output_for(fmt).plan_shown(read, files=files)
 
 
 def _refuse_iceberg_only(given: dict) -> None:
