@@ -8,8 +8,8 @@ maintenance worker: compact, expire, orphans, rewrite-manifests (Paimon: expire,
   per partition from the manifests) and says which operations a table needs, with the worker's message for
   those it does not (``no files eligible for compaction``, ``only N data manifests, below threshold of
   M``); orphans cannot be seen without listing, so their plan decides.
-* **Thresholds** are the worker's names and defaults (``Thresholds``); a table's own properties win, as the
-  worker's ``table_properties_override`` does: Iceberg's ``history.expire.min-snapshots-to-keep`` and
+* **Thresholds** are the worker's names (``Thresholds``); retention defaults are each engine's own, as
+  ``plan`` uses them. A table's own properties win, as the worker's ``table_properties_override`` does: Iceberg's ``history.expire.min-snapshots-to-keep`` and
   ``history.expire.max-snapshot-age-ms``; a Paimon table's ``snapshot.*`` and ``partition.*`` options.
 * **Each operation's result** is a ``MaintenanceResult`` in the journal (applied, skipped, planned in a dry
   run, failed), and the applies are journaled as any apply is. A failure is recorded and the run goes on;
@@ -51,11 +51,14 @@ ALL_OPERATIONS = ("compact", "expire", "orphans", "rewrite-manifests", "partitio
 
 @dataclass(frozen=True)
 class Thresholds:
-    """The worker's thresholds and defaults (SeaweedFS ``weed/worker/tasks/iceberg/config.go``)."""
+    """The worker's thresholds (SeaweedFS ``weed/worker/tasks/iceberg/config.go``). Retention left at None is
+    each engine's own default, as ``plan`` uses it: Iceberg keeps 1 snapshot and 5 days
+    (``history.expire.*``) and orphans older than 3 days; Paimon its ``snapshot.*`` options and orphans
+    older than 1 day. SeaweedFS's own defaults (5 snapshots, 168 h, 72 h) are not used unless given."""
 
-    max_snapshots_to_keep: int = 5
-    snapshot_retention_hours: int = 168
-    orphan_older_than_hours: int = 72
+    max_snapshots_to_keep: int | None = None
+    snapshot_retention_hours: int | None = None
+    orphan_older_than_hours: int | None = None
     min_manifests_to_rewrite: int = 5
     max_commit_retries: int = 5
     target_file_size_mb: int = 256  # a table's write.target-file-size-bytes wins
@@ -162,9 +165,9 @@ def _flags(ref: TableRef, op: str, options, th: Thresholds) -> dict | None:
         if op == "expire":
             return {"retain_last": None if "history.expire.min-snapshots-to-keep" in options else th.max_snapshots_to_keep,
                     "older_than": None if "history.expire.max-snapshot-age-ms" in options
-                    else f"{th.snapshot_retention_hours} h", "max_commit_retries": th.max_commit_retries}
+                    else _hours(th.snapshot_retention_hours), "max_commit_retries": th.max_commit_retries}
         if op == "orphans":
-            return {"older_than": f"{th.orphan_older_than_hours} h"}
+            return {"older_than": _hours(th.orphan_older_than_hours)}
         if op == "rewrite-manifests":
             return {"min_manifests": th.min_manifests_to_rewrite, "max_commit_retries": th.max_commit_retries}
         if op == "compact":
@@ -174,10 +177,15 @@ def _flags(ref: TableRef, op: str, options, th: Thresholds) -> dict | None:
     if op == "expire":
         return {}
     if op == "orphans":
-        return {"older_than": f"{th.orphan_older_than_hours} h"}
+        return {"older_than": _hours(th.orphan_older_than_hours)}
     if op == "partitions":
         return {} if options.get("partition.expiration-time") else None
     return None
+
+
+def _hours(hours: int | None) -> str | None:
+    """A threshold in whole hours as a plan flag; None leaves the engine's own default."""
+    return None if hours is None else f"{hours} h"
 
 
 def _not_configured(ref: TableRef, op: str) -> str:

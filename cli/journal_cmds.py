@@ -92,7 +92,8 @@ def _plan_id(recorder, given: Optional[str]) -> Optional[str]:
 @handle_errors
 def journal_query(
     sql: str = typer.Argument(..., help="A read-only SQL query, e.g. \"SELECT outcome, count(*) FROM "
-                              "file_records GROUP BY 1\". Tables: events, plan_actions, file_records."),
+                              "file_records GROUP BY 1\". Tables: events, plan_actions, file_records; views: file_audit, "
+                              "maintenance_history (one row per operation run)."),
     journal: Optional[Path] = JournalOpt,
     fmt: OutputFormat = OutputOpt,
 ):

@@ -16,6 +16,7 @@ from cli import apply_cmds  # noqa: F401  (apply, resume)
 from cli import doctor  # noqa: F401  (doctor)
 from cli import journal_cmds  # noqa: F401  (journal ...)
 from cli import maintain_cmds  # noqa: F401  (maintain, journal maintenance)
+from cli import report_cmds  # noqa: F401  (journal report)
 
 __all__ = ["app", "main"]
 

@@ -37,12 +37,17 @@ def maintain_cmd(
                                         "stopped (SIGTERM or Ctrl-C end it after the operation at hand)."),
     plans_dir: Optional[Path] = typer.Option(None, "--plans-dir", help="Where plans are written (default: "
                                              "'lakesweep-plans' beside the journal)."),
-    max_snapshots_to_keep: int = typer.Option(5, "--max-snapshots-to-keep", help="Iceberg: ancestors of each "
-                                              "branch kept (a table's history.expire.min-snapshots-to-keep wins)."),
-    snapshot_retention_hours: int = typer.Option(168, "--snapshot-retention-hours", help="Iceberg: expire snapshots "
-                                                 "older than this (history.expire.max-snapshot-age-ms wins)."),
-    orphan_older_than_hours: int = typer.Option(72, "--orphan-older-than-hours", help="Orphans must be at least this "
-                                                "old."),
+    max_snapshots_to_keep: Optional[int] = typer.Option(None, "--retain-last", "--max-snapshots-to-keep",
+                                                        help="Iceberg: ancestors of each branch kept (a table's "
+                                                        "history.expire.min-snapshots-to-keep wins; default 1, "
+                                                        "as plan expire)."),
+    snapshot_retention_hours: Optional[int] = typer.Option(None, "--snapshot-retention-hours", help="Iceberg: expire "
+                                                           "snapshots older than this many hours "
+                                                           "(history.expire.max-snapshot-age-ms wins; default 120, "
+                                                           "Iceberg's 5 days, as plan expire)."),
+    orphan_older_than_hours: Optional[int] = typer.Option(None, "--orphan-older-than-hours", help="Orphans must be "
+                                                          "at least this many hours old (default as plan orphans: "
+                                                          "Iceberg 72, Paimon 24)."),
     min_manifests_to_rewrite: int = typer.Option(5, "--min-manifests-to-rewrite", help="Iceberg: rewrite manifests "
                                                  "from this many data manifests on."),
     max_commit_retries: int = typer.Option(5, "--max-commit-retries", help="Iceberg: commit retries."),
@@ -64,7 +69,8 @@ def maintain_cmd(
     expire, orphans, partitions), journaling every apply and each operation's result. A failure is
     recorded and the run goes on; the exit code is 1 when any operation failed (partial success).
 
-    Thresholds use SeaweedFS's maintenance worker's names and defaults; a table's own properties win."""
+    Thresholds take SeaweedFS's maintenance worker's names; retention defaults are each engine's own, the
+    same as 'lakesweep plan' uses, and a table's own properties win."""
     from applier.maintain import Maintenance, Thresholds, check_plans_dir, parse_operations
     from engine.errors import PlanRejected
     from engine.timeutil import parse_duration_ms
@@ -76,13 +82,13 @@ def maintain_cmd(
     every_ms = parse_duration_ms(every) if every is not None else None
     if every_ms is not None and every_ms < 1000:
         raise PlanRejected(f"--every {every} is less than a second")
-    for name, value in (("--max-snapshots-to-keep", max_snapshots_to_keep), ("--min-manifests-to-rewrite",
+    for name, value in (("--retain-last", max_snapshots_to_keep), ("--min-manifests-to-rewrite",
                         min_manifests_to_rewrite), ("--target-file-size-mb", target_file_size_mb)):
-        if value < 1:
+        if value is not None and value < 1:
             raise PlanRejected(f"{name} must be at least 1, got {value}")
     for name, value in (("--snapshot-retention-hours", snapshot_retention_hours),
                         ("--orphan-older-than-hours", orphan_older_than_hours), ("--max-commit-retries", max_commit_retries)):
-        if value < 0:
+        if value is not None and value < 0:
             raise PlanRejected(f"{name} must be at least 0, got {value}")
     if min_input_files < 2:  # a bin of one file rewrites it as it is
         raise PlanRejected(f"--min-input-files must be at least 2, got {min_input_files}")

@@ -172,9 +172,10 @@ def plan_expire_cmd(
     retain_last: Optional[int] = typer.Option(None, "--retain-last", "--max-snapshots-to-keep",
                                               help="Iceberg: keep at least this many ancestors of each branch head "
                                               "(history.expire.min-snapshots-to-keep, default 1)."),
-    older_than: Optional[str] = typer.Option(None, "--older-than", help="Iceberg: expire snapshots older than "
-                                             "this: a duration back from --now ('5 d', '36 h') or a time "
-                                             "(history.expire.max-snapshot-age-ms, default 5 d)."),
+    older_than: Optional[str] = typer.Option(None, "--older-than", help="Expire snapshots older than this: a "
+                                             "duration back from --now ('5 d', '36 h') or a time. Iceberg: "
+                                             "history.expire.max-snapshot-age-ms, default 5 d. Paimon: as its "
+                                             "expire_snapshots procedure, time-retained = now - this."),
     retention_hours: Optional[int] = typer.Option(None, "--snapshot-retention-hours", help="Iceberg: "
                                                   "--older-than in whole hours (SeaweedFS's name)."),
     max_commit_retries: Optional[int] = MaxCommitRetriesOpt,
@@ -206,12 +207,34 @@ def plan_expire_cmd(
                                                                                    "--snapshot-retention-hours"),
                           max_commit_retries=max_commit_retries)
         return
-    iceberg_only = {"--retain-last": retain_last, "--older-than": older_than,
-                    "--snapshot-retention-hours": retention_hours, "--max-commit-retries": max_commit_retries}
+    iceberg_only = {"--retain-last": retain_last, "--snapshot-retention-hours": retention_hours,
+                    "--max-commit-retries": max_commit_retries}
     _refuse_iceberg_only(iceberg_only)
+    if older_than is not None:
+        now, time_retained = _paimon_older_than(older_than, now, time_retained)
     make_plan("expire", table=table, out=out, now=now, option=option, branch=branch, fmt=fmt,
               retain_min=retain_min, retain_max=retain_max, time_retained=time_retained, max_deletes=max_deletes,
               time_rule=time_rule, skip_unreadable=skip_unreadable)
+
+
+def _paimon_older_than(older_than: str, now: Optional[str], time_retained: Optional[str]) -> tuple[str, str]:
+    """Paimon's expire_snapshots procedure reads ``older_than`` as ``snapshot.time-retained = now - older_than``:
+    (the plan's now, fixed here so that both agree, and that time-retained)."""
+    from engine.errors import PlanRejected
+    from engine.timeutil import parse_duration_ms, parse_time_ms
+    from planner.options import _UNIT_DURATION
+
+    if time_retained is not None:
+        raise PlanRejected("--older-than and --time-retained say the same thing: give one of them")
+    now_ms = parse_time_ms(now) if now is not None else int(time.time() * 1000)
+    text = older_than.strip()
+    if _UNIT_DURATION.match(text):
+        return str(now_ms), f"{parse_duration_ms(text)} ms"
+    at = parse_time_ms(text)
+    if at > now_ms:
+        raise PlanRejected(f"--older-than {older_than} is after the plan's now: nothing could be older; give a "
+                           "time in the past or a duration such as '7 d'")
+    return str(now_ms), f"{now_ms - at} ms"
 
 
 @plan_app.command("partitions", short_help="Drop expired partitions (Paimon).")
@@ -431,13 +454,23 @@ def _spark_lister(master: str, conf: dict, scratch: str, output):
 def show(
     plan: Path = typer.Argument(..., help="A plan written by 'lakesweep plan'."),
     files: bool = typer.Option(False, "--files", help="List every action."),
+    html: Optional[Path] = typer.Option(None, "--html", help="Also write the plan as one self-contained HTML page "
+                                        "(inline SVG charts, no script, nothing loaded from the network)."),
     fmt: OutputFormat = OutputOpt,
 ):
     """Show a saved plan: the range, counts and bytes per kind and partition, what tags and consumers
     protected, and whether there is anything to do."""
     from engine.plan_io import read_plan
 
-    output_for(fmt).plan_shown(read_plan(str(plan)), files=files)
+    read = read_plan(str(plan))
+    if html is not None:
+        from cli.html.plan_page import plan_html
+        from engine.errors import PlanRejected
+
+        check_output_file(html, "--html", PlanRejected)
+        refuse_inside_table(html, read.table_location, "--html", PlanRejected)
+        html.write_text(plan_html(read), encoding="utf-8")
+    output_for(fmt).plan_shown(read, files=files)
 
 
 def _refuse_iceberg_only(given: dict) -> None:

@@ -17,6 +17,7 @@ from journal.duckdb_store import DuckDBRecorder, connect_journal, copy_to_parque
 from journal.events import ApplyRefused, Event, FileOutcome, MaintenanceResult, PlanRecorded
 from journal.projection import PlanStatus, RunStatus, plan_status, project
 from journal.recorder import Recorder
+from journal import rules
 from journal.rules import FILE_AUDIT_SCHEMA, FileQuery
 
 _READ_ONLY_CONFIG = {"enable_external_access": False}  # a query reads the journal, not the file system
@@ -122,7 +123,7 @@ def run_query(db_path: str | os.PathLike, sql: str) -> tuple[list[str], list[tup
     Anything else (DELETE, UPDATE, COPY, ATTACH, PRAGMA, SET, several statements...) is refused with
     ``JournalError`` before it runs; the database is also opened read-only, without file-system access,
     which is what makes it safe. The journal tables: events, plan_actions, file_records, meta, and the
-    file_audit view.
+    file_audit and maintenance_history views.
     """
     try:
         statements = duckdb.extract_statements(sql)
@@ -136,6 +137,10 @@ def run_query(db_path: str | os.PathLike, sql: str) -> tuple[list[str], list[tup
                            f"not {kind.name}")
     con = connect_journal(str(db_path), read_only=True, config=_READ_ONLY_CONFIG)
     try:
+        # a journal no lakesweep with the view has opened for writing gets it as a temporary view (a
+        # read-only database can hold one)
+        if not con.execute("SELECT count(*) FROM duckdb_views() WHERE view_name = 'maintenance_history'").fetchone()[0]:
+            con.execute("CREATE TEMP VIEW maintenance_history AS " + rules.MAINTENANCE_HISTORY)
         cursor = con.execute(sql)
         columns = [d[0] for d in cursor.description]
         return columns, cursor.fetchall()

@@ -38,7 +38,9 @@ CREATE TABLE IF NOT EXISTS file_records (
     path VARCHAR NOT NULL, kind VARCHAR NOT NULL, phase INTEGER NOT NULL, bytes BIGINT, outcome VARCHAR NOT NULL,
     error VARCHAR, attempt INTEGER NOT NULL, time_ms BIGINT NOT NULL);
 CREATE OR REPLACE VIEW file_audit AS
-""".replace("{plan_actions}", rules.PLAN_ACTIONS_DDL) + rules.FILE_AUDIT + ";\n"
+""".replace("{plan_actions}", rules.PLAN_ACTIONS_DDL) + rules.FILE_AUDIT + ";\n" + (
+    # views are made again on every open, so a journal of any schema version has today's
+    "CREATE OR REPLACE VIEW maintenance_history AS\n" + rules.MAINTENANCE_HISTORY + ";\n")
 
 # Journals of schema 1 stored snapshot expiry's actions without their verb; each kind had one.
 _V1_VERBS = """

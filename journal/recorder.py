@@ -273,6 +273,12 @@ class Recorder(abc.ABC):
         self._check_open()
         return rules.all_outcome_totals(self._select, exclude_applies=exclude_applies)
 
+    def maintenance_history(self, *, since_ms: int | None = None, table: str | None = None) -> list[dict[str, Any]]:
+        """One row per operation run (``rules.MAINTENANCE_HISTORY``: every apply, and every ``maintain``
+        result that applied nothing), oldest first, keyed by ``rules.HISTORY_COLUMNS``."""
+        self._check_open()
+        return rules.history_rows(self._select, since_ms=since_ms, table=table)
+
     # -- lifecycle ---------------------------------------------------------------------------------
 
     @abc.abstractmethod

@@ -287,3 +287,104 @@ def all_outcome_totals(select: Select, *, exclude_applies: Iterable[str] = ()) -
     for pid, outcome, n, b in rows:
         by_plan.setdefault(pid, []).append((outcome, n, b))
     return {pid: _totals(r) for pid, r in by_plan.items()}
+
+
+# -- maintenance history ---------------------------------------------------------------------------
+
+# One row per operation run, as a dashboard reads it (the shape of Databricks' predictive-optimization
+# operations history): every apply (by its ApplyStarted, or its ApplyRefused when it never started), and
+# every ``maintain`` result that applied nothing (skipped, planned by a dry run, failed before applying).
+# A maintain result that applied a plan is joined to that apply's row (``maintain_run_id``, ``message``).
+# ``metrics`` maps names to numbers; ``plan_id`` and ``apply_id`` drill down to ``file_audit``.
+#
+# status: COMPLETED, FAILED, REFUSED, INCOMPLETE (started, no end: running, or killed and not yet resumed;
+# a resume goes on under the same apply id), or a maintain outcome in capitals (SKIPPED, PLANNED, FAILED).
+HISTORY_COLUMNS = ("run_id", "source", "operation", "table", "table_location", "table_identity", "status",
+                   "start_ms", "end_ms", "metrics", "message", "plan_id", "apply_id", "maintain_run_id",
+                   "previous_apply_id")
+
+MAINTENANCE_HISTORY = """WITH
+plans AS (SELECT plan_id, payload ->> '$.table_location' AS table_location,
+                 payload ->> '$.table_identity' AS table_identity, payload ->> '$.plan_kind' AS kind,
+                 coalesce(payload ->> '$.header.format', 'paimon') AS fmt
+          FROM events WHERE event_type = 'PlanRecorded'),
+starts AS (SELECT apply_id, plan_id, seq, CAST(payload ->> '$.started_ms' AS BIGINT) AS start_ms,
+                  CAST(payload ->> '$.n_actions' AS BIGINT) AS n_actions,
+                  CAST(payload ->> '$.bytes' AS BIGINT) AS planned_bytes
+           FROM events WHERE event_type = 'ApplyStarted'),
+ends AS (SELECT apply_id, event_type, reason, bytes_reclaimed, end_ms FROM (
+             SELECT apply_id, event_type, payload ->> '$.reason' AS reason,
+                    CAST(payload ->> '$.bytes_reclaimed' AS BIGINT) AS bytes_reclaimed,
+                    CAST(coalesce(payload ->> '$.finished_ms', payload ->> '$.refused_ms') AS BIGINT) AS end_ms,
+                    row_number() OVER (PARTITION BY apply_id ORDER BY seq) AS rn
+             FROM events WHERE event_type IN ('ApplyCompleted', 'ApplyFailed', 'ApplyRefused')
+                           AND apply_id IS NOT NULL) WHERE rn = 1),
+files AS (SELECT apply_id, sum(n) AS records, count(*) AS actions_recorded,
+                 count(*) FILTER (WHERE outcome = 'DELETED') AS deleted,
+                 coalesce(sum(bytes) FILTER (WHERE outcome = 'DELETED'), 0) AS deleted_bytes,
+                 count(*) FILTER (WHERE outcome = 'FAILED') AS failed
+          FROM (SELECT apply_id, action_id, arg_max(outcome, seq) AS outcome, arg_max(bytes, seq) AS bytes,
+                       count(*) AS n
+                FROM file_records GROUP BY apply_id, action_id)
+          GROUP BY apply_id),
+maint AS (SELECT payload ->> '$.run_id' AS run_id, payload ->> '$.applied_by' AS applied_by,
+                 payload ->> '$.table' AS tbl, payload ->> '$.operation' AS operation,
+                 payload ->> '$.outcome' AS outcome, payload ->> '$.message' AS message, plan_id, seq,
+                 CAST(payload ->> '$.recorded_ms' AS BIGINT) AS at_ms, CAST(payload ->> '$.cycle' AS BIGINT) AS cycle
+          FROM events WHERE event_type = 'MaintenanceResult'),
+applies AS (
+    SELECT s.apply_id AS run_id, 'apply' AS source, coalesce(m.operation, p.kind) AS operation,
+           coalesce(m.tbl, p.table_location) AS "table", p.table_location, p.table_identity,
+           CASE e.event_type WHEN 'ApplyCompleted' THEN 'COMPLETED' WHEN 'ApplyFailed' THEN 'FAILED'
+                WHEN 'ApplyRefused' THEN 'REFUSED' ELSE 'INCOMPLETE' END AS status,
+           s.start_ms, e.end_ms,
+           MAP {'actions': s.n_actions, 'planned_bytes': s.planned_bytes,
+                'bytes_reclaimed': coalesce(e.bytes_reclaimed, f.deleted_bytes, 0),
+                'files_deleted': coalesce(f.deleted, 0), 'files_failed': coalesce(f.failed, 0),
+                'file_records': coalesce(f.records, 0),
+                'actions_recorded_twice': coalesce(f.records - f.actions_recorded, 0),
+                'duration_ms': e.end_ms - s.start_ms} AS metrics,
+           coalesce(e.reason, m.message) AS message, s.plan_id, s.apply_id, m.run_id AS maintain_run_id,
+           lag(s.apply_id) OVER (PARTITION BY s.plan_id ORDER BY s.seq) AS previous_apply_id, s.seq
+    FROM starts s
+    LEFT JOIN ends e ON e.apply_id = s.apply_id
+    LEFT JOIN files f ON f.apply_id = s.apply_id
+    LEFT JOIN plans p ON p.plan_id = s.plan_id
+    LEFT JOIN (SELECT * FROM maint WHERE applied_by IS NOT NULL
+               QUALIFY row_number() OVER (PARTITION BY applied_by ORDER BY seq) = 1) m ON m.applied_by = s.apply_id),
+refusals AS (
+    SELECT 'refused:' || CAST(r.seq AS VARCHAR) AS run_id, 'apply' AS source, p.kind AS operation,
+           p.table_location AS "table", p.table_location, p.table_identity, 'REFUSED' AS status,
+           CAST(r.payload ->> '$.refused_ms' AS BIGINT) AS start_ms, CAST(r.payload ->> '$.refused_ms' AS BIGINT) AS end_ms,
+           CAST(MAP {} AS MAP(VARCHAR, BIGINT)) AS metrics, r.payload ->> '$.reason' AS message, r.plan_id,
+           NULL AS apply_id, NULL AS maintain_run_id, NULL AS previous_apply_id, r.seq
+    FROM events r LEFT JOIN plans p ON p.plan_id = r.plan_id
+    WHERE r.event_type = 'ApplyRefused' AND r.apply_id IS NULL),
+maintained AS (
+    SELECT 'maintain:' || m.run_id || ':' || CAST(m.seq AS VARCHAR) AS run_id, 'maintain' AS source, m.operation,
+           m.tbl AS "table", p.table_location, p.table_identity, upper(m.outcome) AS status, m.at_ms AS start_ms,
+           m.at_ms AS end_ms, MAP {'cycle': m.cycle} AS metrics, m.message,
+           CASE WHEN p.plan_id IS NULL THEN NULL ELSE m.plan_id END AS plan_id, NULL AS apply_id,
+           m.run_id AS maintain_run_id, NULL AS previous_apply_id, m.seq
+    FROM maint m LEFT JOIN plans p ON p.plan_id = m.plan_id
+    WHERE m.applied_by IS NULL)
+SELECT run_id, source, operation, "table", table_location, table_identity, status, start_ms, end_ms, metrics,
+       message, plan_id, apply_id, maintain_run_id, previous_apply_id
+FROM (SELECT * FROM applies UNION ALL BY NAME SELECT * FROM refusals UNION ALL BY NAME SELECT * FROM maintained)
+ORDER BY start_ms, seq"""
+
+
+def history_rows(select: Select, *, since_ms: int | None = None, table: str | None = None) -> list[dict[str, Any]]:
+    """``maintenance_history`` rows as dicts keyed by ``HISTORY_COLUMNS``, oldest first: those that started at
+    or after ``since_ms`` (or ended then: an apply still running counts by its start), of ``table`` (its
+    name as maintain gives it, its location or its identity)."""
+    clauses, params = [], []
+    if since_ms is not None:
+        clauses.append("(start_ms >= ? OR end_ms >= ?)")
+        params += [since_ms, since_ms]
+    if table is not None:
+        clauses.append('("table" = ? OR table_location = ? OR table_identity = ?)')
+        params += [table, table, table]
+    sql = f"SELECT * FROM ({MAINTENANCE_HISTORY}) AS maintenance_history"
+    sql += " WHERE " + " AND ".join(clauses) if clauses else ""
+    return [dict(zip(HISTORY_COLUMNS, r)) for r in select(sql, params)]

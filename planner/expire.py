@@ -10,7 +10,7 @@ with ``skip_unreadable``; by default it raises naming the file (fail closed).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from engine.errors import MetadataNotFound, TableFormatError
 from engine.fileio import join
@@ -21,7 +21,7 @@ from engine.paimon.requirements import expire_requirements
 from engine.paimon.table import PaimonTable
 from engine.paimon.state import snapshot_pins, table_fingerprint, table_identity
 from planner.guard import assert_unreachable
-from planner.options import TIME_RULE_OWN, ExpireOptions
+from planner.options import INT_MAX, TIME_RULE_OWN, ExpireOptions
 
 
 @dataclass
@@ -297,7 +297,7 @@ def plan_expire(table: PaimonTable, *, now_ms: int, options: ExpireOptions) -> C
     tags = table.tags()
     planner = _Planner(table, options, notes)
 
-    def finish(begin, end, hint, bound):
+    def finish(begin, end, hint, bound, backlog=0):
         actions = canonical_actions(planner.actions)
         if actions:
             assert_unreachable(table, actions, end=end, tags=tags, tolerate=None if notes.strict else notes.tolerate)
@@ -315,6 +315,8 @@ def plan_expire(table: PaimonTable, *, now_ms: int, options: ExpireOptions) -> C
             "latest": latest,
             "summary": summarize(actions, by_partition=PARTITIONED_KINDS),
         }
+        if bound == "expire-limit":  # what a user with a backlog needs to know: how many more plans to go
+            stats["expirable_beyond_limit"] = backlog
         identity = table_identity(table)
         pins = snapshot_pins(table, pinned)  # also refuses a snapshot replaced while planning
         deletes = any(a.verb.deletes for a in actions)
@@ -344,6 +346,10 @@ def plan_expire(table: PaimonTable, *, now_ms: int, options: ExpireOptions) -> C
         return finish(None, None, None, "no-snapshots")
 
     end, bound = compute_end(table, earliest, latest, options, now_ms, consumers)
+    backlog = 0
+    if bound == "expire-limit":
+        unbounded, _ = compute_end(table, earliest, latest, replace(options, max_deletes=INT_MAX), now_ms, consumers)
+        backlog = unbounded - end
     if end > latest:  # impossible with retain-min >= 1; checked because it would expire everything (T-18)
         raise AssertionError(f"end {end} is beyond the latest snapshot {latest}")
 
@@ -352,7 +358,7 @@ def plan_expire(table: PaimonTable, *, now_ms: int, options: ExpireOptions) -> C
         if table.read_hint("EARLIEST") is None:
             planner.plan_hint(earliest)  # Java writes a missing EARLIEST hint even when nothing expires
             hint = earliest
-        return finish(earliest, earliest, hint, bound)
+        return finish(earliest, earliest, hint, bound, backlog)
 
     snapshots = []
     for sid in range(earliest, end + 1):
@@ -362,7 +368,7 @@ def plan_expire(table: PaimonTable, *, now_ms: int, options: ExpireOptions) -> C
         else:
             snapshots.append(s)
     if not snapshots:
-        return finish(None, end, None, bound)
+        return finish(None, end, None, bound, backlog)
     begin = snapshots[0].id
     expiring = [s for s in snapshots if s.id != end]
 
@@ -378,11 +384,11 @@ def plan_expire(table: PaimonTable, *, now_ms: int, options: ExpireOptions) -> C
             MetadataNotFound(table.snapshot_path(end), "end snapshot"),
             "manifests and snapshot files are kept; only data files are deleted",
         )
-        return finish(begin, end, None, bound)
+        return finish(begin, end, None, bound, backlog)
 
     keep = [t.snapshot for t in find_skipping_tags(tags, begin, end)] + [snapshots[-1]]
     skip = planner.skipping_set(keep)
     if skip is not None:
         planner.plan_metadata(expiring, skip)
     planner.plan_snapshots(expiring, end)
-    return finish(begin, end, end, bound)
+    return finish(begin, end, end, bound, backlog)

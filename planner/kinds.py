@@ -82,12 +82,20 @@ def describe_expire(plan: CleanupPlan) -> PlanDescription:
     ]
     if stats.get("deferred_to_changelog"):
         notes.append(f"deferred to changelog expiry: {stats['deferred_to_changelog']} files (decoupled lifecycle)")
+    backlog = stats.get("expirable_beyond_limit", 0)
+    if backlog:
+        limit = plan.options.get("snapshot.expire.limit")
+        notes.append(f"{backlog} more snapshot(s) are expirable beyond the expire limit of "
+                     f"{limit.value if limit is not None else '?'} (snapshot.expire.limit): about "
+                     f"{-(-backlog // limit.value) if limit is not None else '?'} more plan(s) at this limit; "
+                     "apply this plan and plan again, or raise --max-deletes")
     return PlanDescription(nothing_to_do=not expires, scope=scope, nothing_label="Nothing to expire",
                            remaining=remaining, notes=tuple(notes),
                            # the keys scripts read before plans had a scope
                            document={"nothing_to_expire": not expires,
                                      "range": {"begin": plan.begin, "end": plan.end},
-                                     "earliest_hint": plan.earliest_hint})
+                                     "earliest_hint": plan.earliest_hint,
+                                     "expirable_beyond_limit": backlog})
 
 
 def _resolve_orphans(table_options, **flags):

@@ -107,6 +107,7 @@ def plan_partitions(table: PaimonTable, *, now_ms: int, options: PartitionOption
     _, latest = table.earliest_latest()
     warnings: list[str] = []
     expired: list[tuple[str, _Partition, _dt.datetime, str]] = []
+    unreadable: list[str] = []  # 'name (why)' of each partition whose values are not a time
     considered = 0
     if not keys:
         warnings.append("the table has no partition keys: there is nothing to expire")
@@ -116,9 +117,13 @@ def plan_partitions(table: PaimonTable, *, now_ms: int, options: PartitionOption
             considered += 1
             spec = partition_spec(values, keys, types, legacy=paths.legacy, default_name=paths.default_name)
             name = partition_path(spec).rstrip("/")
-            when = _partition_time(p, values, keys, types, extractor, name, warnings)
+            when = _partition_time(p, values, keys, types, extractor, name, warnings, unreadable)
             if when is not None and cutoff > when:
                 expired.append((",".join(v for _, v in spec), p, when, name))
+        if unreadable and len(unreadable) == considered:
+            raise PlanRejected(_none_readable(unreadable, options))
+        if unreadable:
+            warnings.append(_unreadable_warning(unreadable))
     expired.sort(key=lambda x: x[0])
     limited = max(0, len(expired) - options.max_expires)
     expired = expired[:options.max_expires]
@@ -169,7 +174,7 @@ def plan_partitions(table: PaimonTable, *, now_ms: int, options: PartitionOption
 
 
 def _partition_time(p: _Partition, values: tuple, keys, types, extractor, name: str,
-                    warnings: list[str]) -> _dt.datetime | None:
+                    warnings: list[str], unreadable: list[str]) -> _dt.datetime | None:
     """The time Paimon judges a partition by; None (never expired, with a warning) when there is none."""
     if extractor is None:  # update-time
         if p.created is None:
@@ -181,5 +186,30 @@ def _partition_time(p: _Partition, values: tuple, keys, types, extractor, name: 
     try:
         return extractor.extract(list(keys), values, types)
     except UnparseablePartition as e:
-        warnings.append(f"partition {name} is skipped, never expired: its value cannot be read as a time ({e})")
+        unreadable.append(f"{name} ({e})")
         return None
+
+
+_EXAMPLES = 3
+
+
+def _unreadable_warning(unreadable: list[str]) -> str:
+    """One warning for every partition whose values are not a time (Paimon logs one line each)."""
+    if len(unreadable) == 1:
+        name, _, why = unreadable[0].partition(" ")
+        return f"partition {name} is skipped, never expired: its value cannot be read as a time {why}"
+    more = len(unreadable) - _EXAMPLES
+    return (f"{len(unreadable)} partitions are skipped, never expired: their values cannot be read as a time: "
+            + ", ".join(unreadable[:_EXAMPLES]) + (f" and {more} more" if more > 0 else ""))
+
+
+def _none_readable(unreadable: list[str], options: PartitionOptions) -> str:
+    """A setting that reads no partition as a time is a misconfiguration, not 'nothing to expire'."""
+    how = (f"timestamp formatter '{options.timestamp_formatter}'" if options.timestamp_formatter
+           else "Paimon's default formatter (yyyy-M-d, optionally with a time of day)")
+    if options.timestamp_pattern:
+        how += f" and timestamp pattern '{options.timestamp_pattern}'"
+    return (f"no partition's value can be read as a time with the {how}: "
+            f"{'all ' if len(unreadable) > 1 else ''}{len(unreadable)} partition(s) would be skipped, e.g. "
+            f"{unreadable[0]}; set --timestamp-formatter / --timestamp-pattern (partition.timestamp-formatter, "
+            "partition.timestamp-pattern) to match the partition values")

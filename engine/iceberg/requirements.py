@@ -103,8 +103,9 @@ class AssertGcEnabled(Requirement):
 @requirement
 @dataclass(frozen=True, slots=True)
 class AssertOrphansUnreferenced(ActionCheck):
-    """Each orphan candidate is, at apply time, still named by no metadata of the live table and still
-    older than the cut-off (a file rewritten since is young again); any other is skipped, not deleted."""
+    """Each orphan candidate is, at apply time, still named by no metadata of the live table, still older
+    than the cut-off (a file rewritten since is young again), and not hidden (``engine.iceberg.hidden``: a
+    plan that names one was edited); any other is skipped, not deleted."""
 
     TYPE = "iceberg.orphans-unreferenced"
     older_than_ms: int
@@ -119,13 +120,17 @@ class AssertOrphansUnreferenced(ActionCheck):
         return []
 
     def skipped(self, view, actions: Sequence[Action], targets: Sequence[str]) -> AbstractSet[int]:
+        from engine.iceberg.hidden import below_root, hidden_partition_prefixes, is_hidden
         from engine.iceberg.reachability import all_referenced
 
         used = all_referenced(view)
+        roots = [view.location, *view.external_roots()]
+        prefixes = hidden_partition_prefixes(view)
         skip = set()
         for a in actions:
             full = targets[a.action_id]
-            if full in used:
+            below = below_root(full, roots)
+            if full in used or (below is not None and is_hidden(below, prefixes)):  # a forged plan's hidden file
                 skip.add(a.action_id)
                 continue
             info = view.fileio.info(full)

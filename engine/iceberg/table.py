@@ -216,6 +216,10 @@ class IcebergTable:
                     roots.append(root)
         return sorted(set(roots))
 
+    def partition_specs(self) -> list:
+        """Every partition spec the table has had (pyiceberg ``PartitionSpec`` values), by spec id."""
+        return [spec for _, spec in sorted(self.metadata.specs().items())]
+
     def metadata_files(self) -> list[str]:
         """The current metadata file and those its metadata log keeps."""
         found = [self.metadata_location]

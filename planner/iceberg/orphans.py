@@ -20,6 +20,10 @@ guess:
   compared by whole segments (apache/iceberg#17213, #17448).
 * a listing that misses a file the current state reads (under a listed root, modified before the cut-off)
   is incomplete and refuses the plan, as zamboni aborts; an empty listing plans nothing.
+* hidden paths are never candidates, as Iceberg's ``PartitionAwareHiddenPathFilter`` walks them: a file
+  whose name, or one of whose directories below its root, starts with ``_`` or ``.`` (Hadoop's checksum
+  sidecars, ``_SUCCESS``, a running write's ``.spark-staging-*``), unless that directory is a partition of
+  a field whose own name starts so (``_cat=x``).
 """
 
 from __future__ import annotations
@@ -32,6 +36,7 @@ from engine.errors import PlanRejected
 from engine.fileio import FileInfo
 from engine.listing import check_listing_complete
 from engine.iceberg.kinds import ORPHAN_PHASES, OrphanKind
+from engine.iceberg.hidden import below_root, hidden_partition_prefixes, is_hidden
 from engine.iceberg.neighbours import table_roots
 from engine.iceberg.requirements import AssertOrphansUnreferenced, plan_requirements
 from engine.paimon.requirements import AssertNowReached
@@ -153,7 +158,8 @@ def plan_iceberg_orphans(table, listed: Iterable[FileInfo], *, now_ms: int, opti
     metadata_roots = _metadata_roots(table)
     oldest_logged = _oldest_logged(table)
     owners = metadata_owners or {}
-    kept = {"young": 0, "unknown_age": 0, "newer_metadata": 0}
+    kept = {"young": 0, "unknown_age": 0, "newer_metadata": 0, "hidden": 0}
+    partition_prefixes = hidden_partition_prefixes(table)
     warnings: list[str] = []
     actions: list[Action] = []
     seen: set[str] = set()
@@ -174,6 +180,10 @@ def plan_iceberg_orphans(table, listed: Iterable[FileInfo], *, now_ms: int, opti
             raise PlanRejected(f"{path} is not used as listed, but the metadata names {other}: the same path with "
                                f"another scheme or bucket. Nothing is planned; check which prefix is right")
         if name == "version-hint.text":
+            continue
+        below = below_root(path, roots)
+        if below is not None and is_hidden(below, partition_prefixes):
+            kept["hidden"] += 1
             continue
         if info.mtime_ms is None:
             kept["unknown_age"] += 1

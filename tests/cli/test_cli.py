@@ -134,3 +134,28 @@ def test_console_script_runs_the_demo_end_to_end(tmp_path):
     assert doc["after"] == {"earliest": 6, "latest": 8}
     assert [f["outcome"] for f in doc["deleted_files"]] == ["DELETED"]
     assert [p["state"] for p in doc["journal_plans"]] == ["APPLIED"]
+
+
+def _plan_id(*args):
+    r = run(*args, "--output", "json")
+    assert r.exit_code == 0, r.output
+    return json.loads(r.stdout)["plan_id"]
+
+
+def test_paimon_older_than_is_time_retained_back_from_now_as_paimons_procedure_reads_it(table, tmp_path):
+    base = ["plan", "expire", table.path, "--retain-min", 1, "--now", "2100-01-01T00:00:00Z"]
+    by_retained = _plan_id(*base, "--out", tmp_path / "a.parquet", "--time-retained", "2 h")
+    assert _plan_id(*base, "--out", tmp_path / "b.parquet", "--older-than", "2 h") == by_retained
+    assert _plan_id(*base, "--out", tmp_path / "c.parquet", "--older-than", "2099-12-31T22:00:00Z") == by_retained
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--older-than", "1 d", "--time-retained", "1 h"], "--older-than and --time-retained say the same thing"),
+    (["--older-than", "2100-01-02T00:00:00Z"], "--older-than 2100-01-02T00:00:00Z is after the plan's now"),
+])
+def test_paimon_older_than_refuses_what_cannot_be_meant(table, tmp_path, args, message):
+    out = tmp_path / "p.parquet"
+    r = run("plan", "expire", table.path, "--out", out, "--now", "2100-01-01T00:00:00Z", *args)
+    assert r.exit_code == 1, r.output
+    assert message in r.stderr
+    assert not out.exists()

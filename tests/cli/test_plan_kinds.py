@@ -66,7 +66,8 @@ def test_an_expiry_describes_its_range_and_what_bounded_it(table, tmp_path):
         scope=f"expires snapshots [1, {end}) — bounded by consumer; new EARLIEST hint {end}",
         nothing_label="Nothing to expire",
         notes=(f"protected: 0 candidate data files kept by tags; consumers hold the range at snapshot {end}",),
-        document={"nothing_to_expire": False, "range": {"begin": 1, "end": end}, "earliest_hint": end},
+        document={"nothing_to_expire": False, "range": {"begin": 1, "end": end}, "earliest_hint": end,
+                  "expirable_beyond_limit": 0},
     )
 
 

@@ -45,7 +45,7 @@ def test_every_readme_command_runs(tmp_path, monkeypatch):
              "audit.parquet": str(tmp_path / "audit.parquet"), "orphans.parquet": str(tmp_path / "orphans.parquet"),
              "drop.parquet": str(tmp_path / "drop.parquet"), "consumers.parquet": str(tmp_path / "consumers.parquet"),
              "tags.parquet": str(tmp_path / "tags.parquet"), "changelog.parquet": str(tmp_path / "changelog.parquet"),
-             "p.parquet": str(tmp_path / "p.parquet")}
+             "p.parquet": str(tmp_path / "p.parquet"), "report.html": str(tmp_path / "report.html")}
     commands = readme_commands()
     assert [c[0] for c in commands][:4] == ["inspect", "plan", "show", "apply"]
     runner = CliRunner()
@@ -58,5 +58,6 @@ def test_every_readme_command_runs(tmp_path, monkeypatch):
         assert r.exit_code == 0, (args, r.output)
     assert Path(subst["audit.parquet"]).exists() and Path(subst["orphans.parquet"]).exists()
     assert Path(subst["drop.parquet"]).exists() and Path(subst["p.parquet"]).exists()
+    assert "<h1>lakesweep journal report</h1>" in Path(subst["report.html"]).read_text()
     assert sum("--catalog" in c for c in commands) == 5
     assert re.search(r"\| `--retain-min N` \| `snapshot.num-retained.min` \| 10", README.read_text())

@@ -316,3 +316,21 @@ def test_an_internal_error_on_one_table_is_journaled_as_its_result_and_the_run_g
                                                           (f"iceberg:{CATALOG}/ns.b", "applied")]
     assert rows[0]["message"] == "apply failed: internal error: NotImplementedError: not written"
     assert rows[0]["plan_file"] is not None and report.failed == 1
+
+
+def test_default_retention_is_each_engines_own_the_same_as_plan():
+    from applier.maintain import TableRef, _flags
+    from planner.iceberg.expire import resolve_expire_options
+    from planner.kinds import plan_kind
+
+    iceberg, paimon = TableRef("iceberg", "ns", "t"), TableRef("paimon", "db", "t")
+    expire = resolve_expire_options({}, **_flags(iceberg, "expire", {}, Thresholds()))
+    assert expire == resolve_expire_options({}, max_commit_retries=5)  # maintain passes its retries
+    assert (expire.retain_last, expire.max_snapshot_age_ms) == (1, 5 * 24 * 3_600_000)
+    for ref in (iceberg, paimon):
+        orphans = plan_kind("orphans", ref.format).resolve_options({}, **_flags(ref, "orphans", {}, Thresholds()))
+        assert orphans == plan_kind("orphans", ref.format).resolve_options({})
+    # the worker's names still set them when given
+    given = resolve_expire_options({}, **_flags(iceberg, "expire", {}, Thresholds(max_snapshots_to_keep=5,
+                                                                                   snapshot_retention_hours=168)))
+    assert (given.retain_last, given.max_snapshot_age_ms) == (5, 168 * 3_600_000)

@@ -83,7 +83,7 @@ def test_every_file_a_pyiceberg_table_uses_is_kept_however_old(lake, tmp_path):
         old(path, 30)
     p = plan(lake.view())
     assert p.actions == ()
-    assert p.stats["kept"] == {"young": 0, "unknown_age": 0, "newer_metadata": 0}
+    assert p.stats["kept"] == {"young": 0, "unknown_age": 0, "newer_metadata": 0, "hidden": 0}
 
 
 def test_a_statistics_file_the_metadata_names_is_kept(lake, tmp_path):
@@ -150,7 +150,7 @@ def test_a_stray_metadata_file_that_is_not_metadata_is_an_orphan_whatever_its_ve
                                                  "metadata/00098-other.metadata.json",
                                                  "metadata/00099-garbage.metadata.json"]
     assert {x.kind for x in p.actions} == {OrphanKind.ORPHAN_METADATA_FILE}
-    assert p.stats["kept"] == {"young": 1, "unknown_age": 0, "newer_metadata": 0}
+    assert p.stats["kept"] == {"young": 1, "unknown_age": 0, "newer_metadata": 0, "hidden": 0}
     assert p.stats["warnings"] == []
     with DuckDBRecorder(tmp_path / "j.duckdb") as rec:
         report = apply_plan(p, rec, executor=DriverExecutor())
@@ -282,3 +282,58 @@ def test_an_edited_cut_off_less_than_an_hour_ago_is_refused_at_apply(lake, tmp_p
     with pytest.raises(StalePlan, match="less than 1 h ago"):
         apply(edited, tmp_path)
     assert os.path.exists(a)
+
+
+def _live_data_file(table) -> str:
+    head = table.current_snapshot()
+    return canonical(next(e.data_file.file_path for m in head.manifests(table.io) for e in m.fetch_manifest_entry(table.io)))
+
+
+def test_hidden_paths_are_never_orphans_as_in_icebergs_listing(lake, tmp_path):
+    t = write_history(lake)
+    live = _live_data_file(t)
+    rel_live = live[len(canonical(t.metadata.location)) + 1:]
+    folder, name = rel_live.rsplit("/", 1)
+    hidden = [stray(t, f"{folder}/.{name}.crc"),  # a live file's checksum sidecar
+              stray(t, "data/_SUCCESS"),
+              stray(t, "data/.spark-staging-0f3a/region=us/part-00000.parquet"),  # a running write
+              stray(t, "data/_temporary/0/part-00001.parquet"),
+              stray(t, "metadata/.snap-1-1-abc.avro.crc")]
+    orphan = stray(t, f"{folder}/00000-dead.parquet")
+    p = plan(lake.view())
+    assert [x.path for x in p.actions] == [f"{folder}/00000-dead.parquet"]
+    assert p.stats["kept"]["hidden"] == len(hidden)
+    report = apply(p, tmp_path)
+    assert report.whole and report.counts["DELETED"] == 1
+    assert not os.path.exists(orphan) and all(os.path.exists(h) for h in hidden)
+
+
+def test_a_partition_whose_field_name_starts_with_underscore_is_not_hidden(lake, tmp_path):
+    from pyiceberg.partitioning import PartitionField, PartitionSpec
+    from pyiceberg.schema import Schema
+    from pyiceberg.transforms import IdentityTransform
+    from pyiceberg.types import LongType, NestedField, StringType
+    import pyarrow as pa
+
+    schema = Schema(NestedField(1, "id", LongType(), required=False), NestedField(2, "_cat", StringType(), required=False))
+    t = lake.catalog.create_table("ns.u", schema=schema,
+                                  partition_spec=PartitionSpec(PartitionField(2, 1000, IdentityTransform(), "_cat")))
+    t.append(pa.table({"id": pa.array([1, 2], pa.int64()), "_cat": ["a", "b"]}))
+    t = lake.table("ns.u")
+    assert os.path.isdir(os.path.join(canonical(t.metadata.location), "data", "_cat=a"))
+    orphan = stray(t, "data/_cat=a/00000-dead.parquet")
+    sidecar = stray(t, "data/_cat=a/.00000-dead.parquet.crc")
+    p = plan(lake.view("ns.u"))
+    assert [x.path for x in p.actions] == ["data/_cat=a/00000-dead.parquet"]
+    assert p.stats["kept"]["hidden"] == 1
+    apply(p, tmp_path)
+    assert not os.path.exists(orphan) and os.path.exists(sidecar)
+
+
+def test_an_edited_orphan_plan_naming_a_hidden_file_deletes_nothing_there(lake, tmp_path):
+    t = write_history(lake)
+    staging = stray(t, "data/.spark-staging-0f3a/part-00000.parquet")
+    p = plan(lake.view())
+    bad = _edited(p, [Action(OrphanKind.ORPHAN_DATA_FILE, "data/.spark-staging-0f3a/part-00000.parquet", size=11)])
+    report = apply(bad, tmp_path)
+    assert report.counts.get("DELETED", 0) == 0 and os.path.exists(staging)

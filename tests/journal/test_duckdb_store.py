@@ -72,7 +72,7 @@ def test_schema_tables_and_version(filled):
     journal = filled
     columns, rows = run_query(journal, "SELECT table_name, table_type FROM information_schema.tables ORDER BY 1")
     assert rows == [("events", "BASE TABLE"), ("file_audit", "VIEW"), ("file_records", "BASE TABLE"),
-                    ("meta", "BASE TABLE"), ("plan_actions", "BASE TABLE")]
+                    ("maintenance_history", "VIEW"), ("meta", "BASE TABLE"), ("plan_actions", "BASE TABLE")]
     assert run_query(journal, "SELECT key, value FROM meta")[1] == [("schema_version", "2")]
     columns, rows = run_query(journal, "DESCRIBE events")
     assert [(r[0], r[1]) for r in rows] == [

@@ -174,6 +174,32 @@ def test_a_value_that_is_not_a_date_is_never_expired_and_warned_about(tmp_path):
                                    "time (text 'abcd' could not be parsed)"]
 
 
+def test_many_unreadable_values_are_one_warning_with_examples(tmp_path):
+    b = table(tmp_path, keys=("f0",))
+    b.commit([E(ADD, f"f{d}", (d,)) for d in ("20230101", "a", "b", "c", "d", "e")])
+    p = plan(b, now=at_day(8), strategy="values-time", expiration_time="2 d", timestamp_formatter="yyyyMMdd")
+    assert [x["partition"] for x in p.scope["partitions"]] == ["f0=20230101"]
+    assert p.stats["warnings"] == [
+        "5 partitions are skipped, never expired: their values cannot be read as a time: f0=a (text 'a' could not "
+        "be parsed), f0=b (text 'b' could not be parsed), f0=c (text 'c' could not be parsed) and 2 more"]
+
+
+def test_a_formatter_that_reads_no_partition_is_refused_as_a_misconfiguration(tmp_path):
+    b = table(tmp_path, keys=("dt",))
+    b.commit([E(ADD, f"f{d}", (f"2024-01-{d:02d}",)) for d in range(1, 31)])
+    with pytest.raises(PlanRejected) as e:
+        plan(b, now=dt.datetime(2024, 3, 1), strategy="values-time", expiration_time="2 d",
+             timestamp_formatter="yyyyMMdd")
+    assert str(e.value) == (
+        "no partition's value can be read as a time with the timestamp formatter 'yyyyMMdd': all 30 partition(s) "
+        "would be skipped, e.g. dt=2024-01-01 (text '2024-01-01' could not be parsed); set --timestamp-formatter "
+        "/ --timestamp-pattern (partition.timestamp-formatter, partition.timestamp-pattern) to match the "
+        "partition values")
+    # the default formatter reads them, and they expire
+    assert len(plan(b, now=dt.datetime(2024, 3, 1), strategy="values-time", expiration_time="2 d")
+               .scope["partitions"]) == 30
+
+
 def test_null_and_empty_sub_partitions_expire_by_the_first_key(tmp_path):
     b = table(tmp_path, keys=("f0", "f1"), types=("STRING", "STRING"))
     b.commit([E(ADD, "a", ("20230101", "x")), E(ADD, "b", ("20230101", None)), E(ADD, "c", ("20230101", "")),

@@ -240,6 +240,23 @@ def test_expire_limit_counts_ids(builder):
     assert (plan.begin, plan.end, plan.stats["bound"]) == (1, 4, "expire-limit")
 
 
+def test_a_backlog_beyond_the_expire_limit_is_counted_and_said(builder):
+    from planner.kinds import describe_plan
+
+    b = builder()
+    for i in range(10):
+        b.commit([E(ADD, f"f{i}")])
+    plan = expire(b.root, retain_min=2, max_deletes=3)
+    # retain-min 2 of 10 lets [1, 9) go: the plan takes [1, 4), 5 more wait
+    assert plan.stats["expirable_beyond_limit"] == 5
+    said = describe_plan(plan)
+    assert ("5 more snapshot(s) are expirable beyond the expire limit of 3 (snapshot.expire.limit): about 2 more "
+            "plan(s) at this limit; apply this plan and plan again, or raise --max-deletes") in said.notes
+    assert said.document["expirable_beyond_limit"] == 5
+    # bounded by anything else, there is no backlog to speak of
+    assert "expirable_beyond_limit" not in expire(b.root, retain_min=2).stats
+
+
 def test_retain_min_below_one_is_refused(builder):
     b = builder()
     b.commit([E(ADD, "a")])
