@@ -20,6 +20,7 @@ from engine.errors import JournalConflict, JournalError, LakesweepError, PlanRej
 from engine.fileio import FileIO
 from engine.plan import Action, ActionCheck, CleanupPlan, PhaseMode, Verb
 from engine.plan_io import plan_from_header
+from engine.timeutil import format_time_ms
 from journal.events import (
     ApplyCompleted,
     ApplyFailed,
@@ -52,7 +53,8 @@ class ApplyReport:
     plan_id: str
     apply_id: str | None
     # COMPLETED, FAILED, DRY_RUN; resume without an id: REFUSED (a plan that was refused), NOT_STARTED (a plan
-    # recorded whose apply never started: not started by resume, ``reason`` says how to start it)
+    # recorded whose apply never started: not started by resume, ``reason`` says how to start it);
+    # ALREADY_APPLIED: an apply of the plan completed before and nothing was done (``applied`` says which)
     state: str
     dry_run: bool = False
     resumed: bool = False
@@ -69,6 +71,8 @@ class ApplyReport:
     strict: bool = False  # applied with --strict: any change to the table since planning refused it
     held_reason: str | None = None  # why the first action the live table held back was skipped or dropped
     nothing_safe: bool = False  # every action the live table held back: nothing was done
+    files_checked: bool | None = None  # a dry run: whether each file was looked at (False: metadata only)
+    applied: dict | None = None  # ALREADY_APPLIED: the completed apply found in the journal (``applied_before``)
 
     @property
     def whole(self) -> bool:
@@ -85,6 +89,7 @@ class ApplyReport:
             "duration_ms": self.duration_ms, "failed_phase": self.failed_phase, "reason": self.reason,
             "phases": self.phases, "earliest_hint": self.hint, "verify": self.verify, "commits": self.commits,
             "strict": self.strict, "held_reason": self.held_reason, "nothing_safe": self.nothing_safe,
+            "files_checked": self.files_checked, "applied": self.applied,
         }
 
 
@@ -150,6 +155,7 @@ class _Apply:
     strict: bool = False  # refuse any change to the table since planning (else: go on where still safe)
     first_held: str | None = None  # why the first action the live table held back was skipped or dropped
     journaled_commits: frozenset = frozenset()  # commit phases with a Committed record in the journal
+    check_files: bool = True  # a dry run: look whether each file is there (False: the metadata alone)
 
     def refuse(self, e: PlanRejected) -> None:
         if self.recorder is not None:
@@ -161,10 +167,13 @@ class _Apply:
         fmt = format_of(plan)
         bulk_left = any(a.action_id not in self.skip for p, spec in enumerate(plan.phases, 1)
                         if spec.mode in (PhaseMode.BULK, PhaseMode.MERGE) for a in by_phase.get(p, ()))
+        # A dry run that does not look at the files runs nothing on Spark.
+        bulk_left = bulk_left and (self.recorder is not None or self.check_files)
         try:
-            if bulk_left:
-                self.executor.prepare()  # Spark boots while the plan is checked; nothing runs on it before start()
             try:
+                # The checks that read only the plan and the table's metadata (whose table, which paths, the
+                # requirements, --strict) come before Spark is asked to start: a foreign or stale plan is
+                # refused in the time it takes to read the metadata, not after the JVM has booted.
                 fmt.verify_table(plan, table)
                 check_phases(plan)
                 self.committer = committer_for(plan, self.committer, strict=self.strict)
@@ -172,7 +181,11 @@ class _Apply:
                 if self.committer is not None:
                     self.done |= self._committed_before(table, by_phase)
                 index = {t: i for i, t in enumerate(targets)}
-                self._unless_committed_meanwhile(table, by_phase, lambda live: self._gates(live, targets, index))
+                live = self._unless_committed_meanwhile(
+                    table, by_phase, lambda live: (self._check_live(live, index), live)[1])
+                if bulk_left:
+                    self.executor.prepare()  # Spark boots during the rest of the checks; nothing runs before start()
+                self._unless_committed_meanwhile(live, by_phase, lambda live: self._gates(live, targets, index))
             except PlanRejected as e:
                 self.refuse(e)
                 raise
@@ -202,11 +215,11 @@ class _Apply:
         runner = PhaseRunner(actions=plan.actions, plan_id=plan_id, recorder=recorder, apply_id=apply_id,
                              fileio=table.fileio, root=table.location, external=fmt.external_roots(table),
                              targets=targets, progress=self.progress, clock=clock, executor=self.executor,
-                             dry_run=dry_run)
+                             dry_run=dry_run, check_files=self.check_files)
         outcomes = report_outcomes(plan)
         report = ApplyReport(plan_id, apply_id, "DRY_RUN" if dry_run else "COMPLETED", dry_run=dry_run,
                              resumed=self.resume_apply_id is not None, counts=dict.fromkeys(outcomes, 0),
-                             strict=self.strict)
+                             strict=self.strict, files_checked=self.check_files if dry_run else None)
         for number, spec in enumerate(plan.phases, 1):
             in_phase = by_phase.get(number)
             if number in self.completed or not in_phase:
@@ -478,6 +491,8 @@ def apply_plan(
     committer: Committer | None = None,
     verify: bool = True,
     strict: bool = False,
+    skip_if_applied: bool = False,
+    on_spark_ui: Callable[[str], None] | None = None,
 ) -> ApplyReport:
     """Apply ``plan`` and journal it. Raises ``PlanRejected``/``StalePlan`` (after journaling the refusal)
     when the plan is foreign, tampered, escapes the table, or is no longer safe.
@@ -489,9 +504,21 @@ def apply_plan(
 
     By default the plan is the upper bound of what happens on a table that has moved since planning: each
     phase does what is still safe on the live table and journals the rest as skipped or dropped, with why.
-    ``strict`` refuses the plan instead when anything was committed to the table since planning."""
+    ``strict`` refuses the plan instead when anything was committed to the table since planning.
+
+    With ``skip_if_applied``, a plan that an earlier apply in this journal completed is not applied again:
+    the report's state is ALREADY_APPLIED and ``applied`` describes that apply (nothing is opened, run or
+    journaled). Without it the plan is applied again, which changes nothing that is already done."""
     started = clock()
     plan_id = plan.plan_id
+    if skip_if_applied:
+        before = applied_before(recorder, plan_id)
+        if before is not None:
+            return ApplyReport(plan_id, before["apply_id"], "ALREADY_APPLIED", counts=dict(before["counts"]),
+                               bytes_reclaimed=before["bytes_reclaimed"], applied=before, reason=(
+                                   f"plan {plan_id} was already applied: apply {before['apply_id']} completed at "
+                                   f"{format_time_ms(before['finished_ms'])} ({before['outcome']}); nothing was "
+                                   f"done. To run it again (it deletes nothing already deleted), add --again"))
     table = format_of(plan).open(plan, fileio)
     recorder.record_plan(plan, recorded_ms=started)
 
@@ -519,13 +546,32 @@ def apply_plan(
         running_phase = next((p for p in range(1, len(plan.phases) + 1) if p in by_phase and p not in completed), None)
         if running_phase is not None:
             possibly_done |= {a.action_id for a in by_phase[running_phase]}
-    run = _Apply(plan, recorder, table, executor or SparkExecutor(spark, master, conf), progress or NoProgress(),
-                 clock, master, resume_apply_id=resume_apply_id, committer=committer,
+    run = _Apply(plan, recorder, table, executor or SparkExecutor(spark, master, conf, on_spark_ui),
+                 progress or NoProgress(), clock, master, resume_apply_id=resume_apply_id, committer=committer,
                  skip=done if (skip_done or resume_apply_id is not None) else frozenset(),
                  done=possibly_done, completed=completed, verify=verify, strict=strict,
                  written=journaled_outputs(events, {aid for aid, r in prior.items() if r.dry_run}),
                  journaled_commits=frozenset(ev.phase for ev in events if isinstance(ev, Committed)))
     return run.run(by_phase, started)
+
+
+def applied_before(recorder: Recorder, plan_id: str) -> dict | None:
+    """The latest completed apply of ``plan_id`` in the journal (dry runs do not count), as
+    ``{"apply_id", "started_ms", "finished_ms", "counts", "bytes_reclaimed", "whole", "outcome"}``: what it
+    did by each action's latest record, whether the check after its last phase found the table whole
+    (None: not checked), and both in words; None when no apply of the plan completed."""
+    runs = [r for r in project(recorder.events(plan_id=plan_id)).values()
+            if r.state == RunStatus.COMPLETED and not r.dry_run]
+    if not runs:
+        return None
+    run = max(runs, key=lambda r: r.finished_ms or 0)
+    totals = recorder.apply_totals(run.apply_id)
+    counts = {o.value: totals[o][0] for o in FileOutcome if totals[o][0]}
+    done = ", ".join(f"{o.lower().replace('_', ' ')} {n}" for o, n in counts.items()) or "no files"
+    check = {True: "verified whole", False: "verify found problems", None: "not verified"}[run.whole]
+    return {"apply_id": run.apply_id, "started_ms": run.started_ms, "finished_ms": run.finished_ms,
+            "counts": counts, "bytes_reclaimed": totals[FileOutcome.DELETED][1], "whole": run.whole,
+            "outcome": f"completed: {done}; {check}"}
 
 
 def journaled_outputs(events, dry_runs: AbstractSet[str]) -> dict[int, dict]:
@@ -545,14 +591,19 @@ def journaled_outputs(events, dry_runs: AbstractSet[str]) -> dict[int, dict]:
 
 def dry_run_plan(plan: CleanupPlan, *, fileio: FileIO | None = None, master: str = "local[*]",
                  conf: dict[str, str] | None = None, spark=None, executor: BulkExecutor | None = None,
-                 committer: Committer | None = None, strict: bool = False,
-                 clock: Callable[[], int] = lambda: int(time.time() * 1000)) -> ApplyReport:
+                 committer: Committer | None = None, strict: bool = False, check_files: bool = True,
+                 on_spark_ui: Callable[[str], None] | None = None, clock: Callable[[], int] = lambda: int(time.time() * 1000)) -> ApplyReport:
     """Validate the plan against the live table exactly as apply does, and count what apply would do,
-    deleting nothing and writing nothing (not even to the journal)."""
+    deleting nothing and writing nothing (not even to the journal).
+
+    With ``check_files`` every file the plan deletes is looked for (on Spark for bulk phases), so files
+    already gone are counted ALREADY_ABSENT. Without it only metadata is read and no Spark session is
+    started: every delete the live table allows is counted DELETED ("would delete"), present or not
+    (``ApplyReport.files_checked`` says which was done)."""
     started = clock()
     table = format_of(plan).open(plan, fileio)
-    run = _Apply(plan, None, table, executor or SparkExecutor(spark, master, conf), NoProgress(), clock, master,
-                 committer=committer, strict=strict)
+    run = _Apply(plan, None, table, executor or SparkExecutor(spark, master, conf, on_spark_ui), NoProgress(), clock,
+                 master, committer=committer, strict=strict, check_files=check_files)
     return run.run(actions_by_phase(plan.actions), started)
 
 

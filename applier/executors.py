@@ -19,7 +19,8 @@ _MASTER = re.compile(r"^(local(\[(\*|\d+)(,\s*\d+)?\])?|local-cluster\[\d+,\s*\d
                      r"spark://[^\s/]+(:\d+)?(,[^\s/]+(:\d+)?)*|yarn|k8s://\S+)$")
 
 
-def start_session(master: str, conf: dict[str, str] | None, *, consequence: str):
+def start_session(master: str, conf: dict[str, str] | None, *, consequence: str,
+                  on_ui: Callable[[str], None] | None = None):
     """``spark_session(master, conf)``; a master that is not a Spark master URL, or a session that cannot
     start (py4j and pyspark raise many types: all mean "no session"), raises ``SparkUnavailable`` with the
     first line of Spark's error and ``consequence`` (what was not done), instead of a Java stack trace."""
@@ -29,7 +30,7 @@ def start_session(master: str, conf: dict[str, str] | None, *, consequence: str)
     from applier.spark_exec import spark_session
 
     try:
-        return spark_session(master, conf)
+        return spark_session(master, conf, on_ui=on_ui)
     except LakesweepError:
         raise
     except Exception as e:  # noqa: BLE001
@@ -45,15 +46,16 @@ class _SparkSession:
     instead of a Java stack trace.
     """
 
-    def __init__(self, spark, master: str, conf: dict[str, str] | None):
+    def __init__(self, spark, master: str, conf: dict[str, str] | None, on_ui: Callable[[str], None] | None = None):
         self.spark, self.master, self.conf, self.owned = spark, master, conf, False
+        self.on_ui = on_ui
 
     def get(self):
         if self.spark is None:
             from pyspark.sql import SparkSession
 
             self.owned = SparkSession.getActiveSession() is None  # never stop someone else's session
-            self.spark = start_session(self.master, self.conf,
+            self.spark = start_session(self.master, self.conf, on_ui=self.on_ui,
                                        consequence="nothing was deleted and no apply was started")
         return self.spark
 
@@ -87,8 +89,10 @@ class BulkExecutor(Protocol):
 class SparkExecutor:
     """Bulk phases as Spark tasks (``applier.spark_exec.run_on_spark``): what ``apply`` and ``resume`` use."""
 
-    def __init__(self, spark=None, master: str = "local[*]", conf: dict[str, str] | None = None):
-        self.session = _SparkSession(spark, master, conf)
+    def __init__(self, spark=None, master: str = "local[*]", conf: dict[str, str] | None = None,
+                 on_ui: Callable[[str], None] | None = None):
+        """``on_ui``: given the Spark UI's URL when a session started here has one (``spark.ui.enabled``)."""
+        self.session = _SparkSession(spark, master, conf, on_ui)
         self._starting: threading.Thread | None = None
         self._error: BaseException | None = None
 

@@ -326,6 +326,7 @@ class Maintenance:
     master: str = "local[*]"
     conf: dict | None = None
     executor: object | None = None  # tests: a DriverExecutor
+    on_spark_ui: Callable[[str], None] | None = None  # given the Spark UI's URL when the session has one
     clock: Callable[[], int] = lambda: int(time.time() * 1000)
     say: Callable[[str], None] = lambda text: None
     run_id: str = field(default_factory=lambda: uuid.uuid4().hex[:12])
@@ -336,7 +337,7 @@ class Maintenance:
         check_plans_dir(self.plans_dir)
         stop = stop or threading.Event()
         report = RunReport(self.run_id)
-        spark = None if self.executor is not None else _SharedSpark(None, self.master, self.conf)
+        spark = None if self.executor is not None else _SharedSpark(None, self.master, self.conf, self.on_spark_ui)
         try:
             while True:
                 report.cycles += 1

@@ -96,10 +96,11 @@ class Tally:
                 "unknown_size": self.unknown_size}
 
 
-def probe(fileio: FileIO, target: str, a: Action) -> ActionResult:
-    """What executing ``a`` would do, found by looking only."""
+def probe(fileio: FileIO, target: str, a: Action, *, look: bool = True) -> ActionResult:
+    """What executing ``a`` would do, found by looking only (``look`` false: by the plan alone, a delete
+    counted DELETED whether or not the file is still there)."""
     if a.verb.deletes:
-        outcome = Outcome.DELETED if fileio.exists(target) else Outcome.ALREADY_ABSENT
+        outcome = Outcome.DELETED if not look or fileio.exists(target) else Outcome.ALREADY_ABSENT
     else:
         outcome = Outcome.WRITTEN
     return ActionResult(a.action_id, outcome, 0)
@@ -111,11 +112,12 @@ class PhaseRunner:
 
     def __init__(self, *, actions: Sequence[Action], plan_id: str, recorder: Recorder | None, apply_id: str | None,
                  fileio: FileIO, root: str, external: Sequence[str], targets: Sequence[str], progress: Progress,
-                 clock: Callable[[], int], executor: BulkExecutor, dry_run: bool = False):
+                 clock: Callable[[], int], executor: BulkExecutor, dry_run: bool = False, check_files: bool = True):
         self.actions = actions  # canonical: an action's id is its index
         self.plan_id, self.recorder, self.apply_id = plan_id, recorder, apply_id
         self.fileio, self.root, self.external, self.targets = fileio, root, external, targets
         self.progress, self.clock, self.executor, self.dry_run = progress, clock, executor, dry_run
+        self.check_files = check_files  # a dry run: look at each file (else the plan alone answers)
         self.received = 0
         self.journaled = 0
 
@@ -143,6 +145,9 @@ class PhaseRunner:
             crash_hook("after-journal", self.journaled)
 
     def bulk(self, actions: list[Action], tally: Tally) -> None:
+        if self.dry_run and not self.check_files:
+            self.ordered(actions, tally)  # nothing to look at: no task to run
+            return
         # One journal transaction per task batch costs more than the deletes of a fast file system;
         # results are gathered up to _BULK_JOURNAL_BATCH (or a second's worth) per transaction.
         gathered: list[ActionResult] = []
@@ -167,7 +172,7 @@ class PhaseRunner:
         flushed = time.monotonic()
         for a in actions:
             if self.dry_run:
-                pending.append(probe(self.fileio, self.targets[a.action_id], a))
+                pending.append(probe(self.fileio, self.targets[a.action_id], a, look=self.check_files))
             else:
                 pending.append(execute_with_retry(self.fileio, self.root, a, external_roots=self.external,
                                                   clock_ms=self.clock))

@@ -28,23 +28,13 @@ DEFAULT_THREADS = 8  # per task: deletes wait on storage, so a task keeps severa
 LOG4J = os.path.join(os.path.dirname(os.path.abspath(__file__)), "log4j2.properties")
 
 
-def spark_session(master: str = "local[*]", conf: dict[str, str] | None = None, *, preflight: bool = True):
-    """A Spark session for applying plans (quiet: no UI, warnings only).
+SPARK_UI = {"spark.ui.enabled": "true"}  # what --spark-ui adds to the session's configuration
 
-    The executors' Python is chosen as Spark documents it (``spark.pyspark.python``, then
-    ``PYSPARK_PYTHON``); when neither is set and the master runs on this machine, it is this very
-    interpreter, so the workers import the same lakesweep, pyarrow and Python as the driver. Unless
-    ``preflight`` is false, one task then checks that the executors can run lakesweep's tasks
-    (``applier.preflight.check_executors``) and the session is refused, and stopped if it was
-    created here, with ``ExecutorEnvironmentError`` when they cannot.
-    """
-    from pyspark import SparkContext
-    from pyspark.sql import SparkSession
 
+def session_conf(master: str, conf: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The configuration ``spark_session`` starts a session with: lakesweep's defaults (no UI, bound to
+    loopback, the executors' Python, a quiet log), each overridden by ``conf``."""
     conf = dict(conf or {})
-    # Bind to loopback: Spark otherwise picks the first non-loopback interface for a local session.
-    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-    builder = SparkSession.builder.appName("lakesweep-apply").master(master)
     defaults = {
         "spark.ui.enabled": "false",
         "spark.ui.showConsoleProgress": "false",
@@ -63,7 +53,30 @@ def spark_session(master: str = "local[*]", conf: dict[str, str] | None = None, 
         defaults["spark.pyspark.python"] = choice.python
     if not conf.get("spark.pyspark.driver.python") and not os.environ.get("PYSPARK_DRIVER_PYTHON"):
         defaults["spark.pyspark.driver.python"] = sys.executable
-    for k, v in {**defaults, **conf}.items():
+    return {**defaults, **conf}
+
+
+def spark_session(master: str = "local[*]", conf: dict[str, str] | None = None, *, preflight: bool = True,
+                  on_ui: Callable[[str], None] | None = None):
+    """A Spark session for applying plans (quiet: no UI unless ``conf`` enables it, warnings only).
+    When the session has a UI, ``on_ui`` is given its URL as soon as the session is up.
+
+    The executors' Python is chosen as Spark documents it (``spark.pyspark.python``, then
+    ``PYSPARK_PYTHON``); when neither is set and the master runs on this machine, it is this very
+    interpreter, so the workers import the same lakesweep, pyarrow and Python as the driver. Unless
+    ``preflight`` is false, one task then checks that the executors can run lakesweep's tasks
+    (``applier.preflight.check_executors``) and the session is refused, and stopped if it was
+    created here, with ``ExecutorEnvironmentError`` when they cannot.
+    """
+    from pyspark import SparkContext
+    from pyspark.sql import SparkSession
+
+    conf = dict(conf or {})
+    # Bind to loopback: Spark otherwise picks the first non-loopback interface for a local session.
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    builder = SparkSession.builder.appName("lakesweep-apply").master(master)
+    choice = executor_python(master, conf)
+    for k, v in session_conf(master, conf).items():
         builder = builder.config(k, v)
     created = SparkContext._active_spark_context is None
     # A driver started as a plain Python process (not through spark-submit) takes the workers'
@@ -75,6 +88,8 @@ def spark_session(master: str = "local[*]", conf: dict[str, str] | None = None, 
             _start_quiet_context(master, {**defaults, **conf})
         spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
+    if on_ui is not None and spark.sparkContext.uiWebUrl:
+        on_ui(spark.sparkContext.uiWebUrl)
     if preflight:
         from applier.preflight import check_executors
 

@@ -196,6 +196,21 @@ JournalOpt = typer.Option(None, "--journal", "-j", help="The DuckDB journal file
                           "~/.local/share/lakesweep/journal.duckdb).")
 MasterOpt = typer.Option("local[*]", "--master", help="Spark master, e.g. local[*] or spark://host:7077.")
 ConfOpt = typer.Option([], "--conf", help="Spark configuration key=value (repeatable).")
+SparkUiOpt = typer.Option(False, "--spark-ui", help="Run the Spark UI while Spark runs and print its URL (off by "
+                          "default; see README, 'On a cluster').")
+
+
+def spark_ui(enabled: bool, conf: dict) -> tuple[dict, object]:
+    """``conf`` with the Spark UI on when ``enabled``, and what to do with its URL once the session is up
+    (print it to stderr); ``(conf, None)`` otherwise."""
+    if not enabled:
+        return conf, None
+    from applier.spark_exec import SPARK_UI
+
+    def announce(url: str) -> None:
+        typer.echo(f"Spark UI: {url}", err=True)
+
+    return {**conf, **SPARK_UI}, announce
 
 
 def key_values(values: List[str], param_hint: str) -> dict:

@@ -7,8 +7,8 @@ from typing import List, Optional
 
 import typer
 
-from cli.app import (ConfOpt, JournalOpt, MasterOpt, OutputOpt, app, existing_journal, handle_errors, journal_path,
-                     key_values, refuse_inside_recorded_tables, refuse_inside_table)
+from cli.app import (ConfOpt, JournalOpt, MasterOpt, OutputOpt, SparkUiOpt, app, existing_journal, handle_errors,
+                     journal_path, key_values, refuse_inside_recorded_tables, refuse_inside_table, spark_ui)
 from cli.output import OutputFormat, output_for
 from cli.progress import RichProgress
 
@@ -31,10 +31,16 @@ def apply(
     journal: Optional[Path] = JournalOpt,
     master: str = MasterOpt,
     conf: List[str] = ConfOpt,
-    dry_run: bool = typer.Option(False, "--dry-run", help="Validate the plan against the live table and show "
-                                 "what would be done; delete nothing, journal nothing."),
+    dry_run: bool = typer.Option(False, "--dry-run", help="Validate the plan against the live table's metadata "
+                                 "and show what would be done, without starting Spark; delete nothing, journal "
+                                 "nothing."),
+    check_files: bool = typer.Option(False, "--check-files", help="With --dry-run: also look for every file the "
+                                     "plan deletes (on Spark), counting those already gone."),
+    again: bool = typer.Option(False, "--again", help="Apply a plan that an apply in the journal already "
+                               "completed once more (it deletes nothing already deleted)."),
     no_verify: bool = NoVerifyOpt,
     strict: bool = StrictOpt,
+    spark_ui_on: bool = SparkUiOpt,
     fmt: OutputFormat = OutputOpt,
 ):
     """Execute a reviewed plan on Spark, phase by phase, journaling every deletion.
@@ -54,23 +60,34 @@ def apply(
 
     After the last phase the files the plan deleted are checked against the live table, as 'lakesweep
     verify' does (skip it with --no-verify): if a snapshot, tag, branch or changelog still needs one, or
-    the hints disagree, the problems are shown and the exit code is 1."""
+    the hints disagree, the problems are shown and the exit code is 1.
+
+    A plan that an apply in the journal already completed is not applied again: apply says when and by
+    which apply, and exits 0; --again applies it once more.
+
+    A dry run reads only metadata (no Spark): it counts every delete the live table allows as one it would
+    do; --check-files also looks for each file, as an apply would find it."""
     from applier.apply import apply_plan, dry_run_plan
     from engine.errors import JournalError
     from engine.plan_io import read_plan
     from journal.duckdb_store import DuckDBRecorder
 
     output = output_for(fmt)
-    spark_conf = _conf(conf)
+    if check_files and not dry_run:
+        raise typer.BadParameter("--check-files goes with --dry-run (an apply looks at every file anyway)",
+                                 param_hint="--check-files")
+    spark_conf, on_ui = spark_ui(spark_ui_on, _conf(conf))
     p = read_plan(str(plan))
     if dry_run:
-        report = dry_run_plan(p, master=master, conf=spark_conf, strict=strict)
+        report = dry_run_plan(p, master=master, conf=spark_conf, strict=strict, check_files=check_files,
+                              on_spark_ui=on_ui)
     else:
         path = journal_path(journal)
         refuse_inside_table(path, p.table_location, "--journal", JournalError)
         with DuckDBRecorder(path) as recorder, RichProgress(output.draws_progress) as progress:
             report = apply_plan(p, recorder, master=master, conf=spark_conf, progress=progress,
-                                verify=not no_verify, strict=strict)
+                                verify=not no_verify, strict=strict, skip_if_applied=not again,
+                                on_spark_ui=on_ui)
     output.apply_report(report)
     if report.state == "FAILED" or not report.whole or report.nothing_safe:
         raise typer.Exit(1)
@@ -85,6 +102,7 @@ def resume(
     conf: List[str] = ConfOpt,
     no_verify: bool = NoVerifyOpt,
     strict: bool = StrictOpt,
+    spark_ui_on: bool = SparkUiOpt,
     fmt: OutputFormat = OutputOpt,
 ):
     """Finish unfinished applies recorded in the journal (after a crash, kill or failed phase).
@@ -100,10 +118,10 @@ def resume(
     output = output_for(fmt)
     path = existing_journal(journal)
     refuse_inside_recorded_tables(path, "--journal", path)
-    spark_conf = _conf(conf)
+    spark_conf, on_ui = spark_ui(spark_ui_on, _conf(conf))
     with DuckDBRecorder(path) as recorder, RichProgress(output.draws_progress) as progress:
         reports = resume_applies(recorder, plan_id, master=master, conf=spark_conf, progress=progress,
-                                 verify=not no_verify, strict=strict)
+                                 verify=not no_verify, strict=strict, on_spark_ui=on_ui)
     output.resume_reports(reports)
     if any(r.state in ("FAILED", "REFUSED") or not r.whole or r.nothing_safe for r in reports):
         raise typer.Exit(1)

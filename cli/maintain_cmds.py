@@ -13,7 +13,8 @@ from typing import List, Optional
 import typer
 
 from cli import render
-from cli.app import ConfOpt, JournalOpt, MasterOpt, OutputOpt, app, handle_errors, journal_path, key_values
+from cli.app import (ConfOpt, JournalOpt, MasterOpt, OutputOpt, SparkUiOpt, app, handle_errors, journal_path,
+                     key_values, spark_ui)
 from cli.journal_cmds import _open_read, journal_app
 from cli.output import OutputFormat
 
@@ -62,6 +63,7 @@ def maintain_cmd(
     journal: Optional[Path] = JournalOpt,
     master: str = MasterOpt,
     conf: List[str] = ConfOpt,
+    spark_ui_on: bool = SparkUiOpt,
     fmt: OutputFormat = OutputOpt,
 ):
     """Maintain every table in scope: detect what each needs from its metadata, then plan, write and apply
@@ -104,10 +106,11 @@ def maintain_cmd(
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
     text = fmt == OutputFormat.text
+    spark_conf, on_ui = spark_ui(spark_ui_on, key_values(conf, "--conf"))
     with DuckDBRecorder(path) as recorder:
         run = Maintenance(recorder, plans, catalog=catalog, warehouse=warehouse, namespace_filter=namespace_filter,
                           table_filter=table_filter, operations=ops, dry_run=dry_run, master=master,
-                          conf=key_values(conf, "--conf"),
+                          conf=spark_conf, on_spark_ui=on_ui,
                           thresholds=Thresholds(max_snapshots_to_keep, snapshot_retention_hours,
                                                 orphan_older_than_hours, min_manifests_to_rewrite, max_commit_retries,
                                                 target_file_size_mb, min_input_files, apply_deletes),

@@ -235,6 +235,9 @@ def render_report(report) -> None:
     if report.state == "NOT_STARTED":
         out.print(f"[yellow]Not started[/yellow]: {escape(report.reason)}")
         return
+    if report.state == "ALREADY_APPLIED":
+        out.print(f"[yellow]Already applied[/yellow]: {escape(report.reason)}")
+        return
     headers = OUTCOME_HEADERS | (DRY_RUN_HEADERS if report.dry_run else {})
     labels = OUTCOME_LABELS | (DRY_RUN_LABELS if report.dry_run else {})
     shown = [o for o in report.counts if o in ALWAYS_SHOWN or any(p.get(o, 0) for p in report.phases)]
@@ -253,6 +256,10 @@ def render_report(report) -> None:
     out.print(f"  {counted + '; ' if counted else ''}{verb} "
               f"{reclaimed_bytes(report.bytes_reclaimed, getattr(report, 'unknown_size', 0))} {took} "
               f"{report.duration_ms / 1000:.1f} s")
+    if report.dry_run and getattr(report, "files_checked", None) is not None:
+        out.print("  checked: the live table's metadata and every file" if report.files_checked else
+                  "  checked: the live table's metadata only, not whether each file is still there "
+                  "(--check-files looks)")
     if report.state == "FAILED":
         err.print(f"[red]error:[/red] {report.reason}")
         err.print(f"Fix the cause, then run: lakesweep resume {report.plan_id}")
