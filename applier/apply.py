@@ -513,7 +513,7 @@ def apply_plan(
     plan_id = plan.plan_id
     if skip_if_applied:
         before = applied_before(recorder, plan_id)
-        if before is not None:
+        if before is not None and unfinished_apply(recorder, plan_id) is None:  # else: resume it (below)
             return ApplyReport(plan_id, before["apply_id"], "ALREADY_APPLIED", counts=dict(before["counts"]),
                                bytes_reclaimed=before["bytes_reclaimed"], applied=before, reason=(
                                    f"plan {plan_id} was already applied: apply {before['apply_id']} completed at "

@@ -5,7 +5,7 @@ import os
 import pytest
 
 from applier.apply import DriverExecutor, apply_plan, applied_before, dry_run_plan
-from engine.errors import PlanRejected, StalePlan
+from engine.errors import JournalConflict, PlanRejected, StalePlan
 from engine.plan import CleanupPlan
 from journal.events import ApplyStarted
 from tests.planner.conftest import make_plan
@@ -111,3 +111,13 @@ def test_a_failed_or_dry_run_apply_is_not_an_earlier_apply(table, recorder):
     recorder.record_plan(plan, recorded_ms=T0)
     assert applied_before(recorder, plan.plan_id) is None
     assert apply_plan(plan, recorder, executor=DriverExecutor(), skip_if_applied=True).state == "COMPLETED"
+
+
+def test_an_unfinished_apply_after_a_completed_one_is_named_not_hidden(table, recorder):
+    plan = make_plan(table.root, retain_min=1)
+    apply_plan(plan, recorder, executor=DriverExecutor())
+    recorder.append([ApplyStarted(apply_id="crashed0000000ab", plan_id=plan.plan_id, n_actions=len(plan.actions),
+                                  bytes=0, master="local[*]", dry_run=False, started_ms=T0)])
+    with pytest.raises(JournalConflict, match=f"^plan {plan.plan_id} has an unfinished apply crashed0000000ab in this "
+                       f"journal; finish it with 'lakesweep resume {plan.plan_id}'$"):
+        apply_plan(plan, recorder, executor=DriverExecutor(), skip_if_applied=True)
