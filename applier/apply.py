@@ -35,7 +35,7 @@ from journal.events import (
     Verified,
 )
 from journal.projection import PlanStatus, RunStatus, project
-from journal.queries import plan_done_actions, plan_state, unfinished_apply
+from journal.queries import completed_applies, plan_done_actions, plan_state, unfinished_apply
 from journal.recorder import Recorder
 
 from applier.actions import ActionResult, Outcome
@@ -560,11 +560,10 @@ def applied_before(recorder: Recorder, plan_id: str) -> dict | None:
     ``{"apply_id", "started_ms", "finished_ms", "counts", "bytes_reclaimed", "whole", "outcome"}``: what it
     did by each action's latest record, whether the check after its last phase found the table whole
     (None: not checked), and both in words; None when no apply of the plan completed."""
-    runs = [r for r in project(recorder.events(plan_id=plan_id)).values()
-            if r.state == RunStatus.COMPLETED and not r.dry_run]
+    runs = completed_applies(recorder, plan_id)
     if not runs:
         return None
-    run = max(runs, key=lambda r: r.finished_ms or 0)
+    run = runs[-1]
     totals = recorder.apply_totals(run.apply_id)
     counts = {o.value: totals[o][0] for o in FileOutcome if totals[o][0]}
     done = ", ".join(f"{o.lower().replace('_', ' ')} {n}" for o, n in counts.items()) or "no files"

@@ -34,6 +34,13 @@ def unfinished_apply(recorder: Recorder, plan_id: str) -> str | None:
     return next((aid for aid, run in runs.items() if run.state == RunStatus.RUNNING and not run.dry_run), None)
 
 
+def completed_applies(recorder: Recorder, plan_id: str) -> list[RunState]:
+    """The plan's applies (not dry runs) that completed, from its events alone, in the order they finished."""
+    runs = project(recorder.events(plan_id=plan_id))
+    done = [run for run in runs.values() if run.state == RunStatus.COMPLETED and not run.dry_run]
+    return sorted(done, key=lambda run: run.finished_ms or 0)
+
+
 def plan_state(recorder: Recorder, plan_id: str) -> PlanStatus:
     """RECORDED, APPLYING, APPLIED, FAILED or REFUSED; raises ``JournalError`` for an unknown plan."""
     events = recorder.events(plan_id=plan_id)
