@@ -591,7 +591,8 @@ def journaled_outputs(events, dry_runs: AbstractSet[str]) -> dict[int, dict]:
 def dry_run_plan(plan: CleanupPlan, *, fileio: FileIO | None = None, master: str = "local[*]",
                  conf: dict[str, str] | None = None, spark=None, executor: BulkExecutor | None = None,
                  committer: Committer | None = None, strict: bool = False, check_files: bool = True,
-                 on_spark_ui: Callable[[str], None] | None = None, clock: Callable[[], int] = lambda: int(time.time() * 1000)) -> ApplyReport:
+                 on_spark_ui: Callable[[str], None] | None = None,
+                 clock: Callable[[], int] = lambda: int(time.time() * 1000)) -> ApplyReport:
     """Validate the plan against the live table exactly as apply does, and count what apply would do,
     deleting nothing and writing nothing (not even to the journal).
 
