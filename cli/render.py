@@ -257,9 +257,8 @@ def render_report(report) -> None:
               f"{reclaimed_bytes(report.bytes_reclaimed, getattr(report, 'unknown_size', 0))} {took} "
               f"{report.duration_ms / 1000:.1f} s")
     if report.dry_run and getattr(report, "files_checked", None) is not None:
-        out.print("  checked: the live table's metadata and every file" if report.files_checked else
-                  "  checked: the live table's metadata only, not whether each file is still there "
-                  "(--check-files looks)")
+        out.print("  checked: the table's metadata and every file" if report.files_checked else
+                  "  checked: the table's metadata, not each file (--check-files looks)")
     if report.state == "FAILED":
         err.print(f"[red]error:[/red] {report.reason}")
         err.print(f"Fix the cause, then run: lakesweep resume {report.plan_id}")

@@ -75,8 +75,7 @@ def test_a_dry_run_reads_metadata_only_and_says_so(table, tmp_path, sessions):
     assert doc["counts"]["DELETED"] == sum(1 for a in read_plan(str(plan)).actions if a.verb.deletes)
     text = run("apply", plan, "--dry-run")
     assert text.exit_code == 0, text.output
-    assert ("  checked: the live table's metadata only, not whether each file is still there (--check-files looks)"
-            in text.stdout.splitlines())
+    assert "  checked: the table's metadata, not each file (--check-files looks)" in text.stdout.splitlines()
     assert sessions == []
 
 
@@ -119,6 +118,8 @@ def test_a_finished_plan_says_when_it_was_applied_and_again_runs_it(table, tmp_p
     doc = json.loads(looked.stdout)
     assert (doc["files_checked"], doc["counts"]["ALREADY_ABSENT"]) == (True, 1)
     assert [line for line in looked.stderr.splitlines() if line.startswith("Spark UI: http://")], looked.stderr
+    text = run("apply", plan, "--dry-run", "--check-files")
+    assert "  checked: the table's metadata and every file" in text.stdout.splitlines()
     first = json.loads(run("apply", plan, "--journal", journal, "-o", "json").stdout)
     assert first["state"] == "COMPLETED"
     second = run("apply", plan, "--journal", journal)
