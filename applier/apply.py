@@ -6,7 +6,8 @@ of file lives, nothing still used) → ``ApplyStarted`` → each phase by its mo
 against the live table before it starts → ``ApplyCompleted``.
 A phase that still has failures after retries stops the apply (``ApplyFailed``); ``resume`` finishes it
 later from the journal alone. A dry run is the same loop with a probe that only looks, journaling
-nothing.
+nothing; without ``check_files`` (the CLI's default) it does not look at the files either (no Spark) and
+counts what the plan and the live table's metadata say. The checks that need only metadata come before Spark is asked to start.
 """
 
 from __future__ import annotations
