@@ -76,7 +76,8 @@ def spark_session(master: str = "local[*]", conf: dict[str, str] | None = None, 
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     builder = SparkSession.builder.appName("lakesweep-apply").master(master)
     choice = executor_python(master, conf)
-    for k, v in session_conf(master, conf).items():
+    settings = session_conf(master, conf)
+    for k, v in settings.items():
         builder = builder.config(k, v)
     created = SparkContext._active_spark_context is None
     # A driver started as a plain Python process (not through spark-submit) takes the workers'
@@ -85,7 +86,7 @@ def spark_session(master: str = "local[*]", conf: dict[str, str] | None = None, 
     # choice above is handed over in the environment, for this call only.
     with _environment(PYSPARK_PYTHON=choice.python):
         if SparkContext._active_spark_context is None and SparkContext._gateway is None:
-            _start_quiet_context(master, {**defaults, **conf})
+            _start_quiet_context(master, settings)
         spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     if on_ui is not None and spark.sparkContext.uiWebUrl:

@@ -11,7 +11,7 @@ from journal.events import ApplyStarted
 from tests.planner.conftest import make_plan
 from tests.support.table_builder import ADD, DELETE, E, TableBuilder
 
-T0 = 1_700_000_000_000  # 2023-11-14T22:13:20Z
+T0 = 1_700_000_000_000  # 2023-11-14 22:13:20Z
 
 
 class WatchedExecutor(DriverExecutor):
@@ -93,7 +93,7 @@ def test_a_completed_plan_is_not_applied_again_unless_asked(table, recorder):
     again = apply_plan(plan, recorder, executor=executor, skip_if_applied=True)
     assert (again.state, again.apply_id) == ("ALREADY_APPLIED", first.apply_id)
     assert again.reason == (
-        f"plan {plan.plan_id} was already applied: apply {first.apply_id} completed at 2023-11-14T22:13:20+00:00 "
+        f"plan {plan.plan_id} was already applied: apply {first.apply_id} completed at 2023-11-14 22:13:20Z "
         f"(completed: deleted {n_deleted}, written 1; verified whole); nothing was done. To run it again (it "
         "deletes nothing already deleted), add --again")
     assert again.applied["finished_ms"] == T0 and again.applied["whole"] is True
