@@ -18,7 +18,7 @@ app.add_typer(journal_app, name="journal")
 def _open_read(journal: Optional[Path]):
     from journal.duckdb_store import DuckDBRecorder
 
-    return DuckDBRecorder(existing_journal(journal))
+    return DuckDBRecorder(existing_journal(journal), read_only=True)
 
 
 @journal_app.command("plans")
