@@ -1,6 +1,6 @@
 """``lakesweep maintain --log-file``: one JSON object per line for schedulers (run start, every table and
-operation with its files, bytes and duration, run end, UTC ISO times), each line on disk as it happens; and
-the text summary with files, bytes and durations per operation."""
+operation with its files, bytes and duration, run end, UTC ISO times), each line on disk as it happens; the
+text summary with files, bytes and durations per operation; and the journal read while maintain runs."""
 
 from __future__ import annotations
 
@@ -8,7 +8,10 @@ import datetime as dt
 import io
 import itertools
 import json
+import os
 import re
+import subprocess
+import sys
 import time
 
 import pytest
@@ -21,6 +24,7 @@ from cli.main import app
 from cli.maintain_cmds import JsonLinesLog, fmt_duration, iso_utc, render_summary
 from engine.errors import JournalError
 from engine.plan_io import read_plan
+from tests.applier.conftest import REPO
 from tests.iceberg.conftest import CATALOG, write_history
 from tests.iceberg.test_maintain import maintain
 
@@ -176,3 +180,22 @@ def test_a_log_file_that_cannot_be_opened_is_refused_before_anything_runs(tables
     assert r.exit_code == 1
     assert f"{tmp_path}: cannot open the --log-file: Is a directory" in r.output
     assert not journal.exists()
+
+
+def test_the_journal_is_read_by_another_process_while_maintain_writes_it(tables, tmp_path):
+    journal = tmp_path / "j.duckdb"
+    seen = []
+
+    def read_now(event):  # another process reads the journal while this run holds it
+        if event["event"] != "operation":
+            return
+        done = subprocess.run([sys.executable, "-m", "cli", "journal", "maintenance", "--journal", str(journal),
+                               "-o", "json"], env=dict(os.environ, PYTHONPATH=REPO), capture_output=True, text=True,
+                              timeout=120)
+        assert done.returncode == 0, done.stderr
+        seen.append([(r["operation"], r["outcome"]) for r in json.loads(done.stdout)])
+
+    run, rec = maintain(tmp_path, table_filter="items", operations=("expire", "orphans"), log=read_now)
+    with rec:
+        run.run()
+    assert seen == [[("expire", "applied")], [("expire", "applied"), ("orphans", "skipped")]]
