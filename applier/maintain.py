@@ -16,6 +16,9 @@ maintenance worker: compact, expire, orphans, rewrite-manifests (Paimon: expire,
   the run reports partial success.
 * **A table still being worked on** (an apply of one of its plans is unfinished in this journal) is skipped,
   not picked up twice: ``lakesweep resume`` finishes it.
+* **Progress for schedulers**: ``Maintenance.log`` receives one plain dict per event (``run_started``,
+  ``cycle_started``, ``operation`` with its files, bytes and duration, ``run_finished``); ``lakesweep
+  maintain --log-file`` writes them as JSON lines.
 """
 
 from __future__ import annotations
@@ -32,7 +35,7 @@ from pathlib import Path
 from typing import Callable, Sequence
 
 from engine.errors import JournalError, LakesweepError, PlanRejected, StorageError
-from engine.plan import CleanupPlan
+from engine.plan import CleanupPlan, Verb
 from engine.plan_io import write_plan
 from journal.events import MaintenanceOutcome, MaintenanceResult
 from journal.projection import PlanStatus
@@ -47,6 +50,7 @@ ICEBERG_COMMITTING = frozenset({"compact", "expire", "rewrite-manifests"})  # Ic
 # The worker's operation names, as ``--operations`` accepts them too.
 ALIASES = {"expire_snapshots": "expire", "remove_orphans": "orphans", "rewrite_manifests": "rewrite-manifests"}
 ALL_OPERATIONS = ("compact", "expire", "orphans", "rewrite-manifests", "partitions")
+_FILE_VERBS = frozenset({Verb.DELETE_FILE, Verb.DELETE_EMPTY_DIR, Verb.WRITE_FILE, Verb.MERGE})  # not commits
 
 
 @dataclass(frozen=True)
@@ -85,11 +89,19 @@ class TableRef:
 
 @dataclass
 class TableResult:
+    """One operation on one table. ``files`` and ``bytes``: applied, the files deleted or written and the
+    bytes reclaimed; planned (a dry run), the files the plan deletes or writes and the bytes it would
+    reclaim; 0 when nothing was planned or applied. ``duration_ms``: from planning to the end of the apply
+    (0 for what detection skipped, which reads each table once for all its operations)."""
+
     table: str
     operation: str
     outcome: str
     message: str
     plan_id: str | None = None
+    files: int = 0
+    bytes: int = 0
+    duration_ms: int = 0
 
 
 @dataclass
@@ -102,11 +114,15 @@ class RunReport:
     def failed(self) -> int:
         return sum(r.outcome == MaintenanceOutcome.FAILED for r in self.results)
 
-    def to_json(self) -> dict:
+    def counts(self) -> dict[str, int]:
+        """Operations by outcome."""
         counts: dict[str, int] = {}
         for r in self.results:
             counts[r.outcome] = counts.get(r.outcome, 0) + 1
-        return {"run_id": self.run_id, "cycles": self.cycles, "counts": counts,
+        return counts
+
+    def to_json(self) -> dict:
+        return {"run_id": self.run_id, "cycles": self.cycles, "counts": self.counts(),
                 "results": [vars(r) for r in self.results]}
 
 
@@ -329,43 +345,73 @@ class Maintenance:
     on_spark_ui: Callable[[str], None] | None = None  # given the Spark UI's URL when the session has one
     clock: Callable[[], int] = lambda: int(time.time() * 1000)
     say: Callable[[str], None] = lambda text: None
+    # Each event as a plain dict: "event", "run_id", "time_ms" (epoch ms, the clock's), and its fields.
+    log: Callable[[dict], None] = lambda event: None
     run_id: str = field(default_factory=lambda: uuid.uuid4().hex[:12])
 
     def run(self, *, every_ms: int | None = None, stop: threading.Event | None = None) -> RunReport:
         """One cycle, or (``every_ms``) one every interval until ``stop`` is set. A plans directory that
-        cannot be one is refused (``PlanRejected``) before anything runs."""
+        cannot be one is refused (``PlanRejected``) before anything runs.
+
+        ``log`` gets ``run_started`` first and ``run_finished`` last, also when the run stops on an error
+        (its ``error`` says which; it is None otherwise)."""
         check_plans_dir(self.plans_dir)
         stop = stop or threading.Event()
         report = RunReport(self.run_id)
+        started = self.clock()
+        self._log("run_started", time_ms=started, dry_run=self.dry_run, operations=list(self.operations),
+                  catalog=self.catalog, warehouse=self.warehouse, every_ms=every_ms)
         spark = None if self.executor is not None else _SharedSpark(None, self.master, self.conf, self.on_spark_ui)
+        error = None
         try:
             while True:
                 report.cycles += 1
                 self._cycle(report, report.cycles, self.executor or spark, stop)
                 if every_ms is None or stop.wait(every_ms / 1000):
                     break
+        except BaseException as e:
+            error = _reason(e) if isinstance(e, Exception) else type(e).__name__
+            raise
         finally:
-            if spark is not None:
-                spark.close()
+            try:
+                if spark is not None:
+                    spark.close()
+            finally:
+                now = self.clock()
+                self._log("run_finished", time_ms=now, cycles=report.cycles, counts=report.counts(),
+                          failed=report.failed, files=sum(r.files for r in report.results),
+                          bytes=sum(r.bytes for r in report.results), duration_ms=now - started, error=error)
         return report
+
+    def _log(self, event: str, *, time_ms: int | None = None, **fields) -> None:
+        self.log({"event": event, "run_id": self.run_id, "time_ms": self.clock() if time_ms is None else time_ms,
+                  **fields})
 
     def _cycle(self, report: RunReport, cycle: int, executor, stop: threading.Event) -> None:
         tables = discover(catalog=self.catalog, warehouse=self.warehouse, namespace_filter=self.namespace_filter,
                           table_filter=self.table_filter)
         self.say(f"cycle {cycle}: {len(tables)} table(s) in scope")
+        self._log("cycle_started", cycle=cycle, tables=len(tables))
         busy = unfinished_applies(self.recorder)
         for ref in tables:
             if stop.is_set():
                 break
             self._table(report, cycle, ref, executor, busy)
 
-    def _record(self, report, cycle, ref, op, outcome, message, plan=None, plan_file=None, apply_id=None):
+    def _record(self, report, cycle, ref, op, outcome, message, plan=None, plan_file=None, apply_id=None, *,
+                started_ms=None, files=0, size=0):
         plan_id = plan.plan_id if plan is not None else f"maintain:{self.run_id}"
+        now = self.clock()
         self.recorder.append([MaintenanceResult(
             run_id=self.run_id, cycle=cycle, table=ref.label, operation=op, outcome=outcome, message=message,
-            plan_id=plan_id, recorded_ms=self.clock(), plan_file=plan_file, applied_by=apply_id)])
-        report.results.append(TableResult(ref.label, op, str(outcome), message, plan.plan_id if plan else None))
+            plan_id=plan_id, recorded_ms=now, plan_file=plan_file, applied_by=apply_id)])
+        result = TableResult(ref.label, op, str(outcome), message, plan.plan_id if plan else None, files=files,
+                             bytes=size, duration_ms=0 if started_ms is None else now - started_ms)
+        report.results.append(result)
         self.say(f"  {ref.label} {op}: {outcome}: {message}")
+        self._log("operation", time_ms=now, cycle=cycle, table=ref.label, operation=op, outcome=str(outcome),
+                  message=message, plan_id=result.plan_id, plan_file=plan_file, apply_id=apply_id, files=files,
+                  bytes=size, duration_ms=result.duration_ms)
 
     def _table(self, report: RunReport, cycle: int, ref: TableRef, executor, busy: dict[str, str]) -> None:
         ops = [op for op in self.operations if op in CANONICAL[ref.format]]
@@ -418,32 +464,37 @@ class Maintenance:
         """Plan, write and apply one operation on one table. Whatever fails (planning, writing the plan, the
         apply, or a bug) is journaled as this operation's result, and the run goes on; only a journal that
         cannot record it stops the run."""
-        step = _Step()
+        step = _Step(started_ms=self.clock())
         try:
             self._plan_write_apply(report, cycle, ref, op, executor, step)
         except JournalError:
             raise
         except LakesweepError as e:
             said = "apply refused" if step.name == "apply" else f"{step.name} failed"
-            self._record(report, cycle, ref, op, MaintenanceOutcome.FAILED, f"{said}: {e}", step.plan, step.plan_file)
+            self._record(report, cycle, ref, op, MaintenanceOutcome.FAILED, f"{said}: {e}", step.plan, step.plan_file,
+                         started_ms=step.started_ms)
         except Exception as e:  # noqa: BLE001 - one table's failure is its result; the run goes on
             self._record(report, cycle, ref, op, MaintenanceOutcome.FAILED,
-                         f"{step.name} failed: internal error: {_reason(e)}", step.plan, step.plan_file)
+                         f"{step.name} failed: internal error: {_reason(e)}", step.plan, step.plan_file,
+                         started_ms=step.started_ms)
 
     def _plan_write_apply(self, report, cycle, ref: TableRef, op: str, executor, step: "_Step") -> None:
         from applier.apply import apply_plan
         from planner.kinds import describe_plan, plan_kind
 
         view = self._open(ref)  # each operation reads the table as the previous one left it
+        started = step.started_ms
         flags = _flags(ref, op, view.options, self.thresholds)
         if flags is None:
-            self._record(report, cycle, ref, op, MaintenanceOutcome.SKIPPED, _not_configured(ref, op))
+            self._record(report, cycle, ref, op, MaintenanceOutcome.SKIPPED, _not_configured(ref, op),
+                         started_ms=started)
             return
         entry = plan_kind(op, ref.format)
         now = self.clock()
         plan = step.plan = entry.plan(view, now_ms=now, options=entry.resolve_options(view.options, **flags))
         if describe_plan(plan).nothing_to_do and not plan.actions:
-            self._record(report, cycle, ref, op, MaintenanceOutcome.SKIPPED, _skip_message(plan), plan)
+            self._record(report, cycle, ref, op, MaintenanceOutcome.SKIPPED, _skip_message(plan), plan,
+                         started_ms=started)
             return
         step.name = "writing the plan"
         plan_file = self.plan_file(ref, op, cycle)
@@ -456,17 +507,20 @@ class Maintenance:
         step.plan_file = plan_file
         if self.dry_run:
             self._record(report, cycle, ref, op, MaintenanceOutcome.PLANNED,
-                         f"dry run, not applied; the plan {describe_plan(plan).scope}", plan, plan_file)
+                         f"dry run, not applied; the plan {describe_plan(plan).scope}", plan, plan_file, started_ms=started,
+                         files=sum(1 for a in plan.actions if a.verb in _FILE_VERBS),
+                         size=sum(a.size or 0 for a in plan.actions if a.verb.deletes))
             return
         step.name = "apply"
         result = apply_plan(plan, self.recorder, master=self.master, conf=self.conf, executor=executor)
+        done = {"files": sum(result.counts.get(o, 0) for o in ("DELETED", "WRITTEN")), "size": result.bytes_reclaimed}
         if result.state != "COMPLETED" or not result.whole:
             why = result.reason or "the table was not whole afterwards"
             self._record(report, cycle, ref, op, MaintenanceOutcome.FAILED, f"apply {result.state.lower()}: {why}",
-                         plan, plan_file, result.apply_id)
+                         plan, plan_file, result.apply_id, started_ms=started, **done)
             return
         self._record(report, cycle, ref, op, MaintenanceOutcome.APPLIED, _applied_message(plan, result.counts),
-                     plan, plan_file, result.apply_id)
+                     plan, plan_file, result.apply_id, started_ms=started, **done)
 
 
 @dataclass
@@ -476,6 +530,7 @@ class _Step:
     name: str = "planning"
     plan: CleanupPlan | None = None
     plan_file: str | None = None
+    started_ms: int = 0
 
 
 def _reason(e: Exception) -> str:

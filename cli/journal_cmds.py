@@ -22,7 +22,7 @@ TEXT_FILES_LIMIT = 50  # records ``journal files`` shows people unless told othe
 def _open_read(journal: Optional[Path]):
     from journal.duckdb_store import DuckDBRecorder
 
-    return DuckDBRecorder(existing_journal(journal))
+    return DuckDBRecorder(existing_journal(journal), read_only=True)
 
 
 @journal_app.command("plans", short_help="Every plan: its table, state, bytes and times.")

@@ -3,6 +3,7 @@ maintenance``: what maintain runs did."""
 
 from __future__ import annotations
 
+import datetime
 import json
 import os
 import signal
@@ -60,6 +61,10 @@ def maintain_cmd(
     apply_deletes: bool = typer.Option(True, "--apply-deletes/--no-apply-deletes", help="Iceberg compaction: apply "
                                        "position and equality deletes while merging (otherwise tables with delete "
                                        "files are skipped)."),
+    log_file: Optional[Path] = typer.Option(None, "--log-file", help="Also append one JSON object per line to this "
+                                            "file, flushed as it happens, for schedulers (systemd, Kubernetes): "
+                                            "run_started, cycle_started, one 'operation' per table and operation "
+                                            "(outcome, files, bytes, duration_ms), run_finished; 'time' in UTC."),
     journal: Optional[Path] = JournalOpt,
     master: str = MasterOpt,
     conf: List[str] = ConfOpt,
@@ -107,7 +112,7 @@ def maintain_cmd(
         signal.signal(sig, lambda *_: stop.set())
     text = fmt == OutputFormat.text
     spark_conf, on_ui = spark_ui(spark_ui_on, key_values(conf, "--conf"))
-    with DuckDBRecorder(path) as recorder:
+    with JsonLinesLog(log_file) as log, DuckDBRecorder(path) as recorder:
         run = Maintenance(recorder, plans, catalog=catalog, warehouse=warehouse, namespace_filter=namespace_filter,
                           table_filter=table_filter, operations=ops, dry_run=dry_run, master=master,
                           conf=spark_conf, on_spark_ui=on_ui,
@@ -115,19 +120,83 @@ def maintain_cmd(
                                                 orphan_older_than_hours, min_manifests_to_rewrite, max_commit_retries,
                                                 target_file_size_mb, min_input_files, apply_deletes),
                           say=(lambda line: render.err.print(line, highlight=False, markup=False)) if text else
-                          (lambda line: None))
+                          (lambda line: None), log=log.write)
         report = run.run(every_ms=every_ms, stop=stop)
     if text:
-        render.out.print(render.rows_table([vars(r) for r in report.results],
-                                           ["table", "operation", "outcome", "message"],
-                                           f"maintain run {report.run_id}: {report.cycles} cycle(s)"))
-        failed = report.failed
-        render.out.print(f"{len(report.results) - failed} of {len(report.results)} operation(s) done"
-                         + (f"; {failed} failed (partial success)" if failed else ""))
+        render_summary(report)
     else:
         typer.echo(json.dumps(report.to_json(), sort_keys=True))
     if report.failed:
         raise typer.Exit(1)
+
+
+class JsonLinesLog:
+    """``--log-file``: each event as one JSON object on its own line, appended and flushed at once; its
+    ``time_ms`` becomes ``time``, UTC ISO-8601 with milliseconds. Without a file, events are dropped."""
+
+    def __init__(self, path: Optional[Path]):
+        self.path = path
+        self._file = None
+        if path is not None:
+            try:
+                self._file = open(path, "a", encoding="utf-8")
+            except OSError as e:
+                from engine.errors import StorageError
+
+                raise StorageError(str(path), f"cannot open the --log-file: {e.strerror or e}") from e
+
+    def write(self, event: dict) -> None:
+        if self._file is None:
+            return
+        fields = dict(event)
+        line = {"time": iso_utc(fields.pop("time_ms")), **fields}
+        try:
+            self._file.write(json.dumps(line, sort_keys=False, default=str) + "\n")
+            self._file.flush()
+        except OSError as e:
+            from engine.errors import StorageError
+
+            raise StorageError(str(self.path), f"cannot write the --log-file: {e.strerror or e}") from e
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        if self._file is not None:
+            self._file.close()
+
+
+def iso_utc(ms: int) -> str:
+    """Epoch milliseconds as UTC ISO-8601: ``2026-11-25T23:59:01.123Z``."""
+    return datetime.datetime.fromtimestamp(ms / 1000, datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
+
+
+def fmt_duration(ms: int) -> str:
+    """A duration for people: ``850 ms``, ``12.4 s``, ``3 min 05 s``, ``2 h 01 min``."""
+    if ms < 1000:
+        return f"{ms} ms"
+    if ms < 60_000:
+        return f"{ms / 1000:.1f} s"
+    s = ms // 1000
+    if s < 3600:
+        return f"{s // 60} min {s % 60:02d} s"
+    return f"{s // 3600} h {s % 3600 // 60:02d} min"
+
+
+def render_summary(report) -> None:
+    """The text summary of a maintain run: one row per table and operation with its files, bytes and
+    duration, then the totals."""
+    rows = [{"table": r.table, "operation": r.operation, "outcome": r.outcome, "files": str(r.files),
+             "bytes": render.human_bytes(r.bytes), "duration": fmt_duration(r.duration_ms), "message": r.message}
+            for r in report.results]
+    render.out.print(render.rows_table(rows, ["table", "operation", "outcome", "files", "bytes", "duration", "message"],
+                                       f"maintain run {report.run_id}: {report.cycles} cycle(s)"))
+    failed = report.failed
+    files, size = sum(r.files for r in report.results), sum(r.bytes for r in report.results)
+    took = sum(r.duration_ms for r in report.results)
+    render.out.print(f"{len(report.results) - failed} of {len(report.results)} operation(s) done"
+                     + (f"; {failed} failed (partial success)" if failed else "")
+                     + f"; {files} file(s), {render.human_bytes(size)}, {fmt_duration(took)} in operations")
 
 
 @journal_app.command("maintenance", short_help="What 'lakesweep maintain' did.")

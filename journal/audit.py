@@ -13,6 +13,7 @@ import pyarrow as pa
 
 from engine.errors import JournalError
 
+from journal import duckdb_store
 from journal.duckdb_store import DuckDBRecorder, connect_journal, copy_to_parquet, has_journal_tables
 from journal.events import ApplyRefused, Event, FileOutcome, MaintenanceResult, PlanRecorded
 from journal.projection import PlanStatus, RunStatus, plan_status, project
@@ -123,7 +124,8 @@ def run_query(db_path: str | os.PathLike, sql: str) -> tuple[list[str], list[tup
     Anything else (DELETE, UPDATE, COPY, ATTACH, PRAGMA, SET, several statements...) is refused with
     ``JournalError`` before it runs; the database is also opened read-only, without file-system access,
     which is what makes it safe. The journal tables: events, plan_actions, file_records, meta, and the
-    file_audit and maintenance_history views.
+    file_audit and maintenance_history views. While an apply writes the journal, the query waits for its
+    batch to end (up to ``READ_WAIT_S``) and then sees every batch written so far.
     """
     try:
         statements = duckdb.extract_statements(sql)
@@ -135,7 +137,7 @@ def run_query(db_path: str | os.PathLike, sql: str) -> tuple[list[str], list[tup
     if kind != duckdb.StatementType.SELECT:
         raise JournalError(f"only read-only queries (SELECT, WITH, DESCRIBE, SHOW) run against the journal, "
                            f"not {kind.name}")
-    con = connect_journal(str(db_path), read_only=True, config=_READ_ONLY_CONFIG)
+    con = connect_journal(str(db_path), read_only=True, config=_READ_ONLY_CONFIG, wait_s=duckdb_store.READ_WAIT_S)
     try:
         # a journal no lakesweep with the view has opened for writing gets it as a temporary view (a
         # read-only database can hold one)
@@ -152,7 +154,7 @@ def run_query(db_path: str | os.PathLike, sql: str) -> tuple[list[str], list[tup
 
 def recorded_tables(db_path: str | os.PathLike) -> list[str]:
     """The table locations of every plan recorded in the journal at ``db_path``, read read-only."""
-    con = connect_journal(str(db_path), read_only=True, config=_READ_ONLY_CONFIG)
+    con = connect_journal(str(db_path), read_only=True, config=_READ_ONLY_CONFIG, wait_s=duckdb_store.READ_WAIT_S)
     try:
         if not has_journal_tables(con):
             return []  # created, nothing recorded yet
@@ -181,7 +183,7 @@ def export_files(recorder_or_path: Recorder | str | os.PathLike, out_path: str |
     path = str(recorder_or_path)
     if not os.path.exists(path):
         raise JournalError(f"no journal at {path}")
-    con = connect_journal(path, read_only=True)
+    con = connect_journal(path, read_only=True, wait_s=duckdb_store.READ_WAIT_S)
     try:
         if not has_journal_tables(con):  # created, nothing recorded yet: an empty export
             con.register("file_audit", pa.Table.from_pylist([], schema=FILE_AUDIT_SCHEMA))

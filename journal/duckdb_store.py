@@ -1,19 +1,33 @@
-"""The journal in a DuckDB file.
+"""The journal in a DuckDB file, readable while it is written.
 
-DuckDB lets one process open a database file for writing; a second one gets an IOException
-"Could not set lock on file ... Conflicting lock is held in <exe> (PID n)" straight away (no waiting).
-We turn that into a ``JournalConflict`` naming the file and the pid. Inside one process DuckDB would
-share the database between connections, so a second recorder on the same file is refused here too.
+DuckDB lets one process open a database file for writing, and then refuses every other process, readers
+included: an IOException "Could not set lock on file ... Conflicting lock is held in <exe> (PID n)",
+straight away (no waiting). Several processes may open it read-only together when none writes. So that
+the journal can be read while an apply or ``maintain`` writes it:
+
+* the one writer holds the journal's writer lock, ``fcntl.flock`` on ``<journal>.lock`` (which holds its
+  pid), for as long as its recorder is open: a second writer is refused at once with ``JournalConflict``;
+* the writer opens the DuckDB file only for each read or write batch (open, one transaction, close, which
+  checkpoints), so that readers can open it read-only between batches; a reader holds it for its whole
+  read, which is therefore one consistent state of the journal;
+* either side waits, briefly and bounded, for the other to close the file (``READ_WAIT_S``,
+  ``WRITE_WAIT_S``), then raises ``JournalConflict`` naming the pid that holds it.
+
+Inside one process DuckDB would share the database between connections, so a second writer on the same
+file is refused here too.
 """
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import re
+import time
 import weakref
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Sequence
+from typing import Iterator, Sequence
 
 import duckdb
 
@@ -26,6 +40,10 @@ from journal.recorder import Recorder, StoredEvent
 SCHEMA_VERSION = 2  # 2: plan_actions has every action column (verb added)
 MEMORY = ":memory:"
 _SMALL_BATCH = 64  # rows; larger batches go through Arrow
+# How long a reader waits for the writer's batch to end (a batch holds the file for tens of milliseconds),
+# and how long the writer waits for readers to finish their read before it gives up.
+READ_WAIT_S = 5.0
+WRITE_WAIT_S = 120.0
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key VARCHAR PRIMARY KEY, value VARCHAR NOT NULL);
@@ -66,27 +84,103 @@ def default_journal_path() -> Path:
     return Path(data_home) / "lakesweep" / "journal.duckdb"
 
 
-def connect_journal(path: str, *, read_only: bool, config: dict | None = None) -> duckdb.DuckDBPyConnection:
+def connect_journal(path: str, *, read_only: bool, config: dict | None = None,
+                    wait_s: float = 0.0) -> duckdb.DuckDBPyConnection:
     """Open a DuckDB journal file, turning "another process holds it" into ``JournalConflict``.
 
-    A path that exists but is not a regular file (a directory, a FIFO, a device) is refused before DuckDB
-    opens it: opening a FIFO would block forever."""
+    While another process holds the file (the writer in a batch, or readers while the writer wants it),
+    the open is tried again for up to ``wait_s`` seconds. A path that exists but is not a regular file
+    (a directory, a FIFO, a device) is refused before DuckDB opens it: opening a FIFO would block forever."""
+    _check_regular(path)
+    deadline = time.monotonic() + wait_s
+    pause = 0.002
+    while True:
+        try:
+            return duckdb.connect(path, read_only=read_only, config=config or {})
+        except duckdb.IOException as e:
+            if "Could not set lock" not in str(e):
+                raise JournalError(f"cannot open journal {path}: {e}") from e
+            left = deadline - time.monotonic()
+            if left <= 0:
+                m = re.search(r"PID (\d+)", str(e))
+                pid = m.group(1) if m else (writer_pid(path) or "?")
+                if wait_s <= 0:
+                    raise JournalConflict(
+                        f"journal {path} is in use by another lakesweep process (pid {pid}); "
+                        f"wait for it to finish, or point --journal / $LAKESWEEP_JOURNAL at another file") from e
+                raise JournalConflict(
+                    f"journal {path} is in use by another lakesweep process (pid {pid}), which did not let "
+                    f"it go within {wait_s:g} s; try again once it has finished") from e
+            time.sleep(min(pause, left))
+            pause = min(pause * 2, 0.05)
+        except duckdb.ConnectionException as e:
+            raise JournalConflict(f"journal {path} is already open in this process; close that recorder first") from e
+        except duckdb.Error as e:
+            raise JournalError(f"cannot open journal {path}: {e}") from e
+
+
+def _check_regular(path: str) -> None:
     if path != MEMORY and os.path.lexists(path) and not os.path.isfile(path):
         raise JournalError(f"journal {path} is not a regular file")
+
+
+def lock_path(path: str | os.PathLike) -> str:
+    """The journal's writer lock file: ``<journal>.lock``."""
+    return f"{path}.lock"
+
+
+def writer_pid(path: str | os.PathLike) -> int | None:
+    """The pid the journal's lock file names, if that process is alive: the writer, or None."""
     try:
-        return duckdb.connect(path, read_only=read_only, config=config or {})
-    except duckdb.IOException as e:
-        if "Could not set lock" in str(e):
-            m = re.search(r"PID (\d+)", str(e))
+        with open(lock_path(path)) as f:
+            text = f.read().strip()
+    except OSError:
+        return None
+    if not text.isdigit():
+        return None
+    try:
+        os.kill(int(text), 0)
+    except ProcessLookupError:
+        return None
+    except PermissionError:  # alive, another user's
+        pass
+    return int(text)
+
+
+class _WriterLock:
+    """The journal's writer lock: ``fcntl.flock`` on ``<journal>.lock``, held by the one process that writes
+    the journal for as long as its recorder is open. The file holds that process's pid while it does. The
+    kernel drops the lock when the process dies, so a crashed apply leaves nothing to clean up."""
+
+    def __init__(self, journal: str):
+        self.path = lock_path(journal)
+        try:
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        except OSError as e:
+            raise JournalError(f"cannot create the lock file {self.path} of journal {journal}: "
+                               f"{e.strerror or e}") from e
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError as e:
+            os.close(fd)
             raise JournalConflict(
-                f"journal {path} is in use by another lakesweep process (pid {m.group(1) if m else '?'}); "
-                f"wait for it to finish, or point --journal / $LAKESWEEP_JOURNAL at another file"
-            ) from e
-        raise JournalError(f"cannot open journal {path}: {e}") from e
-    except duckdb.ConnectionException as e:
-        raise JournalConflict(f"journal {path} is already open in this process; close that recorder first") from e
-    except duckdb.Error as e:
-        raise JournalError(f"cannot open journal {path}: {e}") from e
+                f"journal {journal} is in use by another lakesweep process (pid {writer_pid(journal) or '?'}); "
+                f"wait for it to finish, or point --journal / $LAKESWEEP_JOURNAL at another file") from e
+        except OSError as e:
+            os.close(fd)
+            raise JournalError(f"cannot lock journal {journal} ({self.path}): {e.strerror or e}; the journal "
+                               f"must be on a file system that supports flock") from e
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        self.fd: int | None = fd
+
+    def release(self) -> None:
+        fd, self.fd = self.fd, None
+        if fd is not None:
+            try:
+                os.ftruncate(fd, 0)  # the pid names no writer any more
+            finally:
+                os.close(fd)  # and closing the only descriptor releases the lock
 
 
 def has_journal_tables(con: duckdb.DuckDBPyConnection) -> bool:
@@ -96,47 +190,121 @@ def has_journal_tables(con: duckdb.DuckDBPyConnection) -> bool:
     return con.execute("SELECT count(*) FROM duckdb_tables() WHERE table_name = 'events'").fetchall()[0][0] > 0
 
 
-class DuckDBRecorder(Recorder):
-    """The journal in a DuckDB file (``":memory:"`` for a throw-away one). Creates the parent directory."""
+def _schema_version(con: duckdb.DuckDBPyConnection, path: str) -> int | None:
+    """The journal's schema version (None: no journal tables yet); ``JournalError`` if this lakesweep
+    cannot read it."""
+    if not con.execute("SELECT count(*) FROM duckdb_tables() WHERE table_name = 'meta'").fetchone()[0]:
+        return None
+    row = con.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
+    if row is None:
+        return None
+    if not re.fullmatch(r"[0-9]+", str(row[0])):
+        raise JournalError(f"journal {path} has schema version {row[0]!r}, which is not a number: "
+                           "the file is not a lakesweep journal, or it was damaged")
+    if int(row[0]) > SCHEMA_VERSION:
+        raise JournalError(f"journal {path} has schema version {row[0]}, newer than this lakesweep "
+                           f"understands ({SCHEMA_VERSION}); upgrade lakesweep")
+    return int(row[0])
 
-    def __init__(self, path: str | os.PathLike):
+
+class DuckDBRecorder(Recorder):
+    """The journal in a DuckDB file (``":memory:"`` for a throw-away one). Creates the parent directory.
+
+    A writer (the default) holds the journal's writer lock for its whole life, so there is one writer at a
+    time, and has the DuckDB file open only while one of its reads or writes runs: other processes can
+    read the journal between two batches. Each write is one transaction, durable when the call returns.
+
+    With ``read_only=True`` it is a reader: no lock, no writes; it holds the file open read-only from its
+    construction to ``close()``, so everything it reads is one state of the journal, and the writer waits
+    for it (keep readers short). A journal of an older schema, or without tables yet, is brought up to
+    date first, as a writer would.
+
+    ``wait_s``: how long to wait for the other side to let go of the DuckDB file (default ``READ_WAIT_S``
+    for a reader, ``WRITE_WAIT_S`` for a writer).
+    """
+
+    def __init__(self, path: str | os.PathLike, *, read_only: bool = False, wait_s: float | None = None):
         super().__init__()
         self.path = str(path)
+        self.read_only = read_only
+        self.wait_s = (READ_WAIT_S if read_only else WRITE_WAIT_S) if wait_s is None else wait_s
         self._key = None
+        self._lock: _WriterLock | None = None
+        self._con: duckdb.DuckDBPyConnection | None = None
+        self._closed = False
+        self._depth = 0  # nested sessions of a writer
+        if read_only:
+            if self.path == MEMORY:
+                raise JournalError("an in-memory journal cannot be opened read-only")
+            self._con = self._open_reader()
+            return
         if self.path != MEMORY:
+            _check_regular(self.path)
             _make_parent(self.path, "journal")
             key = os.path.realpath(self.path)
             other = _OPEN_IN_THIS_PROCESS.get(key)
-            if other is not None and other._con is not None:
+            if other is not None and not other._closed:
                 raise JournalConflict(f"journal {self.path} is already open in this process; close that recorder first")
+            self._lock = _WriterLock(self.path)
+            weakref.finalize(self, self._lock.release)  # a recorder dropped without close() frees the file
             self._key = key
-        self._con = connect_journal(self.path, read_only=False)
-        if self._key is not None:
-            _OPEN_IN_THIS_PROCESS[self._key] = self
+            _OPEN_IN_THIS_PROCESS[key] = self
+        else:
+            self._con = connect_journal(MEMORY, read_only=False)  # kept: closing it would drop the journal
         try:
-            self._init_schema()
-            self._seq = self._con.execute(
-                "SELECT greatest((SELECT coalesce(max(seq), 0) FROM events), "
-                "(SELECT coalesce(max(seq), 0) FROM file_records))").fetchone()[0]
+            with self._session():
+                self._init_schema()
+                self._seq = self._con.execute(
+                    "SELECT greatest((SELECT coalesce(max(seq), 0) FROM events), "
+                    "(SELECT coalesce(max(seq), 0) FROM file_records))").fetchone()[0]
         except BaseException:
             self.close()
             raise
 
+    def _open_reader(self) -> duckdb.DuckDBPyConnection:
+        con = connect_journal(self.path, read_only=True, wait_s=self.wait_s)
+        try:
+            current = _schema_version(con, self.path) == SCHEMA_VERSION and has_journal_tables(con)
+        except BaseException:
+            con.close()
+            raise
+        if current:
+            return con
+        con.close()
+        # Only a writer creates or upgrades the tables; every writer does so when it opens the journal.
+        DuckDBRecorder(self.path, wait_s=self.wait_s).close()
+        return connect_journal(self.path, read_only=True, wait_s=self.wait_s)
+
+    @contextmanager
+    def _session(self) -> Iterator[None]:
+        """The DuckDB file open for a writer's read or write, and closed again (which checkpoints) when the
+        outermost session ends; a reader's or an in-memory journal's connection stays open."""
+        self._check_open()
+        if self._lock is None:
+            yield
+            return
+        if self._depth == 0:
+            self._con = connect_journal(self.path, read_only=False, wait_s=self.wait_s)
+        self._depth += 1
+        failed = True
+        try:
+            yield
+            failed = False
+        finally:
+            self._depth -= 1
+            if self._depth == 0:
+                con, self._con = self._con, None
+                try:
+                    con.close()
+                except duckdb.Error as e:
+                    if not failed:  # otherwise the error of the session is the one to report
+                        raise JournalError(f"journal {self.path}: could not close it after writing: {e}") from e
+
     def _init_schema(self) -> None:
-        has_meta = self._con.execute(
-            "SELECT count(*) FROM duckdb_tables() WHERE table_name = 'meta'").fetchone()[0]
-        row = None
-        if has_meta:
-            row = self._con.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
-            if row is not None and not re.fullmatch(r"[0-9]+", str(row[0])):
-                raise JournalError(f"journal {self.path} has schema version {row[0]!r}, which is not a number: "
-                                   "the file is not a lakesweep journal, or it was damaged")
-            if row is not None and int(row[0]) > SCHEMA_VERSION:
-                raise JournalError(f"journal {self.path} has schema version {row[0]}, newer than this lakesweep "
-                                   f"understands ({SCHEMA_VERSION}); upgrade lakesweep")
+        version = _schema_version(self._con, self.path)
         with self._transaction("create the journal tables"):
             self._con.execute(_SCHEMA)
-            if row is not None and int(row[0]) < 2:
+            if version is not None and version < 2:
                 self._con.execute(_V1_VERBS)
                 self._con.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'", [str(SCHEMA_VERSION)])
             self._con.execute("INSERT INTO meta VALUES ('schema_version', ?) ON CONFLICT DO NOTHING",
@@ -145,48 +313,62 @@ class DuckDBRecorder(Recorder):
     def _transaction(self, what: str):
         return _Transaction(self, what)
 
+    def _check_writable(self, what: str) -> None:
+        self._check_open()
+        if self.read_only:
+            raise JournalError(f"journal {self.path} is open read-only: cannot {what}")
+
     def _check_open(self) -> None:
-        if self._con is None:
+        if self._closed:
             raise JournalError(f"journal {self.path} is closed")
 
     def close(self) -> None:
-        con, self._con = getattr(self, "_con", None), None
-        if con is not None:
-            con.close()
-        if self._key is not None:
-            if _OPEN_IN_THIS_PROCESS.get(self._key) is self:
-                del _OPEN_IN_THIS_PROCESS[self._key]
-            self._key = None
+        if getattr(self, "_closed", True):
+            return
+        self._closed = True
+        con, self._con = self._con, None
+        try:
+            if con is not None:
+                con.close()
+        finally:
+            if self._lock is not None:
+                self._lock.release()
+            if self._key is not None:
+                if _OPEN_IN_THIS_PROCESS.get(self._key) is self:
+                    del _OPEN_IN_THIS_PROCESS[self._key]
+                self._key = None
 
     def _next(self, n: int) -> list[int]:
-        # The recorder is the only writer (file lock + the in-process registry), so a counter is enough.
+        # The recorder is the only writer (the writer lock + the in-process registry), so a counter is enough.
         return list(range(self._seq + 1, self._seq + n + 1))
 
     # -- plans -------------------------------------------------------------------------------------
 
     def _plan_ids(self):
-        return [r[0] for r in self._con.execute(
-            "SELECT plan_id FROM events WHERE event_type = 'PlanRecorded' ORDER BY seq").fetchall()]
+        with self._session():
+            return [r[0] for r in self._con.execute(
+                "SELECT plan_id FROM events WHERE event_type = 'PlanRecorded' ORDER BY seq").fetchall()]
 
     def _insert_plan(self, row, actions):
+        self._check_writable(f"record plan {row.plan_id}")
         rows = [rules.action_row(row.plan_id, a) for a in actions]
-        with self._transaction(f"record plan {row.plan_id}"):
+        with self._session(), self._transaction(f"record plan {row.plan_id}"):
             seqs = self._insert_events([row])
             self._insert_rows("plan_actions", rows)
         self._seq = seqs[-1]
 
     def _load_plan(self, plan_id):
-        self._check_open()
-        row = self._con.execute(
-            "SELECT event_type, schema_version, payload FROM events WHERE plan_id = ? AND event_type = 'PlanRecorded' "
-            "ORDER BY seq LIMIT 1", [plan_id]).fetchone()
-        if row is None:
-            return None
+        with self._session():
+            row = self._con.execute(
+                "SELECT event_type, schema_version, payload FROM events WHERE plan_id = ? "
+                "AND event_type = 'PlanRecorded' ORDER BY seq LIMIT 1", [plan_id]).fetchone()
+            if row is None:
+                return None
+            columns = ", ".join(f'"{c}"' for c in rules.ACTIONS_SCHEMA.names)
+            rows = self._con.execute(f"SELECT {columns} FROM plan_actions WHERE plan_id = ? ORDER BY action_id",
+                                     [plan_id]).fetchall()
         event = decode(row[0], row[1], json.loads(row[2]))
         assert isinstance(event, PlanRecorded)
-        columns = ", ".join(f'"{c}"' for c in rules.ACTIONS_SCHEMA.names)
-        rows = self._con.execute(f"SELECT {columns} FROM plan_actions WHERE plan_id = ? ORDER BY action_id",
-                                 [plan_id]).fetchall()
         return event, rules.actions_from_rows(event, rows)
 
     # -- events ------------------------------------------------------------------------------------
@@ -200,25 +382,27 @@ class DuckDBRecorder(Recorder):
         return seqs
 
     def _append_rows(self, rows):
-        self._check_open()
-        with self._transaction(f"append {len(rows)} events"):
+        self._check_writable(f"append {len(rows)} events")
+        with self._session(), self._transaction(f"append {len(rows)} events"):
             seqs = self._insert_events(rows)
         self._seq = seqs[-1]
         return seqs
 
     def _event_rows(self, plan_id, apply_id):
         where, params = _where(plan_id=plan_id, apply_id=apply_id)
-        rows = self._con.execute(
-            "SELECT event_type, schema_version, plan_id, apply_id, payload, recorded_ms, seq FROM events"
-            f"{where} ORDER BY seq", params).fetchall()
+        with self._session():
+            rows = self._con.execute(
+                "SELECT event_type, schema_version, plan_id, apply_id, payload, recorded_ms, seq FROM events"
+                f"{where} ORDER BY seq", params).fetchall()
         return [StoredEvent(r[0], r[1], r[2], r[3], json.loads(r[4]), r[5], r[6]) for r in rows]
 
     # -- file records ------------------------------------------------------------------------------
 
     def _insert_files(self, records):
+        self._check_writable(f"record {len(records)} file outcomes")
         seqs = self._next(len(records))
         rows = [rules.file_row(s, r) for s, r in zip(seqs, records)]
-        with self._transaction(f"record {len(records)} file outcomes"):
+        with self._session(), self._transaction(f"record {len(records)} file outcomes"):
             self._insert_rows("file_records", rows)
         self._seq = seqs[-1]
         return seqs
@@ -239,18 +423,20 @@ class DuckDBRecorder(Recorder):
 
     def _file_records(self, plan_id, apply_id):
         where, params = _where(plan_id=plan_id, apply_id=apply_id)
-        rows = self._con.execute(
-            "SELECT apply_id, plan_id, action_id, path, kind, phase, bytes, outcome, error, attempt, time_ms "
-            f"FROM file_records{where} ORDER BY seq", params).fetchall()
+        with self._session():
+            rows = self._con.execute(
+                "SELECT apply_id, plan_id, action_id, path, kind, phase, bytes, outcome, error, attempt, time_ms "
+                f"FROM file_records{where} ORDER BY seq", params).fetchall()
         return [FileRecord(*r) for r in rows]
 
     def _select(self, sql, params):
-        return self._con.execute(sql, list(params)).fetchall()
+        with self._session():
+            return self._con.execute(sql, list(params)).fetchall()
 
     def export_file_audit(self, out_path: str | os.PathLike) -> int:
         """Write the ``file_audit`` view (every file record, joined) as Parquet; returns the row count."""
-        self._check_open()
-        return copy_to_parquet(self._con, "SELECT * FROM file_audit ORDER BY seq", out_path)
+        with self._session():
+            return copy_to_parquet(self._con, "SELECT * FROM file_audit ORDER BY seq", out_path)
 
 
 def _make_parent(path: str | os.PathLike, what: str) -> None:

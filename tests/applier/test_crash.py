@@ -89,9 +89,10 @@ def test_second_process_on_the_same_journal_gets_a_clear_error(tmp_path):
     plan_file = str(tmp_path / "plan.parquet")
     write_plan(make_plan(b.root, retain_min=2), plan_file)
     journal = str(tmp_path / "j.duckdb")
-    holder = subprocess.Popen(
-        [sys.executable, "-c", "import duckdb,sys,time; c=duckdb.connect(sys.argv[1]); print('ready', flush=True); time.sleep(60)", journal],
-        stdout=subprocess.PIPE, text=True,
+    holder = subprocess.Popen(  # a lakesweep process that writes the journal
+        [sys.executable, "-c", "import sys, time\nfrom journal.duckdb_store import DuckDBRecorder\n"
+                               "r = DuckDBRecorder(sys.argv[1]); print('ready', flush=True); time.sleep(60)", journal],
+        stdout=subprocess.PIPE, text=True, env=dict(os.environ, PYTHONPATH=REPO),
     )
     try:
         assert holder.stdout.readline().strip() == "ready"
@@ -99,7 +100,7 @@ def test_second_process_on_the_same_journal_gets_a_clear_error(tmp_path):
         proc = subprocess.run([sys.executable, "-m", "cli", "apply", plan_file, "--journal", journal],
                               env=dict(os.environ, PYTHONPATH=REPO), capture_output=True, text=True, timeout=120)
         assert proc.returncode == 1
-        assert "is in use by another" in proc.stderr
+        assert f"is in use by another lakesweep process (pid {holder.pid})" in proc.stderr
         assert all_files(b.root) == before
     finally:
         holder.kill()

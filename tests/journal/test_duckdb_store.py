@@ -1,4 +1,5 @@
-"""What only the DuckDB journal does: persist, lock against a second process, answer read-only SQL."""
+"""What only the DuckDB journal does: persist, lock against a second writer, stay readable while one
+writes, answer read-only SQL."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 
 import duckdb
 import pyarrow.parquet as pq
@@ -14,9 +16,11 @@ import pytest
 from engine.errors import JournalConflict, JournalError
 
 from journal.audit import export_files, list_files, run_query
+from journal import duckdb_store
 from journal.duckdb_store import DuckDBRecorder, default_journal_path
 from journal.projection import RunStatus
 from journal.queries import project_apply
+from tests.applier.conftest import REPO
 from tests.journal.builders import completed, make_plan, phase_done, record, started
 
 PLAN = make_plan()
@@ -91,36 +95,130 @@ def test_a_journal_from_a_newer_lakesweep_is_refused(journal):
         DuckDBRecorder(journal)
     with pytest.raises(JournalError, match="newer than this lakesweep"):  # not "already open": it was released
         DuckDBRecorder(journal)
+    with pytest.raises(JournalError, match=r"has schema version 99, newer than this lakesweep understands \(2\)"):
+        DuckDBRecorder(journal, read_only=True)
 
 
-def test_a_second_process_holding_the_journal_is_a_conflict(journal):
+HOLD_WRITER = """
+import sys, time
+from journal.duckdb_store import DuckDBRecorder
+r = DuckDBRecorder(sys.argv[1])
+print('ready', flush=True)
+time.sleep(60)
+"""
+HOLD_FILE = """
+import duckdb, sys, time
+con = duckdb.connect(sys.argv[1], read_only=sys.argv[2] == 'read-only')
+print('ready', flush=True)
+time.sleep(float(sys.argv[3]))
+con.close()
+print('closed', flush=True)
+time.sleep(60)
+"""
+
+
+@pytest.fixture
+def child():
+    """Start one Python child process that prints 'ready' once it holds what it holds; killed afterwards."""
+    started = []
+
+    def start(code, *args):
+        proc = subprocess.Popen([sys.executable, "-c", code, *map(str, args)], stdout=subprocess.PIPE, text=True,
+                                env=dict(os.environ, PYTHONPATH=REPO))
+        started.append(proc)
+        assert proc.stdout.readline().strip() == "ready"
+        return proc
+
+    yield start
+    for proc in started:
+        proc.kill()
+        proc.wait()
+        proc.stdout.close()
+
+
+def test_a_second_writer_is_refused_at_once_naming_the_first(journal, child):
     _fill(journal)
-    child = subprocess.Popen(
-        [sys.executable, "-c", "import duckdb, sys, time\n"
-                               "con = duckdb.connect(sys.argv[1])\nprint('ready', flush=True)\ntime.sleep(60)", journal],
-        stdout=subprocess.PIPE, text=True)
-    try:
-        assert child.stdout.readline().strip() == "ready"
-        with pytest.raises(JournalConflict, match=rf"^journal {journal} is in use by another lakesweep process "
-                                                  rf"\(pid {child.pid}\); wait for it to finish") as info:
-            DuckDBRecorder(journal)
-        assert isinstance(info.value.__cause__, duckdb.IOException)
-        with pytest.raises(JournalConflict, match="in use by another lakesweep process"):
-            run_query(journal, "SELECT count(*) FROM events")
-    finally:
-        child.kill()
-        child.wait()
-        child.stdout.close()
-    with DuckDBRecorder(journal) as r:  # and free again once the other process is gone
+    holder = child(HOLD_WRITER, journal)
+    with open(f"{journal}.lock") as f:
+        assert f.read() == f"{holder.pid}\n"
+    t0 = time.monotonic()
+    with pytest.raises(JournalConflict, match=rf"^journal {journal} is in use by another lakesweep process "
+                                              rf"\(pid {holder.pid}\); wait for it to finish, or point --journal "
+                                              rf"/ \$LAKESWEEP_JOURNAL at another file$") as info:
+        DuckDBRecorder(journal)
+    assert time.monotonic() - t0 < 1  # no waiting: the writer holds the lock for its whole life
+    assert isinstance(info.value.__cause__, BlockingIOError)
+    holder.kill()
+    holder.wait()
+    with DuckDBRecorder(journal) as r:  # the kernel dropped the lock of the killed writer
         assert len(r.events()) == 3
+        with open(f"{journal}.lock") as f:
+            assert f.read() == f"{os.getpid()}\n"
+    with open(f"{journal}.lock") as f:
+        assert f.read() == ""  # closed: the lock file names no writer
 
 
-def test_a_second_recorder_in_the_same_process_is_a_conflict(journal):
-    with DuckDBRecorder(journal):
+def test_the_journal_is_read_while_a_writer_has_it_open(journal, child):
+    events, files = _fill(journal)
+    child(HOLD_WRITER, journal)
+    assert run_query(journal, "SELECT count(*) FROM file_records")[1] == [(3,)]
+    with DuckDBRecorder(journal, read_only=True) as r:
+        assert (r.events(), r.file_records()) == (events, files)
+        assert r.plan_actions(PLAN.plan_id) == PLAN.actions
+
+
+def test_a_reader_cannot_write(journal):
+    _fill(journal)
+    with DuckDBRecorder(journal, read_only=True) as r:
+        with pytest.raises(JournalError, match=rf"^journal {journal} is open read-only: cannot append 1 events$"):
+            r.append([completed(PLAN)])
+        with pytest.raises(JournalError, match="is open read-only: cannot record 1 file outcomes"):
+            r.record_files([record(PLAN, PLAN.actions[3])])
+    with DuckDBRecorder(journal) as r:
+        assert len(r.events()) == 3 and len(r.file_records()) == 3
+
+
+def test_a_reader_of_a_journal_without_tables_sees_an_empty_journal(journal):
+    os.makedirs(os.path.dirname(journal))
+    duckdb.connect(journal).close()  # a kill while the first recorder created the tables
+    with DuckDBRecorder(journal, read_only=True) as r:
+        assert (r.events(), r.file_records(), r.plan_ids()) == ([], [], [])
+
+
+def test_a_writer_waits_for_a_reader_to_let_go_of_the_file(journal, child):
+    _fill(journal)
+    reader = child(HOLD_FILE, journal, "read-only", 0.5)
+    with DuckDBRecorder(journal) as r:  # its first read waits for the reader
+        assert reader.stdout.readline().strip() == "closed"
+        assert r.append([completed(PLAN)]) == [7]
+
+
+def test_a_process_that_keeps_the_file_is_a_conflict_after_the_wait(journal, child, monkeypatch):
+    _fill(journal)
+    holder = child(HOLD_FILE, journal, "read-write", 60)
+    with pytest.raises(JournalConflict, match=rf"^journal {journal} is in use by another lakesweep process "
+                                              rf"\(pid {holder.pid}\), which did not let it go within 0.2 s; "
+                                              rf"try again once it has finished$") as info:
+        DuckDBRecorder(journal, wait_s=0.2)
+    assert isinstance(info.value.__cause__, duckdb.IOException)
+    with pytest.raises(JournalConflict, match=rf"pid {holder.pid}\), which did not let it go within 0.2 s"):
+        DuckDBRecorder(journal, read_only=True, wait_s=0.2)
+    monkeypatch.setattr(duckdb_store, "READ_WAIT_S", 0.2)
+    with pytest.raises(JournalConflict, match="in use by another lakesweep process .*within 0.2 s"):
+        run_query(journal, "SELECT count(*) FROM events")
+    with pytest.raises(JournalConflict, match="in use by another lakesweep process .*within 0.2 s"):
+        export_files(journal, os.path.join(os.path.dirname(journal), "x.parquet"))
+
+
+def test_a_second_writer_in_the_same_process_is_a_conflict_and_a_reader_is_not(journal):
+    with DuckDBRecorder(journal) as w:
         with pytest.raises(JournalConflict, match=f"journal {journal} is already open in this process"):
             DuckDBRecorder(journal)
-        with pytest.raises(JournalConflict, match="already open in this process"):
-            run_query(journal, "SELECT 1")
+        w.record_plan(PLAN, recorded_ms=5)
+        assert run_query(journal, "SELECT count(*) FROM plan_actions")[1] == [(len(PLAN.actions),)]
+        with DuckDBRecorder(journal, read_only=True) as r:
+            assert r.plan_ids() == [PLAN.plan_id]
+        w.append([started(PLAN)])
     DuckDBRecorder(journal).close()
 
 

@@ -26,17 +26,17 @@ def test_a_write_that_fails_mid_apply_is_one_journal_error_and_the_journal_recov
     with DuckDBRecorder(journal) as r:
         r.record_plan(PLAN, recorded_ms=5)
         r.append([started(PLAN)])
-        # DuckDB folds its write-ahead log into the file at a checkpoint (it does so by itself once the log
-        # is large) and opens a new log at the next commit: make that open fail.
-        r._con.execute("CHECKPOINT")
-        os.mkdir(journal + ".wal")
-        with pytest.raises(JournalError) as e:
+        # The writer closes the file after each batch, which folds DuckDB's write-ahead log into it; the
+        # next commit opens a new log: with the file open, make that open fail.
+        assert not os.path.exists(journal + ".wal")
+        with r._session(), pytest.raises(JournalError) as e:
+            os.mkdir(journal + ".wal")
             r.record_files([record(PLAN, a) for a in PLAN.actions[:3]])
         assert str(e.value) == (f"journal {journal}: could not record 3 file outcomes: TransactionContext Error: "
                                 f"Failed to commit: Cannot open file \"{journal}.wal\": Is a directory")
         assert isinstance(e.value.__cause__, duckdb.Error)
-        assert r.file_records() == []  # nothing half-written
         os.rmdir(journal + ".wal")
+        assert r.file_records() == []  # nothing half-written
         r.record_files([record(PLAN, a) for a in PLAN.actions[:3]])
     with DuckDBRecorder(journal) as r:
         assert len(r.file_records()) == 3 and len(r.events()) == 2
