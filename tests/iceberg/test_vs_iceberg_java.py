@@ -170,10 +170,10 @@ def assert_same(ours: dict, java: dict) -> None:
 # --------------------------------------------------------------------------- tables
 
 
-def spark_written(ice, lake: Lake, ident: str = "ns.s") -> dict:
-    """A v2 table Iceberg Java writes through Spark SQL: merge-on-read position deletes (a DELETE and an
-    UPDATE), a tag retained for a year, a rollback whose snapshots no ref reaches any more, statistics and
-    partition statistics of an early snapshot and of the current one. Returns the snapshot ids in order."""
+def spark_written(ice, lake: Lake, ident: str = "ns.s") -> None:
+    """A v2 table Iceberg Java writes through Spark SQL: statistics and partition statistics of an early
+    snapshot, a tag retained for a year, a rollback that leaves a snapshot no ref reaches, then merge-on-read
+    position deletes (a DELETE and an UPDATE) in the current snapshot, and statistics of it."""
     with java_catalog(ice, lake) as cat:
         t = f"{cat}.{ident}"
         ice.sql(f"CREATE TABLE {t} (id BIGINT, region STRING) USING iceberg PARTITIONED BY (region) "
@@ -183,17 +183,15 @@ def spark_written(ice, lake: Lake, ident: str = "ns.s") -> dict:
             ice.sql(f"INSERT INTO {t} VALUES ({i * 3}, 'us'), ({i * 3 + 1}, 'eu'), ({i * 3 + 2}, 'ap')")
         ice.sql(f"CALL {cat}.system.compute_table_stats(table => '{ident}')")
         ice.sql(f"CALL {cat}.system.compute_partition_stats(table => '{ident}')")
+        ids = [r[0] for r in ice.sql(f"SELECT snapshot_id FROM {t}.snapshots ORDER BY committed_at")]
         ice.sql(f"INSERT INTO {t} VALUES (9, 'us'), (10, 'eu')")
+        ice.sql(f"ALTER TABLE {t} CREATE TAG `keep` AS OF VERSION {ids[1]} RETAIN 365 DAYS")
+        ice.sql(f"CALL {cat}.system.rollback_to_snapshot('{ident}', {ids[2]})")
+        ice.sql(f"INSERT INTO {t} VALUES (50, 'us'), (51, 'ap'), (52, 'eu')")
         ice.sql(f"DELETE FROM {t} WHERE id = 4")
         ice.sql(f"UPDATE {t} SET id = id + 100 WHERE id = 6")
-        ids = [r[0] for r in ice.sql(f"SELECT snapshot_id FROM {t}.snapshots ORDER BY committed_at")]
-        ice.sql(f"ALTER TABLE {t} CREATE TAG `keep` AS OF VERSION {ids[1]} RETAIN 365 DAYS")
-        ice.sql(f"CALL {cat}.system.rollback_to_snapshot('{ident}', {ids[3]})")
-        ice.sql(f"INSERT INTO {t} VALUES (50, 'us'), (51, 'ap')")
         ice.sql(f"CALL {cat}.system.compute_table_stats(table => '{ident}')")
         ice.sql(f"CALL {cat}.system.compute_partition_stats(table => '{ident}')")
-        ids = [r[0] for r in ice.sql(f"SELECT snapshot_id FROM {t}.snapshots ORDER BY committed_at")]
-    return {"ids": ids}
 
 
 def with_refs(lake: Lake, ident: str = "ns.r"):
@@ -361,3 +359,132 @@ def test_after_an_expiry_the_files_only_expired_snapshots_reached_are_no_orphans
     assert java_orphans(ice, lake, "ns.t", older_than_ms=cutoff) == []
     assert lakesweep_orphans(lake, "ns.t", older_than_ms=cutoff) == []
     assert len(lake.table("ns.t").metadata.snapshots) < len(t.metadata.snapshots)
+
+
+# --------------------------------------------------------------------------- rewrite-manifests and compact
+
+
+def live_entries(lake: Lake, ident: str) -> list[tuple]:
+    """The current snapshot's live manifest entries: (content, file, status, snapshot id, data sequence number,
+    file sequence number), sorted."""
+    t = lake.catalog.load_table(ident)
+    root = canonical(t.metadata.location)
+    return sorted((int(m.content), os.path.relpath(canonical(e.data_file.file_path), root), e.status.name,
+                   e.snapshot_id, e.sequence_number, e.file_sequence_number)
+                  for m in t.current_snapshot().manifests(t.io)
+                  for e in m.fetch_manifest_entry(t.io, discard_deleted=True))
+
+
+def manifest_counts(lake: Lake, ident: str) -> dict[int, int]:
+    t = lake.catalog.load_table(ident)
+    return dict(collections.Counter(int(m.content) for m in t.current_snapshot().manifests(t.io)))
+
+
+def run_lakesweep(lake: Lake, tmp_path, kind: str, ident: str, **flags):
+    view = IcebergTable(CATALOG, ident)
+    if kind == "rewrite-manifests":
+        from planner.iceberg.rewrite_manifests import plan_rewrite_manifests, resolve_rewrite_options
+
+        p = plan_rewrite_manifests(view, now_ms=now_ms(), options=resolve_rewrite_options(view.options, **flags))
+    else:
+        from planner.iceberg.compact import plan_compact, resolve_compact_options
+
+        p = plan_compact(view, now_ms=now_ms(), options=resolve_compact_options(view.options, **flags))
+    assert p.actions
+    with DuckDBRecorder(tmp_path / f"{kind}-{next(_names)}.duckdb") as rec:
+        report = apply_plan(p, rec, executor=DriverExecutor())
+    assert report.state == "COMPLETED" and report.whole
+    return p
+
+
+def both(ice, lake: Lake, tmp_path, ident: str, java_sql: str, kind: str, observe, **flags):
+    """``observe(lake)`` after Iceberg Java's ``java_sql`` (``{cat}`` its catalog), then after lakesweep's
+    ``kind`` with ``flags``, each on an identical copy: (before, java, ours, the lake lakesweep changed)."""
+    before = observe(lake)
+    restore = put_aside(lake)
+    with java_catalog(ice, lake) as cat:
+        ice.sql(java_sql.format(cat=cat))
+    java = observe(lake)
+    lake = restore()
+    run_lakesweep(lake, tmp_path, kind, ident, **flags)
+    return before, java, observe(lake), lake
+
+
+def after_commit(ident: str):
+    """What a rewrite must keep, comparable across the two sides: the live entries, with the commit's own
+    snapshot id as ``"new"`` and a file it wrote as its directory plus ``<new>`` (names are each side's own);
+    the manifests per content; the operation; and the rows of every snapshot, the new one as ``"new"``."""
+    def observe(lake: Lake) -> dict:
+        t = lake.catalog.load_table(ident)
+        head = t.current_snapshot()
+        entries = [(c, f"{os.path.dirname(f)}/<new>" if sid == head.snapshot_id and status == "ADDED" else f,
+                    status, "new" if sid == head.snapshot_id else sid, seq, fseq)
+                   for c, f, status, sid, seq, fseq in live_entries(lake, ident)]
+        rows = {("new" if sid == head.snapshot_id else sid): r for sid, r in rows_by_snapshot(t).items()}
+        return {"entries": sorted(entries), "manifests": manifest_counts(lake, ident),
+                "operation": head.summary.operation.value, "sequence_number": head.sequence_number, "rows": rows}
+    return observe
+
+
+REWRITE_MANIFESTS = "CALL {cat}.system.rewrite_manifests(table => '%s')"
+
+
+@pytest.mark.slow
+@pytest.mark.spark
+@pytest.mark.java
+@pytest.mark.parametrize("ident", ["ns.t", "ns.s"])
+def test_a_manifest_rewrite_leaves_the_live_entries_icebergs_rewrite_manifests_leaves(ice, lake, tmp_path, ident):
+    """Every live entry kept as EXISTING with its snapshot id and sequence numbers, in one data manifest, the
+    delete manifest carried over: on a pyiceberg history (``ns.t``) and a Spark-written merge-on-read table."""
+    if ident == "ns.t":
+        write_history(lake, appends=8)
+    else:
+        spark_written(ice, lake)
+    before, java, ours, lake = both(ice, lake, tmp_path, ident, REWRITE_MANIFESTS % ident, "rewrite-manifests",
+                                   after_commit(ident), min_manifests=2)
+    assert before["manifests"][0] >= 5 and java["manifests"][0] == 1 and java["operation"] == "replace"
+    assert {e[2] for e in java["entries"] if e[0] == 0} == {"EXISTING"}
+    assert ours == java
+    assert_iceberg_java_reads_every_snapshot(ice, lake, ident)
+
+
+REWRITE_DATA_FILES = "CALL {cat}.system.rewrite_data_files(table => '%s', options => map('min-input-files', '2'))"
+
+
+@pytest.mark.slow
+@pytest.mark.spark
+@pytest.mark.java
+def test_a_compaction_of_a_pyiceberg_history_agrees_with_icebergs_rewrite_data_files(ice, lake, tmp_path):
+    """One file per partition, with the data sequence number of the snapshot compacted, and the same rows in
+    every snapshot."""
+    write_history(lake, appends=6)
+    before, java, ours, lake = both(ice, lake, tmp_path, "ns.t", REWRITE_DATA_FILES % "ns.t", "compact",
+                                   after_commit("ns.t"), min_input_files=2)
+    per_dir = collections.Counter(os.path.dirname(e[1]) for e in before["entries"] if e[0] == 0)
+    new = [e for e in java["entries"] if e[3] == "new"]
+    assert [e[1] for e in new] == [f"{d}/<new>" for d, n in sorted(per_dir.items()) if n >= 2] != []
+    assert {e[4] for e in new} == {before["sequence_number"]}
+    assert java["rows"]["new"] == before["rows"]["new"]
+    assert ours == java
+    assert_iceberg_java_reads_every_snapshot(ice, lake, "ns.t")
+
+
+@pytest.mark.slow
+@pytest.mark.spark
+@pytest.mark.java
+def test_a_compaction_drops_the_position_delete_iceberg_keeps_dangling_and_reads_the_same_rows(ice, lake,
+                                                                                             tmp_path):
+    """On the Spark-written table the UPDATE's position delete names only a file both sides compact.
+    Iceberg's ``rewrite_data_files`` (without ``remove-dangling-deletes``) keeps it live, applying to
+    nothing; lakesweep drops the delete manifest whose every delete applies only to compacted files. That
+    entry and its manifest are the one difference; the rows of every snapshot are the same."""
+    spark_written(ice, lake)
+    before, java, ours, lake = both(ice, lake, tmp_path, "ns.s", REWRITE_DATA_FILES % "ns.s", "compact",
+                                   after_commit("ns.s"), min_input_files=2)
+    [dangling] = [e for e in java["entries"] if e[0] == 1]
+    assert dangling[1].endswith("-deletes.parquet") and dangling[4] == before["sequence_number"]
+    assert ours["entries"] == [e for e in java["entries"] if e != dangling]
+    assert java["manifests"] == {**ours["manifests"], 1: 1} and 1 not in ours["manifests"]
+    assert ours["rows"] == java["rows"] and java["rows"]["new"] == before["rows"]["new"]
+    assert ours["sequence_number"] == java["sequence_number"] and ours["operation"] == java["operation"]
+    assert_iceberg_java_reads_every_snapshot(ice, lake, "ns.s")
