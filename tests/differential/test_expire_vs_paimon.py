@@ -82,7 +82,7 @@ def check_live_files(harness, root: str) -> int:
     return compared
 
 
-def run_history(harness, tmp_path, seed: int) -> dict:
+def run_history(harness, tmp_path, seed: int, *, time_rule: str = TIME_RULE_OWN) -> dict:
     rng = random.Random(seed)
     kind = "pk" if seed % 2 == 0 else "append"
     base = str(tmp_path / "base")
@@ -112,7 +112,7 @@ def run_history(harness, tmp_path, seed: int) -> dict:
                    max_deletes=max_deletes)
     table = open_table(ours)
     opts = resolve_expire_options(table.options, retain_min=retain_min, retain_max=retain_max, time_retained=0,
-                                  max_deletes=max_deletes, time_rule=TIME_RULE_OWN)
+                                  max_deletes=max_deletes, time_rule=time_rule)
     plan = plan_expire(table, now_ms=older_than, options=opts)
     results = apply_locally(plan)
     assert all(r.outcome != "FAILED" for r in results)

@@ -1,0 +1,35 @@
+"""The Java reference kit: pinned artifacts fetched once with mvn, a missing mvn an error with the fix."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.support import maven
+
+
+def test_every_reference_is_pinned_to_one_exact_version():
+    for name, art in maven.JAVA_REFERENCES.items():
+        assert art.version[0].isdigit() and "SNAPSHOT" not in art.version and "," not in art.version, name
+
+
+def test_a_missing_mvn_is_an_error_that_says_how_to_install_it(tmp_path, monkeypatch):
+    monkeypatch.setenv("PATH", str(tmp_path))
+    with pytest.raises(RuntimeError) as e:
+        maven.java_reference("sqlite-jdbc", cache=tmp_path)
+    assert str(e.value) == (
+        "'mvn' was not found on PATH. The Java reference tests fetch their jars from Maven Central with 'mvn'. "
+        "Install it with: apt-get install -y maven (macOS: brew install maven), then run the tests again"
+    )
+
+
+def test_an_unknown_reference_names_the_known_ones():
+    with pytest.raises(KeyError, match="no Java reference named 'iceberg'; known: iceberg-spark, paimon-bundle, "
+                                       "sqlite-jdbc"):
+        maven.java_reference("iceberg")
+
+
+def test_a_reference_is_fetched_once_and_then_served_from_the_cache_without_mvn(monkeypatch, tmp_path):
+    jar = maven.java_reference("sqlite-jdbc")
+    assert jar.name == "sqlite-jdbc-3.46.1.3.jar" and jar.stat().st_size > 1_000_000
+    monkeypatch.setenv("PATH", str(tmp_path))  # no mvn any more
+    assert maven.java_reference("sqlite-jdbc") == jar
