@@ -48,9 +48,12 @@ NO_LIMIT = frozenset({2**31 - 1, 2**63 - 1})
 def option_value(key: str, value: Any) -> str:
     """An option's value for people: a duration in milliseconds (an int, a bare number or ``N ms``) as whole
     units with the number kept beside it when it was given as one (``432000000 (5 d)``); Java's largest int
-    or long as ``unlimited``; an unset value as ``-``; others as they are."""
+    or long as ``unlimited``; a flag as ``true``/``false``, as the engines' options are written; an unset
+    value as ``-``; others as they are."""
     if value is None:
         return "-"
+    if isinstance(value, bool):
+        return "true" if value else "false"
     if isinstance(value, int) and not isinstance(value, bool) and value in NO_LIMIT:
         return "unlimited"
     if isinstance(value, bool) or not _is_duration_key(key):

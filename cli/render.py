@@ -250,11 +250,10 @@ def render_report(report) -> None:
             for p in report.phases]
     out.print(fitted(None, columns, rows, out.width))
     verb = "would reclaim" if report.dry_run else "reclaimed"
-    took = "checked in" if report.dry_run else "in"
     counted = ", ".join(f"{labels.get(o, o)} {n}" for o, n in report.counts.items()
                         if o not in TABLE_ONLY_OUTCOMES and (n or o in SUMMARY_ALWAYS))
     out.print(f"  {counted + '; ' if counted else ''}{verb} "
-              f"{reclaimed_bytes(report.bytes_reclaimed, getattr(report, 'unknown_size', 0))} {took} "
+              f"{reclaimed_bytes(report.bytes_reclaimed, getattr(report, 'unknown_size', 0))} in "
               f"{report.duration_ms / 1000:.1f} s")
     if report.dry_run and getattr(report, "files_checked", None) is not None:
         out.print("  checked: the table's metadata and every file" if report.files_checked else

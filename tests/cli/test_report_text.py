@@ -28,7 +28,7 @@ def test_a_dry_run_says_would_delete(printed):
                                      phases=[{"phase": "data", "actions": 3, "DELETED": 3, "bytes": 30}]))
     out, _ = printed()
     assert _header(out) == ["phase", "actions", "to delete", "failed", "to reclaim"]
-    assert out.splitlines()[-1] == "  would delete 3, already absent 0, failed 0; would reclaim 0 B checked in 0.0 s"
+    assert out.splitlines()[-1] == "  would delete 3, already absent 0, failed 0; would reclaim 0 B in 0.0 s"
 
 
 def test_an_outcome_without_a_label_is_shown_under_its_name(printed):

@@ -64,7 +64,7 @@ def test_a_dry_run_speaks_in_the_conditional(printed):
     assert out.splitlines()[0] == "Dry run (nothing was deleted): plan p1"
     assert "to delete" in out and "to commit" in out and "deleted" not in out.replace("nothing was deleted", "")
     assert out.splitlines()[-1] == ("  would delete 73, already absent 0, would commit 15, failed 0; would reclaim "
-                                    "2.0 KiB checked in 0.3 s")
+                                    "2.0 KiB in 0.3 s")
 
 
 def test_unknown_sizes_are_counted_apart_never_summed_as_zero(printed):
@@ -104,7 +104,7 @@ def test_the_summary_line_leaves_out_outcomes_that_did_not_happen(printed):
                                      bytes_reclaimed=0, unknown_size=3, duration_ms=100, phases=[]))
     out, _ = printed()
     assert out.splitlines()[-1] == ("  would delete 18, already absent 0, would commit 3, failed 0; would reclaim an "
-                                    "unknown number of bytes (3 files of unknown size) checked in 0.1 s")
+                                    "unknown number of bytes (3 files of unknown size) in 0.1 s")
 
 
 def test_plan_options_wrap_at_the_terminal_indented_with_no_limit_in_words(width):
@@ -121,7 +121,7 @@ def test_plan_options_wrap_at_the_terminal_indented_with_no_limit_in_words(width
     start = next(i for i, line in enumerate(lines) if line.startswith("  options: "))
     assert lines[start:start + 3] == [
         "  options: max_ref_age_ms=unlimited (default), partition.expiration-time=700 d",
-        "    (table), snapshot.clean-empty-directories=False (default),",
+        "    (table), snapshot.clean-empty-directories=false (default),",
         "    snapshot.num-retained.max=unlimited (default)"]
 
 
