@@ -12,6 +12,8 @@ import html
 from dataclasses import dataclass
 from typing import Iterable, Sequence
 
+from engine import units
+
 WIDTH = 1000  # the width of every chart, in SVG units (the page scales it)
 
 # Colours by meaning, the same on every page.
@@ -49,14 +51,8 @@ def esc(value) -> str:
 
 
 def human_bytes(n: int | None) -> str:
-    if n is None:
-        return "unknown size"
-    value = float(n)
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if value < 1024 or unit == "TiB":
-            return f"{int(value)} {unit}" if unit == "B" else f"{value:.1f} {unit}"
-        value /= 1024
-    return f"{n} B"
+    """``engine.units.human_bytes``, with an unknown size said in words on a page."""
+    return "unknown size" if n is None else units.human_bytes(n)
 
 
 def utc(ms: int | None) -> str:
