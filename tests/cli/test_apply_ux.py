@@ -4,6 +4,8 @@ once already, and the Spark UI on request."""
 import json
 import os
 import shutil
+import subprocess
+import sys
 
 import pytest
 from typer.testing import CliRunner
@@ -113,8 +115,11 @@ def test_a_finished_plan_says_when_it_was_applied_and_again_runs_it(table, tmp_p
     plan_id = read_plan(str(plan)).plan_id
     journal = tmp_path / "j.duckdb"
     os.remove(a_deleted_file(table, plan))
-    looked = run("apply", plan, "--dry-run", "--check-files", "--spark-ui", "-o", "json")
-    assert looked.exit_code == 0, looked.output
+    # a whole process, as a user runs it: one that already has a Spark session (the suite's) keeps its UI off
+    looked = subprocess.run([sys.executable, "-m", "cli", "apply", str(plan), "--dry-run", "--check-files",
+                             "--spark-ui", "--master", "local[1]", "-o", "json"],
+                            capture_output=True, text=True, timeout=300)
+    assert looked.returncode == 0, looked.stderr
     doc = json.loads(looked.stdout)
     assert (doc["files_checked"], doc["counts"]["ALREADY_ABSENT"]) == (True, 1)
     assert [line for line in looked.stderr.splitlines() if line.startswith("Spark UI: http://")], looked.stderr
