@@ -11,6 +11,8 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
+from engine.units import human_bytes
+
 # Units of a humanized duration, largest first (Paimon's own duration syntax).
 _UNITS = (("d", 86_400_000), ("h", 3_600_000), ("min", 60_000), ("s", 1000), ("ms", 1))
 
@@ -66,6 +68,13 @@ def option_value(key: str, value: Any) -> str:
         return text
     human = duration(int(m.group(1)))
     return human if m.group(2) else f"{text} ({human})"
+
+
+def bytes_cell(known: int, unknown: int) -> str:
+    """Bytes for a table cell: ``unknown`` when no size is known, ``≥ 1.2 MiB`` when some are not."""
+    if unknown and not known:
+        return "unknown"
+    return ("≥ " if unknown else "") + human_bytes(known)
 
 
 def short_ids(ids: Iterable[str], minimum: int = SHORT_ID) -> dict[str, str]:

@@ -11,7 +11,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from cli.humanize import fitted, option_value
+from cli.humanize import bytes_cell, fitted, option_value
 from engine.plan import Verb
 from engine.units import human_bytes
 
@@ -213,13 +213,6 @@ def reclaimed_bytes(known: int, unknown: int) -> str:
         return human_bytes(known)
     files = f"{unknown} file{'s' if unknown != 1 else ''} of unknown size"
     return f"{human_bytes(known)} (+{files})" if known else f"an unknown number of bytes ({files})"
-
-
-def bytes_cell(known: int, unknown: int) -> str:
-    """``reclaimed_bytes`` for a table cell: ``unknown`` when no size is known, ``≥ 1.2 MiB`` when some are not."""
-    if unknown and not known:
-        return "unknown"
-    return ("≥ " if unknown else "") + human_bytes(known)
 
 
 def render_report(report) -> None:

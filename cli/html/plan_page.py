@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from cli.humanize import bytes_cell, option_value
 from cli.html.svg import COLOURS, WIDTH, Svg, bar_chart, esc, human_bytes, legend, page, table, utc
 
 SNAPSHOT_KINDS = {"snapshot", "expire-snapshot"}
@@ -161,7 +162,7 @@ def _paimon_timeline(plan, missing: list[str]) -> list[str]:
     tl.axis([(i, str(ids[i])) for i in _ticks(len(ids))], "snapshot id")
     if bound != "time-retained":
         tr = _option(plan, "snapshot.time-retained")
-        missing.append(f"the time-retained boundary ({_duration(tr)}): a Paimon plan keeps snapshot ids, not their "
+        missing.append(f"the time-retained boundary ({option_value('snapshot.time-retained', tr)}): a Paimon plan keeps snapshot ids, not their "
                        "times, so the line is drawn only when time-retained bounded the range")
     if branches:
         missing.append(f"the snapshots of the branches {', '.join(map(str, branches))}: the plan keeps only their "
@@ -171,19 +172,6 @@ def _paimon_timeline(plan, missing: list[str]) -> list[str]:
             + "<p class=\"note\">One dot per snapshot of the branch; a dark ring marks a snapshot a tag holds; "
               "dashed lines are the boundaries the options draw.</p>"]
     return out
-
-
-def _duration(ms) -> str:
-    if not isinstance(ms, int):
-        return str(ms)
-    units = (("d", 86_400_000), ("h", 3_600_000), ("min", 60_000), ("s", 1000))
-    for unit, size in units:
-        if ms >= size and ms % size == 0:
-            return f"{ms // size} {unit}"
-    for unit, size in units:  # not a whole number of any unit: the largest one, to a tenth
-        if ms >= size:
-            return f"{ms / size:.1f} {unit}"
-    return f"{ms} ms"
 
 
 def _iceberg_timeline(plan, missing: list[str]) -> list[str]:
@@ -406,9 +394,10 @@ def _by_partition(plan) -> list[str]:
 
 
 def _by_kind(plan) -> list[str]:
+    """The text output's table: bytes for the kinds that delete files, ``-`` for the others (commits, hints)."""
     summary = plan.stats.get("summary", {})
-    rows = [(k, v["count"], human_bytes(v["bytes"]) + (f" (+{v['unknown_size']} of unknown size)"
-                                                       if v.get("unknown_size") else ""))
+    deleting = {str(a.kind) for a in plan.actions if a.verb.deletes}
+    rows = [(k, v["count"], bytes_cell(v["bytes"], v.get("unknown_size", 0)) if k in deleting else "-")
             for k, v in summary.get("by_kind", {}).items()]
     return ["<h2>Actions by kind</h2>", table(["kind", "count", "bytes"], rows, numeric=(1, 2))] if rows else []
 
@@ -418,20 +407,8 @@ def _options(plan) -> list[str]:
     return ["<h2>Options</h2>", table(["option", "value", "source"], rows)]
 
 
-_DURATION_KEYS = ("time-retained", "expiration-time", "_ms", "max-ref-age", "max_ref_age")
-
-
 def _option_text(key: str, value) -> str:
-    """An option's value as people read it: durations in milliseconds also as days, hours...; booleans in
-    lower case, as the command line takes them."""
-    if isinstance(value, bool):
-        return str(value).lower()
+    """An option's value as the text output gives it (``cli.humanize.option_value``), a list joined."""
     if isinstance(value, (list, tuple)):
         return ", ".join(map(str, value))
-    if value is None:
-        return "-"
-    if isinstance(value, int) and any(k in key for k in _DURATION_KEYS):
-        if value >= 2**62:
-            return f"{value} ms (no limit)"
-        return f"{value} ms" if value == 0 or value % 1000 else f"{value} ms ({_duration(value)})"
-    return str(value)
+    return option_value(key, value)
