@@ -310,7 +310,7 @@ def bench_journal(base: str, sizes_results: dict, args, work: Path) -> dict:
         for _ in range(args.repeat):
             res = run_process(cmd, cwd=work).check()
             out[k].append(res.seconds)
-        if k == "q_files" and f"{facts['plans']} file records" not in res.stdout:
+        if k == "q_files" and f"{facts['plans']} file record(s)" not in res.stdout:
             raise SystemExit(f"journal files --path {glob!r} did not list the {facts['plans']} records expected:\n"
                              f"{res.stdout[-2000:]}")
     journal.unlink()

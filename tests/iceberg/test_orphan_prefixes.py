@@ -32,6 +32,9 @@ class StubView:
     def external_roots(self):
         return []
 
+    def partition_specs(self):
+        return []
+
     def refs(self):
         return {"main": 1}
 
