@@ -39,6 +39,19 @@ def duration(ms: int) -> str:
     return sign + " ".join(parts)
 
 
+def elapsed(ms: int) -> str:
+    """How long something took, to the precision a person reads: ``850 ms``, ``12.4 s``, ``3 min 05 s``,
+    ``2 h 01 min``."""
+    if ms < 1000:
+        return f"{ms} ms"
+    if ms < 60_000:
+        return f"{ms / 1000:.1f} s"
+    s = ms // 1000
+    if s < 3600:
+        return f"{s // 60} min {s % 60:02d} s"
+    return f"{s // 3600} h {s % 3600 // 60:02d} min"
+
+
 def _is_duration_key(key: str) -> bool:
     return key in DURATION_OPTIONS or key.endswith(("-ms", "_ms"))
 

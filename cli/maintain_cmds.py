@@ -3,7 +3,6 @@ maintenance``: what maintain runs did."""
 
 from __future__ import annotations
 
-import datetime
 import json
 import os
 import signal
@@ -16,8 +15,10 @@ import typer
 from cli import render
 from cli.app import (ConfOpt, JournalOpt, MasterOpt, OutputOpt, SparkUiOpt, app, handle_errors, journal_path,
                      key_values, spark_ui)
+from cli.humanize import elapsed
 from cli.journal_cmds import _open_read, journal_app
 from cli.output import OutputFormat
+from engine.timeutil import iso_time_ms
 
 
 @app.command("maintain", short_help="Plan and apply what every table in scope needs.")
@@ -149,7 +150,7 @@ class JsonLinesLog:
         if self._file is None:
             return
         fields = dict(event)
-        line = {"time": iso_utc(fields.pop("time_ms")), **fields}
+        line = {"time": iso_time_ms(fields.pop("time_ms")), **fields}
         try:
             self._file.write(json.dumps(line, sort_keys=False, default=str) + "\n")
             self._file.flush()
@@ -166,28 +167,11 @@ class JsonLinesLog:
             self._file.close()
 
 
-def iso_utc(ms: int) -> str:
-    """Epoch milliseconds as UTC ISO-8601: ``2026-11-25T23:59:01.123Z``."""
-    return datetime.datetime.fromtimestamp(ms / 1000, datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
-
-
-def fmt_duration(ms: int) -> str:
-    """A duration for people: ``850 ms``, ``12.4 s``, ``3 min 05 s``, ``2 h 01 min``."""
-    if ms < 1000:
-        return f"{ms} ms"
-    if ms < 60_000:
-        return f"{ms / 1000:.1f} s"
-    s = ms // 1000
-    if s < 3600:
-        return f"{s // 60} min {s % 60:02d} s"
-    return f"{s // 3600} h {s % 3600 // 60:02d} min"
-
-
 def render_summary(report) -> None:
     """The text summary of a maintain run: one row per table and operation with its files, bytes and
     duration, then the totals."""
     rows = [{"table": r.table, "operation": r.operation, "outcome": r.outcome, "files": str(r.files),
-             "bytes": render.human_bytes(r.bytes), "duration": fmt_duration(r.duration_ms), "message": r.message}
+             "bytes": render.human_bytes(r.bytes), "duration": elapsed(r.duration_ms), "message": r.message}
             for r in report.results]
     render.out.print(render.rows_table(rows, ["table", "operation", "outcome", "files", "bytes", "duration", "message"],
                                        f"maintain run {report.run_id}: {report.cycles} cycle(s)"))
@@ -196,7 +180,7 @@ def render_summary(report) -> None:
     took = sum(r.duration_ms for r in report.results)
     render.out.print(f"{len(report.results) - failed} of {len(report.results)} operation(s) done"
                      + (f"; {failed} failed (partial success)" if failed else "")
-                     + f"; {files} file(s), {render.human_bytes(size)}, {fmt_duration(took)} in operations")
+                     + f"; {files} file(s), {render.human_bytes(size)}, {elapsed(took)} in operations")
 
 
 @journal_app.command("maintenance", short_help="What 'lakesweep maintain' did.")

@@ -78,6 +78,13 @@ def format_time_ms(ms: int) -> str:
     return t.strftime("%Y-%m-%d %H:%M:%S") + "Z"
 
 
+def iso_time_ms(ms: int) -> str:
+    """``ms`` as UTC ISO-8601 with milliseconds, ``2026-11-25T23:59:01.123Z``: for machine-read logs and
+    the engines' SQL timestamps, where ``format_time_ms``'s spelling is for people."""
+    t = _dt.datetime(1970, 1, 1, tzinfo=_dt.timezone.utc) + _dt.timedelta(milliseconds=ms)
+    return t.strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
+
+
 def system_zone() -> str:
     """The IANA name of this machine's time zone, as a JVM started here would default to: ``TZ`` when set
     to a zone name, else where ``/etc/localtime`` points into the zone database, else UTC."""

@@ -7,12 +7,12 @@ font, no image, no link; the charts are inline SVG.
 
 from __future__ import annotations
 
-import datetime as _dt
 import html
 from dataclasses import dataclass
 from typing import Iterable, Sequence
 
 from engine import units
+from engine.timeutil import format_time_ms
 
 WIDTH = 1000  # the width of every chart, in SVG units (the page scales it)
 
@@ -56,14 +56,8 @@ def human_bytes(n: int | None) -> str:
 
 
 def utc(ms: int | None) -> str:
-    """Epoch milliseconds as a UTC ISO time (``2024-01-01T00:00:00Z``); '-' for None."""
-    if ms is None:
-        return "-"
-    try:
-        t = _dt.datetime(1970, 1, 1, tzinfo=_dt.timezone.utc) + _dt.timedelta(milliseconds=ms)
-    except OverflowError:
-        return str(ms)
-    return t.strftime("%Y-%m-%dT%H:%M:%SZ")
+    """Epoch milliseconds in the one spelling of times (``2026-11-25 22:35:01Z``); '-' for None."""
+    return "-" if ms is None else format_time_ms(ms)
 
 
 def utc_day(ms: int) -> str:

@@ -21,7 +21,9 @@ from typer.testing import CliRunner
 from applier.maintain import parse_operations
 from cli import render
 from cli.main import app
-from cli.maintain_cmds import JsonLinesLog, fmt_duration, iso_utc, render_summary
+from cli.humanize import elapsed
+from cli.maintain_cmds import JsonLinesLog, render_summary
+from engine.timeutil import iso_time_ms
 from engine.errors import JournalError
 from engine.plan_io import read_plan
 from tests.applier.conftest import REPO
@@ -126,10 +128,10 @@ def test_each_line_is_on_disk_as_soon_as_it_is_written(tmp_path):
 
 
 def test_times_are_utc_iso_and_durations_read_as_people_read_them():
-    assert iso_utc(0) == "1970-01-01T00:00:00.000Z"
-    assert dt.datetime.fromisoformat(iso_utc(1_764_115_200_123)) == dt.datetime(2025, 11, 26, 0, 0, 0, 123000,
+    assert iso_time_ms(0) == "1970-01-01T00:00:00.000Z"
+    assert dt.datetime.fromisoformat(iso_time_ms(1_764_115_200_123)) == dt.datetime(2025, 11, 26, 0, 0, 0, 123000,
                                                                                 tzinfo=dt.timezone.utc)
-    assert [fmt_duration(ms) for ms in (0, 850, 12_400, 185_000, 7_260_000)] == [
+    assert [elapsed(ms) for ms in (0, 850, 12_400, 185_000, 7_260_000)] == [
         "0 ms", "850 ms", "12.4 s", "3 min 05 s", "2 h 01 min"]
 
 
@@ -142,11 +144,11 @@ def test_the_summary_shows_files_bytes_and_duration_per_operation(tables, tmp_pa
     expire, orphans = report.results
     lines = [line for line in out.splitlines() if "ns.items" in line]
     assert [re.split(r"\s*│\s*", line.strip("│ ")) [:6] for line in lines] == [
-        [expire.table, "expire", "applied", str(expire.files), _human(expire.bytes), fmt_duration(expire.duration_ms)],
-        [orphans.table, "orphans", "skipped", "0", "0 B", fmt_duration(orphans.duration_ms)]]
+        [expire.table, "expire", "applied", str(expire.files), _human(expire.bytes), elapsed(expire.duration_ms)],
+        [orphans.table, "orphans", "skipped", "0", "0 B", elapsed(orphans.duration_ms)]]
     assert expire.files > 0 and expire.duration_ms >= 3000
     assert out.splitlines()[-1] == (f"2 of 2 operation(s) done; {expire.files} file(s), {_human(expire.bytes)}, "
-                                    f"{fmt_duration(expire.duration_ms + orphans.duration_ms)} in operations")
+                                    f"{elapsed(expire.duration_ms + orphans.duration_ms)} in operations")
 
 
 def _human(n):
