@@ -278,3 +278,22 @@ def refuse_inside_recorded_tables(path: str, what: str, journal: str) -> None:
 
     for table in recorded_tables(journal):
         refuse_inside_table(path, table, what, JournalError)
+
+
+def _print_version(value: bool) -> None:
+    if value:
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            typer.echo(f"lakesweep {version('lakesweep')}")
+        except PackageNotFoundError:  # run from a source tree that was never installed
+            typer.echo("lakesweep (not installed: run  pip install -e .  in the source tree)")
+        raise typer.Exit(0)
+
+
+@app.callback()
+def _main(
+    version: bool = typer.Option(False, "--version", callback=_print_version, is_eager=True,
+                                 help="Print lakesweep's version and exit."),
+) -> None:
+    """The options of lakesweep itself, before any command."""

@@ -54,3 +54,20 @@ def s3_env(s3, monkeypatch):
     for k in ("AWS_ENDPOINT_URL", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_REGION"):
         monkeypatch.setenv(k, s3[k])
     return s3
+
+
+# Fixtures that start a JVM or a store; a test using one (directly or through another fixture) gets the
+# marker, so that -m "not spark and not java and not s3" is the pure-Python tier.
+MARKER_FIXTURES = {
+    "spark": frozenset({"spark", "cluster"}),
+    "java": frozenset({"paimon_java", "current_paimon"}),
+    "s3": frozenset({"s3", "s3_env", "mini"}),
+}
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        used = set(getattr(item, "fixturenames", ()))
+        for marker, fixtures in MARKER_FIXTURES.items():
+            if used & fixtures and item.get_closest_marker(marker) is None:
+                item.add_marker(marker)

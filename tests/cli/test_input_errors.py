@@ -158,6 +158,13 @@ def test_help_still_exits_0():
     assert r.exit_code == 0 and "Usage: lakesweep" in r.stdout and r.stderr == ""
 
 
+def test_version_prints_the_installed_distribution_s_version():
+    from importlib.metadata import version
+
+    r = lakesweep("--version")
+    assert (r.returncode, r.stdout, r.stderr) == (0, f"lakesweep {version('lakesweep')}\n", "")
+
+
 def test_an_unexpected_exception_is_an_internal_error_with_a_hint(table, monkeypatch):
     import engine.paimon.inspect
 
