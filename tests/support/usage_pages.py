@@ -82,7 +82,7 @@ def _row(head: str, text: str) -> str:
     default = re.search(r"\s*\[default: (.*)\]$", text)
     text = text[: default.start()] if default else text
     said = _SAID_DEFAULT.search(text)
-    tokens = head.replace(",", "").split()
+    tokens = [t for t in head.replace(",", "").split() if t != "/"]
     if head[:1] != "-":
         names, kind = f"`{head}`", "argument" + (", required" if required else ", optional")
     else:
@@ -93,10 +93,10 @@ def _row(head: str, text: str) -> str:
             text += " Required."
     if default:
         value = f"`{default.group(1)}`"
-    elif said:
+    elif said and kind != "flag":
         value = said.group(1).strip()  # the default the help text states in words
     else:
-        value = "off" if kind == "flag" else "-"
+        value = ("on" if "(default)" in text else "off") if kind == "flag" else "-"
     return "| " + " | ".join(_cell(c) for c in (names, kind, value, text)) + " |"
 
 
