@@ -47,7 +47,11 @@ _SAID_DEFAULT = re.compile(r"(?:^|[(;,]\s*|\.\s+)[Dd]efault:?\s+(.+?)(?=[;,)]|\.
 
 
 def _cell(text: str) -> str:
-    return " ".join(text.split()).replace("|", "\\|")
+    """One table cell: one line, with what markdown would read as markup (a pipe, ``<NAME>``, ``*``) escaped."""
+    text = " ".join(text.split())
+    if text.startswith("`"):  # already code: only the pipe needs escaping there
+        return text.replace("|", "\\|")
+    return text.replace("|", "\\|").replace("<", "&lt;").replace(">", "&gt;").replace("*", "\\*")
 
 
 def help_text(words: list[str]) -> str:
