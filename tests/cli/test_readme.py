@@ -138,9 +138,9 @@ def test_usage_pages_list_every_option_as_help_does():
     names = usage_pages.commands()
     assert sorted(names) == sorted(p.stem for p in USAGE.glob("*.md") if p.name != "README.md")
     for name in names:
-        words = name.split("-", 1) if name.startswith(("plan-", "journal-")) else [name]
         table = usage_pages.page_table((USAGE / f"{name}.md").read_text())
-        assert table == usage_pages.params_table(words), f"run: python -m tests.support.usage_pages ({name}.md)"
+        assert table == usage_pages.params_table(usage_pages.words(name)), \
+            f"{name}.md is stale: run .venv/bin/python -m tests.support.usage_pages"
 
 
 def markdown_files() -> list[Path]:
@@ -167,3 +167,10 @@ def test_every_relative_link_in_the_docs_points_to_a_file():
                 broken.append(f"{md.relative_to(ROOT)}: {target}")
     assert broken == []
     assert len(markdown_files()) > 30
+
+
+def test_every_source_path_the_docs_name_exists():
+    named = {path for md in markdown_files()
+             for path in re.findall(r"`((?:tests|bench|engine|planner|applier|journal|cli)/[\w./-]+)`", md.read_text())}
+    assert len(named) > 20
+    assert sorted(p for p in named if not (ROOT / p).exists()) == []

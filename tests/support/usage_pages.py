@@ -1,8 +1,8 @@
-"""The arguments and options tables of docs/usage/*.md, rendered from the CLI's own parameters.
+"""The arguments and options tables of docs/usage/*.md, rendered from each command's own ``--help``.
 
-Each page holds its table between ``<!-- params:begin -->`` and ``<!-- params:end -->``; the test of the
-docs fails when a table differs from what the CLI declares. ``python -m tests.support.usage_pages`` rewrites
-the tables in place after a change to a command's options.
+Each page holds its table between ``<!-- params:begin -->`` and ``<!-- params:end -->``; the docs test fails
+when a table differs from what ``--help`` says. ``python -m tests.support.usage_pages`` rewrites the tables
+in place after a change to a command's options.
 """
 
 from __future__ import annotations
@@ -13,18 +13,12 @@ from pathlib import Path
 
 import typer.main
 from typer._click import core as click
-
-
 from typer.testing import CliRunner
 
 from cli.main import app
 
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "usage"
 BEGIN, END = "<!-- params:begin -->", "<!-- params:end -->"
-
-
-def _is_option(p: click.Parameter) -> bool:
-    return p.param_type_name == "option"
 
 
 def commands() -> dict[str, click.Command]:
@@ -41,6 +35,11 @@ def commands() -> dict[str, click.Command]:
 
     walk(root, [])
     return found
+
+
+def words(page: str) -> list[str]:
+    """The command words of a page name: ``plan-rewrite-manifests`` -> ``["plan", "rewrite-manifests"]``."""
+    return page.split("-", 1) if page.startswith(("plan-", "journal-")) else [page]
 
 
 _SAID_DEFAULT = re.compile(r"(?:^|[(;,]\s*|\.\s+)[Dd]efault:?\s+(.+?)(?=[;,)]|\.(?:\s|$)|$)")
@@ -112,6 +111,7 @@ def params_table(words: list[str]) -> str:
 
 
 def page_table(text: str) -> str:
+    """The table between a page's markers."""
     match = re.search(re.escape(BEGIN) + r"\n(.*?)\n" + re.escape(END), text, re.S)
     if match is None:
         raise ValueError("no params table markers")
@@ -121,10 +121,10 @@ def page_table(text: str) -> str:
 def rewrite() -> list[str]:
     """Rewrite every page's table from the CLI; returns the pages changed."""
     changed = []
-    for name, cmd in commands().items():
+    for name in commands():
         path = DOCS / f"{name}.md"
         text = path.read_text()
-        new = text.replace(page_table(text), params_table(name.split("-", 1) if name.startswith(("plan-", "journal-")) else [name]), 1)
+        new = text.replace(page_table(text), params_table(words(name)), 1)
         if new != text:
             path.write_text(new)
             changed.append(path.name)
