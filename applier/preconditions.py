@@ -175,7 +175,7 @@ def check_pointers(plan: CleanupPlan, table: PaimonTable, actions: Sequence[Acti
     that moves the live hint backwards, or that names a snapshot (changelog) that does not exist: a stale
     plan, applied after another expiry, would put back what that expiry removed (a hint-only plan has no
     other requirement). The snapshot hint may also not move past a snapshot the plan does not delete: the
-    snapshots below it would leave the table (T-9) with their files. A hint this apply already wrote
+    snapshots below it would leave the table with their files. A hint this apply already wrote
     (``done``) is not checked again."""
     for a in pointer_writes(actions):
         target = targets[a.action_id]

@@ -197,7 +197,7 @@ JournalOpt = typer.Option(None, "--journal", "-j", help="The DuckDB journal file
 MasterOpt = typer.Option("local[*]", "--master", help="Spark master, e.g. local[*] or spark://host:7077.")
 ConfOpt = typer.Option([], "--conf", help="Spark configuration key=value (repeatable).")
 SparkUiOpt = typer.Option(False, "--spark-ui", help="Run the Spark UI while Spark runs and print its URL (off by "
-                          "default; see README, 'Running on a cluster').")
+                          "default; see docs/cluster.md).")
 
 
 def spark_ui(enabled: bool, conf: dict) -> tuple[dict, object]:

@@ -1,5 +1,5 @@
 """Decoupled changelog expiry planning with Apache Paimon's semantics (``ExpireChangelogImpl``,
-``ChangelogDeletion``; spec §5, trap T-14).
+``ChangelogDeletion``).
 
 When changelogs outlive snapshots (``changelog.num-retained.*`` or ``changelog.time-retained`` above the
 snapshot settings), snapshot expiry leaves a ``changelog/changelog-<id>`` file for every snapshot it
@@ -26,7 +26,7 @@ changelog whole, its file included). The plan is then held to the guard: nothing
 from the latest or earliest snapshot, a tag, a changelog it keeps or another branch.
 
 Where 0.9 differs (it read every list of every changelog and ran both data branches, bug #7429; it has no
-#7923 guard) the README says so. Reads no clock.
+#7923 guard) docs/design/paimon.md says so. Reads no clock.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Consumer expiry planning with Apache Paimon's semantics (``ConsumerManager#expire``, spec §7).
+"""Consumer expiry planning with Apache Paimon's semantics (``ConsumerManager#expire``).
 
 A consumer file (``consumer/consumer-<id>``) records the next snapshot a streaming reader will read, and
 snapshot expiry keeps every snapshot from the smallest of them on: an idle reader holds expiry back for

@@ -1,7 +1,7 @@
 """Snapshot expiration planning with Apache Paimon's exact semantics.
 
 ``plan_expire(table, now_ms=..., options=...)`` mirrors ``ExpireSnapshotsImpl#expire`` and
-``#expireUntil`` (master, §4 of the maintenance spec) but only *plans*: it reads metadata through the
+``#expireUntil`` (master) but only *plans*: it reads metadata through the
 table view, reads no clock, writes nothing, and returns a deterministic ``CleanupPlan``.
 
 Where Java tolerates an unreadable file by keeping what depends on it, the planner does the same only
@@ -42,7 +42,7 @@ class _Notes:
 
 
 def compute_end(table: PaimonTable, earliest: int, latest: int, opts: ExpireOptions, now_ms: int, consumers) -> tuple[int, str]:
-    """The first snapshot to keep (``endExclusive``) and what bounded it (§4.2)."""
+    """The first snapshot to keep (``endExclusive``) and what bounded it."""
     older_than = now_ms - opts.time_retained_ms
     low = max(latest - opts.retain_max + 1, earliest)
     end, bound = latest - opts.retain_min + 1, "retain-min"
@@ -147,7 +147,7 @@ class _Planner:
 
     def _deleted_in_delta(self, s: Snapshot) -> dict[str, ManifestEntry]:
         """``planDeletedInDeltaManifest``: DELETE entries of the delta keyed by resolved path; a later
-        ADD of the same path (an upgrade) cancels the DELETE (trap T-2). Any read error raises."""
+        ADD of the same path (an upgrade) cancels the DELETE. Any read error raises."""
         to_delete: dict[str, ManifestEntry] = {}
         for meta in self.table.manifest_list(s.delta_manifest_list):
             for entry in self.table.manifest(meta.file_name):
@@ -350,7 +350,7 @@ def plan_expire(table: PaimonTable, *, now_ms: int, options: ExpireOptions) -> C
     if bound == "expire-limit":
         unbounded, _ = compute_end(table, earliest, latest, replace(options, max_deletes=INT_MAX), now_ms, consumers)
         backlog = unbounded - end
-    if end > latest:  # impossible with retain-min >= 1; checked because it would expire everything (T-18)
+    if end > latest:  # impossible with retain-min >= 1; checked because it would expire everything
         raise AssertionError(f"end {end} is beyond the latest snapshot {latest}")
 
     if end <= earliest:

@@ -157,7 +157,7 @@ def resolve_expire_options(
     tret = pick("snapshot.time-retained", time_retained, 3_600_000, dur)
     limit = pick("snapshot.expire.limit", max_deletes, 50, _int)
     # Changelog settings fall back to the *effective* snapshot settings, so that flags alone never make
-    # the lifecycle decoupled (Java's procedure never sets them; trap T-17). Decoupling comes from the
+    # the lifecycle decoupled (Java's procedure never sets them). Decoupling comes from the
     # table's explicit changelog.* options.
     cmin = pick("changelog.num-retained.min", None, rmin, _int)
     cmax = pick("changelog.num-retained.max", None, rmax, _int)

@@ -1,5 +1,4 @@
-"""Orphan-file cleaning planning with Apache Paimon's semantics (``LocalOrphanFilesClean#clean``, §8 of
-the spec).
+"""Orphan-file cleaning planning with Apache Paimon's semantics (``LocalOrphanFilesClean#clean``).
 
 ``plan_orphans(table, listing, now_ms=..., options=...)`` lists nothing: ``listing`` is the value
 ``engine.paimon.orphans.list_orphan_candidates`` returned, or an inventory scan, made before the planner

@@ -1,4 +1,4 @@
-"""Partition expiry planning with Apache Paimon's semantics (``NormalPartitionExpire``, spec §9.2).
+"""Partition expiry planning with Apache Paimon's semantics (``NormalPartitionExpire``).
 
 ``plan_partitions(table, now_ms=..., options=...)`` reads the live files of the table's latest snapshot,
 groups them by partition (Paimon's partition entries: ADD and DELETE entries merged, kept while they
@@ -8,7 +8,7 @@ the plan's time zone, is strictly after the partition's time:
 * ``values-time``: the time its values say, through the timestamp pattern and formatter; a value that
   does not parse is skipped with a warning, never expired;
 * ``update-time``: the newest ``_CREATION_TIME`` among its ADD and DELETE entries (a writer's local
-  date-time, trap T-10).
+  date-time).
 
 The expired partitions are sorted by their values joined with commas and the first ``max-expires`` are
 dropped. The plan lists every live data file of each as one ``drop-data-file`` action of a single

@@ -1,4 +1,4 @@
-"""Tag expiry planning with Apache Paimon's semantics (spec §6): which tags go, and what goes with them.
+"""Tag expiry planning with Apache Paimon's semantics: which tags go, and what goes with them.
 
 Which tags: those named (``--tag``, Paimon's ``delete_tag``); those whose own time retained has passed
 (``TagTimeExpire``: the tag's creation time plus the ``tagTimeRetained`` it was created with, against

@@ -1,4 +1,4 @@
-"""Dropping partitions of a Paimon table as one OVERWRITE commit (spec §9.3, trap T-13).
+"""Dropping partitions of a Paimon table as one OVERWRITE commit.
 
 Paimon drops a partition by committing, not by deleting: ``FileStoreCommitImpl#dropPartitions`` writes a
 snapshot of kind OVERWRITE whose delta marks every live file of the partitions DELETE and whose index

@@ -172,7 +172,7 @@ _ORPHAN_RANK = {k: i for i, k in enumerate(OrphanKind)}
 class PartitionKind(enum.StrEnum):
     """What a partition drop commits: each live data file of a dropped partition, marked DELETE in one
     OVERWRITE snapshot (``FileStoreCommitImpl#dropPartitions``). Nothing is deleted: snapshot expiry removes
-    the files once no retained snapshot, tag or branch holds them (trap T-13)."""
+    the files once no retained snapshot, tag or branch holds them."""
 
     DROP_DATA_FILE = "drop-data-file"
 

@@ -52,7 +52,7 @@ class Layout:
         return bucket.startswith("bucket-") and (bucket[7:] == "postpone" or _ascii_int(bucket[7:]))
 
     def partition_dir(self, segments: list[str]) -> bool:
-        """``k1=v1[/k2=v2...]`` as empty-directory cleanup visits them (no path-directory, T-24)."""
+        """``k1=v1[/k2=v2...]`` as empty-directory cleanup visits them (no path-directory)."""
         return 0 < len(segments) <= len(self.keys) and all(
             seg.startswith(k + "=") for seg, k in zip(segments, self.keys))
 
@@ -89,7 +89,7 @@ def orphan_kind_of(layout: Layout, path: str) -> OrphanKind | None:
     root), or ``None`` where it never deletes anything.
 
     * ``[branch/branch-<b>/]snapshot/<name>`` and ``.../changelog/<name>``: a stray file, unless the name
-      starts with ``snapshot-`` (``changelog-``) or is a hint; Java leaves those (T-19).
+      starts with ``snapshot-`` (``changelog-``) or is a hint; Java leaves those.
     * ``manifest/``, ``index/``, ``statistics/``: any file directly inside.
     * a bucket directory (``[path-directory/]k1=v1/.../bucket-N``, the partition keys in order), under
       the table root or an external root: any file directly inside. Nothing beside the partitions

@@ -314,7 +314,7 @@ class DataFileMeta:
     min_sequence_number: int = 0
     max_sequence_number: int = 0
     extra_files: tuple[str, ...] = ()
-    creation_time_ms: int | None = None  # naive local wall clock encoded as if UTC (trap T-10)
+    creation_time_ms: int | None = None  # naive local wall clock encoded as if UTC
     delete_row_count: int | None = None
     embedded_index: bytes | None = None
     file_source: int | None = None

@@ -1,5 +1,5 @@
 """What orphan cleaning reads of a Paimon table: the files it may delete, listed first, and the names the
-table uses, read after (``LocalOrphanFilesClean``, §8 of the spec).
+table uses, read after (``LocalOrphanFilesClean``).
 
 ``ListedDirs`` is the one rule for where orphan cleaning looks: the directories Java lists
 (``OrphanFilesClean#listPaimonFileDirs`` and ``#cleanSnapshotDir``), and in them the files
@@ -147,7 +147,7 @@ class UsedNames:
 
 
 def branch_views(table: PaimonTable) -> list[PaimonTable]:
-    """Main and every branch. A branch without a schema raises (Java aborts orphan cleaning, T-8)."""
+    """Main and every branch. A branch without a schema raises (Java aborts orphan cleaning)."""
     return [table] + [table.branch_table(name) for name in table.branch_names()]
 
 
@@ -241,7 +241,7 @@ def check_latest_covered(table: PaimonTable, used: UsedNames) -> None:
 
 def read_used_names(table: PaimonTable) -> UsedNames:
     """``used_names`` checked with ``check_latest_covered``; a ``TableFormatError`` while reading becomes a
-    refusal that names the file. A table in which no branch has a snapshot is refused too (T-8: a used
+    refusal that names the file. A table in which no branch has a snapshot is refused too (as Java aborts: a used
     set that is unexpectedly empty): an empty or unreadable snapshot listing would make every file of the
     table look unused, tags or not."""
     try:

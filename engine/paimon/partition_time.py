@@ -1,4 +1,4 @@
-"""A partition's time from its values, as Paimon's ``PartitionTimeExtractor`` reads it (spec §9.2, T-11).
+"""A partition's time from its values, as Paimon's ``PartitionTimeExtractor`` reads it.
 
 * The text: with no ``timestamp-pattern``, the first partition value; else the pattern with each
   ``$key`` replaced by its value, the longest key first (Paimon 0.9 replaced in key order, so ``$dt``

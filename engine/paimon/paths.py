@@ -1,6 +1,6 @@
 """Where Paimon puts each file (``FileStorePathFactory``, ``DataFilePathFactory``, index path factories).
 
-Resolution uses the table's current options, as Java does (trap T-7). Paths are returned as full
+Resolution uses the table's current options, as Java does. Paths are returned as full
 locations; ``relative`` turns one back into a table-relative path when it lies under the table root.
 """
 
@@ -114,7 +114,7 @@ class PathFactory:
     def partition_dirs(self, partition: bytes) -> list[str]:
         """The partition directories from deepest to shallowest, as empty-directory cleanup visits them.
 
-        Like Java, these ignore ``data-file.path-directory`` (trap T-24): deleting them can only miss.
+        Like Java, these ignore ``data-file.path-directory``: deleting them can only miss.
         """
         paths = hierarchical_partition_paths(self.partition_spec(partition))
         return [join(self.root, p) for p in reversed(paths)]
@@ -173,7 +173,7 @@ class PathFactory:
 
 
 def check_path_options_stable(schemas: Sequence, keys: Sequence[str]) -> None:
-    """Refuse tables whose path-shaping options changed between schema versions (trap T-7)."""
+    """Refuse tables whose path-shaping options changed between schema versions."""
     if len(schemas) < 2:
         return
     for key in keys:

@@ -163,7 +163,7 @@ def holders(
 
     With ``every_snapshot`` (apply's gate, which trusts nothing the plan says about its range), every
     snapshot of the branch from the earliest (as Paimon resolves it: files below the EARLIEST hint are not
-    part of the table, T-9) is a holder but those in ``without_snapshots`` (the snapshot files the plan
+    part of the table) is a holder but those in ``without_snapshots`` (the snapshot files the plan
     deletes): the latest, then the others in ascending order, the first of each run of consecutive ids
     whole and each next one by what it added (``added_files``). ``end`` is then one of them.
 

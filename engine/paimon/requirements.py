@@ -188,7 +188,7 @@ def expire_requirements(*, identity: str, location: str, branch: str, begin: int
     if not deletes or end is None:
         return tuple(reqs)
     reqs += [AssertSchemaId(schema_id), AssertBranches(tuple(branches)), AssertTagsBelow(end, tags)]
-    if not consumer_changelog_only:  # consumers then protect only changelog files (spec §4)
+    if not consumer_changelog_only:  # consumers then protect only changelog files
         reqs.append(AssertConsumersOutside(begin, end, consumers))
     reqs.append(AssertSnapshotsPresent(end, tuple(snapshots), pins, hint))
     return tuple(reqs)

@@ -1,6 +1,6 @@
 """A read-only view of one Paimon table (one branch of it) on a FileIO.
 
-Resolution of EARLIEST/LATEST follows ``SnapshotManager`` (§3 of the spec): the LATEST hint may lag but
+Resolution of EARLIEST/LATEST follows ``SnapshotManager``: the LATEST hint may lag but
 never lead, the EARLIEST hint is trusted when its snapshot exists. Every read that fails raises a typed
 error naming the path; "not found" and "cannot read" are never confused.
 """
@@ -49,7 +49,7 @@ _HINT = re.compile(r"[+-]?[0-9]+")
 def parse_versioned_id(rest: str) -> int | None:
     """The id in the rest of a ``{prefix}{id}`` name, or ``None`` when it is not one.
 
-    Paimon master skips names that ``Long.parseLong`` rejects (T-19). ``parseLong`` also takes '01', '+1',
+    Paimon master skips names that ``Long.parseLong`` rejects. ``parseLong`` also takes '01', '+1',
     '１' (fullwidth) and '١' (Arabic-Indic) as 1, but the file Paimon then reads and deletes for id 1 is
     ``{prefix}1``, never the listed one; such names are ignored here, so that no id is counted that no
     file spells. An id beyond a Java long is ignored too (``parseLong`` rejects it).
@@ -179,7 +179,7 @@ class PaimonTable:
         with lock:
             if key in store:
                 return store[key]  # type: ignore[return-value]
-        value = load()  # only successful reads are cached (trap T-3)
+        value = load()  # only successful reads are cached
         with lock:
             store[key] = value
         return value
@@ -437,7 +437,7 @@ class PaimonTable:
         return join(self.base, "consumer")
 
     def consumers(self) -> list[Consumer]:
-        """Every consumer. An empty or malformed consumer file raises (it blocks expiry, as in Java, T-16)."""
+        """Every consumer. An empty or malformed consumer file raises (it blocks expiry, as in Java)."""
         out = []
         for f in self.fileio.list(self.consumer_dir):
             name = f.path.rsplit("/", 1)[-1]

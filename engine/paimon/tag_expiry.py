@@ -1,4 +1,4 @@
-"""What a tag's expiry may free, for the tag planner and for apply's gate alike (spec §6, T-15).
+"""What a tag's expiry may free, for the tag planner and for apply's gate alike.
 
 Paimon's ``TagManager#deleteTag`` frees files only when the tag's snapshot file is gone, and then only
 what the neighbouring tags and the earliest snapshot do not hold. lakesweep frees a tag's files only when

@@ -4,8 +4,8 @@ references.
 
 ``verify_table`` reads and lists; it changes nothing. What it walks, per branch (main first):
 
-* every snapshot from the earliest to the latest, as Paimon resolves them (hints first, §3 of the spec),
-  with its changelog files; snapshot files below the EARLIEST hint are not part of the table (T-9) and
+* every snapshot from the earliest to the latest, as Paimon resolves them (hints first, ``SnapshotManager``),
+  with its changelog files; snapshot files below the EARLIEST hint are not part of the table and
   are only noted;
 * every tag (without changelog files: tags do not keep them, L-2);
 * every retained changelog (``changelog/changelog-N``).

@@ -1,4 +1,4 @@
-"""Consumer expiry (``ConsumerManager#expire``, spec §7) planned, applied and compared with Paimon 0.9's own:
+"""Consumer expiry (``ConsumerManager#expire``) planned, applied and compared with Paimon 0.9's own:
 idle consumer files go, a consumer written between plan and apply stays, an edited plan cannot reach
 other files."""
 

@@ -70,7 +70,7 @@ def test_a_forged_hint_cannot_skip_snapshots_the_plan_does_not_delete(tmp_path, 
     lake = twelve(tmp_path)
     plan = plan_for(lake.root, retain_min=10)
     assert (plan.begin, plan.end) == (1, 3)
-    # The header's hint and the action moved on to 8: snapshots 3 to 7 would fall below the hint (T-9), out of
+    # The header's hint and the action moved on to 8: snapshots 3 to 7 would fall below the hint, out of
     # the table, with nothing deleting them.
     forged = forge(plan, Action(ActionKind.WRITE_EARLIEST_HINT, "snapshot/EARLIEST", snapshot_id=8),
                    drop=lambda a: a.kind == ActionKind.WRITE_EARLIEST_HINT)

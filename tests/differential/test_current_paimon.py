@@ -49,7 +49,7 @@ def test_expire_agrees_with_current_paimon_many(paimon_java, current_paimon, tmp
     run_history(ExpiresWith(paimon_java, current_paimon), tmp_path, seed, time_rule=TIME_RULE_OWN)
 
 
-# -- orphans: LocalOrphanFilesClean, which lakesweep follows (spec §8.1), had no differential before
+# -- orphans: LocalOrphanFilesClean, which lakesweep follows, had no differential before
 
 
 def current_dry_run(current_paimon, root: str, now_ms: int) -> set[str]:

@@ -6,8 +6,9 @@ threshold set to the same epoch milliseconds lakesweep plans with: the plan's no
 Every file of the table is aged three days first, so every listed file is a candidate and only the used
 set keeps it: the comparison exercises the subtraction, not just the age guard.
 
-lakesweep follows Paimon master (spec §8.1). Where 0.9 is documented to differ (§8.3, and the
-``snapshot-*`` names of §10 / T-19), and where lakesweep departs from both versions (the last section),
+lakesweep follows Paimon master's ``LocalOrphanFilesClean``. Where 0.9 is documented to differ (it deletes
+directories recursively with ``deleteDirectoryQuietly``, and reads every ``snapshot-*`` name as a snapshot id),
+and where lakesweep departs from both versions (the last section),
 the test names each path on which the two disagree and which side deletes it; everywhere else
 the two sets must be equal.
 """
@@ -300,14 +301,14 @@ def test_changelog_files_an_overwrite_left_uncommitted_agree(paimon_java, tmp_pa
 @pytest.mark.parametrize("name", ["append-partitioned", "pk-unpartitioned"])
 def test_directories_and_non_bucket_entries_differ_as_documented(paimon_java, bases, tmp_path, name):
     """0.9 deletes old directories where it lists (recursively) and anything but buckets inside a partition
-    directory; lakesweep deletes neither (§8.3)."""
+    directory; lakesweep deletes neither."""
     root, info = copy_of(bases, name, tmp_path)
     partitioned = BASES[name][1]
     now = now_ms()
     junk = Junk(root, now)
     first = bucket_dirs(root, info)[0]
     both = {junk.file(f"{first}/data-failed0-0000-0000-0000-000000000000-0.parquet")}
-    # §8.3: 0.9 lists directories as candidates and deletes them recursively (deleteDirectoryQuietly);
+    # 0.9 lists directories as candidates and deletes them recursively (deleteDirectoryQuietly);
     # master refuses directories (#7920) and lakesweep never deletes one.
     only_09 = {
         junk.dir(f"{first}/_temporary"): True,
@@ -317,7 +318,7 @@ def test_directories_and_non_bucket_entries_differ_as_documented(paimon_java, ba
         junk.dir("snapshot/UNKNOWN-dir"): True,
     }
     if partitioned:
-        # §8.3: 0.9 deletes whatever is neither a partition nor a bucket inside a partition directory
+        # 0.9 deletes whatever is neither a partition nor a bucket inside a partition directory
         only_09[junk.file(f"{partition_of(first)}/_SUCCESS")] = False
         only_09[junk.dir(f"{partition_of(first)}/.spark-staging")] = True
     # nobody: a young directory (0.9's age guard covers directories too), directories beside the partitions
@@ -338,7 +339,7 @@ def used_by_0_9(table) -> set[str]:
     """The data-file names Paimon 0.9's ``OrphanFilesClean#getUsedFilesForChangelog`` counts for changelog
     objects, with those of every snapshot and tag of the main branch: a changelog contributes the data files
     of its changelog manifests, or of its delta manifests when it has no changelog list, never those of its
-    base (§8.3). Every snapshot here reads whole, so 0.9's all-or-nothing rule for snapshots plays no part."""
+    base. Every snapshot here reads whole, so 0.9's all-or-nothing rule for snapshots plays no part."""
 
     def data_names(s, lists):
         out = set()
@@ -368,7 +369,7 @@ def test_data_files_only_decoupled_changelogs_reach_differ_as_documented(paimon_
     """Changelogs outlive snapshots (decoupled); an expiry's deletes fail as above. Master, and lakesweep,
     keep every data file a retained changelog's manifests name; 0.9 counts for a changelog with a changelog
     list only the files of its changelog manifests, so it deletes the data files only the delta and base
-    manifests of such changelogs (compactions, with the lookup producer) still name (§8.3)."""
+    manifests of such changelogs (compactions, with the lookup producer) still name."""
     root = str(tmp_path / "t")
     paimon_java.generate(root, seed=4, kind="pk", steps=20, options={"changelog-producer": "lookup",
                                                                      "deletion-vectors.enabled": None},
@@ -399,7 +400,7 @@ def test_data_files_only_decoupled_changelogs_reach_differ_as_documented(paimon_
 
 
 def test_a_missing_manifest_differs_as_documented(paimon_java, bases, tmp_path):
-    """§8.3: in 0.9 a snapshot or tag any of whose manifests is missing contributes nothing to the used set
+    """In 0.9 a snapshot or tag any of whose manifests is missing contributes nothing to the used set
     (it is taken to be expiring), so everything only it names is deleted. Master drops only the missing
     file's own contribution; lakesweep refuses to plan. 0.9's deletions are then exactly lakesweep's plan
     for the table without those snapshots."""
@@ -433,7 +434,7 @@ def test_a_missing_manifest_differs_as_documented(paimon_java, bases, tmp_path):
 
 
 def test_a_stray_name_starting_with_snapshot_differs_as_documented(paimon_java, bases, tmp_path):
-    """§10 / T-19: 0.9 reads every ``snapshot-*`` name as a snapshot id and fails on ``snapshot-3.tmp``;
+    """0.9 reads every ``snapshot-*`` name as a snapshot id and fails on ``snapshot-3.tmp``;
     master ignores such names, and neither deletes them (only names not starting with ``snapshot-`` are
     stray). lakesweep plans the rest."""
     root, info = copy_of(bases, "append-unpartitioned", tmp_path)
@@ -448,7 +449,7 @@ def test_a_stray_name_starting_with_snapshot_differs_as_documented(paimon_java, 
 
 
 def test_a_branch_without_a_schema_differs_as_documented(paimon_java, bases, tmp_path):
-    """§8.1: a branch directory without a schema makes 0.9 warn and clean nothing; master throws, and
+    """A branch directory without a schema makes 0.9 warn and clean nothing; master throws, and
     lakesweep refuses to plan."""
     root, info = copy_of(bases, "append-partitioned", tmp_path)
     now = now_ms()
@@ -465,9 +466,9 @@ def test_a_branch_without_a_schema_differs_as_documented(paimon_java, bases, tmp
 
 
 def test_two_unused_files_of_one_name_are_all_planned_where_paimon_deletes_one(paimon_java, bases, tmp_path):
-    """Paimon (0.9, and master: §8.1) keeps its candidates in a map keyed by file name, so of two unused
-    files with one name a run deletes one, whichever it listed last, and leaves the other to the next run.
-    lakesweep plans every unused file; a name anything uses keeps every file of that name on both sides."""
+    """Paimon (0.9, and master's ``LocalOrphanFilesClean``) keeps its candidates in a map keyed by file name, so of
+    two unused files with one name a run deletes one, whichever it listed last, and leaves the other to the next
+    run. lakesweep plans every unused file; a name anything uses keeps every file of that name on both sides."""
     root, info = copy_of(bases, "append-partitioned", tmp_path)
     now = now_ms()
     junk = Junk(root, now)
@@ -484,10 +485,10 @@ def test_two_unused_files_of_one_name_are_all_planned_where_paimon_deletes_one(p
 
 @pytest.mark.parametrize("name", ["append-partitioned", "pk-unpartitioned"])
 def test_directories_paimon_never_names_are_listed_by_paimon_only(paimon_java, bases, tmp_path, name):
-    """Paimon (0.9, and master: §8.1) walks every directory whose name contains '=' as a partition and every
-    ``bucket-*`` as a bucket. lakesweep lists only the names Paimon writes (``<key>=`` of the key at that
-    level, ``bucket-<n>``, ``bucket-postpone``: ``engine.paimon.orphans._bucket_dirs``), the places apply
-    accepts, and keeps the files anywhere else."""
+    """Paimon (0.9, and master's ``LocalOrphanFilesClean``) walks every directory whose name contains '=' as a
+    partition and every ``bucket-*`` as a bucket. lakesweep lists only the names Paimon writes (``<key>=`` of the
+    key at that level, ``bucket-<n>``, ``bucket-postpone``: ``engine.paimon.orphans._bucket_dirs``), the places
+    apply accepts, and keeps the files anywhere else."""
     root, info = copy_of(bases, name, tmp_path)
     now = now_ms()
     junk = Junk(root, now)

@@ -1,4 +1,4 @@
-"""BinaryRow decoding and partition paths, rendered as Paimon's Java renders them (spec §2.3, §2.4)."""
+"""BinaryRow decoding and partition paths, rendered as Paimon's Java renders them."""
 
 import struct
 

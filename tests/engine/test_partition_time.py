@@ -20,7 +20,7 @@ def T(text: str) -> dt.datetime:
     return dt.datetime.fromisoformat(text)
 
 
-# -- PartitionTimeExtractorTest (spec §11.4) ---------------------------------------------------------------
+# -- PartitionTimeExtractorTest ---------------------------------------------------------------
 
 @pytest.mark.parametrize("value", ["2023-01-01 20:08:08", "2023-1-1 20:08:08"])
 def test_default_reads_a_date_time(value):

@@ -1,5 +1,5 @@
-"""Decoupled changelog expiry scenarios of Paimon's ExpireSnapshotsTest and ChangelogExpireTest (spec §11.1
-items 21 and 23, §11.5), which need changelog expiry to run: snapshot expiry leaves changelogs, then
+"""Decoupled changelog expiry scenarios of Paimon's ExpireSnapshotsTest and ChangelogExpireTest,
+which need changelog expiry to run: snapshot expiry leaves changelogs, then
 changelog expiry removes them as Paimon does. Beside them, the rules of ``ChangelogDeletion`` one by one,
 and what the planner does with metadata it cannot read."""
 
@@ -176,7 +176,7 @@ def test_append_files_deferred_by_snapshot_expiry_go_with_their_changelog(builde
     b = builder(options={"changelog.num-retained.max": "100"}, **P)
     a = E(ADD, "a", ("x",))
     b.commit([a])
-    b.commit([E(DELETE, "a", ("x",), file_source=0)])  # an APPEND-sourced delete: deferred (T-14)
+    b.commit([E(DELETE, "a", ("x",), file_source=0)])  # an APPEND-sourced delete: deferred
     b.commit([E(ADD, "c", ("x",))])
     b.commit([E(ADD, "d", ("x",))])
     expire(b.root, retain_min=1, retain_max=1)
@@ -199,7 +199,7 @@ def test_a_tag_before_a_changelog_keeps_the_files_its_delta_deleted(builder, tag
     b.commit([E(ADD, "d", ("x",))])
     b.commit([E(ADD, "e", ("x",))])
     expire(b.root, retain_min=1, retain_max=1)
-    assert os.path.exists(b.data_path(a)) and os.path.exists(b.data_path(c))  # deferred (T-14)
+    assert os.path.exists(b.data_path(a)) and os.path.exists(b.data_path(c))  # deferred
     plan = expire_changelog(b.root, retain_min=1, retain_max=1)
     assert (plan.begin, plan.end) == (1, 3)
     assert plan.stats["protected_by_tags"] == (2 if tagged else 0)

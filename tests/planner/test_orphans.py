@@ -67,7 +67,7 @@ def test_only_old_unused_files_in_paimon_directories_are_planned(lake):
     junk(lake.root, "tmp/data-x-0.parquet")
     junk(lake.root, "_upload/part-0")
     junk(lake.root, "dt=a/tmp/y")
-    junk(lake.root, "snapshot/snapshot-1x.tmp")  # starts with snapshot-: Java never cleans it (T-19)
+    junk(lake.root, "snapshot/snapshot-1x.tmp")  # starts with snapshot-: Java never cleans it
     p = plan(lake.root)
     assert planned(p) == [
         ("orphan-data-file", "dt=a/bucket-0/data-dead-0.parquet"),

@@ -155,7 +155,7 @@ LISTED = ["{bucket}", "{bucket}", "dt=zz/bucket-5", "manifest", "index", "statis
           "branch/branch-prop/snapshot"]  # {bucket}: one of the table's bucket directories
 UNLISTED = ["tmp", "{bucket}/sub", "", "dt=zz"]
 PLACES = LISTED + UNLISTED
-# snapshot-<n>x and changelog-<n>.tmp start like Paimon's metadata files: never listed, never cleaned (T-19)
+# snapshot-<n>x and changelog-<n>.tmp start like Paimon's metadata files: never listed, never cleaned
 NAMES = ["{live}", "{live}", "junk-{i}", "manifest-junk-{i}", "snapshot-{i}x", "changelog-{i}.tmp", "EARLIEST"]
 UNUSED_NAMES = ("junk-{i}", "manifest-junk-{i}")
 

@@ -1,4 +1,4 @@
-"""The partition-expiry planner (``NormalPartitionExpire``, spec §9.2) on tables with exact creation times:
+"""The partition-expiry planner (``NormalPartitionExpire``) on tables with exact creation times:
 which partitions expire, in which order and how many, and what the plan lists for each."""
 
 from __future__ import annotations
@@ -145,7 +145,7 @@ def test_bad_options_are_refused_before_the_table_is_read(flags, message):
         resolve_partition_options({}, system_zone="UTC", **{"strategy": "update-time", **flags})
 
 
-# -- values-time: Paimon's PartitionExpireTest (spec §11.4) --------------------------------------------------
+# -- values-time: Paimon's PartitionExpireTest --------------------------------------------------
 
 def at_day(n: int) -> dt.datetime:
     """PartitionExpireTest's date(n): 2023-01-n 00:00."""

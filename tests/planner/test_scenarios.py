@@ -1,4 +1,4 @@
-"""Scenarios of Paimon's ExpireSnapshotsTest and FileDeletionTest (spec §11.1, §11.2), ported."""
+"""Scenarios of Paimon's ExpireSnapshotsTest and FileDeletionTest, ported."""
 
 import concurrent.futures
 import dataclasses
@@ -35,7 +35,7 @@ def earliest_hint(b):
         return int(f.read())
 
 
-# ---------------------------------------------------------------- ExpireSnapshotsTest (§11.1)
+# ---------------------------------------------------------------- ExpireSnapshotsTest
 
 
 def test_no_snapshot_is_a_no_op(builder):
@@ -310,7 +310,7 @@ def test_decoupled_changelog_keeps_append_files_and_lists(builder):
         assert f.read() == "4"
 
 
-# ---------------------------------------------------------------- assertCleaned ports (§11.1)
+# ---------------------------------------------------------------- assertCleaned ports
 
 
 def assert_cleaned(b, external=()):
@@ -504,7 +504,7 @@ def test_concurrent_expirations_of_overlapping_ranges(builder):
     assert_cleaned(b)
 
 
-# ---------------------------------------------------------------- FileDeletionTest (§11.2)
+# ---------------------------------------------------------------- FileDeletionTest
 
 
 @pytest.mark.parametrize("clean", [True, False])
@@ -624,6 +624,6 @@ def test_data_file_path_directory_is_honoured(builder):
     plan = expire(b.root, retain_min=1, retain_max=1)
     assert [x.path for x in plan.actions if x.kind == ActionKind.DATA_FILE] == ["data/dt=x/bucket-0/a"]
     assert not os.path.exists(os.path.join(b.root, "data", "dt=x", "bucket-0"))
-    # Java's partition-directory cleanup ignores the path directory (T-24): it only ever misses.
+    # Java's partition-directory cleanup ignores the path directory: it only ever misses.
     assert "dt=x" in [x.path for x in plan.actions if x.kind == ActionKind.EMPTY_DIR]
     assert os.path.exists(os.path.join(b.root, "data", "dt=x"))

@@ -1,4 +1,5 @@
-"""Paimon-format metadata with exact control over manifest entries, for the scenario tests of spec §11.
+"""Paimon-format metadata with exact control over manifest entries, for the scenario tests
+(ports of Paimon's ExpireSnapshotsTest and FileDeletionTest).
 
 Real Paimon writers (pypaimon, Paimon's Java core) cannot be told "put an ADD of this file after its
 DELETE in the same delta" or "give this file an external path and two extra files". These scenarios

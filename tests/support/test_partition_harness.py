@@ -1,7 +1,7 @@
 """Tests of the harness's partition commands (``write_partitions``, ``partitions``, ``expire_partitions``).
 
 They show that the harness reproduces Apache Paimon 0.9's own partition expiry, including the scenarios of
-0.9's ``PartitionExpireTest`` (spec §11.4), and record where 0.9 differs from master: no max-num or batch
+0.9's ``PartitionExpireTest``, and record where 0.9 differs from master: no max-num or batch
 size, a null partition value or a TIMESTAMP partition under update-time fails the run, the procedure ignores
 the table's ``partition.*`` options, and expired partitions come in scan order.
 """
@@ -297,7 +297,7 @@ def test_expiration_time_in_milliseconds(paimon_java, tmp_path):
 
 
 def test_values_time_reads_partitions_as_0_9_does(paimon_java, tmp_path):
-    """T-11: INT values parse with a formatter; DATE partitions (epoch days) and TIMESTAMP ones
+    """INT values parse with a formatter; DATE partitions (epoch days) and TIMESTAMP ones
     (``2023-01-01T10:00``) never parse, so values-time keeps them."""
     cases = {"INT": ["20230101", "20230105"], "DATE": ["2023-01-01", "2023-01-05"],
              "TIMESTAMP(3)": ["2023-01-01 10:00:00", "2023-01-05 00:00:00"]}
@@ -328,7 +328,7 @@ def test_values_time_with_a_timestamp_pattern(paimon_java, tmp_path):
 @pytest.mark.parametrize(("keys", "expired"),
                          [(["dt", "dt1"], []), (["dt1", "dt"], [{"dt1": "2023-01-01", "dt": "x"}])])
 def test_0_9_pattern_substitution_follows_key_order(paimon_java, tmp_path, keys, expired):
-    """T-11: 0.9 substitutes ``$key`` with replaceAll in key order, so with keys (dt, dt1) ``$dt1`` becomes
+    """0.9 substitutes ``$key`` with replaceAll in key order, so with keys (dt, dt1) ``$dt1`` becomes
     ``x1`` and never parses; with (dt1, dt) it reads dt1. Master replaces the longest key first."""
     table = tmp_path / "t"
     values = {"dt": "x", "dt1": "2023-01-01"}
@@ -356,7 +356,7 @@ def test_update_time_compares_the_newest_creation_time(paimon_java, tmp_path):
 
 def test_update_time_drops_a_date_partition_by_its_epoch_day(paimon_java, tmp_path):
     """0.9 names a DATE partition ``19358`` and casts that back as an epoch day (BinaryStringUtils#toDate reads
-    a number as days), so update-time drops exactly the expired DATE partition (not a no-op, see T-12)."""
+    a number as days), so update-time drops exactly the expired DATE partition (not a no-op)."""
     table = tmp_path / "t"
     paimon_java.write_partitions(table, partition_keys=[("dt", "DATE")], partitions=[["2023-01-01"]],
                                  creation_times=["2023-01-02T00:00:00"])
@@ -379,7 +379,7 @@ def test_update_time_fails_on_a_timestamp_partition(paimon_java, tmp_path):
 
 
 def test_creation_times_are_local_to_the_jvm_zone(tmp_path):
-    """T-10: _CREATION_TIME is a local date-time; Paimon turns it into epoch ms in the JVM's zone, and
+    """_CREATION_TIME is a local date-time; Paimon turns it into epoch ms in the JVM's zone, and
     update-time compares it with the local now there."""
     zone = "America/New_York"
     tuning = [o for o in JVM_OPTIONS if o not in JVM_QUIET_OPTIONS]
@@ -398,7 +398,7 @@ def test_creation_times_are_local_to_the_jvm_zone(tmp_path):
 
 @pytest.mark.parametrize("kind", ["append", "pk"])
 def test_snapshot_expiry_after_a_drop_frees_exactly_the_dropped_files(paimon_java, tmp_path, kind):
-    """T-13: the drop deletes nothing; Paimon's snapshot expiry past the OVERWRITE snapshot deletes the dropped
+    """The drop deletes nothing; Paimon's snapshot expiry past the OVERWRITE snapshot deletes the dropped
     files, except those a tag still holds."""
     table = tmp_path / "t"
     options = {"bucket": "1"} if kind == "pk" else {"bucket": "1", "bucket-key": "id"}

@@ -22,7 +22,7 @@ Observed pypaimon 2.1.0 behaviour that these tests pin (and lakesweep relies on)
   ``PartitionPathUtils`` escaping (``%XX`` upper-case hex for ``"#%'*/:=?\\{}[]^``,
   control chars and DEL; space and non-ASCII are kept).
 
-Trap T-22 (spec): pypaimon's *default* ``FileStorePathFactory.relative_bucket_path``
+pypaimon's *default* ``FileStorePathFactory.relative_bucket_path``
 (``canonical_partition=False``) still renders ``str(value)`` with no escaping and no
 legacy names (``p_date=2024-01-01``, ``p_bool=True``, ``p_str=a b/c:d=e%``), which is
 not where the files are; ``test_t22_default_path_helper_differs`` pins that difference.
