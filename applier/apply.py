@@ -19,7 +19,8 @@ from typing import AbstractSet, Callable, Mapping, Sequence
 
 from engine.errors import JournalConflict, JournalError, LakesweepError, PlanRejected, SparkUnavailable
 from engine.fileio import FileIO
-from engine.plan import Action, ActionCheck, CleanupPlan, PhaseMode, Verb
+from engine.formats import check_phases, check_requirements, format_of
+from engine.plan import Action, ActionCheck, CleanupPlan, PhaseMode, Verb, commit_id, pointer_writes
 from engine.plan_io import plan_from_header
 from engine.timeutil import format_time_ms
 from journal.events import (
@@ -40,11 +41,9 @@ from journal.queries import completed_applies, plan_done_actions, plan_state, un
 from journal.recorder import Recorder
 
 from applier.actions import ActionResult, Outcome
-from applier.commit import Committer, commit_id, committer_for, run_commit
+from applier.commit import Committer, committer_for, run_commit
 from applier.executors import BulkExecutor, DriverExecutor, SparkExecutor  # noqa: F401  (DriverExecutor: tests)
-from applier.phases import NoProgress, PhaseRunner, Progress, Tally, crash_hook, pointer_writes
-from applier.formats import format_of
-from applier.preconditions import check_phases, check_requirements
+from applier.phases import NoProgress, PhaseRunner, Progress, Tally, crash_hook
 
 
 @dataclass

@@ -1,12 +1,12 @@
 """The commit mode: a phase that applies by committing new table metadata instead of deleting files.
 
-A commit is idempotent through its identifier (``commit_id``), derived from the plan id and the phase:
+A commit is idempotent through its identifier (``engine.plan.commit_id``), derived from the plan id and the phase:
 before committing, the committer looks for a commit that carries it (Paimon's ``FileStoreCommit``
 filters already-committed identifiers the same way). A crash after the commit and before the journal
 heard of it is found by a resumed apply, which journals ``ALREADY_COMMITTED`` and goes on.
 
-A table format provides its ``Committer``; none is registered for a format that cannot commit yet, and
-a plan with a commit phase for it is refused before anything is done.
+Each table format provides its ``Committer`` (``engine.formats.TableFormat.committer``); a plan with a
+commit phase for a format lakesweep does not know is refused before anything is done.
 """
 
 from __future__ import annotations
@@ -14,14 +14,10 @@ from __future__ import annotations
 from typing import Callable, Protocol, Sequence
 
 from engine.errors import LakesweepError, PlanRejected
+from engine.formats import format_names, format_of
 from engine.plan import Action, CleanupPlan, PhaseMode
 
 from applier.actions import ActionResult, Outcome
-
-
-def commit_id(plan_id: str, phase: int) -> str:
-    """The identifier a commit phase commits under: the same for every attempt of the same plan."""
-    return f"lakesweep-{plan_id}-{phase}"
 
 
 class Committer(Protocol):
@@ -44,23 +40,6 @@ class Committer(Protocol):
         ``attempts`` (the commits it tried)."""
 
 
-def _paimon_committer(plan: CleanupPlan, strict: bool) -> Committer:
-    from engine.paimon.commit import PaimonCommitter
-
-    return PaimonCommitter(plan)
-
-
-def _iceberg_committer(plan: CleanupPlan, strict: bool) -> Committer:
-    from engine.iceberg.commit import IcebergCommitter
-
-    return IcebergCommitter(plan, strict=strict)
-
-
-# format -> its maker
-_COMMITTERS: dict[str, Callable[[CleanupPlan, bool], Committer]] = {"paimon": _paimon_committer,
-                                                                     "iceberg": _iceberg_committer}
-
-
 def committer_for(plan: CleanupPlan, given: Committer | None, *, strict: bool = False) -> Committer | None:
     """The committer of the plan's format (``given`` wins), or None when the plan has no commit phase.
     A plan with a commit phase and no committer is refused. ``strict``: the committer refuses any change
@@ -69,12 +48,11 @@ def committer_for(plan: CleanupPlan, given: Committer | None, *, strict: bool = 
         return None
     if given is not None:
         return given
-    make = _COMMITTERS.get(plan.format)
-    if make is None:
+    if plan.format not in format_names():
         name = next(p.name for p in plan.phases if p.mode == PhaseMode.COMMIT)
         raise PlanRejected(f"phase '{name}' of plan {plan.plan_id} commits to the table, which this lakesweep "
                            f"cannot do for {plan.format} tables yet; nothing was done")
-    return make(plan, strict)
+    return format_of(plan).committer(plan, strict)
 
 
 def run_commit(committer: Committer, table, actions: Sequence[Action], cid: str, *, dry_run: bool,

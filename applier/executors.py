@@ -157,10 +157,10 @@ class DriverExecutor:
         pass
 
     def run(self, fileio, root, external, actions, *, on_batch, dry_run=False) -> None:
-        from applier.spark_exec import DEFAULT_BATCH, execute_rows, task_row
+        from applier.spark_exec import DEFAULT_BATCH, execute_rows, kinds_of, task_row
 
         for rows in execute_rows(map(task_row, actions), fileio, root, list(external), dry_run,
-                                 self.batch or DEFAULT_BATCH):
+                                 self.batch or DEFAULT_BATCH, kinds=kinds_of(actions)):
             on_batch([ActionResult(i, Outcome(o), att, err, ms) for (i, o, att, err, ms) in rows])
 
     def map(self, fn, items, *, on_result) -> None:

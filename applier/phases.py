@@ -210,8 +210,3 @@ class PhaseRunner:
 
         self.executor.map(fn, [task for _, _, task in groups], on_result=on_result)
         return outputs
-
-
-def pointer_writes(actions: Sequence[Action]) -> list[Action]:
-    """Written values rather than copied files (Paimon's EARLIEST hint): the journal records each value."""
-    return [a for a in actions if a.verb is Verb.WRITE_FILE and a.source is None and a.snapshot_id is not None]

@@ -29,7 +29,8 @@ EXECUTOR_MODULES = (
     "engine.errors",
     "engine.plan",
     "engine.fileio",
-    "engine.paimon.kinds",
+    "engine.paimon.kinds",  # the action kinds tasks get (applier.spark_exec.kinds_of)
+    "engine.iceberg.kinds",
     "journal.events",
     "applier.actions",
     "applier.spark_exec",

@@ -18,10 +18,10 @@ from dataclasses import dataclass
 from typing import Callable, Iterator, Mapping, Sequence
 
 from engine.fileio import FileIO
+from engine.paths import resolve_action_path
 from engine.plan import Action, Verb
-from engine.paimon.kinds import KINDS
 
-from applier.actions import ActionResult, Outcome, execute_with_retry, resolve_action_path
+from applier.actions import ActionResult, Outcome, execute_with_retry
 
 DEFAULT_BATCH = 500
 DEFAULT_THREADS = 8  # per task: deletes wait on storage, so a task keeps several in flight
@@ -224,17 +224,24 @@ def task_row(a: Action) -> tuple:
     return (a.action_id, str(a.kind), a.path, a.snapshot_id, a.source, a.verb.value, a.phase)
 
 
-def _action(row: tuple) -> Action:
+def kinds_of(actions: Sequence[Action]) -> dict[str, object]:
+    """The action kinds ``actions`` use, by label: shipped with the tasks, so that a task rebuilds each
+    action with its own format's kind (a kind may act after a write) and knows no format's table."""
+    return {str(a.kind): a.kind for a in actions}
+
+
+def _action(row: tuple, kinds: Mapping[str, object]) -> Action:
     action_id, kind, path, snapshot_id, source, verb, phase = row
-    return Action(KINDS.get(kind, kind), path, snapshot_id=snapshot_id, source=source, action_id=action_id,
+    return Action(kinds.get(kind, kind), path, snapshot_id=snapshot_id, source=source, action_id=action_id,
                   verb=Verb(verb), phase=phase)
 
 
 def execute_rows(
     rows: Iterator[tuple], fileio: FileIO, root: str, external: Sequence[str], dry_run: bool, batch: int,
-    threads: int = 1,
+    threads: int = 1, kinds: Mapping[str, object] | None = None,
 ) -> Iterator[list[tuple]]:
     """Executor side: run each action and yield result batches ``[(action_id, outcome, attempts, error, ms)]``.
+    ``kinds``: the actions' kinds by label (``kinds_of``).
 
     With ``threads`` > 1 the actions of a batch run on that many threads: the actions of a bulk phase
     are independent of one another, and a delete spends its time waiting on storage (a local unlink
@@ -245,7 +252,7 @@ def execute_rows(
     checked: set[str] = set()  # directories found not to be symbolic links, in this batch
 
     def run(row: tuple) -> tuple:
-        action = _action(row)
+        action = _action(row, kinds or {})
         if dry_run:
             target = resolve_action_path(root, action.path, external)
             exists = fileio.exists(target)
@@ -284,9 +291,10 @@ def run_on_spark(
     slices = max(1, min(len(actions), sc.defaultParallelism * 4, (len(actions) + 49) // 50))
     rows = [task_row(a) for a in actions]  # the one copy the driver makes: parallelize needs a list
     external = list(external)
+    kinds = kinds_of(actions)
 
     def task(it):
-        return execute_rows(it, fileio, root, external, dry_run, batch, threads)
+        return execute_rows(it, fileio, root, external, dry_run, batch, threads, kinds)
 
     sc.setJobGroup("lakesweep-apply", f"lakesweep: {len(actions)} actions of phase {actions[0].phase}")
     for result_batch in sc.parallelize(rows, slices).mapPartitions(task).toLocalIterator(prefetchPartitions=True):

@@ -463,3 +463,13 @@ def summarize(actions: Sequence[Action], *, by_partition: AbstractSet[str] = fro
         "files": sum(1 for a in actions if a.verb is Verb.DELETE_FILE),
         "bytes": sum(a.size or 0 for a in actions if a.verb.deletes),
     }
+
+
+def commit_id(plan_id: str, phase: int) -> str:
+    """The identifier a commit phase commits under: the same for every attempt of the same plan."""
+    return f"lakesweep-{plan_id}-{phase}"
+
+
+def pointer_writes(actions: Sequence[Action]) -> list[Action]:
+    """Written values rather than copied files (Paimon's EARLIEST hint): the journal records each value."""
+    return [a for a in actions if a.verb is Verb.WRITE_FILE and a.source is None and a.snapshot_id is not None]

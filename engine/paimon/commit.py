@@ -1,7 +1,7 @@
 """Paimon's committer for plans that commit: a partition drop (``engine.paimon.drop``).
 
 The commit user is ``lakesweep-<plan id>`` and the commit identifier the phase number: both come from
-the commit id the applier derives from the plan (``applier.commit.commit_id``), so any apply of the same
+the commit id the applier derives from the plan (``engine.plan.commit_id``), so any apply of the same
 plan, first or resumed, commits under the same pair and finds a commit it made before.
 
 Why not pypaimon: its commit (``FileStoreCommit.drop_partitions``, pypaimon 2.1) reads the table's

@@ -28,8 +28,7 @@ from typing import Callable
 import pytest
 
 from applier.apply import DriverExecutor, actions_by_phase, apply_plan, resume
-from applier.commit import commit_id
-from engine.plan import CleanupPlan, PhaseMode
+from engine.plan import CleanupPlan, PhaseMode, commit_id
 from engine.plan_io import write_plan
 from journal.duckdb_store import DuckDBRecorder
 from journal.events import FileOutcome

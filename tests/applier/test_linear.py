@@ -17,7 +17,7 @@ import pytest
 
 import applier.phases
 import engine.plan
-from applier.actions import resolve_action_path
+from engine.paths import resolve_action_path
 from applier.apply import DriverExecutor, apply_plan, resume
 from engine.fileio import MemoryFileIO
 from engine.paimon.paths import external_roots

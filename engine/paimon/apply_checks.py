@@ -1,10 +1,6 @@
-"""Before apply touches anything: is this the plan's table, do its requirements still hold, are its
-paths sane, is nothing it deletes still used?
-
-The requirements are the plan's own (``engine.paimon.requirements``); this module runs them and adds the
-checks every plan gets whatever it says: each path where its kind of file lives, inside the table or a
-declared external root, and unreachable from the live table.
-"""
+"""What apply checks of a Paimon plan against the live table, whatever the plan's requirements say: the
+table's identity, each path where its kind of file lives (inside the table or a declared external root),
+and nothing it deletes still used by a snapshot, tag, changelog or branch."""
 
 from __future__ import annotations
 
@@ -19,11 +15,9 @@ from engine.paimon.reachability import first_reachable
 from engine.paimon.requirements import AssertTableIdentity, live_used
 from engine.paimon.tag_expiry import check_tag_plan
 from engine.paimon.table import SNAPSHOT_PREFIX, PaimonTable, parse_versioned_id
-from engine.plan import Action, CleanupPlan, PhaseMode, Verb
+from engine.paths import PathResolver, refuse_symlinked_parents
+from engine.plan import Action, CleanupPlan, Verb, pointer_writes
 from engine.plan_io import format_plan_kinds
-
-from applier.actions import PathResolver, refuse_symlinked_parents
-from applier.phases import pointer_writes
 
 
 def verify_table(plan: CleanupPlan, table: PaimonTable) -> None:
@@ -36,33 +30,6 @@ def verify_table(plan: CleanupPlan, table: PaimonTable) -> None:
             r.check(table)
             return
     raise PlanRejected(f"the plan {plan.plan_id} names no table identity to check; re-run 'lakesweep plan'")
-
-
-def check_phases(plan: CleanupPlan) -> None:
-    """Commit actions run in commit phases and merge actions in merge phases, and those phases hold nothing
-    else."""
-    for a in plan.actions:
-        commit_phase = plan.phases[a.phase - 1].mode == PhaseMode.COMMIT
-        merge_phase = plan.phases[a.phase - 1].mode == PhaseMode.MERGE
-        if (a.verb is Verb.COMMIT) != commit_phase or (a.verb is Verb.MERGE) != merge_phase:
-            raise PlanRejected(f"action {a.action_id} ({a.kind} {a.path!r}) is a {a.verb} action in the "
-                               f"{plan.phases[a.phase - 1].mode} phase '{plan.phase_name(a.phase)}'; the plan is refused")
-
-
-def check_requirements(plan: CleanupPlan, table: PaimonTable, *, done: AbstractSet[str] = frozenset(),
-                       strict: bool = False) -> None:
-    """Every requirement of the plan against the live ``table``; raise one ``StalePlan`` naming all that
-    changed. ``done`` are full locations this plan already carried out (a resumed apply). Requirements
-    that pin the table as at planning (``STRICT_ONLY``) count only when ``strict``."""
-    problems: list[str] = []
-    for r in plan.requirements:
-        if r.STRICT_ONLY and not strict:
-            continue
-        problems += r.problems(table, done=done)
-    if problems:
-        raise StalePlan(
-            f"the plan {plan.plan_id} is stale: " + "; ".join(problems) + f". Re-run 'lakesweep plan {plan.kind}'."
-        )
 
 
 def verify_paths(plan: CleanupPlan, table: PaimonTable) -> list[str]:

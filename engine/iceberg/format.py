@@ -1,9 +1,6 @@
-"""What the apply loop asks of a table format: open the plan's table, check that the plan is for it and its
-paths are sane, gate deletes on the live table, and verify the table afterwards.
-
-The loop (``applier.apply``) is the same for every format; each format answers these questions its own
-way: Paimon through ``applier.preconditions`` and ``engine.paimon``, Iceberg through ``engine.iceberg``.
-"""
+"""Iceberg's answers to apply (``engine.formats.TableFormat``), over pyiceberg's table metadata: identity by
+table UUID, paths by kind, reachability from every snapshot and ref, commits through ``engine.iceberg.commit``,
+and compaction's merge tasks."""
 
 from __future__ import annotations
 
@@ -11,85 +8,9 @@ from typing import AbstractSet, Sequence
 
 from engine.errors import PlanRejected, StalePlan
 from engine.fileio import FileIO
+from engine.paths import PathResolver, refuse_symlinked_parents
 from engine.plan import Action, CleanupPlan, PhaseMode, Verb
 from engine.plan_io import format_plan_kinds
-
-from applier.actions import PathResolver, refuse_symlinked_parents
-
-
-class PaimonFormat:
-    name = "paimon"
-
-    def open(self, plan: CleanupPlan, fileio: FileIO | None):
-        from engine.paimon.table import open_table
-
-        return open_table(plan.table_location, fileio, branch=plan.branch)
-
-    def external_roots(self, table) -> list[str]:
-        from engine.paimon.paths import external_roots
-
-        return external_roots(table.options)
-
-    def verify_table(self, plan, table) -> None:
-        from applier.preconditions import verify_table
-
-        verify_table(plan, table)
-        self.check_neighbours(plan, table)
-
-    def check_neighbours(self, plan, table) -> None:
-        """An orphans plan: refuse (``SharedStorage``) when another table of the warehouse, or one found under
-        the table's roots, read now, stores files in the table's roots (the plan file is not trusted)."""
-        from engine.neighbours import refuse_shared_storage
-        from engine.paimon.neighbours import paimon_neighbours, table_roots
-
-        if plan.kind == "orphans":
-            refuse_shared_storage(f"Paimon table {table.location}", table_roots(table.location, table.options),
-                                  paimon_neighbours(table), outcome="Nothing was deleted")
-
-    def verify_paths(self, plan, table) -> list[str]:
-        from applier.preconditions import verify_paths
-
-        return verify_paths(plan, table)
-
-    def check_unreachable(self, plan, table, actions, targets, *, done, strict: bool = False) -> dict[int, str]:
-        """Refuse (``StalePlan``) when a file the actions delete is still used; nothing is skipped."""
-        from applier.preconditions import check_unreachable
-
-        check_unreachable(plan, table, actions, targets, done=done)
-        return {}
-
-    def held_outcomes(self, plan) -> frozenset[str]:
-        """Outcomes beyond the usual by which an apply of ``plan`` holds actions back on a live table: none
-        (a Paimon gate refuses instead)."""
-        return frozenset()
-
-    def check_strict(self, plan, table) -> None:
-        """``apply --strict``: refuse when a snapshot was committed since planning (other than this plan's own
-        commit): its time is after the plan's now."""
-        from applier.commit import commit_id
-        from engine.paimon.commit import commit_user_and_identifier
-
-        latest = table.earliest_latest()[1]
-        if latest is None:
-            return
-        snap = table.snapshot(latest)
-        ours = commit_user_and_identifier(commit_id(plan.plan_id, 1))[0]  # one commit user for every phase
-        if snap.time_millis > plan.now_ms and snap.commit_user != ours:
-            raise StalePlan(f"the plan {plan.plan_id} is stale (--strict): snapshot {latest} was committed after "
-                            f"the plan was made. Nothing more is done; re-run 'lakesweep plan {plan.kind}', or "
-                            f"apply without --strict")
-
-    def verify(self, plan, table, targets):
-        """(the check's report, the locations checked) after the last phase."""
-        from engine.paimon.verify import verify_kept, verify_table as verify_whole
-
-        if not any(a.verb.deletes for a in plan.actions):
-            # A commit marks files DELETE without deleting them: the snapshots before it still need every
-            # one, so each must still be in place. Nothing else changed, so no snapshot is walked.
-            kept = {targets[a.action_id]: a.size for a in plan.actions if a.verb is Verb.COMMIT}
-            return verify_kept(table.refreshed(), kept, "the snapshots before the plan's commit"), kept
-        touched = {targets[a.action_id] for a in plan.actions if a.verb.deletes}
-        return verify_whole(table.refreshed(), only=touched), touched
 
 
 # Where each Iceberg action kind may live: "metadata" (the metadata directory or write.metadata.path), or
@@ -211,6 +132,11 @@ class IcebergFormat:
     def check_strict(self, plan, table) -> None:
         """``apply --strict``: the refs as at planning are the plan's ``STRICT_ONLY`` requirement."""
 
+    def committer(self, plan, strict: bool):
+        from engine.iceberg.commit import IcebergCommitter
+
+        return IcebergCommitter(plan, strict=strict)
+
     def merge_tasks(self, plan, table, groups: Sequence[int]):
         """(the function a task runs, one task per group): each compaction bin of ``groups`` merged into its
         output, named from the plan id and the bin (``compaction_merge.output_location``), in the table's
@@ -274,11 +200,4 @@ class IcebergFormat:
                                    notes=(*report.notes, f"checked against {len(views)} other table(s) of the catalog"))
 
 
-_FORMATS = {"paimon": PaimonFormat(), "iceberg": IcebergFormat()}
-
-
-def format_of(plan: CleanupPlan):
-    try:
-        return _FORMATS[plan.format]
-    except KeyError:
-        raise PlanRejected(f"table format {plan.format!r} is not one lakesweep applies") from None
+FORMAT = IcebergFormat()
