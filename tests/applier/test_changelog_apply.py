@@ -147,6 +147,7 @@ def test_applying_twice_changes_nothing_more(decoupled, tmp_path):
     assert PaimonTable(decoupled.root).list_changelog_ids() == [7]
 
 
+@pytest.mark.spark
 def test_plan_changelog_command_shows_dry_runs_applies_journals_and_verifies(decoupled, tmp_path):
     out, journal = tmp_path / "cl.parquet", str(tmp_path / "j.duckdb")
     runner = CliRunner()
@@ -182,6 +183,7 @@ def test_plan_changelog_command_shows_dry_runs_applies_journals_and_verifies(dec
     assert "No changelogs to expire" in r.output
 
 
+@pytest.mark.spark
 def test_plan_changelog_skip_unreadable_names_what_it_kept(tmp_path):
     b = TableBuilder(str(tmp_path / "t"), options={"changelog-producer": "input", "changelog.num-retained.max": "100"},
                      **P)

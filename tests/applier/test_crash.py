@@ -108,6 +108,7 @@ def test_second_process_on_the_same_journal_gets_a_clear_error(tmp_path):
         holder.stdout.close()
 
 
+@pytest.mark.spark
 def test_concurrent_applies_of_the_same_plan_with_separate_journals(tmp_path):
     b = build(str(tmp_path / "t"), 11)
     reference = copy_table(b.root, str(tmp_path / "ref"))

@@ -46,6 +46,7 @@ def test_another_tables_metadata_in_a_bucket_directory_is_refused(lake, spark, t
     assert str(on_spark.value) == str(in_store.value)
 
 
+@pytest.mark.spark
 def test_plan_orphans_spark_plans_what_the_store_walk_plans(lake, tmp_path):  # noqa: F811
     runner = CliRunner()
     store, spark = tmp_path / "store.plan", tmp_path / "spark.plan"

@@ -114,6 +114,7 @@ def test_show_refuses_a_non_plan(tmp_path):
     assert r.exit_code == 1 and "is not a lakesweep plan" in r.stderr
 
 
+@pytest.mark.spark
 def test_console_script_runs_the_demo_end_to_end(tmp_path):
     env = dict(os.environ)
     r = subprocess.run(

@@ -65,6 +65,7 @@ def test_doctor_text_shows_a_table_and_the_verdict(tmp_path):
     assert sorted(os.listdir(tmp_path)) == ["journal.duckdb"]
 
 
+@pytest.mark.spark
 def test_a_bad_master_and_a_journal_under_a_file_fail_with_their_fixes(tmp_path):
     blocker = tmp_path / "notes.txt"
     blocker.write_text("a file, not a directory")

@@ -99,6 +99,7 @@ def test_readme_quick_start_is_the_two_commands():
     assert 'PATH="$stand_ins:$PATH" ./quickstart test' in (README.parent / ".ci" / "run").read_text()
 
 
+@pytest.mark.spark
 def test_every_readme_command_runs(tables):
     subst = tables
     commands = readme_commands()
@@ -111,6 +112,7 @@ def test_every_readme_command_runs(tables):
     assert re.search(r"\| `--retain-min N` \| `snapshot.num-retained.min` \| 10", (USAGE / "plan-expire.md").read_text())
 
 
+@pytest.mark.spark
 def test_readme_recipes_run(tables):
     commands = recipe_commands()
     assert [c[:2] for c in commands] == [["plan", "expire"], ["show", "plan.parquet"], ["apply", "plan.parquet"],
@@ -122,6 +124,7 @@ def test_readme_recipes_run(tables):
     assert Path(tables["maintain.jsonl"]).read_text().count('"event": "run_finished"') == 1
 
 
+@pytest.mark.spark
 def test_every_usage_page_example_runs(tables):
     pages = sorted(p.stem for p in USAGE.glob("*.md") if p.name != "README.md")
     assert sorted(PAGE_ORDER + [*NOT_RUN]) == pages  # a new page needs its place in the order

@@ -127,6 +127,7 @@ def test_a_dry_run_writes_every_plan_and_applies_nothing(tables, tmp_path):
     assert {t: len(tables.table(t).metadata.snapshots) for t in n} == n
 
 
+@pytest.mark.spark
 def test_a_table_with_an_unfinished_apply_is_not_picked_up_again(tables, tmp_path):
     from planner.kinds import plan_kind
 
@@ -151,6 +152,7 @@ def test_a_table_with_an_unfinished_apply_is_not_picked_up_again(tables, tmp_pat
                                   f"'lakesweep resume {p.plan_id}'")
 
 
+@pytest.mark.spark
 def test_the_command_reports_partial_success_and_the_journal_lists_it(tables, tmp_path):
     journal = str(tmp_path / "j.duckdb")
     r = CliRunner().invoke(app, ["maintain", "--catalog", CATALOG, "--journal", journal, "--operations",

@@ -245,6 +245,7 @@ def test_gc_disabled_is_refused(lake):
         plan(lake.view())
 
 
+@pytest.mark.spark
 def test_the_cli_plans_shows_applies_and_journals_iceberg_orphans(lake, tmp_path):
     t = write_history(lake)
     a = stray(t, "data/x.parquet", days=5)

@@ -36,6 +36,8 @@ def ice():
 # --------------------------------------------------------------------------- expire
 
 
+@pytest.mark.spark
+@pytest.mark.java
 def test_expiry_of_a_pyiceberg_history_leaves_what_icebergs_expire_snapshots_leaves(ice, lake, tmp_path):
     """The quick one: a linear pyiceberg history with copy-on-write deletes, expired up to its sixth snapshot."""
     t = write_history(lake)
