@@ -18,6 +18,7 @@ import time
 import pytest
 
 from applier.apply import DriverExecutor, apply_plan
+from engine.errors import PlanRejected
 from engine.paimon.table import open_table
 from engine.paimon.verify import verify_table
 from engine.timeutil import system_zone
@@ -111,6 +112,77 @@ def test_partition_drop_agrees_with_current_paimon_on_more_histories(paimon_java
     partitions.compare(paimon_java, ours, theirs)
 
 
+TYPED = {"INT": ["20230101", "20230105"], "DATE": ["2023-01-01", "2023-01-05"],
+         "TIMESTAMP(3)": ["2023-01-01 10:00:00", "2023-01-05 00:00:00"]}
+
+
+def typed_table(paimon_java, root, type_: str, *, creation_times: bool = False) -> None:
+    first, second = TYPED[type_]
+    times = {"creation_times": ["2023-01-02T00:00:00"]} if creation_times else {}
+    paimon_java.write_partitions(root, partition_keys=[("dt", type_)], partitions=[[first]], **times)
+    times = {"creation_times": ["2023-01-07T12:00:00"]} if creation_times else {}
+    paimon_java.write_partitions(root, partitions=[[second]], **times)
+
+
+def plan_typed(root, *, strategy: str, now: dt.datetime, formatter: str | None = None):
+    zone = system_zone()
+    t = open_table(root)
+    opts = resolve_partition_options(t.options, expiration_time="1 d", strategy=strategy, time_zone=zone,
+                                     timestamp_formatter=formatter, system_zone=zone)
+    return plan_partitions(t, now_ms=partitions.epoch_ms(now, zone), options=opts)
+
+
+@pytest.mark.parametrize("type_, formatter, expired", [("INT", "yyyyMMdd", ["20230101"]), ("INT", None, None),
+                                                       ("DATE", None, None), ("DATE", "yyyyMMdd", None),
+                                                       ("TIMESTAMP(3)", None, None)])
+def test_typed_partitions_under_values_time_as_in_current_paimon(paimon_java, current_paimon, tmp_path, type_,
+                                                                 formatter, expired):
+    """Paimon reads the text of the Java value: an INT's digits, a DATE's epoch day (``19358``), a
+    TIMESTAMP's ``LocalDateTime#toString`` (``2023-01-01T10:00``). Only the INT read with a formatter is a
+    time; where no partition reads as one, 1.4.2 drops nothing and lakesweep refuses to plan."""
+    ours = str(tmp_path / "ours")
+    typed_table(paimon_java, ours, type_)
+    now = dt.datetime(2023, 1, 4)
+    theirs = shutil.copytree(ours, tmp_path / "theirs")
+    java = current_paimon.expire_partitions(theirs, expiration_time="1 d", now=now.isoformat(),
+                                            timestamp_formatter=formatter)
+    if expired is None:
+        assert java == {"expired": [], "snapshots": []}
+        with pytest.raises(PlanRejected, match="no partition's value can be read as a time"):
+            plan_typed(ours, strategy="values-time", now=now, formatter=formatter)
+    else:
+        plan = plan_typed(ours, strategy="values-time", now=now, formatter=formatter)
+        assert [p["spec"] for p in plan.scope["partitions"]] == [{"dt": v} for v in expired] == java["expired"]
+
+
+@pytest.mark.parametrize("type_", ["DATE", "TIMESTAMP(3)"])
+def test_typed_partitions_under_update_time_as_in_current_paimon(paimon_java, current_paimon, tmp_path, type_):
+    """update-time drops the partition whose files are old. 1.4.2 names a DATE partition by its epoch day
+    and casts that back: it drops the same partition lakesweep drops. It names a TIMESTAMP partition
+    ``2023-01-01T10:00``, which its drop cannot cast back: it fails and commits nothing (0.9 too), where
+    lakesweep drops it."""
+    ours, theirs = str(tmp_path / "ours"), str(tmp_path / "theirs")
+    typed_table(paimon_java, ours, type_, creation_times=True)
+    shutil.copytree(ours, theirs)
+    now = dt.datetime(2023, 1, 8)
+    first, second = [p["path"].rstrip("/") for p in paimon_java.partitions(ours)]
+    plan = plan_typed(ours, strategy="update-time", now=now)
+    assert [p["partition"] for p in plan.scope["partitions"]] == [first]
+    apply(plan, tmp_path / "j.duckdb")
+    assert [p["path"].rstrip("/") for p in paimon_java.partitions(ours)] == [second]
+    if type_ == "DATE":
+        java = current_paimon.expire_partitions(theirs, expiration_time="1 d", now=now.isoformat(),
+                                                strategy="update-time")
+        assert java["expired"] == [{"dt": "19358"}]
+        assert [p["path"].rstrip("/") for p in paimon_java.partitions(theirs)] == [second]
+        partitions.compare(paimon_java, ours, theirs)
+    else:
+        with pytest.raises(HarnessError, match="Text '2023-01-01T10:00' could not be parsed"):
+            current_paimon.expire_partitions(theirs, expiration_time="1 d", now=now.isoformat(),
+                                             strategy="update-time")
+        assert [p["path"].rstrip("/") for p in paimon_java.partitions(theirs)] == [first, second]
+
+
 # ---------------------------------------------------------------- tags: deleteTag, TagTimeExpire, TagAutoCreation
 
 
@@ -188,3 +260,93 @@ def test_changelog_expiry_deletes_what_current_paimon_deletes(paimon_java, curre
     assert theirs is not None and plan.actions
     changelog.assert_same_deletes(before, ours, theirs)
     assert verify_table(open_table(ours)).whole and verify_table(open_table(theirs)).whole
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("producer", sorted(changelog.PRODUCERS))
+@pytest.mark.parametrize("seed", range(2, 8))
+def test_changelog_expiry_deletes_what_current_paimon_deletes_on_more_histories(paimon_java, current_paimon,
+                                                                               tmp_path, seed, producer):
+    harness = With(paimon_java, current_paimon, "expire_changelog")
+    ours, theirs, _, before = changelog.run(harness, tmp_path, seed=seed, producer=producer, retain=4 + seed % 5,
+                                            tags=seed % 2 == 0)
+    assert theirs is not None
+    changelog.assert_same_deletes(before, ours, theirs)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("producer, seed", [("none", 1), ("input", 0)])
+def test_directories_left_empty_go_as_current_paimons_do(paimon_java, current_paimon, tmp_path, producer, seed):
+    changelog.test_directories_left_empty_go_as_paimons_do(With(paimon_java, current_paimon, "expire_changelog"),
+                                                           tmp_path, producer, seed)
+
+
+def test_a_consumer_bounds_changelog_expiry_as_in_current_paimon(paimon_java, current_paimon, tmp_path):
+    changelog.test_a_consumer_bounds_both_expiries_alike(With(paimon_java, current_paimon, "expire_changelog"),
+                                                         tmp_path)
+
+
+@pytest.mark.parametrize("producer, with_list", [("input-unmerged", True), ("input-unmerged", False)])
+def test_lists_a_failed_snapshot_deletion_left_go_as_in_current_paimon(paimon_java, current_paimon, tmp_path,
+                                                                       producer, with_list):
+    """#7429, which 0.9 gets wrong (test_changelog_vs_paimon): 1.4.2 cleans only the changelog list of a
+    changelog that has one and holds the earliest snapshot's manifests, as master and lakesweep do."""
+    ours, victim, saved = changelog.lists_left_behind(paimon_java, tmp_path, producer, with_list)
+    theirs, plan, before, error = changelog.both_expire(With(paimon_java, current_paimon, "expire_changelog"),
+                                                        tmp_path, ours, retain=5)
+    assert error is None and plan.begin <= victim.id < plan.end
+    deleted = changelog.assert_same_deletes(before, ours, theirs)
+    restored = {f"manifest/{n}" for n in saved}
+    assert restored.isdisjoint(deleted) if with_list else restored <= deleted
+    assert verify_table(open_table(ours)).whole and verify_table(open_table(theirs)).whole
+
+
+def test_a_range_before_the_earliest_changelog_fails_in_current_paimon_too(paimon_java, current_paimon, tmp_path):
+    """#7923 is fixed in master only: with more changelogs retained than there are, 1.4.2 fails as 0.9 does
+    on the changelog before the earliest one (lakesweep plans nothing, as master does), and at exactly as many
+    it writes the EARLIEST hint where it already points."""
+    changelog.test_a_range_before_the_earliest_changelog_fails_in_0_9_and_plans_nothing(
+        With(paimon_java, current_paimon, "expire_changelog"), tmp_path)
+
+
+def test_a_missing_changelog_stops_current_paimon_midway_too(paimon_java, current_paimon, tmp_path):
+    """Master passes a missing changelog over (tryGetChangelog); 1.4.2 still reads it as required
+    (longLivedChangelog): it expires those before it and fails on it as 0.9 does, writing no hint."""
+    changelog.test_a_missing_changelog_stops_0_9_midway_and_master_past_it(
+        With(paimon_java, current_paimon, "expire_changelog"), tmp_path)
+
+
+# ---------------------------------------------------------------- consumers: ConsumerManager#expire, and expiry
+
+
+def test_consumer_expiry_agrees_with_current_paimon(paimon_java, current_paimon, tmp_path):
+    from tests.applier.test_consumers import test_agrees_with_paimons_consumer_expiry
+
+    test_agrees_with_paimons_consumer_expiry(With(paimon_java, current_paimon, "expire_consumers"), tmp_path, 1)
+
+
+@pytest.mark.parametrize("kind", ["pk"])
+def test_a_consumer_bounds_snapshot_expiry_as_in_current_paimon(paimon_java, current_paimon, tmp_path, kind):
+    """A streaming reader's consumer file inside the history: 1.4.2's ExpireSnapshotsImpl and lakesweep both
+    stop at its next snapshot, though the retain settings would let more go."""
+    from planner.expire import plan_expire
+    from planner.options import TIME_RULE_OWN, resolve_expire_options
+    from applier.local import apply_locally
+    from tests.differential.test_expire_vs_paimon import hint, tree
+
+    ours, theirs = str(tmp_path / "ours"), str(tmp_path / "theirs")
+    g = paimon_java.generate(ours, seed=3, kind=kind, steps=20, ops={"consumer": 0})
+    reads = g["snapshots"][len(g["snapshots"]) // 2]["id"]
+    os.makedirs(os.path.join(ours, "consumer"), exist_ok=True)
+    with open(os.path.join(ours, "consumer", "consumer-job"), "w") as f:
+        json.dump({"nextSnapshot": reads}, f)
+    shutil.copytree(ours, theirs)
+    older_than = g["snapshots"][-1]["timeMillis"] + 1_000
+    current_paimon.expire(theirs, retain_min=1, retain_max=1, max_deletes=1000, older_than_ms=older_than)
+    t = open_table(ours)
+    plan = plan_expire(t, now_ms=older_than, options=resolve_expire_options(
+        t.options, retain_min=1, retain_max=1, time_retained=0, max_deletes=1000, time_rule=TIME_RULE_OWN))
+    assert all(r.outcome != "FAILED" for r in apply_locally(plan))
+    assert plan.end == reads
+    assert tree(ours) == tree(theirs) and hint(ours) == hint(theirs) == str(reads)
+    assert open_table(theirs).earliest_latest()[0] == reads
