@@ -125,11 +125,11 @@ def typed_table(paimon_java, root, type_: str, *, creation_times: bool = False) 
     paimon_java.write_partitions(root, partitions=[[second]], **times)
 
 
-def plan_typed(root, *, strategy: str, now: dt.datetime, formatter: str | None = None):
+def plan_typed(root, *, strategy: str, now: dt.datetime, formatter: str | None = None, pattern: str | None = None):
     zone = system_zone()
     t = open_table(root)
     opts = resolve_partition_options(t.options, expiration_time="1 d", strategy=strategy, time_zone=zone,
-                                     timestamp_formatter=formatter, system_zone=zone)
+                                     timestamp_formatter=formatter, timestamp_pattern=pattern, system_zone=zone)
     return plan_partitions(t, now_ms=partitions.epoch_ms(now, zone), options=opts)
 
 
@@ -185,6 +185,42 @@ def test_typed_partitions_under_update_time_as_in_current_paimon(paimon_java, cu
             current_paimon.expire_partitions(theirs, expiration_time="1 d", now=now.isoformat(),
                                              strategy="update-time")
         assert [p["path"].rstrip("/") for p in paimon_java.partitions(theirs)] == [first, second]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("keys, expired", [(["dt", "dt1"], []), (["dt1", "dt"], [{"dt1": "2023-01-01", "dt": "x"}])])
+def test_pattern_substitution_follows_key_order_in_current_paimon(paimon_java, current_paimon, tmp_path, keys,
+                                                                  expired):
+    """1.4.2 still replaces ``$key`` in key order, as 0.9 does: with keys (dt, dt1), ``$dt1`` becomes ``x1``
+    and never parses. Master, and lakesweep, replace the longest key first and read dt1."""
+    root = str(tmp_path / "t")
+    values = {"dt": "x", "dt1": "2023-01-01"}
+    paimon_java.write_partitions(root, partition_keys=[(k, "STRING") for k in keys],
+                                 partitions=[[values[k] for k in keys]])
+    now = dt.datetime(2023, 1, 8)
+    plan = plan_typed(root, strategy="values-time", now=now, pattern="$dt1")
+    assert [p["spec"] for p in plan.scope["partitions"]] == [{k: values[k] for k in keys}]
+    java = current_paimon.expire_partitions(root, expiration_time="1 d", now=now.isoformat(),
+                                            timestamp_pattern="$dt1")
+    assert java["expired"] == expired
+
+
+@pytest.mark.slow
+def test_a_value_with_a_comma_drops_another_partition_in_current_paimon(paimon_java, current_paimon, tmp_path):
+    """1.4.2 sorts the expired partitions by their values joined with commas and splits them again, so a
+    value holding a comma (``a,b``) becomes ``a``: it drops partition ``a``, which had not expired, and keeps
+    ``a,b``. Master sorts without splitting, and lakesweep drops ``a,b``."""
+    root = str(tmp_path / "t")
+    paimon_java.write_partitions(root, partition_keys=[("dt", "STRING")], partitions=[["a,b"]],
+                                 creation_times=["2023-01-02T00:00:00"])
+    paimon_java.write_partitions(root, partitions=[["a"]], creation_times=["2023-01-07T12:00:00"])
+    now = dt.datetime(2023, 1, 8)
+    plan = plan_typed(root, strategy="update-time", now=now)
+    assert [p["spec"] for p in plan.scope["partitions"]] == [{"dt": "a,b"}]
+    java = current_paimon.expire_partitions(root, expiration_time="1 d", now=now.isoformat(),
+                                            strategy="update-time")
+    assert java["expired"] == [{"dt": "a"}]
+    assert [p["spec"] for p in paimon_java.partitions(root)] == [{"dt": "a,b"}]
 
 
 # ---------------------------------------------------------------- tags: deleteTag, TagTimeExpire, TagAutoCreation
