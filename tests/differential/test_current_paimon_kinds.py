@@ -367,8 +367,10 @@ def test_consumer_expiry_agrees_with_current_paimon(paimon_java, current_paimon,
 
 
 def expire_both(current_paimon, ours: str, *, retain: int, older_than_ms: int):
-    """Copy ``ours``; 1.4.2's ExpireSnapshotsImpl expires the copy, lakesweep ``ours`` (own-time rule, which
-    1.4.2 has); the two trees and EARLIEST hints must be the same. Returns the plan."""
+    """Copy ``ours``; 1.4.2's ExpireSnapshotsImpl expires the copy, lakesweep ``ours``; the two trees and
+    EARLIEST hints must be the same. Returns the plan."""
+    # 1.4.2 expires a snapshot by its own time; the successor rule lakesweep follows by default is master's
+    # (2.0, not on Maven Central): lakesweep runs with --time-rule own here, as in test_current_paimon.py
     from applier.local import apply_locally
     from planner.expire import plan_expire
     from planner.options import TIME_RULE_OWN, resolve_expire_options
