@@ -15,11 +15,11 @@
 * A value that does not parse (or is null) is ``UnparseablePartition``: the partition is skipped, never
   expired.
 
-Typed values: a DATE partition is its date and a TIMESTAMP its date-time (Paimon since 1.3 reads them so;
-0.9 and 1.x before saw a DATE as its number of days since 1970, which never parses). Other types are their
-text, INT included (Paimon since 1.3 reads any Java Integer as days since 1970, a DATE's encoding, so an
-INT partition ``20230101`` becomes a date in the year 57358 and never expires there; lakesweep reads the
-digits as the formatter says).
+Typed values are the text of the Java object Paimon's ``RowDataToObjectArrayConverter`` gives (0.9, 1.4.2
+and master alike): a DATE is its number of days since 1970 (``19358``), which the default formatter does not
+read, so values-time keeps DATE partitions; a TIMESTAMP is ``LocalDateTime#toString`` (``2023-01-01T10:00``);
+an INT its digits. (#6664 read DATE and TIMESTAMP values as their own time; it was reverted the day it was
+merged and is in no release.)
 """
 
 from __future__ import annotations
@@ -33,7 +33,6 @@ from engine.errors import PlanRejected
 from engine.paimon.partition import TimestampValue, partition_value_str
 from engine.paimon.types import DataType
 
-_EPOCH_DAY = _dt.date(1970, 1, 1)
 _MAX_YEAR = 999_999_999
 
 
@@ -45,37 +44,34 @@ class UnparseablePartition(ValueError):
 
 
 def java_value_string(value, data_type: DataType) -> str | None:
-    """The text of one decoded partition value as the extractor substitutes it (None for null): a DATE
-    as ``yyyy-MM-dd``, a TIMESTAMP as Java's ``LocalDateTime.toString`` with a space for the ``T``, other
-    types as Paimon writes them in paths."""
+    """The text of one decoded partition value as the extractor substitutes it (None for null): Java's
+    ``toString`` of the converted value, so a DATE is its epoch day and a TIMESTAMP ``LocalDateTime#toString``;
+    other types as Paimon writes them in paths."""
     if value is None:
         return None
-    typed = _typed(value, data_type)
-    if typed is not None:
-        return _typed_text(typed)
+    if data_type.root == "DATE" and isinstance(value, int):
+        return str(value)
+    if data_type.root in ("TIMESTAMP", "TIMESTAMP_LTZ") and isinstance(value, TimestampValue):
+        return _java_local_date_time(value)
     return partition_value_str(value, data_type, legacy=False, field="")
 
 
-def _typed(value, data_type: DataType) -> _dt.datetime | None:
-    root = data_type.root
-    if root == "DATE" and isinstance(value, int):
-        return _dt.datetime.combine(_EPOCH_DAY + _dt.timedelta(days=value), _dt.time())
-    if root == "TIMESTAMP" and isinstance(value, TimestampValue):
-        return _dt.datetime(1970, 1, 1) + _dt.timedelta(milliseconds=value.millis,
-                                                         microseconds=value.nano_of_milli // 1000)
-    return None
-
-
-def _typed_text(t: _dt.datetime) -> str:
-    """Paimon's ``formatTypedValue``: the date alone at midnight, else ``LocalDateTime.toString`` (seconds
-    only when not zero) with a space."""
-    if t.time() == _dt.time():
-        return t.date().isoformat()
-    text = f"{t.date().isoformat()} {t.hour:02d}:{t.minute:02d}"
-    if t.second or t.microsecond:
+def _java_local_date_time(value: TimestampValue) -> str:
+    """``LocalDateTime#toString``: seconds only when they or the fraction are not zero, the fraction in
+    groups of three digits."""
+    seconds, ms = divmod(value.millis, 1000)
+    t = _dt.datetime(1970, 1, 1) + _dt.timedelta(seconds=seconds)
+    nanos = ms * 1_000_000 + value.nano_of_milli
+    text = f"{t.date().isoformat()}T{t.hour:02d}:{t.minute:02d}"
+    if t.second or nanos:
         text += f":{t.second:02d}"
-    if t.microsecond:
-        text += f".{t.microsecond:06d}".rstrip("0") if t.microsecond % 1000 else f".{t.microsecond // 1000:03d}"
+    if nanos:
+        if nanos % 1_000_000 == 0:
+            text += f".{nanos // 1_000_000:03d}"
+        elif nanos % 1000 == 0:
+            text += f".{nanos // 1000:06d}"
+        else:
+            text += f".{nanos:09d}"
     return text
 
 
@@ -405,16 +401,10 @@ class PartitionTimeExtractor:
 
     def extract(self, keys: Sequence[str], values: Sequence, types: Sequence[DataType] | None = None) -> _dt.datetime:
         """The time of a partition: ``values`` decoded (with ``types``) or already text (``types`` None)."""
-        if types is not None:
-            typed = [_typed(v, t) if v is not None else None for v, t in zip(values, types)]
-            texts = [java_value_string(v, t) for v, t in zip(values, types)]
-        else:
-            typed, texts = [None] * len(values), list(values)
+        texts = [java_value_string(v, t) for v, t in zip(values, types)] if types is not None else list(values)
         if self.pattern is None:
             if not texts or texts[0] is None:
                 raise UnparseablePartition("the partition value is null")
-            if typed and typed[0] is not None and len(values) == 1:
-                return typed[0]
             return self.parse(texts[0])
         if any(texts[i] is None for i, k in enumerate(keys) if f"${k}" in self.pattern):
             raise UnparseablePartition("a partition value the pattern uses is null")

@@ -204,17 +204,9 @@ def test_a_deletion_vector_table_paimon_0_9_cannot_expire_is_expired_as_master_d
     assert verify_table(open_table(root)).whole
 
 
-@pytest.mark.parametrize("producer, with_list", [("input-unmerged", True), ("input-unmerged", False),
-                                                 ("lookup", True)])
-def test_lists_a_failed_snapshot_deletion_left_break_the_table_in_0_9_only(paimon_java, tmp_path, producer,
-                                                                           with_list):
-    """#7429 (ChangelogExpireTest#testChangelogExpireWithUncleanedManifestLists on a table Paimon wrote): a
-    snapshot's base and delta lists, which snapshot expiry deleted ('input', 'lookup'), are put back as a
-    failed deletion leaves them. 0.9 cleans them with every manifest they name that is not in its skipping
-    set, which lacks the earliest snapshot: manifests the live snapshots still use go, and the table is no
-    longer whole. Master, and lakesweep, clean only the changelog list of a changelog that has one (the two
-    lists leak), and hold the earliest snapshot's manifests when cleaning the lists of one that has not
-    (a compaction's, here)."""
+def lists_left_behind(paimon_java, tmp_path, producer: str, with_list: bool):
+    """A decoupled table whose snapshot expiry failed to delete one snapshot's base and delta lists: they
+    are put back after it. Returns (the root, that snapshot, {list name: its bytes})."""
     kind, options = PRODUCERS[producer]
     ours = str(tmp_path / "ours")
     paimon_java.generate(ours, seed=1, kind=kind, steps=24, partitions=2, options={**options, **UNMERGED},
@@ -234,6 +226,21 @@ def test_lists_a_failed_snapshot_deletion_left_break_the_table_in_0_9_only(paimo
         assert not os.path.exists(path)
         with open(path, "wb") as f:
             f.write(data)
+    return ours, victim, saved
+
+
+@pytest.mark.parametrize("producer, with_list", [("input-unmerged", True), ("input-unmerged", False),
+                                                 ("lookup", True)])
+def test_lists_a_failed_snapshot_deletion_left_break_the_table_in_0_9_only(paimon_java, tmp_path, producer,
+                                                                           with_list):
+    """#7429 (ChangelogExpireTest#testChangelogExpireWithUncleanedManifestLists on a table Paimon wrote): a
+    snapshot's base and delta lists, which snapshot expiry deleted ('input', 'lookup'), are put back as a
+    failed deletion leaves them. 0.9 cleans them with every manifest they name that is not in its skipping
+    set, which lacks the earliest snapshot: manifests the live snapshots still use go, and the table is no
+    longer whole. Master, and lakesweep, clean only the changelog list of a changelog that has one (the two
+    lists leak), and hold the earliest snapshot's manifests when cleaning the lists of one that has not
+    (a compaction's, here)."""
+    ours, victim, saved = lists_left_behind(paimon_java, tmp_path, producer, with_list)
     theirs, plan, before, error = both_expire(paimon_java, tmp_path, ours, retain=5)
     assert error is None and plan.begin <= victim.id < plan.end
     deleted_ours, deleted_theirs = before - listing(ours), before - listing(theirs)

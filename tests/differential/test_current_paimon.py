@@ -1,6 +1,7 @@
 """Differentials against current Apache Paimon (paimon-bundle, pinned in tests/support/maven.py), beside the
 0.9 ones: the same seeded histories, written by Paimon 0.9's harness, expired by current Paimon's
-``ExpireSnapshotsImpl`` on one copy and by lakesweep on the other."""
+``ExpireSnapshotsImpl`` on one copy and by lakesweep on the other. Partition, tag, changelog and consumer
+expiry against current Paimon are in test_current_paimon_kinds.py."""
 
 from __future__ import annotations
 

@@ -123,18 +123,31 @@ def test_null_values_are_unparseable():
         PartitionTimeExtractor(pattern="$dt $h:00:00").extract(["dt", "h"], ["2023-01-01", None])
 
 
-def test_typed_dates_and_timestamps_are_their_own_time():
+def test_typed_dates_and_timestamps_are_read_as_the_text_of_javas_values():
+    """A DATE is its epoch day (``19358``), which the default formatter does not read: values-time keeps it,
+    as Paimon 0.9 and 1.4.2 do (test_current_paimon_kinds). A TIMESTAMP is ``LocalDateTime#toString``."""
     date, ts = DataType("DATE", raw="DATE"), DataType("TIMESTAMP", precision=3, raw="TIMESTAMP(3)")
     days = (dt.date(2025, 10, 10) - dt.date(1970, 1, 1)).days
-    assert PartitionTimeExtractor().extract(["d"], [days], [date]) == T("2025-10-10 00:00")
-    assert PartitionTimeExtractor(formatter="yyyyMMdd").extract(["d"], [days], [date]) == T("2025-10-10 00:00")
-    at = TimestampValue(int((dt.datetime(2023, 1, 15, 10, 30, 45) - dt.datetime(1970, 1, 1)).total_seconds() * 1000))
-    assert PartitionTimeExtractor().extract(["ts"], [at], [ts]) == T("2023-01-15 10:30:45")
-    assert java_value_string(days, date) == "2025-10-10"
-    assert java_value_string(at, ts) == "2023-01-15 10:30:45"
-    # with a pattern, the typed value is written out and read like text
-    e = PartitionTimeExtractor(pattern="$d 06:00:00")
-    assert e.extract(["d"], [days], [date]) == T("2025-10-10 06:00")
+    assert java_value_string(days, date) == "20371"
+    for formatter in (None, "yyyyMMdd", "yyyy-MM-dd"):
+        with pytest.raises(UnparseablePartition, match="text '20371' could not be parsed"):
+            PartitionTimeExtractor(formatter=formatter).extract(["d"], [days], [date])
+    with pytest.raises(UnparseablePartition, match="text '20371 06:00:00' could not be parsed"):
+        PartitionTimeExtractor(pattern="$d 06:00:00").extract(["d"], [days], [date])
+
+    def at(text: str, nano_of_milli: int = 0) -> TimestampValue:
+        d = dt.datetime.fromisoformat(text) - dt.datetime(1970, 1, 1)
+        return TimestampValue(d // dt.timedelta(milliseconds=1), nano_of_milli)
+
+    assert java_value_string(at("2023-01-15 10:30:00"), ts) == "2023-01-15T10:30"
+    assert java_value_string(at("2023-01-15 10:30:45"), ts) == "2023-01-15T10:30:45"
+    assert java_value_string(at("2023-01-15 10:30:00.120"), ts) == "2023-01-15T10:30:00.120"
+    assert java_value_string(at("2023-01-15 10:30:00.120", 500_000), ts) == "2023-01-15T10:30:00.120500"
+    assert java_value_string(at("2023-01-15 00:00:00", 7), ts) == "2023-01-15T00:00:00.000000007"
+    with pytest.raises(UnparseablePartition, match="text '2023-01-15T10:30:45' could not be parsed"):
+        PartitionTimeExtractor().extract(["ts"], [at("2023-01-15 10:30:45")], [ts])
+    quoted = PartitionTimeExtractor(formatter="yyyy-MM-dd'T'HH:mm[:ss]")
+    assert quoted.extract(["ts"], [at("2023-01-15 10:30:45")], [ts]) == T("2023-01-15 10:30:45")
 
 
 def test_an_int_partition_is_its_digits():

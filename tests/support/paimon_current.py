@@ -1,9 +1,11 @@
-"""Current Apache Paimon's own expiry and orphan clean (``paimon-bundle``, pinned in tests/support/maven.py).
+"""Current Apache Paimon's own maintenance (``paimon-bundle``, pinned in tests/support/maven.py): snapshot,
+partition, tag, changelog and consumer expiry and orphan clean.
 
 ``tests/support/java/CurrentPaimon.java`` is compiled once against the bundle (plus the Hadoop client jars
-that come with pyspark) into the test cache and run as one JVM per command. Its ``expire`` has the signature
-of the 0.9 harness's, so a differential written against 0.9 runs against current Paimon by swapping the
-object that expires. A missing JDK or ``mvn`` raises, as everywhere in the Java tests.
+that come with pyspark) into the test cache and run as one JVM per command. Each method has the signature
+of the 0.9 harness's namesake, so a differential written against 0.9 runs against current Paimon by swapping
+the object that does the maintenance. Paimon's failures raise ``HarnessError`` with its exception's message,
+as the 0.9 harness's do. A missing JDK or ``mvn`` raises, as everywhere in the Java tests.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ import tempfile
 from pathlib import Path
 
 from tests.support import maven
-from tests.support.paimon_java import JVM_QUIET_OPTIONS, build_classpath, cache_dir, check_jdk
+from tests.support.paimon_java import JVM_QUIET_OPTIONS, HarnessError, build_classpath, cache_dir, check_jdk
 
 SOURCE = Path(__file__).resolve().parent / "java" / "CurrentPaimon.java"
 TIMEOUT_S = 300
@@ -68,8 +70,13 @@ class CurrentPaimon:
                "-cp", os.pathsep.join(self.classpath), "CurrentPaimon", *args]
         proc = subprocess.run(cmd, capture_output=True, text=True, check=False, timeout=TIMEOUT_S)
         if proc.returncode != 0:
-            raise RuntimeError(f"Paimon {self.version} failed on {args[0]}:\n{proc.stderr[-4000:]}")
+            errors = [line for line in proc.stderr.splitlines() if line.startswith("ERROR ")]
+            message = errors[-1].split(": ", 1)[-1] if errors else f"Paimon {self.version} failed on {args[0]}"
+            raise HarnessError(message, trace=proc.stderr[-4000:], command={"cmd": args[0], "args": args[1:]})
         return [line for line in proc.stdout.splitlines() if line]
+
+    def _json(self, *args: str) -> dict:
+        return json.loads(self._run(*args)[-1])
 
     def expire(self, table: str | os.PathLike[str], *, retain_min: int, retain_max: int, max_deletes: int,
                older_than_ms: int, attempts: int = 5) -> dict:
@@ -97,3 +104,42 @@ class CurrentPaimon:
     def orphan_clean(self, table: str | os.PathLike[str], *, older_than_ms: int) -> list[str]:
         """``LocalOrphanFilesClean`` as a dry run: the absolute paths it would delete, sorted."""
         return self._run("orphans", os.fspath(table), str(older_than_ms))
+
+    def expire_partitions(self, table: str | os.PathLike[str], *, expiration_time: str, now: str,
+                          strategy: str | None = None, max_expires: int | None = None,
+                          timestamp_formatter: str | None = None, timestamp_pattern: str | None = None,
+                          options: dict[str, str] | None = None) -> dict:
+        """``PartitionExpire`` as the ``expire_partitions`` procedure builds it (its arguments as dynamic
+        options over the table's ``partition.*`` ones, check interval 0), at the local date-time ``now``
+        (ISO). Returns ``expired`` ({key: value} maps, in Paimon's order) and ``snapshots`` committed
+        (id, commitKind, commitUser)."""
+        given = {"partition.expiration-time": expiration_time, "partition.expiration-strategy": strategy,
+                 "partition.expiration-max-num": max_expires, "partition.timestamp-formatter": timestamp_formatter,
+                 "partition.timestamp-pattern": timestamp_pattern, **(options or {})}
+        return self._json("expire_partitions", os.fspath(table), now,
+                          *(f"{k}={v}" for k, v in given.items() if v is not None))
+
+    def delete_tags(self, table: str | os.PathLike[str], names) -> list[str]:
+        """``deleteTag`` (``TagManager#deleteTag`` with ``TagDeletion``) of each, in order; the tags left."""
+        return self._json("delete_tags", os.fspath(table), *names)["left"]
+
+    def expire_tags(self, table: str | os.PathLike[str], *, older_than: str | None = None) -> list[str]:
+        """``TagTimeExpire`` at the current time, ``withOlderThanTime`` the local date-time ``older_than``
+        (ISO) when given, as the ``expire_tags`` procedure runs it; the tag names left."""
+        return self._json("expire_tags", os.fspath(table), *([older_than] if older_than else []))["left"]
+
+    def auto_tag_create(self, table: str | os.PathLike[str], options: dict[str, str]) -> list[str]:
+        """``TagAutoCreation#run`` with ``options`` over the table's; the tag names left."""
+        return self._json("auto_tag_create", os.fspath(table), *(f"{k}={v}" for k, v in options.items()))["left"]
+
+    def expire_changelog(self, table: str | os.PathLike[str], *, retain_min: int, retain_max: int,
+                         time_retained_ms: int, max_deletes: int) -> dict:
+        """``ExpireChangelogImpl`` (decoupled changelog expiry) with these settings; ``{"expired": n}``."""
+        return self._json("expire_changelog", os.fspath(table), str(retain_min), str(retain_max),
+                          str(time_retained_ms), str(max_deletes))
+
+    def expire_consumers(self, table: str | os.PathLike[str], *, expire_date_time: str,
+                         branch: str = "main") -> list[str]:
+        """``ConsumerManager#expire`` on ``branch`` at the local date-time ``expire_date_time`` (ISO); the
+        consumer ids left."""
+        return self._json("expire_consumers", os.fspath(table), branch, expire_date_time)["left"]
