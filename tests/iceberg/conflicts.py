@@ -198,15 +198,41 @@ def lakesweep_plan(operation: str, cutoff_ms: int):
     return plan_compact(view, now_ms=now, options=resolve_compact_options(view.options, min_input_files=2))
 
 
-def lakesweep_side(ice, lake: Lake, tmp_path, operation: str, kind: str, ids: list[int], cutoff_ms: int) -> Verdict:
+class ChangingDuringTheMerge(DriverExecutor):
+    """An executor that runs ``change`` once, right after the first compaction bin is merged."""
+
+    def __init__(self, change) -> None:
+        super().__init__()
+        self.change = change
+
+    def map(self, fn, items, *, on_result) -> None:
+        def merge_then_change(task):
+            out = fn(task)
+            if self.change is not None:
+                self.change()
+                self.change = None
+            return out
+
+        super().map(merge_then_change, items, on_result=on_result)
+
+
+def lakesweep_side(ice, lake: Lake, tmp_path, operation: str, kind: str, ids: list[int], cutoff_ms: int, *,
+                   during_merge: bool = False) -> Verdict:
     plan = lakesweep_plan(operation, cutoff_ms)
     assert plan.actions
-    with java_catalog(ice, lake) as cat:
-        change(ice, lake, cat, kind, ids)
-    before, head, last = _before(lake)
+    seen = []
+
+    def commit_change() -> None:
+        with java_catalog(ice, lake) as cat:
+            change(ice, lake, cat, kind, ids)
+        seen.append(_before(lake))
+
+    executor = ChangingDuringTheMerge(commit_change) if during_merge else DriverExecutor()
+    if not during_merge:
+        commit_change()
     try:
         with DuckDBRecorder(tmp_path / f"j{next(_keys)}.duckdb") as rec:
-            report = apply_plan(plan, rec, executor=DriverExecutor())
+            report = apply_plan(plan, rec, executor=executor)
         held = {k: n for k, n in report.counts.items() if k in ("DROPPED", "SKIPPED_REFERENCED") and n}
         outcome = "committed" if report.commits and report.commits[0].get("version") is not None else "no commit"
         if held:
@@ -214,19 +240,22 @@ def lakesweep_side(ice, lake: Lake, tmp_path, operation: str, kind: str, ids: li
         detail = report.held_reason or ""
     except LakesweepError as e:
         outcome, detail = f"refused: {type(e).__name__}", str(e)
+    [(before, head, last)] = seen  # the change was made, once
     return judge(lake, before, head, last, outcome, detail)
 
 
-def twin(ice, lake: Lake, tmp_path, operation: str, kind: str,
-         java_options: dict[str, str] | None = None) -> tuple[Verdict, Verdict, Lake]:
+def twin(ice, lake: Lake, tmp_path, operation: str, kind: str, java_options: dict[str, str] | None = None, *,
+         during_merge: bool = False) -> tuple[Verdict, Verdict, Lake]:
     """(Iceberg Java's verdict, lakesweep's, the lake lakesweep changed) for ``operation`` with ``kind``
-    committed in between; ``java_options`` are further options of Iceberg's ``rewrite_data_files``."""
+    committed in between; ``java_options`` are further options of Iceberg's ``rewrite_data_files``. With
+    ``during_merge`` lakesweep's side commits the change after its apply merged the first bin, not before
+    the apply."""
     ids = history(lake)
     cutoff = int(time.time() * 1000)
     restore = put_aside(lake)
     java = java_side(ice, lake, operation, kind, ids, cutoff, java_options or {})
     lake = restore()
-    ours = lakesweep_side(ice, lake, tmp_path, operation, kind, ids, cutoff)
+    ours = lakesweep_side(ice, lake, tmp_path, operation, kind, ids, cutoff, during_merge=during_merge)
     return java, ours, lake
 
 

@@ -97,6 +97,17 @@ def test_an_equality_delete_then_an_append_during_a_compaction_is_undone_by_iceb
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("kind", ["equality delete, then append", "delete (merge-on-read)", "rollback"])
+def test_a_change_committed_while_lakesweep_merges_the_bins_holds_the_touched_bin_back(ice, lake, tmp_path, kind):
+    """lakesweep's side with the change committed later still: after its apply merged the first bin, before
+    the commit. The commit reads the table again and leaves the region=us bin out, as when the change
+    came before the apply."""
+    java, ours, _ = twin(ice, lake, tmp_path, "compact", kind, during_merge=True)
+    assert java.outcome == EXPECTED["compact", kind][0]
+    assert (ours.outcome, ours.lost) == (US_BIN, False)
+
+
+@pytest.mark.slow
 def test_without_use_starting_sequence_number_iceberg_java_refuses_the_compaction_and_loses_nothing(ice, lake,
                                                                                                   tmp_path):
     """The same race with ``use-starting-sequence-number=false``: the equality delete is validated, the whole
