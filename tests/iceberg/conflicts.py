@@ -120,6 +120,7 @@ class Verdict:
     deletes: list = field(default_factory=list)  # the head's live delete files (``live_deletes``)
     us_files: list = field(default_factory=list)  # the data sequence numbers of the head's region=us files
     last_sequence_number: int = 0  # of the table before the maintenance
+    counts: dict = field(default_factory=dict)  # Iceberg Java: the action's result
 
     @property
     def lost(self) -> bool:
@@ -127,7 +128,7 @@ class Verdict:
 
 
 def judge(lake: Lake, before: dict, head_before: collections.Counter, last_sequence_number: int, outcome: str,
-          detail: str) -> Verdict:
+          detail: str, counts: dict | None = None) -> Verdict:
     t = static(lake)
     after = snapshot_rows(t)
     changed = {sid: (before[sid], rows) for sid, rows in after.items() if sid in before and rows != before[sid]}
@@ -143,7 +144,7 @@ def judge(lake: Lake, before: dict, head_before: collections.Counter, last_seque
     missing = frozenset(p.removeprefix(root + "/") for p in needed_files(t) - files_on_disk(t))
     return Verdict(outcome, detail, changed, wrong, head_before, head, missing,
                    frozenset(after), {n: r.snapshot_id for n, r in t.metadata.refs.items()},
-                   live_deletes(t), live_data(t, "us"), last_sequence_number)
+                   live_deletes(t), live_data(t, "us"), last_sequence_number, counts or {})
 
 
 def _before(lake: Lake) -> tuple[dict, collections.Counter, int]:
@@ -176,8 +177,8 @@ def java_side(ice, lake: Lake, operation: str, kind: str, ids: list[int], cutoff
                 result = ice.action(key, "rewrite_data_files", **{"min-input-files": "2", **options})
             outcome, detail = "committed", str(result)
         except IcebergSparkError as e:
-            outcome, detail = refusal(e)
-    return judge(lake, before, head, last, outcome, detail)
+            result, (outcome, detail) = {}, refusal(e)
+    return judge(lake, before, head, last, outcome, detail, result)
 
 
 def lakesweep_plan(operation: str, cutoff_ms: int):

@@ -107,6 +107,30 @@ def test_a_change_committed_while_lakesweep_merges_the_bins_holds_the_touched_bi
     assert (ours.outcome, ours.lost) == (US_BIN, False)
 
 
+PARTIAL_PROGRESS = {
+    # the eu group commits on its own; the us group's commit fails validation and is logged, not raised
+    "delete (copy-on-write)": (4, 1, []),
+    "delete (merge-on-read)": (4, 1, [("POSITION_DELETES", 6)]),
+    # each group commits on its own: the second commit carries the first one's outputs over, at the
+    # starting sequence number, so the equality delete is not dropped and nothing is lost
+    "equality delete, then append": (8, 2, [("EQUALITY_DELETES", 6)]),
+    "rollback": (0, 0, []),  # every group's commit fails validation: nothing is rewritten
+}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("kind", sorted(PARTIAL_PROGRESS))
+def test_with_partial_progress_iceberg_java_commits_per_file_group_and_loses_nothing(ice, lake, tmp_path, kind):
+    """``partial-progress.enabled``: one commit per file group, a group whose commit fails is left out, as
+    lakesweep leaves out a bin. The #10312 race then loses nothing on this table, either."""
+    java, ours, _ = twin(ice, lake, tmp_path, "compact", kind, {"partial-progress.enabled": "true"})
+    rewritten, added, deletes = PARTIAL_PROGRESS[kind]
+    assert java.outcome == "committed" and not java.lost
+    assert (java.counts["rewritten_data_files"], java.counts["added_data_files"], java.deletes) == (rewritten, added,
+                                                                                                    deletes)
+    assert (ours.outcome, ours.lost) == (US_BIN, False)
+
+
 @pytest.mark.slow
 def test_without_use_starting_sequence_number_iceberg_java_refuses_the_compaction_and_loses_nothing(ice, lake,
                                                                                                   tmp_path):
