@@ -18,14 +18,14 @@ from tests.iceberg.conflicts import CHANGES, OPERATIONS, twin
 pytestmark = [pytest.mark.java, pytest.mark.spark]
 
 MANIFEST_GONE = "refused: ValidationException"  # "Deleted manifest ... could not be found in the latest snapshot"
-KEPT = "committed, 4 SKIPPED_REFERENCED"  # the kept snapshot, its manifest list and the files only it holds
+KEPT = "committed, 4 SKIPPED_REFERENCED"  # the kept snapshot's expire action and the files only it holds
 US_BIN = "committed, 4 DROPPED"  # the region=us bin (four inputs) left out, the eu bin compacted
 
 # (operation, concurrent change) -> (Iceberg Java's outcome, lakesweep's outcome). Iceberg Java loses data in
 # one case only (LOSES below); lakesweep in none.
 EXPECTED = {
-    # RemoveSnapshots re-applies its rule to the refreshed metadata: everything older than the cut-off but
-    # the new head goes, the snapshot the plan started from included. lakesweep expires what it planned,
+    # RemoveSnapshots re-applies its rule to the refreshed metadata: every snapshot older than the cut-off
+    # but the head goes, the head the action started from included. lakesweep expires what it planned,
     # less what the live table keeps.
     ("expire", "append"): ("committed", "committed"),
     ("expire", "delete (copy-on-write)"): ("committed", "committed"),
