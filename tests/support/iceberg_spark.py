@@ -10,6 +10,11 @@ A pyiceberg SQL catalog on SQLite is opened by Iceberg's ``JdbcCatalog`` under t
 (``catalog_name`` is a column of pyiceberg's tables): ``register_catalog(name, catalog_db, warehouse)``.
 The Spark catalog does not cache tables, so every statement reads the catalog as it is then.
 
+Besides SQL, the child runs Iceberg's Spark actions through its Java API on a table object held from
+earlier (``hold`` then ``action``): the action plans from the table as it was when held, and commits
+against the catalog as it is then, which is how a concurrent commit is put between an action's start and
+its commit. ``equality_delete`` commits an equality delete file (written by the caller) as a row delta.
+
 Typical use::
 
     with IcebergSpark.start() as ice:
@@ -115,6 +120,23 @@ class IcebergSpark:
                 f"{prefix}.warehouse": Path(warehouse).as_uri(), f"{prefix}.cache-enabled": "false"}
         self.call({"cmd": "conf", "conf": conf})
 
+    def hold(self, key: str, table: str) -> int | None:
+        """Load ``table`` (``catalog.ns.name``) and keep the object under ``key``; its current snapshot id."""
+        return self.call({"cmd": "hold", "key": key, "table": table})["snapshot_id"]
+
+    def action(self, key: str, action: str, **options: Any) -> dict[str, Any]:
+        """Run Iceberg's Spark action ``action`` (``expire_snapshots``, ``rewrite_manifests`` or
+        ``rewrite_data_files``) on the table held under ``key``; its result's counts. ``options``:
+        ``older_than_ms`` and ``retain_last`` (expiry), string options of the rewrite (``rewrite_data_files``)."""
+        return self.call({"cmd": "action", "key": key, "action": action, "options": options})["result"]
+
+    def equality_delete(self, table: str, *, path: str, size: int, records: int, field_ids: list[int],
+                        partition_path: str | None) -> int:
+        """Commit the parquet equality delete file at ``path`` to ``table`` as a row delta (Iceberg's
+        ``RowDelta``), in partition ``partition_path`` of the current spec; the new snapshot id."""
+        return self.call({"cmd": "equality_delete", "table": table, "path": path, "size": size, "records": records,
+                          "field_ids": field_ids, "partition_path": partition_path})["snapshot_id"]
+
     def close(self) -> None:
         proc, self._proc = self._proc, None
         if proc is None:
@@ -143,6 +165,7 @@ def _serve(master: str, jars: str) -> None:
     for key, value in SESSION_CONF.items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
+    held: dict[str, Any] = {}
     for line in sys.stdin:
         command = json.loads(line)
         try:
@@ -155,12 +178,71 @@ def _serve(master: str, jars: str) -> None:
             elif command["cmd"] == "sql":
                 rows = [list(r) for r in spark.sql(command["sql"]).collect()]
                 answer = {"ok": True, "rows": json.loads(json.dumps(rows, default=str))}
+            elif command["cmd"] in _JAVA_API:
+                answer = {"ok": True, **_JAVA_API[command["cmd"]](spark, held, command)}
             else:
                 answer = {"ok": False, "error": f"unknown command {command['cmd']!r}"}
         except Exception as e:  # the test side raises it, with Spark's message
             answer = {"ok": False, "error": f"{type(e).__name__}: {e}"}
         protocol.write(json.dumps(answer) + "\n")
     spark.stop()
+
+
+def _load(spark, name: str):
+    return spark._jvm.org.apache.iceberg.spark.Spark3Util.loadIcebergTable(spark._jsparkSession, name)
+
+
+def _snapshot_id(table) -> int | None:
+    snapshot = table.currentSnapshot()
+    return None if snapshot is None else snapshot.snapshotId()
+
+
+def _hold(spark, held: dict, command: dict) -> dict:
+    held[command["key"]] = table = _load(spark, command["table"])
+    return {"snapshot_id": _snapshot_id(table)}
+
+
+def _action(spark, held: dict, command: dict) -> dict:
+    actions = spark._jvm.org.apache.iceberg.spark.actions.SparkActions.get(spark._jsparkSession)
+    table, options = held[command["key"]], dict(command["options"])
+    if command["action"] == "expire_snapshots":
+        r = (actions.expireSnapshots(table).expireOlderThan(options["older_than_ms"])
+             .retainLast(options.get("retain_last", 1)).execute())
+        result = {"deleted_data_files": r.deletedDataFilesCount(), "deleted_manifests": r.deletedManifestsCount(),
+                  "deleted_manifest_lists": r.deletedManifestListsCount()}
+    elif command["action"] == "rewrite_manifests":
+        r = actions.rewriteManifests(table).execute()
+        result = {"rewritten_manifests": len(list(r.rewrittenManifests())),
+                  "added_manifests": len(list(r.addedManifests()))}
+    elif command["action"] == "rewrite_data_files":
+        action = actions.rewriteDataFiles(table)
+        for key, value in options.items():
+            action = action.option(key, str(value))
+        r = action.execute()
+        result = {"rewritten_data_files": r.rewrittenDataFilesCount(), "added_data_files": r.addedDataFilesCount(),
+                  "failed_data_files": r.failedDataFilesCount()}
+    else:
+        raise ValueError(f"unknown action {command['action']!r}")
+    return {"result": result}
+
+
+def _equality_delete(spark, held: dict, command: dict) -> dict:
+    jvm = spark._jvm
+    table = _load(spark, command["table"])
+    ids = spark.sparkContext._gateway.new_array(jvm.int, len(command["field_ids"]))
+    for i, field_id in enumerate(command["field_ids"]):
+        ids[i] = field_id
+    builder = (jvm.org.apache.iceberg.FileMetadata.deleteFileBuilder(table.spec()).ofEqualityDeletes(ids)
+               .withPath(command["path"]).withFormat("parquet").withFileSizeInBytes(command["size"])
+               .withRecordCount(command["records"]))
+    if command["partition_path"]:
+        builder = builder.withPartitionPath(command["partition_path"])
+    table.newRowDelta().addDeletes(builder.build()).commit()
+    table.refresh()
+    return {"snapshot_id": _snapshot_id(table)}
+
+
+_JAVA_API = {"hold": _hold, "action": _action, "equality_delete": _equality_delete}
 
 
 if __name__ == "__main__":
