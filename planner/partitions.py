@@ -212,4 +212,6 @@ def _none_readable(unreadable: list[str], options: PartitionOptions) -> str:
     return (f"no partition's value can be read as a time with the {how}: "
             f"{'all ' if len(unreadable) > 1 else ''}{len(unreadable)} partition(s) would be skipped, e.g. "
             f"{unreadable[0]}; set --timestamp-formatter / --timestamp-pattern (partition.timestamp-formatter, "
-            "partition.timestamp-pattern) to match the partition values")
+            "partition.timestamp-pattern) to match the partition values, or plan with --strategy update-time "
+            "(partition.expiration-strategy), which goes by when each partition was last written (Paimon reads "
+            "a DATE partition as its day count since 1970, such as 19358, not as a date)")

@@ -194,7 +194,9 @@ def test_a_formatter_that_reads_no_partition_is_refused_as_a_misconfiguration(tm
         "no partition's value can be read as a time with the timestamp formatter 'yyyyMMdd': all 30 partition(s) "
         "would be skipped, e.g. dt=2024-01-01 (text '2024-01-01' could not be parsed); set --timestamp-formatter "
         "/ --timestamp-pattern (partition.timestamp-formatter, partition.timestamp-pattern) to match the "
-        "partition values")
+        "partition values, or plan with --strategy update-time (partition.expiration-strategy), which goes by "
+        "when each partition was last written (Paimon reads a DATE partition as its day count since 1970, such "
+        "as 19358, not as a date)")
     # the default formatter reads them, and they expire
     assert len(plan(b, now=dt.datetime(2024, 3, 1), strategy="values-time", expiration_time="2 d")
                .scope["partitions"]) == 30
