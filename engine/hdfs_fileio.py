@@ -173,8 +173,12 @@ class HdfsFileIO(FileIO):
         try:
             # non-recursive: the NameNode refuses a directory that is not empty (PathIsNotEmptyDirectoryException)
             return bool(self.client.delete(native, False))
-        except Exception:
+        except FileNotFoundError:
             return False
+        except Exception as e:
+            if "PathIsNotEmptyDirectoryException" in str(e):
+                return False
+            raise StorageError(path, f"cannot delete the directory: {_first_line(e)}") from e
 
     def _write_temporary(self, path: str, native: str, data: bytes) -> str:
         parent, _, name = native.rpartition("/")
@@ -216,8 +220,6 @@ class HdfsFileIO(FileIO):
             raise FileExistsError(path) from e
         except Exception as e:
             self._drop(tmp)
-            if self._status(path, native) is not None and "exist" in str(e).lower():
-                raise FileExistsError(path) from e
             raise StorageError(path, f"cannot create: {_first_line(e)}") from e
 
 

@@ -44,6 +44,8 @@ def test_an_unreachable_namenode_is_a_storage_error_naming_the_path_never_an_emp
         io.exists("hdfs://127.0.0.1:1/wh/t/snapshot/LATEST")
     with pytest.raises(StorageError, match="cannot stat: Connection refused"):
         io.delete("hdfs://127.0.0.1:1/wh/t/data-1.parquet")
+    with pytest.raises(StorageError, match="cannot open: Connection refused"):
+        io.read_bytes("hdfs://127.0.0.1:1/wh/t/snapshot/snapshot-1")
 
 
 @pytest.mark.java
@@ -111,3 +113,9 @@ def test_other_schemes_stay_refused_with_the_ones_that_work():
     with pytest.raises(InvalidLocation, match="unsupported scheme 'webhdfs': use a local path, s3://bucket/path "
                                               "or hdfs://namenode:port/path"):
         normalize_location("webhdfs://nn:9870/t")
+
+
+def test_an_unreachable_namenode_is_an_error_when_removing_a_directory_not_a_kept_one():
+    io = HdfsFileIO("127.0.0.1:1", {"dfs.client.failover.max.attempts": "0"})
+    with pytest.raises(StorageError, match="cannot stat: Connection refused"):
+        io.delete_empty_dir("hdfs://127.0.0.1:1/wh/t/dt=a/bucket-0")
