@@ -47,6 +47,15 @@ def download_tree(url: str, hdfs_root: str, local_root: str) -> None:
             out.write(f.read())
 
 
+def planned(plan_path, table: str) -> set[str]:
+    """The files a plan deletes, relative to the table root."""
+    from engine.plan import Verb
+    from engine.plan_io import read_plan
+
+    return {a.path[len(table) + 1:] if a.path.startswith(table + "/") else a.path
+            for a in read_plan(str(plan_path)).actions if a.verb is Verb.DELETE_FILE}
+
+
 def read_rows(warehouse: str, name: str) -> list[tuple]:
     from pypaimon import CatalogFactory
 
@@ -76,7 +85,9 @@ def test_a_paimon_table_on_hdfs_is_expired_cleaned_dropped_and_verified_through_
     assert doc["range"] == {"begin": 1, "end": 6}
     applied = ok("apply", tmp_path / "expire.plan", "--journal", journal, "--master", "local[1]", "-o", "json")
     assert applied["state"] == "COMPLETED" and applied["counts"]["DELETED"] == 14
-    assert list_tree(hdfs, root) == all_files(reference)
+    after = list_tree(hdfs, root)
+    assert after == all_files(reference)
+    assert all_files(w.path) - after == planned(tmp_path / "expire.plan", table)
 
     # orphans: two old files nothing references, and nothing else
     from hdfs_native import Client, WriteOptions
@@ -92,6 +103,7 @@ def test_a_paimon_table_on_hdfs_is_expired_cleaned_dropped_and_verified_through_
     doc = ok("plan", "orphans", table, "--out", tmp_path / "orphans.plan", "-o", "json")
     applied = ok("apply", tmp_path / "orphans.plan", "--journal", journal, "--master", "local[1]", "-o", "json")
     assert applied["state"] == "COMPLETED" and applied["counts"]["DELETED"] == 2
+    assert planned(tmp_path / "orphans.plan", table) == {p[len(root) + 1:] for p in orphans}
     assert list_tree(hdfs, root) == before - {p[len(root) + 1:] for p in orphans}
 
     # partitions: one OVERWRITE snapshot committed on HDFS, no file deleted
