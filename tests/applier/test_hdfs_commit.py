@@ -1,6 +1,6 @@
 """Commits on HDFS: a partition drop publishes its snapshot with create-if-absent on the NameNode, and a
 snapshot id another writer took first is lost cleanly (nothing overwritten, the attempt's files removed,
-the drop retried on the new latest snapshot)."""
+the drop retried on the new latest snapshot), and current Paimon's Java core reads the result on HDFS."""
 
 from __future__ import annotations
 
@@ -22,6 +22,7 @@ from planner.options import resolve_partition_options
 from planner.partitions import plan_partitions
 from tests.support import pypaimon_tables as pt
 from tests.support.hdfs import list_tree, upload_tree
+from tests.support.paimon_current import CurrentPaimon
 
 pytestmark = pytest.mark.java
 
@@ -32,7 +33,7 @@ def hdfs_table(hdfs, tmp_path):
     w = pt.write_demo_table(str(tmp_path / "wh"))
     root = f"/commit-{uuid.uuid4().hex[:8]}/demo_t"
     upload_tree(hdfs, w.path, root)
-    return f"{hdfs}{root}", root
+    return f"{hdfs}{root}", root, w
 
 
 def plan_drop(location):
@@ -43,7 +44,7 @@ def plan_drop(location):
 
 
 def test_publishing_a_taken_snapshot_id_returns_false_and_leaves_the_snapshot_as_it_was(hdfs_table):
-    location, _ = hdfs_table
+    location, _, _ = hdfs_table
     io = fileio_for(location)
     path = join(location, "snapshot", "snapshot-8")
     before = io.read_bytes(path)
@@ -55,7 +56,7 @@ def test_publishing_a_taken_snapshot_id_returns_false_and_leaves_the_snapshot_as
 
 def test_a_drop_that_loses_the_snapshot_id_to_another_writer_retries_and_commits_the_next(hdfs_table, tmp_path,
                                                                                          monkeypatch, hdfs):
-    location, root = hdfs_table
+    location, root, written = hdfs_table
     io = fileio_for(location)
     plan = plan_drop(location)
     assert [p["partition"] for p in plan.scope["partitions"]] == ["dt=2024-01-01"]
@@ -86,3 +87,6 @@ def test_a_drop_that_loses_the_snapshot_id_to_another_writer_retries_and_commits
         n.split("/", 1)[1] for n in manifests_before}
     assert new and new <= used | {s.index_manifest}
     assert verify_table(table).whole
+    # current Paimon's Java core reads the committed table on HDFS: the dropped partition is gone
+    assert CurrentPaimon().rows(location) == sorted((r["id"], r["dt"]) for r in written.expected_rows
+                                                    if r["dt"] != "2024-01-01")

@@ -97,3 +97,8 @@ class CurrentPaimon:
     def orphan_clean(self, table: str | os.PathLike[str], *, older_than_ms: int) -> list[str]:
         """``LocalOrphanFilesClean`` as a dry run: the absolute paths it would delete, sorted."""
         return self._run("orphans", os.fspath(table), str(older_than_ms))
+
+    def rows(self, table: str) -> list[tuple[int, str]]:
+        """The latest snapshot's rows of an append table of ``pypaimon_tables.APPEND_SCHEMA`` as (id, dt),
+        sorted, read through the Paimon FileIO of the location's scheme (Hadoop's for ``hdfs://``)."""
+        return sorted((int(i), dt) for i, dt in (line.split(" ", 1) for line in self._run("rows", table)))

@@ -3,8 +3,14 @@ import java.util.ArrayList;
 import java.util.Collections;
 import java.util.List;
 
+import org.apache.paimon.catalog.CatalogContext;
+import org.apache.paimon.data.InternalRow;
+import org.apache.paimon.fs.FileIO;
 import org.apache.paimon.fs.Path;
 import org.apache.paimon.fs.local.LocalFileIO;
+import org.apache.paimon.options.Options;
+import org.apache.paimon.reader.RecordReader;
+import org.apache.paimon.table.source.ReadBuilder;
 import org.apache.paimon.operation.LocalOrphanFilesClean;
 import org.apache.paimon.options.ExpireConfig;
 import org.apache.paimon.table.ExpireSnapshots;
@@ -19,10 +25,17 @@ import org.apache.paimon.table.FileStoreTableFactory;
  *                                                                 the milliseconds it took to set up
  *   orphans TABLE OLDER_THAN_MS                                   LocalOrphanFilesClean as a dry run: prints
  *                                                                 every path it would delete, sorted
+ *   rows TABLE                                                    the latest snapshot's rows as "id dt", read
+ *                                                                 through the FileIO of TABLE's scheme (Hadoop's
+ *                                                                 for hdfs://)
  */
 public final class CurrentPaimon {
     public static void main(String[] args) throws Exception {
-        FileStoreTable table = FileStoreTableFactory.create(LocalFileIO.create(), new Path(args[1]));
+        Path location = new Path(args[1]);
+        FileIO io = args[0].equals("rows")
+                ? FileIO.get(location, CatalogContext.create(new Options()))
+                : LocalFileIO.create();
+        FileStoreTable table = FileStoreTableFactory.create(io, location);
         switch (args[0]) {
             case "expire": {
                 ExpireConfig.Builder b = ExpireConfig.builder()
@@ -42,6 +55,16 @@ public final class CurrentPaimon {
                 // which the caller checks against the snapshot times
                 int expired = expire.expire();
                 System.out.println(expired + " " + (called - start));
+                break;
+            }
+            case "rows": {
+                ReadBuilder rb = table.newReadBuilder();
+                List<String> rows = new ArrayList<>();
+                try (RecordReader<InternalRow> reader = rb.newRead().createReader(rb.newScan().plan().splits())) {
+                    reader.forEachRemaining(row -> rows.add(row.getLong(0) + " " + row.getString(3)));
+                }
+                Collections.sort(rows);
+                rows.forEach(System.out::println);
                 break;
             }
             case "orphans": {
