@@ -217,7 +217,7 @@ def check_table(location: str, env: Mapping[str, str] | None = None) -> Check:
         loc = normalize_location(location)
     except ValueError as e:
         return Check("table", False, (("location", location),), str(e),
-                     "give a local path or s3://bucket/path/to/table")
+                     "give a local path, s3://bucket/path/to/table or hdfs://namenode:port/path/to/table")
     found = [("location", loc)]
     if loc.startswith("s3://"):
         s3_found, problem = _s3_settings(env)
@@ -277,6 +277,9 @@ def _without_userinfo(url: str) -> str:
 
 def _storage_fix(location: str, error: str) -> str:
     text = error.lower()
+    if location.startswith("hdfs://"):
+        return ("check that the NameNode (hdfs://host:port, its RPC port, not the web port) is reachable from this "
+                "machine, that the path exists and that this user may read it")
     if not location.startswith("s3://"):
         return "check that the path exists and that this user may read it"
     if any(s in text for s in ("access_denied", "accessdenied", "invalidaccesskeyid", "signaturedoesnotmatch",

@@ -126,7 +126,7 @@ app = typer.Typer(
         "expiry, orphan files, partitions, tags, consumers and changelogs (Paimon), manifests and compaction "
         "(Iceberg). Plans are files you review; apply runs them on Spark and journals every file.\n\n"
         "\b\n"
-        "Paimon (TABLE is the table's directory or s3:// location):\n"
+        "Paimon (TABLE is the table's directory, s3:// or hdfs:// location):\n"
         "  lakesweep inspect TABLE\n"
         "  lakesweep plan expire TABLE --out p.parquet\n"
         "  lakesweep show p.parquet\n"
@@ -241,14 +241,14 @@ def check_output_file(path, what: str, error: type[LakesweepError]) -> None:
 def refuse_inside_table(path, table_location: str, what: str, error: type[LakesweepError]) -> None:
     """Refuse to write ``path`` inside the table directory (``--out``, ``--journal``): lakesweep's own
     files must never look like, or replace, a table's files. Local paths are compared resolved (symlinks
-    followed); object-store locations by prefix."""
+    followed); object-store and HDFS locations by prefix."""
     from engine.fileio import normalize_location
 
     table = normalize_location(table_location)
     target = normalize_location(str(path))
-    if table.startswith("s3://") != target.startswith("s3://"):
+    if ("://" in table) != ("://" in target):
         return
-    if not table.startswith("s3://"):
+    if "://" not in table:
         table, target = os.path.realpath(table), os.path.realpath(target)
     if target == table or target.startswith(table.rstrip("/") + "/"):
         raise error(f"{what} {path} is inside the table {table_location}; write it outside the table directory")

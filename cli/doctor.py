@@ -31,7 +31,8 @@ def doctor(
     conf: List[str] = ConfOpt,
     journal: Optional[Path] = JournalOpt,
     table: Optional[str] = typer.Option(None, "--table", help="Also check this table's storage: a local path, "
-                                        "or s3://bucket/path (endpoint, credentials, one authenticated listing)."),
+                                        "s3://bucket/path (endpoint, credentials, one authenticated listing) or "
+                                        "hdfs://namenode:port/path (one listing)."),
     fmt: OutputFormat = OutputOpt,
 ):
     """Check that this machine can run lakesweep: Java, a Spark session whose executors import

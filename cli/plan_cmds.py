@@ -30,7 +30,8 @@ plan_app = typer.Typer(help="Make a cleanup plan (nothing is deleted; review it 
 app.add_typer(plan_app, name="plan")
 
 # Options every plan command has.
-TableArg = typer.Argument(..., help="Table location: a local path or s3://bucket/path.")
+TableArg = typer.Argument(..., help="Table location: a local path, s3://bucket/path or "
+                                   "hdfs://namenode:port/path.")
 PlanOutOpt = typer.Option(..., "--out", help="Where to write the plan (a Parquet file).")
 NowOpt = typer.Option(None, help="Plan as of this time: epoch ms or ISO-8601 (default: the current time).")
 TableOptionOpt = typer.Option([], "--option", help="Override a table option, key=value (repeatable).")
@@ -115,7 +116,8 @@ def _hours(value: Optional[int], flag: str) -> Optional[str]:
 @app.command(short_help="Show what lakesweep sees in a table.")
 @handle_errors
 def inspect(
-    table: str = typer.Argument(..., help="A Paimon table's location (a local path or s3://bucket/path), or with "
+    table: str = typer.Argument(..., help="A Paimon table's location (a local path, s3://bucket/path or "
+                                "hdfs://namenode:port/path), or with "
                                 "--catalog an Iceberg table's namespace.table."),
     branch: str = typer.Option("main", help="Paimon: the branch to inspect."),
     catalog: Optional[str] = CatalogOpt,

@@ -1,6 +1,8 @@
-"""Storage behind a small interface: local paths and ``s3://`` through pyarrow.fs, and an in-memory twin.
+"""Storage behind a small interface: local paths and ``s3://`` through pyarrow.fs, ``hdfs://`` through
+hdfs-native (``engine.hdfs_fileio``), and an in-memory twin.
 
-Paths are full location strings: ``/abs/path`` (or ``file:/abs/path``) and ``s3://bucket/key``.
+Paths are full location strings: ``/abs/path`` (or ``file:/abs/path``), ``s3://bucket/key`` and
+``hdfs://namenode:port/path``.
 A ``FileIO`` pickles (Spark ships it to executors): it keeps only its configuration and builds the
 pyarrow file system again on the other side.
 """
@@ -48,7 +50,8 @@ def normalize_location(location: str, *, relative_ok: bool = True) -> str:
     """The one canonical form of a location, used for table roots, external roots and external file paths.
 
     ``/abs``, ``file:/abs`` and ``file:///abs`` become the plain absolute path; ``s3://``, ``s3a://`` and
-    ``s3n://`` become ``s3://bucket/key``. No trailing '/'. A relative path is made absolute against the
+    ``s3n://`` become ``s3://bucket/key``; ``hdfs://namenode:port/path`` stays as it is spelled (the scheme
+    in lower case). No trailing '/'. A relative path is made absolute against the
     working directory only when ``relative_ok`` (a user's command-line input); locations read from
     metadata must be absolute. ``.``/``..`` and empty segments are refused in URIs and absolute paths
     rather than collapsed, so no location can name a different file than it spells. Anything else
@@ -69,8 +72,11 @@ def normalize_location(location: str, *, relative_ok: bool = True) -> str:
         return _plain_absolute(rest, location)
     if "://" in loc:
         scheme, rest = loc.split("://", 1)
+        if scheme.lower() == "hdfs":
+            return _hdfs_location(rest, location)
         if scheme.lower() not in ("s3", "s3a", "s3n"):
-            raise InvalidLocation(location, f"unsupported scheme {scheme!r}: use a local path or s3://bucket/path")
+            raise InvalidLocation(location, f"unsupported scheme {scheme!r}: use a local path, s3://bucket/path "
+                                            "or hdfs://namenode:port/path")
         bucket, _, key = rest.partition("/")
         if not bucket:
             raise InvalidLocation(location, "no bucket")
@@ -83,6 +89,20 @@ def normalize_location(location: str, *, relative_ok: bool = True) -> str:
             raise InvalidLocation(location, "not an absolute location")
         return os.path.abspath(loc)
     return _plain_absolute(loc, location)
+
+
+def _hdfs_location(rest: str, location: str) -> str:
+    authority, _, path = rest.partition("/")
+    if not authority or "@" in authority:
+        raise InvalidLocation(location, "an hdfs:// location names its NameNode: hdfs://namenode:port/path "
+                                        "(no user, no default file system)")
+    host, colon, port = authority.rpartition(":")
+    if colon and (not host or not port.isdigit()):
+        raise InvalidLocation(location, f"{authority!r} is not a NameNode's host:port")
+    path = path.rstrip("/")
+    if path:
+        _check_segments(path.split("/"), location)
+    return f"hdfs://{authority}/{path}" if path else f"hdfs://{authority}"
 
 
 def _check_segments(segments, location: str) -> None:
@@ -100,8 +120,9 @@ def _plain_absolute(path: str, location: str) -> str:
 
 
 def is_filesystem_root(location: str) -> bool:
-    """``/`` (after normalizing): never acceptable as a table root or an external data root."""
-    return location == "/"
+    """``/`` or ``hdfs://namenode`` (after normalizing): never acceptable as a table root or an external data
+    root."""
+    return location == "/" or (location.startswith("hdfs://") and "/" not in location[len("hdfs://"):])
 
 
 class FileIO(abc.ABC):
@@ -517,6 +538,10 @@ def s3_properties_from_env(env: Mapping[str, str] | None = None) -> dict[str, st
 
 def fileio_for(location: str, properties: Mapping[str, str] | None = None) -> FileIO:
     """The FileIO that serves a normalized location."""
+    if location.startswith("hdfs://"):
+        from engine.hdfs_fileio import HdfsFileIO
+
+        return HdfsFileIO(location[len("hdfs://"):].partition("/")[0])
     if location.startswith("s3://"):
         return ArrowFileIO("s3", {**s3_properties_from_env(), **(properties or {})})
     return ArrowFileIO("file", properties)

@@ -56,11 +56,22 @@ def s3_env(s3, monkeypatch):
     return s3
 
 
+@pytest.fixture(scope="session")
+def hdfs(tmp_path_factory):
+    """The URL of a real HDFS on loopback (Hadoop's MiniDFSCluster, tests/support/hdfs.py), one per session and
+    started only when a test asks for it; raises, never skips, when java or mvn is missing. Its tests get the
+    ``java`` marker (``MARKER_FIXTURES``)."""
+    from tests.support.hdfs import minicluster
+
+    with minicluster(str(tmp_path_factory.mktemp("hdfs"))) as url:
+        yield url
+
+
 # Fixtures that start a JVM or a store; a test using one (directly or through another fixture) gets the
 # marker, so that -m "not spark and not java and not s3" is the pure-Python tier.
 MARKER_FIXTURES = {
     "spark": frozenset({"spark", "cluster"}),
-    "java": frozenset({"paimon_java", "current_paimon"}),
+    "java": frozenset({"paimon_java", "current_paimon", "hdfs"}),
     "s3": frozenset({"s3", "s3_env", "mini"}),
 }
 

@@ -3,6 +3,7 @@
 import json
 import os
 import re
+import socket
 import subprocess
 import sys
 import uuid
@@ -168,3 +169,15 @@ def test_doctor_on_a_fresh_machine_path_reports_lakesweeps_interpreter_on_the_ex
     spark = {c["name"]: c for c in json.loads(r.stdout)["checks"]}["spark"]["found"]
     assert spark["executors' Python"].startswith(f"{sys.executable} (Python ")
     assert spark["chosen by"] == "lakesweep's own interpreter (the master runs on this machine)"
+
+
+def test_an_unreachable_namenode_fails_the_table_check_with_what_to_check():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    c = check_table(f"hdfs://127.0.0.1:{port}/wh/t")
+    assert not c.ok
+    assert c.problem.startswith(f"listing hdfs://127.0.0.1:{port}/wh/t failed: hdfs://127.0.0.1:{port}/wh/t: "
+                                "cannot list: Connection refused")
+    assert c.fix == ("check that the NameNode (hdfs://host:port, its RPC port, not the web port) is reachable from "
+                     "this machine, that the path exists and that this user may read it")

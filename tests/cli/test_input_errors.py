@@ -447,3 +447,16 @@ def test_a_journal_or_export_that_is_a_fifo_is_refused_instead_of_hanging(plan_f
     r = lakesweep("journal", "export", "--out", fifo, "--journal", journal, timeout=60)
     assert r.returncode == 1, r.stderr
     assert one_error_line(r.stderr) == f"error: cannot write the export {fifo}: it exists and is not a regular file"
+
+
+def test_an_output_inside_an_hdfs_table_is_refused_and_one_outside_it_is_not(tmp_path):
+    from cli.app import refuse_inside_table
+    from engine.errors import PlanRejected
+
+    table = "hdfs://nn:8020/wh/db.db/t"
+    with pytest.raises(PlanRejected) as e:
+        refuse_inside_table("hdfs://nn:8020/wh/db.db/t/plan.parquet", table, "--out", PlanRejected)
+    assert str(e.value) == (f"--out hdfs://nn:8020/wh/db.db/t/plan.parquet is inside the table {table}; "
+                            "write it outside the table directory")
+    refuse_inside_table("hdfs://nn:8020/wh/db.db/t2/plan.parquet", table, "--out", PlanRejected)
+    refuse_inside_table(str(tmp_path / "hdfs:" / "nn:8020" / "wh" / "db.db" / "t" / "p"), table, "--out", PlanRejected)

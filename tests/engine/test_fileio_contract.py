@@ -1,4 +1,5 @@
-"""One contract, every FileIO implementation (local files through pyarrow.fs, and the in-memory twin)."""
+"""One contract, every FileIO implementation (local files and S3 through pyarrow.fs, HDFS through hdfs-native,
+and the in-memory twin)."""
 
 import pickle
 
@@ -8,10 +9,17 @@ from engine.errors import AtomicCreateUnsupported, InvalidLocation, StorageError
 from engine.fileio import ArrowFileIO, DeleteOutcome, MemoryFileIO, join, normalize_location
 
 
-@pytest.fixture(params=["local", "memory", "s3"])
+@pytest.fixture(params=["local", "memory", "s3", pytest.param("hdfs", marks=pytest.mark.java)])
 def fio(request, tmp_path):
     if request.param == "local":
         return ArrowFileIO("file"), str(tmp_path)
+    if request.param == "hdfs":
+        import uuid
+
+        from engine.fileio import fileio_for
+
+        root = f"{request.getfixturevalue('hdfs')}/contract-{uuid.uuid4().hex[:8]}"
+        return fileio_for(root), root
     if request.param == "s3":
         import uuid
 
@@ -162,6 +170,8 @@ def test_s3_fileio_pickles_without_connecting():
         ("file:/tmp/t", "/tmp/t"),
         ("s3://bucket/wh/t/", "s3://bucket/wh/t"),
         ("s3a://bucket/t", "s3://bucket/t"),
+        ("hdfs://nn:8020/wh/t/", "hdfs://nn:8020/wh/t"),
+        ("HDFS://nn/wh/t", "hdfs://nn/wh/t"),
     ],
 )
 def test_normalize_location(given, expected):
@@ -169,8 +179,10 @@ def test_normalize_location(given, expected):
 
 
 def test_normalize_location_rejects_other_schemes():
-    with pytest.raises(InvalidLocation, match="unsupported scheme 'hdfs'"):
-        normalize_location("hdfs://nn/t")
+    with pytest.raises(InvalidLocation) as e:
+        normalize_location("viewfs://cluster/t")
+    assert str(e.value) == ("'viewfs://cluster/t': unsupported scheme 'viewfs': use a local path, s3://bucket/path "
+                            "or hdfs://namenode:port/path")
 
 
 @pytest.mark.parametrize("uri, expected", [
@@ -192,6 +204,10 @@ def test_every_spelling_of_a_location_normalizes_to_the_file_it_names(uri, expec
     ("/data/t/../other", "'.', '..' and empty path segments"),
     ("s3://bucket/a//b", "'.', '..' and empty path segments"),
     ("relative/t", "not an absolute location"),
+    ("hdfs:///wh/t", "an hdfs:// location names its NameNode"),
+    ("hdfs://user@nn:8020/t", "an hdfs:// location names its NameNode"),
+    ("hdfs://nn:port/t", "'nn:port' is not a NameNode's host:port"),
+    ("hdfs://nn:8020/wh/../t", "'.', '..' and empty path segments"),
     ("", "an empty location"),
 ])
 def test_locations_that_could_name_another_file_are_refused(uri, message):

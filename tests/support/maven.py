@@ -43,6 +43,15 @@ JAVA_REFERENCES: dict[str, Artifact] = {
     "sqlite-jdbc": Artifact("org.xerial", "sqlite-jdbc", "3.46.1.3"),
     # current Apache Paimon's Java core with its formats
     "paimon-bundle": Artifact("org.apache.paimon", "paimon-bundle", "1.4.2"),
+    # a real HDFS (MiniDFSCluster); it starts only with an SLF4J binding and JUnit 4 beside it
+    "hadoop-minicluster": Artifact("org.apache.hadoop", "hadoop-client-minicluster", "3.4.1"),
+    "slf4j-reload4j": Artifact("org.slf4j", "slf4j-reload4j", "1.7.36"),
+    "junit": Artifact("junit", "junit", "4.13.2"),
+}
+
+# Class paths of several references with their transitive dependencies (``java_class_path``).
+CLASS_PATHS: dict[str, tuple[str, ...]] = {
+    "hdfs-minicluster": ("hadoop-minicluster", "slf4j-reload4j", "junit"),
 }
 
 MAVEN_HINT = (
@@ -87,6 +96,45 @@ def java_reference(name: str, *, cache: Path | None = None) -> Path:
             )
         os.replace(fetched, target)
     return target
+
+
+def _pom(arts: list[Artifact]) -> str:
+    deps = "".join(f"<dependency><groupId>{a.group}</groupId><artifactId>{a.artifact}</artifactId>"
+                   f"<version>{a.version}</version></dependency>" for a in arts)
+    return ('<project xmlns="http://maven.apache.org/POM/4.0.0"><modelVersion>4.0.0</modelVersion>'
+            "<groupId>lakesweep.tests</groupId><artifactId>class-path</artifactId><version>0</version>"
+            f"<packaging>pom</packaging><dependencies>{deps}</dependencies></project>")
+
+
+def java_class_path(name: str, *, cache: Path | None = None) -> str:
+    """The class path (``:``-joined jars) of ``CLASS_PATHS[name]`` with their transitive dependencies: a pom
+    of those references, its jars copied by ``mvn dependency:copy-dependencies`` into
+    ``<cache>/maven/<name>-<versions>/`` the first time, and read from there after."""
+    try:
+        arts = [JAVA_REFERENCES[n] for n in CLASS_PATHS[name]]
+    except KeyError:
+        raise KeyError(f"no Java class path named {name!r}; known: {', '.join(sorted(CLASS_PATHS))}") from None
+    target = maven_dir(cache) / f"{name}-{'-'.join(a.version for a in arts)}"
+    done = target / ".complete"
+    if not done.is_file():
+        mvn = mvn_executable()
+        with tempfile.TemporaryDirectory(dir=target.parent, prefix="fetch-") as tmp:
+            (Path(tmp) / "pom.xml").write_text(_pom(arts))
+            jars = Path(tmp) / "jars"
+            cmd = [mvn, "-B", "-q", "dependency:copy-dependencies", f"-DoutputDirectory={jars}"]
+            proc = subprocess.run(cmd, cwd=tmp, capture_output=True, text=True, check=False)
+            if proc.returncode != 0 or not any(jars.glob("*.jar")):
+                raise RuntimeError(
+                    f"could not fetch {', '.join(a.coordinates for a in arts)} with their dependencies from Maven "
+                    f"Central (pinned in tests/support/maven.py):\n$ {' '.join(cmd)}\n{proc.stdout[-4000:]}\n"
+                    f"{proc.stderr[-4000:]}Check the network and Maven's settings (~/.m2/settings.xml), then run "
+                    "the tests again"
+                )
+            (jars / ".complete").write_text("")
+            if target.exists():
+                shutil.rmtree(target)
+            os.replace(jars, target)
+    return os.pathsep.join(str(p) for p in sorted(target.glob("*.jar")))
 
 
 def java_references(*names: str) -> list[Path]:

@@ -143,3 +143,8 @@ class CurrentPaimon:
         """``ConsumerManager#expire`` on ``branch`` at the local date-time ``expire_date_time`` (ISO); the
         consumer ids left."""
         return self._json("expire_consumers", os.fspath(table), branch, expire_date_time)["left"]
+
+    def rows(self, table: str) -> list[tuple[int, str]]:
+        """The latest snapshot's rows of an append table of ``pypaimon_tables.APPEND_SCHEMA`` as (id, dt),
+        sorted, read through the Paimon FileIO of the location's scheme (Hadoop's for ``hdfs://``)."""
+        return sorted((int(i), dt) for i, dt in (line.split(" ", 1) for line in self._run("rows", table)))

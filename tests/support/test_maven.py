@@ -23,8 +23,8 @@ def test_a_missing_mvn_is_an_error_that_says_how_to_install_it(tmp_path, monkeyp
 
 
 def test_an_unknown_reference_names_the_known_ones():
-    with pytest.raises(KeyError, match="no Java reference named 'iceberg'; known: iceberg-spark, paimon-bundle, "
-                                       "sqlite-jdbc"):
+    with pytest.raises(KeyError, match="no Java reference named 'iceberg'; known: hadoop-minicluster, iceberg-spark, "
+                                       "junit, paimon-bundle, slf4j-reload4j, sqlite-jdbc"):
         maven.java_reference("iceberg")
 
 
@@ -33,3 +33,13 @@ def test_a_reference_is_fetched_once_and_then_served_from_the_cache_without_mvn(
     assert jar.name == "sqlite-jdbc-3.46.1.3.jar" and jar.stat().st_size > 1_000_000
     monkeypatch.setenv("PATH", str(tmp_path))  # no mvn any more
     assert maven.java_reference("sqlite-jdbc") == jar
+
+
+def test_a_class_path_holds_its_references_and_their_dependencies_and_is_then_served_without_mvn(monkeypatch,
+                                                                                               tmp_path):
+    jars = maven.java_class_path("hdfs-minicluster").split(":")
+    names = {j.rsplit("/", 1)[-1] for j in jars}
+    assert {"hadoop-client-minicluster-3.4.1.jar", "slf4j-reload4j-1.7.36.jar", "junit-4.13.2.jar",
+            "hadoop-client-api-3.4.1.jar", "hadoop-client-runtime-3.4.1.jar", "hamcrest-core-1.3.jar"} <= names
+    monkeypatch.setenv("PATH", str(tmp_path))  # no mvn any more
+    assert maven.java_class_path("hdfs-minicluster").split(":") == jars

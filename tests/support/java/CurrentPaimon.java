@@ -10,9 +10,15 @@ import java.util.Map;
 
 import org.apache.paimon.CoreOptions;
 import org.apache.paimon.Snapshot;
+import org.apache.paimon.catalog.CatalogContext;
 import org.apache.paimon.consumer.ConsumerManager;
+import org.apache.paimon.data.InternalRow;
+import org.apache.paimon.fs.FileIO;
 import org.apache.paimon.fs.Path;
 import org.apache.paimon.fs.local.LocalFileIO;
+import org.apache.paimon.options.Options;
+import org.apache.paimon.reader.RecordReader;
+import org.apache.paimon.table.source.ReadBuilder;
 import org.apache.paimon.operation.LocalOrphanFilesClean;
 import org.apache.paimon.operation.PartitionExpire;
 import org.apache.paimon.options.ExpireConfig;
@@ -42,6 +48,9 @@ import org.apache.paimon.utils.SnapshotManager;
  *   expire_changelog TABLE RETAIN_MIN RETAIN_MAX TIME_RETAINED_MS MAX_DELETES
  *                                           ExpireChangelogImpl (JSON: expired)
  *   expire_consumers TABLE BRANCH EXPIRE_DATE_TIME   ConsumerManager#expire (JSON: the ids left)
+ *   rows TABLE                                                    the latest snapshot's rows as "id dt", read
+ *                                                                 through the FileIO of TABLE's scheme (Hadoop's
+ *                                                                 for hdfs://)
  *
  * A failure prints "ERROR <exception class>: <message>" as the last line of stderr and exits with 1.
  */
@@ -60,7 +69,11 @@ public final class CurrentPaimon {
     }
 
     private static void run(String[] args) throws Exception {
-        FileStoreTable table = FileStoreTableFactory.create(LocalFileIO.create(), new Path(args[1]));
+        Path location = new Path(args[1]);
+        FileIO io = args[0].equals("rows")
+                ? FileIO.get(location, CatalogContext.create(new Options()))
+                : LocalFileIO.create();
+        FileStoreTable table = FileStoreTableFactory.create(io, location);
         switch (args[0]) {
             case "expire": {
                 ExpireConfig.Builder b = ExpireConfig.builder()
@@ -80,6 +93,16 @@ public final class CurrentPaimon {
                 // which the caller checks against the snapshot times
                 int expired = expire.expire();
                 System.out.println(expired + " " + (called - start));
+                break;
+            }
+            case "rows": {
+                ReadBuilder rb = table.newReadBuilder();
+                List<String> rows = new ArrayList<>();
+                try (RecordReader<InternalRow> reader = rb.newRead().createReader(rb.newScan().plan().splits())) {
+                    reader.forEachRemaining(row -> rows.add(row.getLong(0) + " " + row.getString(3)));
+                }
+                Collections.sort(rows);
+                rows.forEach(System.out::println);
                 break;
             }
             case "orphans": {
