@@ -56,10 +56,17 @@ class AtomicCreateUnsupported(LakesweepError):
     """The store cannot create a file only if it is absent (``FileIO.create_if_absent``), so nothing that
     needs it, such as a commit of ``snapshot-N``, may run there."""
 
-    def __init__(self, path: str, store: str):
+    ALTERNATIVES = ("commit on a store that honours conditional writes (PutObject with If-None-Match: *, as AWS "
+                    "S3 does), on HDFS or a local file system, or with Paimon's own commit under a catalog lock "
+                    "(a Hive or JDBC catalog with lock.enabled)")
+
+    def __init__(self, path: str, store: str, reason: str | None = None):
         self.path = path
-        super().__init__(f"{path}: {store} cannot create a file only if it is absent, which a commit needs; "
-                         "lakesweep refuses to commit there")
+        self.reason = reason
+        super().__init__(f"{path}: {store} cannot create a file only if it is absent, which a commit needs"
+                         + (f" ({reason})" if reason else "")
+                         + f"; lakesweep refuses to commit there and never checks first and writes after: "
+                         f"{self.ALTERNATIVES}")
 
 
 class StorageError(LakesweepError):

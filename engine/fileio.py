@@ -10,6 +10,7 @@ pyarrow file system again on the other side.
 from __future__ import annotations
 
 import abc
+import dataclasses
 import enum
 import io
 import os
@@ -144,8 +145,8 @@ class FileIO(abc.ABC):
       ``StorageError`` that stopped it; one path's failure does not stop the others.
     * ``create_if_absent`` writes a new file all at once and raises ``FileExistsError`` when the path
       already exists, leaving it untouched: two writers racing for ``snapshot-N`` cannot both win. A store
-      that cannot guarantee this (``supports_create_if_absent`` false: S3 through pyarrow, which sends no
-      conditional PUT) raises ``AtomicCreateUnsupported`` instead, and commits there are refused.
+      that cannot guarantee this (``supports_create_if_absent`` false, or an S3 store that ignores
+      ``If-None-Match: *``) raises ``AtomicCreateUnsupported`` instead, and commits there are refused.
     """
 
     scheme: str = "file"
@@ -180,6 +181,14 @@ class FileIO(abc.ABC):
     def create_if_absent(self, path: str, data: bytes) -> None:
         raise AtomicCreateUnsupported(path, type(self).__name__)
 
+    def check_create_if_absent(self, location: str) -> str:
+        """How files under ``location`` (a table's root) are created only if absent, for a committer's check and
+        ``doctor``; ``AtomicCreateUnsupported``, naming the alternatives, when this store cannot. On S3 this
+        asks the store, once per endpoint and bucket, without writing under ``location``."""
+        if not self.supports_create_if_absent:
+            raise AtomicCreateUnsupported(location, type(self).__name__)
+        return f"{type(self).__name__} creates a file only if it is absent"
+
     def delete_many(self, paths: Iterable[str]) -> dict[str, DeleteOutcome | StorageError]:
         out: dict[str, DeleteOutcome | StorageError] = {}
         for path in paths:
@@ -188,6 +197,33 @@ class FileIO(abc.ABC):
             except StorageError as e:
                 out[path] = e
         return out
+
+
+@dataclass(frozen=True, slots=True)
+class S3Settings:
+    """Where and as whom to reach S3: the FileIO's properties first, then the AWS environment."""
+
+    endpoint: str | None
+    region: str
+    access_key: str | None
+    secret_key: str | None = dataclasses.field(repr=False)
+    session_token: str | None = dataclasses.field(repr=False)
+    path_style: bool
+
+
+def resolve_s3_settings(properties: Mapping[str, str], env: Mapping[str, str] | None = None) -> S3Settings:
+    env = os.environ if env is None else env
+    p = properties
+    key = p.get("access_key") or env.get("AWS_ACCESS_KEY_ID")
+    secret = p.get("secret_key") or env.get("AWS_SECRET_ACCESS_KEY")
+    return S3Settings(
+        endpoint=p.get("endpoint") or env.get("AWS_ENDPOINT_URL_S3") or env.get("AWS_ENDPOINT_URL"),
+        region=p.get("region") or env.get("AWS_REGION") or env.get("AWS_DEFAULT_REGION") or "us-east-1",
+        access_key=key if key and secret else None,
+        secret_key=secret if key and secret else None,
+        session_token=(p.get("session_token") or env.get("AWS_SESSION_TOKEN")) if key and secret else None,
+        path_style=p.get("path_style", "true").lower() == "true",
+    )
 
 
 class ArrowFileIO(FileIO):
@@ -204,6 +240,7 @@ class ArrowFileIO(FileIO):
         self.scheme = scheme
         self.properties = dict(properties or {})
         self._fs = None
+        self._client = None
         self._lock = threading.Lock()
 
     def __getstate__(self):
@@ -213,6 +250,7 @@ class ArrowFileIO(FileIO):
         self.scheme = state["scheme"]
         self.properties = state["properties"]
         self._fs = None
+        self._client = None
         self._lock = threading.Lock()
 
     def __eq__(self, other):
@@ -240,28 +278,21 @@ class ArrowFileIO(FileIO):
 
         if self.scheme == "file":
             return pafs.LocalFileSystem()
-        env = os.environ
-        p = self.properties
-        endpoint = p.get("endpoint") or env.get("AWS_ENDPOINT_URL_S3") or env.get("AWS_ENDPOINT_URL")
-        kwargs = {
-            "region": p.get("region") or env.get("AWS_REGION") or env.get("AWS_DEFAULT_REGION") or "us-east-1",
-        }
-        key = p.get("access_key") or env.get("AWS_ACCESS_KEY_ID")
-        secret = p.get("secret_key") or env.get("AWS_SECRET_ACCESS_KEY")
-        if key and secret:
-            kwargs["access_key"] = key
-            kwargs["secret_key"] = secret
-            token = p.get("session_token") or env.get("AWS_SESSION_TOKEN")
-            if token:
-                kwargs["session_token"] = token
-        if endpoint:
-            scheme, _, rest = endpoint.partition("://")
+        r = resolve_s3_settings(self.properties)
+        kwargs = {"region": r.region}
+        if r.access_key and r.secret_key:
+            kwargs["access_key"] = r.access_key
+            kwargs["secret_key"] = r.secret_key
+            if r.session_token:
+                kwargs["session_token"] = r.session_token
+        if r.endpoint:
+            scheme, _, rest = r.endpoint.partition("://")
             if rest:
                 kwargs["scheme"] = scheme
                 kwargs["endpoint_override"] = rest
             else:
-                kwargs["endpoint_override"] = endpoint
-        if p.get("path_style", "true").lower() == "true":
+                kwargs["endpoint_override"] = r.endpoint
+        if r.path_style:
             kwargs["force_virtual_addressing"] = False
         return pafs.S3FileSystem(**kwargs)
 
@@ -403,14 +434,41 @@ class ArrowFileIO(FileIO):
         except OSError as e:
             raise StorageError(path, f"cannot write: {e}") from e
 
+    # Locally, link(2); on S3, a PutObject with If-None-Match: * where the store honours it (engine.s3_conditional).
+    supports_create_if_absent = True
 
-    @property
-    def supports_create_if_absent(self) -> bool:
-        return self.scheme == "file"
+    def _s3(self):
+        from engine.s3_conditional import s3_client
+
+        with self._lock:
+            if self._client is None:
+                self._client = s3_client(resolve_s3_settings(self.properties))
+            return self._client
+
+    def _conditional_put(self, bucket: str, scratch_prefix: str, path: str):
+        from engine.s3_conditional import conditional_put_support
+
+        found = conditional_put_support(resolve_s3_settings(self.properties), bucket, scratch_prefix,
+                                        client=self._s3())
+        if not found.supported:
+            raise AtomicCreateUnsupported(path, found.store, found.evidence)
+        return found
+
+    def check_create_if_absent(self, location: str) -> str:
+        if self.scheme == "file":
+            return "link(2) of a complete temporary file: the name appears only if it is free"
+        bucket, _, key = self._native(location).partition("/")
+        found = self._conditional_put(bucket, _scratch_prefix(key), location)
+        return f"PutObject with If-None-Match: * on {found.store}: {found.evidence}"
 
     def create_if_absent(self, path: str, data: bytes) -> None:
-        if self.scheme != "file":
-            raise AtomicCreateUnsupported(path, f"{self.scheme}:// storage through pyarrow")
+        if self.scheme == "s3":
+            from engine.s3_conditional import put_if_absent
+
+            bucket, _, key = self._native(path).partition("/")
+            self._conditional_put(bucket, "", path)  # probed already when a committer checked the table
+            put_if_absent(self._s3(), bucket, key, data, path=path)
+            return
         native = self._native(path)
         parent = os.path.dirname(native)
         tmp = os.path.join(parent, f".{os.path.basename(native)}.{uuid.uuid4().hex}.tmp")
@@ -430,6 +488,13 @@ class ArrowFileIO(FileIO):
         finally:
             if os.path.exists(tmp):
                 os.remove(tmp)
+
+
+def _scratch_prefix(table_key: str) -> str:
+    """Where to probe a store for a table at ``table_key``: the warehouse root (``wh`` of ``wh/db.db/t``),
+    else the table's parent; never inside the table."""
+    parent = posixpath.dirname(table_key.strip("/"))
+    return posixpath.dirname(parent) if parent.endswith(".db") else parent
 
 
 def _is_not_found(e: OSError) -> bool:

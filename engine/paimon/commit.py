@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from engine.errors import PlanRejected
+from engine.errors import AtomicCreateUnsupported, PlanRejected
 from engine.paimon.drop import drop_partitions, find_commit
 from engine.paimon.kinds import PartitionKind
 from engine.paimon.partition import BinaryRowError, decode_binary_row
@@ -59,11 +59,10 @@ class PaimonCommitter:
             raise PlanRejected(f"'{self.plan.kind}' plans commit nothing; the plan {self.plan.plan_id} is refused")
         if table.branch != "main":
             raise PlanRejected("partition drops commit to the main branch only")
-        if not table.fileio.supports_create_if_absent:
-            raise PlanRejected(
-                f"committing to {table.location} needs a way to create the next snapshot file only if it is "
-                f"absent, which lakesweep has for local and HDFS-like file systems but not for "
-                f"{table.fileio.scheme}:// storage (Paimon needs a catalog lock there); nothing was done")
+        try:
+            table.fileio.check_create_if_absent(table.location)
+        except AtomicCreateUnsupported as e:
+            raise PlanRejected(f"the plan {self.plan.plan_id} is refused, nothing was done: {e}") from e
         parts = self._partitions(table)
         scope = self.plan.scope.get("snapshot")
         for a in actions:

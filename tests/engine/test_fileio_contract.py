@@ -5,7 +5,7 @@ import pickle
 
 import pytest
 
-from engine.errors import AtomicCreateUnsupported, InvalidLocation, StorageError
+from engine.errors import InvalidLocation, StorageError
 from engine.fileio import ArrowFileIO, DeleteOutcome, MemoryFileIO, join, normalize_location
 
 
@@ -229,11 +229,6 @@ def test_delete_many_reports_each_path(fio):
 def test_create_if_absent_never_replaces(fio):
     io, root = fio
     p = join(root, "snapshot", "snapshot-7")
-    if not io.supports_create_if_absent:
-        with pytest.raises(AtomicCreateUnsupported, match="refuses to commit"):
-            io.create_if_absent(p, b"new")
-        assert not io.exists(p)
-        return
     io.create_if_absent(p, b"first")
     with pytest.raises(FileExistsError):
         io.create_if_absent(p, b"second")
