@@ -2,7 +2,8 @@
 
 Each check returns a ``Check`` value: what it found, and for a problem, what is wrong and the fix.
 Nothing here prints, and nothing is changed: the journal check writes one temporary file beside the
-journal and removes it, the table check lists the table's directory once.
+journal and removes it, the table check lists the table's directory once and, on S3, puts a scratch key
+outside the table twice and removes it (the conditional-write probe).
 """
 
 from __future__ import annotations
@@ -208,7 +209,8 @@ def check_journal(path: str, source: str) -> Check:
 def check_table(location: str, env: Mapping[str, str] | None = None) -> Check:
     """The table's storage answers: for ``s3://``, the endpoint and credentials found (never their
     values) and one authenticated listing of the table's directory; for a local path, the same listing.
-    The directory must hold ``schema/``, as every Paimon table does."""
+    The directory must hold ``schema/``, as every Paimon table does. Then whether commits can be applied
+    there: on S3, the conditional-write probe (``engine.s3_conditional``), outside the table."""
     from engine.errors import StorageError
     from engine.fileio import fileio_for, normalize_location
 
@@ -238,7 +240,22 @@ def check_table(location: str, env: Mapping[str, str] | None = None) -> Check:
     if "schema/" not in names:
         return Check("table", False, tuple(found), f"{loc} is not a Paimon table: it has no schema/ directory",
                      "give the table's own directory (warehouse/DB.db/TABLE), which holds schema/ and snapshot/")
+    found.append(("commits", _commits(fileio_for(loc), loc)))
     return Check("table", True, tuple(found))
+
+
+def _commits(fileio, location: str) -> str:
+    """Whether commits (partition drops) can be applied here: they need create-if-absent, which on S3 is a
+    conditional PUT the store may ignore. Not a failure when they cannot: every other plan still applies."""
+    from engine.errors import AtomicCreateUnsupported, StorageError
+
+    try:
+        return f"possible: {fileio.check_create_if_absent(location)}"
+    except AtomicCreateUnsupported as e:
+        return (f"refused: {e.reason or 'this store cannot create a file only if it is absent'}; partition drops "
+                f"cannot be applied here: {AtomicCreateUnsupported.ALTERNATIVES}")
+    except StorageError as e:
+        return f"unknown, so refused: {e}"
 
 
 def _s3_settings(env: Mapping[str, str]) -> tuple[list[tuple[str, str]], str | None]:

@@ -13,9 +13,12 @@ from typer.testing import CliRunner
 
 from applier.doctor import JOURNAL_FIX, check_java, check_table
 from cli.main import app
+from engine.s3_conditional import forget_probes
 from tests.applier.test_preflight import lakesweep, stand_in_path, words
 from tests.support import pypaimon_tables as pt
-from tests.support.seaweed import upload_tree
+from tests.support.s3_proxy import header_dropping_proxy
+from tests.support.seaweed import list_tree, upload_tree
+from tests.support.table_builder import all_files
 
 runner = CliRunner()
 
@@ -110,6 +113,10 @@ def test_s3_table_check_passes_against_a_real_endpoint_and_never_prints_the_secr
     assert r.exit_code == 0, r.output
     table = json.loads(r.stdout)["checks"][-1]
     assert table["name"] == "table" and table["status"] == "ok"
+    # the probe ran once per endpoint and bucket in this process: here, or earlier at another test's location
+    assert re.fullmatch(rf"possible: PutObject with If-None-Match: \* on s3://lake at {s3_env['AWS_ENDPOINT_URL']}: "
+                        r"a second PutObject of s3://lake/(\S+/)?\.lakesweep-conditional-put-probe-[0-9a-f]{32} with "
+                        r"If-None-Match: \* was answered 412 PreconditionFailed", table["found"].pop("commits"))
     assert table["found"] == {
         "location": f"s3://{prefix}",
         "endpoint": f"{s3_env['AWS_ENDPOINT_URL']} (from AWS_ENDPOINT_URL)",
@@ -151,9 +158,31 @@ def test_half_set_credentials_are_refused_before_any_request(monkeypatch):
     assert dict(c.found)["credentials"] == "only AWS_SECRET_ACCESS_KEY is set" and "s3cr3t" not in repr(c)
 
 
+def test_s3_table_check_says_commits_are_refused_where_the_store_ignores_if_none_match(tmp_path, s3_env,
+                                                                                       monkeypatch):
+    w = pt.write_demo_table(str(tmp_path / "wh"))
+    warehouse = f"{s3_env['bucket']}/doctor-{uuid.uuid4().hex[:8]}"
+    upload_tree(s3_env["fs"], w.path, f"{warehouse}/default.db/orders")
+    forget_probes()  # a proxy on a port an earlier one had must be probed again
+    with header_dropping_proxy(s3_env["AWS_ENDPOINT_URL"]) as endpoint:
+        monkeypatch.setenv("AWS_ENDPOINT_URL", endpoint)
+        c = check_table(f"s3://{warehouse}/default.db/orders")
+    assert c.ok  # every plan but a partition drop still applies there
+    commits = dict(c.found)["commits"]
+    assert commits.startswith(f"refused: a second PutObject of s3://{warehouse}/.lakesweep-conditional-put-probe-")
+    assert commits.endswith(" with If-None-Match: * succeeded and replaced the object: the header is ignored; "
+                            "partition drops cannot be applied here: commit on a store that honours conditional "
+                            "writes (PutObject with If-None-Match: *, as AWS S3 does), on HDFS or a local file "
+                            "system, or with Paimon's own commit under a catalog lock (a Hive or JDBC catalog with "
+                            "lock.enabled)")
+    assert list_tree(s3_env["fs"], warehouse) == {f"default.db/orders/{n}" for n in all_files(w.path)}
+
+
 def test_local_table_check_wants_a_paimon_table_directory(tmp_path):
     w = pt.write_demo_table(str(tmp_path / "wh"))
-    assert check_table(w.path).ok
+    c = check_table(w.path)
+    assert c.ok and dict(c.found)["commits"] == (
+        "possible: link(2) of a complete temporary file: the name appears only if it is free")
     c = check_table(str(tmp_path / "wh"))
     assert not c.ok and c.problem == f"{tmp_path / 'wh'} is not a Paimon table: it has no schema/ directory"
     c = check_table(str(tmp_path / "nowhere"))
