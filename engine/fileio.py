@@ -144,7 +144,8 @@ class FileIO(abc.ABC):
     * ``delete_many`` deletes each path as ``delete`` does and returns, per path, its outcome or the
       ``StorageError`` that stopped it; one path's failure does not stop the others.
     * ``create_if_absent`` writes a new file all at once and raises ``FileExistsError`` when the path
-      already exists, leaving it untouched: two writers racing for ``snapshot-N`` cannot both win. A store
+      already exists, leaving it untouched: two writers racing for ``snapshot-N`` cannot both win (on S3, a
+      path that already holds exactly ``data`` is this writer's own: a retried PUT whose answer was lost). A store
       that cannot guarantee this (``supports_create_if_absent`` false, or an S3 store that ignores
       ``If-None-Match: *``) raises ``AtomicCreateUnsupported`` instead, and commits there are refused.
     """

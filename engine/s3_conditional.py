@@ -88,8 +88,21 @@ def put_if_absent(client, bucket: str, key: str, data: bytes, *, path: str) -> N
         return
     status, code = _status(refused)
     if status == 412:
+        # The client retries a request whose answer was lost; if the lost answer was our own success, the
+        # retry meets our object. The bytes tell: the object is ours exactly when it holds what we put.
+        if _holds(client, bucket, key, data, path):
+            return
         raise FileExistsError(path) from refused
     raise StorageError(path, f"cannot create: {code or status}: {refused}") from refused
+
+
+def _holds(client, bucket: str, key: str, data: bytes, path: str) -> bool:
+    from botocore.exceptions import BotoCoreError, ClientError
+
+    try:
+        return client.get_object(Bucket=bucket, Key=key)["Body"].read() == data
+    except (ClientError, BotoCoreError) as e:
+        raise StorageError(path, f"created by someone, and cannot be read back: {e}") from e
 
 
 def conditional_put_support(settings: S3Settings, bucket: str, scratch_prefix: str, *,

@@ -67,6 +67,17 @@ def test_publishing_a_taken_snapshot_id_returns_false_and_leaves_the_snapshot_as
     assert io.read_bytes(path) == before and io.read_bytes(join(location, "snapshot", "LATEST")) == b"8"
 
 
+def test_a_create_retried_after_its_answer_was_lost_is_known_as_its_own_by_the_bytes(s3_table):
+    location, _, _, _ = s3_table
+    io = fileio_for(location)
+    path = join(location, "snapshot", "snapshot-9")
+    io.create_if_absent(path, b"ours")
+    io.create_if_absent(path, b"ours")  # what a retry of the first PUT meets: 412 on the writer's own object
+    with pytest.raises(FileExistsError):
+        io.create_if_absent(path, b"theirs")
+    assert io.read_bytes(path) == b"ours"
+
+
 def test_of_eight_writers_racing_for_one_snapshot_id_exactly_one_wins(s3_table):
     location, _, _, _ = s3_table
     io = fileio_for(location)
