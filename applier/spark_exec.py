@@ -235,7 +235,7 @@ CREDENTIAL_ENV = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOK
 
 def forward_credentials(sc, env: Mapping[str, str] | None = None) -> None:
     """When ``sc``'s master runs on this machine, make the executors' environment carry this process's AWS
-    credential variables (as they are now: a variable unset here is unset there), through the SparkContext's
+    credential variables as they are now (one unset here is no longer handed over), through the SparkContext's
     executor environment, which each Python task takes along in memory; it is not in the Spark
     configuration, so it reaches no event log. A variable the user set with ``--conf spark.executorEnv.X``
     is left as given. A remote cluster's executors use their own environment (docs/cluster.md)."""
