@@ -260,6 +260,8 @@ def _commits(fileio, location: str) -> str:
 
 def _s3_settings(env: Mapping[str, str]) -> tuple[list[tuple[str, str]], str | None]:
     """What engine/fileio.py will use to reach S3, as (label, value) pairs with secrets named, never shown."""
+    from engine.fileio import profile_region
+
     found = []
     endpoint_var = next((v for v in ("AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL") if env.get(v)), None)
     if endpoint_var:
@@ -267,7 +269,15 @@ def _s3_settings(env: Mapping[str, str]) -> tuple[list[tuple[str, str]], str | N
     else:
         found.append(("endpoint", "AWS's own for the region (AWS_ENDPOINT_URL is not set)"))
     region_var = next((v for v in ("AWS_REGION", "AWS_DEFAULT_REGION") if env.get(v)), None)
-    found.append(("region", f"{env[region_var]} (from {region_var})" if region_var else "us-east-1 (the default)"))
+    profile = env.get("AWS_PROFILE") or "default"
+    in_profile = None if region_var else profile_region(env)
+    if region_var:
+        found.append(("region", f"{env[region_var]} (from {region_var})"))
+    elif in_profile:
+        config = env.get("AWS_CONFIG_FILE") or "~/.aws/config"
+        found.append(("region", f"{in_profile} (from profile {profile!r} in {config})"))
+    else:
+        found.append(("region", "us-east-1 (the default)"))
     key, secret = env.get("AWS_ACCESS_KEY_ID"), env.get("AWS_SECRET_ACCESS_KEY")
     if key and secret:
         found.append(("access key", "found (from AWS_ACCESS_KEY_ID)"))
@@ -280,6 +290,11 @@ def _s3_settings(env: Mapping[str, str]) -> tuple[list[tuple[str, str]], str | N
                                                                                  "AWS_ACCESS_KEY_ID")
         found.append(("credentials", f"only {have} is set"))
         return found, f"{have} is set but {lack} is not, so neither is used"
+    if env.get("AWS_PROFILE"):
+        files = env.get("AWS_SHARED_CREDENTIALS_FILE") or "~/.aws/credentials"
+        found.append(("credentials", f"profile {env['AWS_PROFILE']!r} (from AWS_PROFILE), in {files} or "
+                                     f"{env.get('AWS_CONFIG_FILE') or '~/.aws/config'}"))
+        return found, None
     found.append(("credentials", "not in the environment: the AWS default chain (AWS_PROFILE, "
                                  "~/.aws/credentials, instance metadata)"))
     return found, None

@@ -21,14 +21,16 @@ _MASTER = re.compile(r"^(local(\[(\*|\d+)(,\s*\d+)?\])?|local-cluster\[\d+,\s*\d
 
 def start_session(master: str, conf: dict[str, str] | None, *, consequence: str,
                   on_ui: Callable[[str], None] | None = None):
-    """``spark_session(master, conf)``; a master that is not a Spark master URL, or a session that cannot
+    """``spark_session(master, conf)``; a master that is not a Spark master URL, a standalone master that does
+    not answer (``check_master_reachable``: seconds, not Spark's 80), or a session that cannot
     start (py4j and pyspark raise many types: all mean "no session"), raises ``SparkUnavailable`` with the
     first line of Spark's error and ``consequence`` (what was not done), instead of a Java stack trace."""
     if not _MASTER.match(master):
         raise SparkUnavailable(f"{master!r} is not a Spark master URL: use local[*], local[N], spark://host:7077, "
                                f"yarn or k8s://https://host:port. {consequence[0].upper()}{consequence[1:]}.")
-    from applier.spark_exec import spark_session
+    from applier.spark_exec import check_master_reachable, spark_session
 
+    check_master_reachable(master, consequence=consequence)
     try:
         return spark_session(master, conf, on_ui=on_ui)
     except LakesweepError:

@@ -22,6 +22,8 @@ from engine.paimon.layout import Layout, orphan_kind_of
 from engine.paimon.orphans import ListedDirs, is_schema_file, refuse_foreign_table
 from engine.paimon.table import PaimonTable
 
+from applier.spark_exec import forward_credentials
+
 BATCH_ROWS = 65_536
 
 
@@ -93,6 +95,7 @@ def list_on_spark(table: PaimonTable, out: str, *, spark, master: str,
     directories = task_directories(table, dirs)
     fileio, layout, location = table.fileio, dirs.layout, table.location
     sc = spark.sparkContext
+    forward_credentials(sc)
     sc.setJobGroup("lakesweep-list", f"lakesweep: listing {len(directories)} directories of {location}")
     rdd = sc.parallelize(directories, max(1, len(directories))).map(
         lambda d: list_directory(fileio, layout, location, d))

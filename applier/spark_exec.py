@@ -17,6 +17,7 @@ from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
 from typing import Callable, Iterator, Mapping, Sequence
 
+from engine.errors import SparkUnavailable
 from engine.fileio import FileIO
 from engine.paths import resolve_action_path
 from engine.plan import Action, Verb
@@ -31,21 +32,27 @@ LOG4J = os.path.join(os.path.dirname(os.path.abspath(__file__)), "log4j2.propert
 SPARK_UI = {"spark.ui.enabled": "true"}  # what --spark-ui adds to the session's configuration
 
 
+LOOPBACK_DRIVER = {"spark.driver.host": "127.0.0.1", "spark.driver.bindAddress": "127.0.0.1"}
+
+
 def session_conf(master: str, conf: Mapping[str, str] | None = None) -> dict[str, str]:
-    """The configuration ``spark_session`` starts a session with: lakesweep's defaults (no UI, bound to
-    loopback, the executors' Python, a quiet log), each overridden by ``conf``."""
+    """The configuration ``spark_session`` starts a session with: lakesweep's defaults (no UI, the
+    executors' Python, a quiet log, and for a local master only, a driver bound to loopback), each
+    overridden by ``conf``."""
     conf = dict(conf or {})
     defaults = {
         "spark.ui.enabled": "false",
         "spark.ui.showConsoleProgress": "false",
-        "spark.driver.host": "127.0.0.1",
-        "spark.driver.bindAddress": "127.0.0.1",
         "spark.python.worker.reuse": "true",
         # The driver JVM schedules tasks and relays rows; it runs briefly and does little computing, so
         # it starts faster (about 0.8 s here) on the client JIT and the serial collector.
         "spark.driver.extraJavaOptions": f"-Dlog4j2.configurationFile=file:{LOG4J} -XX:TieredStopAtLevel=1 "
                                          "-XX:+UseSerialGC",
     }
+    if is_local_master(master):
+        # The executors live in this process: nothing needs to reach the driver from another host. A
+        # cluster's executors do, so there Spark's own choice (or the user's --conf) stands.
+        defaults.update(LOOPBACK_DRIVER)
     if os.environ.get("PYTHONPATH"):
         defaults["spark.executorEnv.PYTHONPATH"] = os.environ["PYTHONPATH"]
     choice = executor_python(master, conf)
@@ -72,8 +79,11 @@ def spark_session(master: str = "local[*]", conf: dict[str, str] | None = None, 
     from pyspark.sql import SparkSession
 
     conf = dict(conf or {})
-    # Bind to loopback: Spark otherwise picks the first non-loopback interface for a local session.
-    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    if is_local_master(master):
+        # Bind to loopback: Spark otherwise picks the first non-loopback interface for a local session.
+        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    if SparkContext._active_spark_context is None:
+        check_master_reachable(master)
     builder = SparkSession.builder.appName("lakesweep-apply").master(master)
     choice = executor_python(master, conf)
     settings = session_conf(master, conf)
@@ -89,6 +99,7 @@ def spark_session(master: str = "local[*]", conf: dict[str, str] | None = None, 
             _start_quiet_context(master, settings)
         spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
+    forward_credentials(spark.sparkContext)
     if on_ui is not None and spark.sparkContext.uiWebUrl:
         on_ui(spark.sparkContext.uiWebUrl)
     if preflight:
@@ -166,6 +177,79 @@ def executor_python(master: str, conf: Mapping[str, str], env: Mapping[str, str]
     if master_on_this_machine(master):
         return PythonChoice(sys.executable, "lakesweep's own interpreter (the master runs on this machine)")
     return PythonChoice(None, "Spark's default: python3 on the executors' PATH")
+
+
+def is_local_master(master: str) -> bool:
+    """``local``, ``local[N]``, ``local[N,F]``, ``local[*]`` or ``local-cluster[...]``: executors on this machine,
+    started by this driver."""
+    return _LOCAL_MASTER.fullmatch(master.strip()) is not None
+
+
+def standalone_masters(master: str) -> list[tuple[str, int]]:
+    """The (host, port) of each master of a ``spark://host[:port][,host[:port]...]`` URL (port 7077 when
+    none is given; ``[v6]:port`` accepted); ``[]`` for any other master."""
+    m = master.strip()
+    if not m.startswith("spark://"):
+        return []
+    found = []
+    for hostport in m[len("spark://"):].split(","):
+        hostport = hostport.strip()
+        if hostport.startswith("["):
+            host, _, rest = hostport[1:].partition("]")
+            port = rest[1:] if rest.startswith(":") else ""
+        else:
+            host, _, port = hostport.partition(":") if hostport.count(":") == 1 else (hostport, "", "")
+        found.append((host, int(port) if port.isdigit() else 7077))
+    return found
+
+
+MASTER_CONNECT_TIMEOUT_S = 3.0
+
+
+def check_master_reachable(master: str, *, timeout: float = MASTER_CONNECT_TIMEOUT_S, consequence: str = "") -> None:
+    """For a standalone master, that at least one of its masters accepts a TCP connection within
+    ``timeout`` seconds each; ``SparkUnavailable`` naming every master and why it did not answer
+    otherwise. Spark itself gives up on an unreachable master only after its registration retries
+    (about 80 s) and then reports a stopped SparkContext. Other masters are not checked."""
+    masters = standalone_masters(master)
+    failures = []
+    for host, port in masters:
+        try:
+            with socket.create_connection((host, port), timeout=timeout):
+                return
+        except socket.timeout:
+            failures.append(f"{host}:{port} did not answer within {timeout:g} s")
+        except OSError as e:
+            failures.append(f"{host}:{port}: {e.strerror or type(e).__name__}")
+    if failures:
+        tail = f"; {consequence}" if consequence else ""
+        raise SparkUnavailable(f"Spark master {master} cannot be reached ({'; '.join(failures)}). Check --master "
+                               f"and that the master is running{tail}.")
+
+
+# What the executors need to find S3 credentials the way the driver does (engine.fileio): handed to executors on
+# this machine through Spark's executor environment, never through the plan or the pickled FileIO.
+CREDENTIAL_ENV = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE",
+                  "AWS_SHARED_CREDENTIALS_FILE", "AWS_CONFIG_FILE")
+
+
+def forward_credentials(sc, env: Mapping[str, str] | None = None) -> None:
+    """When ``sc``'s master runs on this machine, make the executors' environment carry this process's AWS
+    credential variables as they are now (one unset here is no longer handed over), through the SparkContext's
+    executor environment, which each Python task takes along in memory; it is not in the Spark
+    configuration, so it reaches no event log. A variable the user set with ``--conf spark.executorEnv.X``
+    is left as given. A remote cluster's executors use their own environment (docs/cluster.md)."""
+    if not master_on_this_machine(sc.master):
+        return
+    env = os.environ if env is None else env
+    conf = sc.getConf()
+    for name in CREDENTIAL_ENV:
+        if conf.contains(f"spark.executorEnv.{name}"):
+            continue
+        if env.get(name):
+            sc.environment[name] = env[name]
+        else:
+            sc.environment.pop(name, None)
 
 
 def master_on_this_machine(master: str) -> bool:
@@ -292,6 +376,7 @@ def run_on_spark(
     rows = [task_row(a) for a in actions]  # the one copy the driver makes: parallelize needs a list
     external = list(external)
     kinds = kinds_of(actions)
+    forward_credentials(sc)
 
     def task(it):
         return execute_rows(it, fileio, root, external, dry_run, batch, threads, kinds)
@@ -316,6 +401,7 @@ def map_on_spark(spark, fn: Callable, items: Sequence, *, on_result: Callable[[i
     if not items:
         return
     sc = spark.sparkContext
+    forward_credentials(sc)
 
     def task(pair):
         index, item = pair

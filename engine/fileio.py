@@ -219,7 +219,8 @@ def resolve_s3_settings(properties: Mapping[str, str], env: Mapping[str, str] | 
     secret = p.get("secret_key") or env.get("AWS_SECRET_ACCESS_KEY")
     return S3Settings(
         endpoint=p.get("endpoint") or env.get("AWS_ENDPOINT_URL_S3") or env.get("AWS_ENDPOINT_URL"),
-        region=p.get("region") or env.get("AWS_REGION") or env.get("AWS_DEFAULT_REGION") or "us-east-1",
+        region=(p.get("region") or env.get("AWS_REGION") or env.get("AWS_DEFAULT_REGION") or profile_region(env)
+                or "us-east-1"),
         access_key=key if key and secret else None,
         secret_key=secret if key and secret else None,
         session_token=(p.get("session_token") or env.get("AWS_SESSION_TOKEN")) if key and secret else None,
@@ -230,9 +231,14 @@ def resolve_s3_settings(properties: Mapping[str, str], env: Mapping[str, str] | 
 class ArrowFileIO(FileIO):
     """Local file systems and S3-compatible object stores through ``pyarrow.fs``.
 
-    S3 settings come from the arguments or the usual AWS environment: ``AWS_ENDPOINT_URL`` (or
-    ``AWS_ENDPOINT_URL_S3``), ``AWS_REGION`` / ``AWS_DEFAULT_REGION``, ``AWS_ACCESS_KEY_ID``,
-    ``AWS_SECRET_ACCESS_KEY``, ``AWS_SESSION_TOKEN``.
+    S3 settings come from the properties or the usual AWS environment: ``AWS_ENDPOINT_URL`` (or
+    ``AWS_ENDPOINT_URL_S3``), ``AWS_REGION`` / ``AWS_DEFAULT_REGION``, then the region of the profile
+    (``AWS_PROFILE``, else ``default``) in ``AWS_CONFIG_FILE`` (``~/.aws/config``). Credentials are found
+    where the file system is built, on the driver and on each executor: explicit properties (``access_key``,
+    ``secret_key``, ``session_token``: an Iceberg catalog's), else ``AWS_ACCESS_KEY_ID`` /
+    ``AWS_SECRET_ACCESS_KEY`` / ``AWS_SESSION_TOKEN``, else the AWS SDK's default chain inside pyarrow:
+    the profile's keys in the shared credentials and config files (``AWS_SHARED_CREDENTIALS_FILE``,
+    ``AWS_CONFIG_FILE``), then a container's or an EC2 instance's role.
     """
 
     def __init__(self, scheme: str = "file", properties: Mapping[str, str] | None = None):
@@ -589,17 +595,33 @@ class MemoryFileIO(FileIO):
 
 
 def s3_properties_from_env(env: Mapping[str, str] | None = None) -> dict[str, str]:
-    """S3 settings from the usual AWS environment, captured on the driver so that a pickled FileIO
-    carries them to executors whose environment may differ."""
+    """Where the store is (endpoint, region), from the usual AWS environment, captured on the driver so that
+    a pickled FileIO takes them to executors whose environment may differ. Never credentials: those are
+    found again wherever the file system is built (``ArrowFileIO``), so that no secret is part of a
+    FileIO's state, and executors use their own (``applier.spark_exec.forward_credentials``)."""
     env = os.environ if env is None else env
     found = {
         "endpoint": env.get("AWS_ENDPOINT_URL_S3") or env.get("AWS_ENDPOINT_URL"),
-        "region": env.get("AWS_REGION") or env.get("AWS_DEFAULT_REGION"),
-        "access_key": env.get("AWS_ACCESS_KEY_ID"),
-        "secret_key": env.get("AWS_SECRET_ACCESS_KEY"),
-        "session_token": env.get("AWS_SESSION_TOKEN"),
+        "region": env.get("AWS_REGION") or env.get("AWS_DEFAULT_REGION") or profile_region(env),
     }
     return {k: v for k, v in found.items() if v}
+
+
+def profile_region(env: Mapping[str, str] | None = None) -> str | None:
+    """The ``region`` of the AWS profile (``AWS_PROFILE``, else ``default``) in the shared config file
+    (``AWS_CONFIG_FILE``, else ``~/.aws/config``), as the AWS CLI reads it; ``None`` when there is none."""
+    import configparser
+
+    env = os.environ if env is None else env
+    path = env.get("AWS_CONFIG_FILE") or os.path.join(os.path.expanduser("~"), ".aws", "config")
+    profile = env.get("AWS_PROFILE") or "default"
+    parser = configparser.RawConfigParser()
+    try:
+        parser.read(path, encoding="utf-8")
+    except (configparser.Error, UnicodeDecodeError):
+        return None  # an unreadable file names no region; the SDK reports it when it looks for credentials
+    section = "default" if profile == "default" else f"profile {profile}"
+    return parser.get(section, "region", fallback=None) or None
 
 
 def fileio_for(location: str, properties: Mapping[str, str] | None = None) -> FileIO:

@@ -104,7 +104,7 @@ def test_apply_refuses_executors_without_lakesweep_and_touches_nothing(planned, 
         f"'{stand_in}', from --conf spark.pyspark.python): on {socket.gethostname()}, {base} "
         f"(Python {sys.version.split()[0]}) "
         "cannot import pyarrow, pyarrow.fs (ModuleNotFoundError: No module named 'pyarrow'); "
-        "cannot import engine.errors, engine.plan, engine.fileio, engine.paimon.kinds (ModuleNotFoundError: No module named "
+        "cannot import engine.errors, engine.plan, engine.fileio, engine.paimon.kinds, engine.iceberg.kinds (ModuleNotFoundError: No module named "
         "'engine'); cannot import journal.events (ModuleNotFoundError: No module named 'journal'); "
         "cannot import applier.actions, applier.spark_exec, applier.listing (ModuleNotFoundError: No module named 'applier'). "
         + HOW_TO

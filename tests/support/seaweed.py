@@ -56,6 +56,17 @@ def weed_binary() -> str:
     return path
 
 
+ACCESS_KEY, SECRET_KEY = "lakesweep", "lakesweep-secret"
+
+
+def _weed_env() -> dict[str, str]:
+    """The server's environment: its one identity set, so that it checks every request's signature (a
+    server started without one accepts any key, and a test of which credentials were used proves nothing)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("WEED_", "AWS_", "S3_"))}
+    env.update(AWS_ACCESS_KEY_ID=ACCESS_KEY, AWS_SECRET_ACCESS_KEY=SECRET_KEY)
+    return env
+
+
 @contextmanager
 def seaweed_s3(workdir: str, bucket: str = "lake"):
     """Start ``weed server -s3`` on free loopback ports; yields the S3 settings. Raises if ``weed`` is missing."""
@@ -68,12 +79,12 @@ def seaweed_s3(workdir: str, bucket: str = "lake"):
         [weed, "server", f"-dir={workdir}", "-ip=127.0.0.1", "-ip.bind=127.0.0.1",
          f"-master.port={ports['master']}", f"-volume.port={ports['volume']}", f"-filer.port={ports['filer']}",
          "-s3", f"-s3.port={ports['s3']}", "-s3.port.iceberg=0", "-s3.port.lance=0", "-volume.max=10"],
-        stdout=log, stderr=subprocess.STDOUT,
+        stdout=log, stderr=subprocess.STDOUT, env=_weed_env(),
     )
     settings = {
         "AWS_ENDPOINT_URL": f"http://127.0.0.1:{ports['s3']}",
-        "AWS_ACCESS_KEY_ID": "lakesweep",
-        "AWS_SECRET_ACCESS_KEY": "lakesweep-secret",
+        "AWS_ACCESS_KEY_ID": ACCESS_KEY,
+        "AWS_SECRET_ACCESS_KEY": SECRET_KEY,
         "AWS_REGION": "us-east-1",
         "bucket": bucket,
     }
