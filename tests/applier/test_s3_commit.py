@@ -143,7 +143,8 @@ def test_a_store_that_ignores_if_none_match_is_refused_naming_the_alternatives(s
                                                                                monkeypatch):
     location, prefix, warehouse, _ = s3_table
     forget_probes()  # a proxy on a port an earlier one had must be probed again
-    with header_dropping_proxy(s3_env["AWS_ENDPOINT_URL"]) as endpoint:
+    with header_dropping_proxy(s3_env["AWS_ENDPOINT_URL"],
+                               (s3_env["AWS_ACCESS_KEY_ID"], s3_env["AWS_SECRET_ACCESS_KEY"])) as endpoint:
         monkeypatch.setenv("AWS_ENDPOINT_URL", endpoint)
         plan = plan_drop(location)
         before = list_tree(s3_env["fs"], warehouse)

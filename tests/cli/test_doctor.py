@@ -164,7 +164,8 @@ def test_s3_table_check_says_commits_are_refused_where_the_store_ignores_if_none
     warehouse = f"{s3_env['bucket']}/doctor-{uuid.uuid4().hex[:8]}"
     upload_tree(s3_env["fs"], w.path, f"{warehouse}/default.db/orders")
     forget_probes()  # a proxy on a port an earlier one had must be probed again
-    with header_dropping_proxy(s3_env["AWS_ENDPOINT_URL"]) as endpoint:
+    with header_dropping_proxy(s3_env["AWS_ENDPOINT_URL"],
+                               (s3_env["AWS_ACCESS_KEY_ID"], s3_env["AWS_SECRET_ACCESS_KEY"])) as endpoint:
         monkeypatch.setenv("AWS_ENDPOINT_URL", endpoint)
         c = check_table(f"s3://{warehouse}/default.db/orders")
     assert c.ok  # every plan but a partition drop still applies there
