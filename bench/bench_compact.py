@@ -1,6 +1,6 @@
 """Benchmark of Iceberg data-file compaction as a user runs it: ``lakesweep plan compact --catalog`` and
-``lakesweep apply`` as whole processes (Spark in local mode, a new DuckDB journal), against the floor:
-reading and writing the same Parquet with pyarrow alone.
+``lakesweep apply`` as whole processes (Spark in local mode, a new DuckDB journal), against Iceberg's own
+``rewrite_data_files`` procedure on Spark and the floor: reading and writing the same Parquet with pyarrow alone.
 
     .venv/bin/python bench/bench_compact.py [--sizes 100m,1g] [--repeat 3]
     .venv/bin/python bench/bench_compact.py --quick        # a tiny table: a smoke test of the benchmark
@@ -22,6 +22,12 @@ was built at. Each repetition:
   properties: zstd by default; ``write.parquet.row-group-limit`` rows per row group), two bins at a time
   on two threads (``local[2]`` has two task slots), nothing else. Its time is measured inside the child
   (imports excluded);
+* then, on a fresh restore, Iceberg Java: ``CALL bench.system.rewrite_data_files(table => 'ns.t',
+  options => map('target-file-size-bytes', <the same target>))``, Iceberg's Spark runtime (pinned in
+  tests/support/maven.py) opening the SQLite catalog with its ``JdbcCatalog``, in a new process on
+  ``local[2]``: timed whole (Python, JVM, session, call) and the call alone. It bins by its own rules, so
+  its outputs differ from lakesweep's; its rows must not (the checksum below). ``ls/iceberg`` is lakesweep's
+  plan + apply over that whole process;
 * from apply's journal (its events' clock): the merge phase, from ApplyStarted to its end (Spark's
   start-up, on a thread meanwhile, included), and the commit with the check after it, to ApplyCompleted;
 * peak RSS: of the planning process (``ru_maxrss`` from ``wait4``) and, sampled (``VmHWM``), of apply's
@@ -32,7 +38,8 @@ the apply process, and of the floor's work. Afterwards the table must hold the s
 checksum over every data file of the current snapshot read with pyarrow: row count, sums of the integer
 columns, null counts, and the sum and the sum of squares modulo 2^64 of a 64-bit hash of each row,
 pandas' ``hash_pandas_object``), the current snapshot must have (files not compacted + bins) data files,
-and every input of the plan must be DELETED in it, or the benchmark says so and exits 1. Medians of ``--repeat`` runs.
+and every input of the plan must be DELETED in it; after Iceberg's procedure the table must hold the same
+rows in a new snapshot; or the benchmark says so and exits 1. Medians of ``--repeat`` runs.
 """
 
 from __future__ import annotations
@@ -52,7 +59,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from iceberg_bench_support import CACHE_ROOT, CATALOG, LAKESWEEP, checked, env_for, log, restore  # noqa: E402
+from iceberg_bench_support import (CACHE_ROOT, CATALOG, LAKESWEEP, checked, env_for, iceberg_procedure,  # noqa: E402
+                                   log, restore)
 from userpath_proc import run_process  # noqa: E402
 
 CACHE = CACHE_ROOT / "iceberg-compact"
@@ -282,6 +290,21 @@ def one_run(base: Path, scratch: str, target_mb: int, before: dict) -> dict:
                    "writer": writer, "row_group_limit": row_group_limit, "workers": 2}, f)
     out["floor"] = json.loads(checked(run_process([sys.executable, "-c", FLOOR, spec]), "floor").stdout)
     shutil.rmtree(floor_out)
+
+    copy = restore(base)  # Iceberg's own procedure on Spark, as an Iceberg user would run it instead
+    out["iceberg"], answer = iceberg_procedure(
+        copy, f"CALL {CATALOG}.system.rewrite_data_files(table => 'ns.t', options => "
+              f"map('target-file-size-bytes', '{target_mb * MIB}'))", "Iceberg rewrite_data_files")
+    out["iceberg_call"], out["iceberg_rows"] = answer["call_s"], answer["rows"][0]
+    theirs = checksum(copy)
+    problems = [f"{key}: {before[key]} before, {theirs[key]} after"
+                for key in ("rows", "sums", "nulls", "hash_sum", "hash_sq") if before[key] != theirs[key]]
+    if theirs["snapshot_id"] == p.scope["snapshot_id"]:
+        problems.append(f"no new snapshot (still {p.scope['snapshot_id']})")
+    if problems:
+        log("MISMATCH after Iceberg's rewrite_data_files:\n  " + "\n  ".join(problems))
+        sys.exit(1)
+    out["iceberg_files_after"] = len(theirs["files"])
     out["bins"] = len(p.scope["bins"])
     out["inputs"] = sum(len(b["inputs"]) for b in p.scope["bins"])
     out["input_bytes"] = sum(f["size"] for b in p.scope["bins"] for f in b["inputs"])
@@ -308,7 +331,8 @@ def main() -> None:
     print(f"{'size':>6} {'files':>6} {'inputs':>6} {'bins':>5} {'in MiB':>8} {'rows':>11} | {'plan':>7} "
           f"{'apply':>7} {'merge':>7} {'commit':>7} {'MiB/s':>7} {'rows/s':>10} | "
           f"{'floor':>7} {'MiB/s':>7} {'rows/s':>10} | "
-          f"{'apply/floor':>11} | {'RSS plan':>8} {'driver':>6} {'JVM':>6} {'worker':>6}", flush=True)
+          f"{'apply/floor':>11} | {'RSS plan':>8} {'driver':>6} {'JVM':>6} {'worker':>6} | "
+          f"{'iceberg':>8} {'call':>7} {'ls/iceberg':>10} {'RSS ice':>8}", flush=True)
     for label, size in sizes:
         base = ensure_table(label, size, rows)
         before = json.loads((base / "checksum.json").read_text())
@@ -319,22 +343,30 @@ def main() -> None:
                 r = runs[-1]
                 log(f"{label} run {k + 1}: plan {r['plan'].seconds:.2f} s, apply {r['apply'].seconds:.2f} s "
                     f"(merge {r['spans']['merge_s']:.2f} s, commit {r['spans']['commit_s']:.2f} s), "
-                    f"floor {r['floor']['seconds']:.2f} s")
+                    f"floor {r['floor']['seconds']:.2f} s, Iceberg rewrite_data_files {r['iceberg'].seconds:.2f} s "
+                    f"(call {r['iceberg_call']:.2f} s)")
         med = lambda f: statistics.median(f(r) for r in runs)  # noqa: E731
         r0 = runs[0]
         mib, rows_in = r0["input_bytes"] / MIB, r0["rows"]
         plan, apply, floor = med(lambda r: r["plan"].seconds), med(lambda r: r["apply"].seconds), \
             med(lambda r: r["floor"]["seconds"])
         peak = lambda key: med(lambda r: r["apply"].peaks_kib.get(key, 0)) / 1024  # noqa: E731
+        ice, ends = med(lambda r: r["iceberg"].seconds), med(lambda r: r["plan"].seconds + r["apply"].seconds)
         print(f"{label:>6} {r0['data_files']:>6} {r0['inputs']:>6} {r0['bins']:>5} {mib:>8,.0f} {rows_in:>11,} | "
               f"{plan:>6.2f}s {apply:>6.2f}s {med(lambda r: r['spans']['merge_s']):>6.2f}s "
               f"{med(lambda r: r['spans']['commit_s']):>6.2f}s {mib / apply:>7.1f} {rows_in / apply:>10,.0f} | "
               f"{floor:>6.2f}s {mib / floor:>7.1f} {rows_in / floor:>10,.0f} | {apply / floor:>10.1f}x | "
               f"{med(lambda r: r['plan'].maxrss_kib) / 1024:>6.0f}Mi {peak('driver'):>4.0f}Mi {peak('java'):>4.0f}Mi "
-              f"{peak('other'):>4.0f}Mi")
+              f"{peak('other'):>4.0f}Mi | {ice:>7.2f}s {med(lambda r: r['iceberg_call']):>6.2f}s "
+              f"{ends / ice:>9.2f}x {med(lambda r: r['iceberg'].peaks_kib['java']) / 1024:>6.0f}Mi")
         print(f"{'':>6} {r0['partitions']} partitions, {r0['bins']} bins, {r0['data_files'] - r0['inputs']} files "
               f"not compacted; {r0['files_after']} data files after; rows, checksums and DELETED inputs "
               f"checked after each of {repeat} runs")
+        ir = r0["iceberg_rows"]
+        print(f"{'':>6} Iceberg rewrite_data_files rewrote {ir['rewritten_data_files_count']} files into "
+              f"{ir['added_data_files_count']}; {r0['iceberg_files_after']} data files after; the same rows "
+              f"checked after each of {repeat} runs; ls/iceberg is lakesweep plan + apply over Iceberg's "
+              f"whole process", flush=True)
 
 
 if __name__ == "__main__":

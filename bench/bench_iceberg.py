@@ -1,6 +1,6 @@
 """Benchmark of Iceberg snapshot expiry as a user runs it: ``lakesweep plan expire --catalog`` and
-``lakesweep apply`` as whole processes (Spark in local mode, a new DuckDB journal), against pyiceberg's own
-expiry and the physical floor.
+``lakesweep apply`` as whole processes (Spark in local mode, a new DuckDB journal), against Iceberg's own
+``expire_snapshots`` procedure on Spark, pyiceberg's own expiry and the physical floor.
 
     .venv/bin/python bench/bench_iceberg.py [--sizes 20k,200k] [--repeat 3]
     .venv/bin/python bench/bench_iceberg.py --quick        # a tiny table: a smoke test of the benchmark
@@ -14,17 +14,23 @@ works on a fresh copy (``cp -a`` of the warehouse and catalog) and expires every
   metadata only and deletes no file (pyiceberg 0.12 has no file cleanup), so it is the metadata floor of
   the engine's own implementation, not a like-for-like;
 * ``lakesweep plan expire`` and ``lakesweep apply``, each the console script as its own process;
+* Iceberg Java: ``CALL bench.system.expire_snapshots(table => 'ns.t', older_than => TIMESTAMP <now>,
+  retain_last => 1)``, Iceberg's Spark runtime (pinned in tests/support/maven.py) opening the SQLite catalog
+  with its ``JdbcCatalog``, in a new process on ``local[2]``: timed whole (Python, JVM, session, call) and
+  the call alone. It deletes files, so it is the like-for-like of plan + apply (``ls/iceberg``);
 * the floor, in a child process: fastavro decoding of every manifest list and manifest (what any expiry
   must read) plus ``os.unlink`` of the files lakesweep's plan deletes;
 * peak RSS of each process (``ru_maxrss`` from ``wait4``).
 
-Afterwards the table's last snapshot must read the same data files, and exactly the planned files must be
-gone, or the benchmark says so and exits 1. Medians of ``--repeat`` runs.
+Afterwards the table's last snapshot must read the same data files, exactly the planned files must be gone,
+and Iceberg's procedure must have deleted exactly the files lakesweep deleted (the trees against the
+pristine one), or the benchmark says so and exits 1. Medians of ``--repeat`` runs.
 """
 
 from __future__ import annotations
 
 import argparse
+import datetime
 import json
 import os
 import shutil
@@ -39,7 +45,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from iceberg_bench_support import CACHE_ROOT, CATALOG, LAKESWEEP, checked, env_for, log, restore  # noqa: E402
+from iceberg_bench_support import (CACHE_ROOT, CATALOG, LAKESWEEP, checked, env_for, iceberg_procedure,  # noqa: E402
+                                   iso_utc, log, restore, tree_files)
 from userpath_proc import run_process  # noqa: E402
 
 CACHE = CACHE_ROOT / "iceberg"
@@ -152,7 +159,7 @@ def rows_at_head(copy: str) -> str:
 
 
 
-def one_run(base: Path, scratch: str) -> dict:
+def one_run(base: Path, scratch: str, pristine: set[str]) -> dict:
     from engine.plan_io import read_plan
 
     out = {}
@@ -175,6 +182,19 @@ def one_run(base: Path, scratch: str) -> dict:
     if gone or rows_at_head(copy) != rows:
         log(f"MISMATCH: {len(gone)} planned files still exist, or the head reads other files than before")
         sys.exit(1)
+    ours = pristine - tree_files(copy)
+    copy = restore(base)  # Iceberg's own procedure on Spark, as an Iceberg user would run it instead
+    older_than = iso_utc(datetime.datetime.now(datetime.timezone.utc))
+    out["iceberg"], answer = iceberg_procedure(
+        copy, f"CALL {CATALOG}.system.expire_snapshots(table => 'ns.t', older_than => TIMESTAMP '{older_than}', "
+              "retain_last => 1)", "Iceberg expire_snapshots")
+    out["iceberg_call"], out["iceberg_rows"] = answer["call_s"], answer["rows"][0]
+    theirs = pristine - tree_files(copy)
+    if theirs != ours or rows_at_head(copy) != rows:
+        log(f"MISMATCH: Iceberg's expire_snapshots deleted {len(theirs)} files, lakesweep {len(ours)}; "
+            f"{len(theirs - ours)} only by Iceberg (e.g. {sorted(theirs - ours)[:3]}), {len(ours - theirs)} only "
+            f"by lakesweep (e.g. {sorted(ours - theirs)[:3]}); or Iceberg's head reads other files than before")
+        sys.exit(1)
     copy = restore(base)  # the floor: read every manifest, unlink the same files
     listing = os.path.join(scratch, "listing.json")
     with open(listing, "w") as f:
@@ -194,20 +214,33 @@ def main() -> None:
     sizes = [400] if args.quick else [int(s.lower().replace("k", "000")) for s in args.sizes.split(",")]
     repeat = 1 if args.quick else args.repeat
     print(f"{'files':>8} {'deleted':>8} | {'pyiceberg':>9} {'plan':>7} {'apply':>7} {'floor':>7} | "
-          f"{'plan/floor-read':>15} {'apply/floor-del':>15} | {'RSS plan':>8} {'RSS apply':>9}")
+          f"{'plan/floor-read':>15} {'apply/floor-del':>15} | {'RSS plan':>8} {'RSS apply':>9} | "
+          f"{'iceberg':>8} {'call':>7} {'ls/iceberg':>10} {'RSS ice':>8}", flush=True)
     for n in sizes:
         base = ensure_table(n)
+        pristine = tree_files(str(base / "pristine"))
         runs = []
         with tempfile.TemporaryDirectory(prefix="lakesweep-bench-") as scratch:
-            for _ in range(repeat):
-                runs.append(one_run(base, scratch))
+            for k in range(repeat):
+                runs.append(one_run(base, scratch, pristine))
+                r = runs[-1]
+                log(f"{n} run {k + 1}: plan {r['plan'].seconds:.2f} s, apply {r['apply'].seconds:.2f} s, "
+                    f"Iceberg expire_snapshots {r['iceberg'].seconds:.2f} s (call {r['iceberg_call']:.2f} s)")
         med = lambda f: statistics.median(f(r) for r in runs)  # noqa: E731
         py, plan, apply = med(lambda r: r["pyiceberg"].seconds), med(lambda r: r["plan"].seconds), \
             med(lambda r: r["apply"].seconds)
         fread, fdel = med(lambda r: r["floor"]["read_s"]), med(lambda r: r["floor"]["delete_s"])
+        ice, ends = med(lambda r: r["iceberg"].seconds), med(lambda r: r["plan"].seconds + r["apply"].seconds)
         print(f"{n:>8} {runs[0]['deleted']:>8} | {py:>8.2f}s {plan:>6.2f}s {apply:>6.2f}s {fread + fdel:>6.2f}s | "
               f"{plan / fread:>14.1f}x {apply / max(fdel, 1e-3):>14.1f}x | "
-              f"{med(lambda r: r['plan'].maxrss_kib) / 1024:>6.0f}Mi {med(lambda r: r['apply'].maxrss_kib) / 1024:>7.0f}Mi")
+              f"{med(lambda r: r['plan'].maxrss_kib) / 1024:>6.0f}Mi {med(lambda r: r['apply'].maxrss_kib) / 1024:>7.0f}Mi | "
+              f"{ice:>7.2f}s {med(lambda r: r['iceberg_call']):>6.2f}s {ends / ice:>9.2f}x "
+              f"{med(lambda r: r['iceberg'].peaks_kib['java']) / 1024:>6.0f}Mi")
+        counts = runs[0]["iceberg_rows"]
+        print(f"{'':>8} Iceberg expire_snapshots deleted {counts['deleted_data_files_count']} data files, "
+              f"{counts['deleted_manifest_files_count']} manifests and {counts['deleted_manifest_lists_count']} "
+              f"manifest lists: the same {runs[0]['deleted']} files lakesweep deleted, checked after each of "
+              f"{repeat} runs; ls/iceberg is lakesweep plan + apply over Iceberg's whole process", flush=True)
 
 
 if __name__ == "__main__":

@@ -1,5 +1,6 @@
 """Benchmark of what a user runs: ``lakesweep plan expire`` and ``lakesweep apply`` as whole processes,
-against Apache Paimon's own snapshot expiry, the physical floors, and the journal's audit commands.
+against Apache Paimon's own snapshot expiry (0.9 and current), the physical floors, and the journal's audit
+commands.
 
     .venv/bin/python bench/bench_user_path.py [--sizes 30k,300k] [--repeat 3] [--journal-rows 10000000]
     .venv/bin/python bench/bench_user_path.py --quick        # tiny sizes: a smoke test of the benchmark
@@ -10,6 +11,9 @@ repetition on fresh copies (``cp -a``) of the same table:
 
 * Paimon, whole process: a JVM started for one ``ExpireSnapshotsImpl`` call, JVM start included;
 * Paimon, warm JVM: the same call in a JVM that is already running and has expired this table before;
+* current Paimon (``paimon-bundle``, pinned in tests/support/maven.py), whole process: a JVM started for
+  ``ExpireSnapshotsImpl`` (tests/support/java/CurrentPaimon.java, which first makes a call that expires
+  nothing, to load its classes), JVM start included; its tree must equal Paimon 0.9's;
 * ``lakesweep plan expire`` and ``lakesweep apply`` (local Spark ``local[*]``, a new DuckDB journal),
   each the console script as its own process; afterwards the table's file tree (directories and the
   EARLIEST hint included) must equal Paimon's, or the benchmark says so and exits 1;
@@ -50,6 +54,9 @@ from userpath_proc import hwm_kib, run_process  # noqa: E402
 from userpath_tables import SPECS, copy_table, differences, ensure_table  # noqa: E402
 
 from userpath_helpers import MAX_DELETES, RETAIN  # noqa: E402
+from tests.support.maven import JAVA_REFERENCES  # noqa: E402
+
+CURRENT = JAVA_REFERENCES["paimon-bundle"].version  # current Paimon's version
 
 LAKESWEEP = os.path.join(os.path.dirname(sys.executable), "lakesweep")
 # Paimon's JVM: the harness's tuning for short runs (C1 only, serial GC), which made Paimon's whole-process
@@ -107,6 +114,18 @@ def paimon_process(classpath: list[str], table: Path) -> tuple[float, int, int]:
     finally:
         h.close()
     return time.perf_counter() - t0, expired, rss
+
+
+def paimon_current_process(classpath: list[str], table: Path) -> tuple[float, int, int]:
+    """Current Paimon's expiry in a JVM started for it (CurrentPaimon.java, Paimon 0.9's JVM options): (seconds
+    incl. JVM start and exit, expired, peak RSS KiB). Every snapshot older than now is eligible, as with 0.9's
+    time-retained 0: the tables were written before."""
+    from tests.support.paimon_java import JVM_QUIET_OPTIONS
+
+    cmd = ["java", *JVM_QUIET_OPTIONS, *PAIMON_JVM, "-cp", os.pathsep.join(classpath), "CurrentPaimon", "expire",
+           str(table), str(RETAIN), str(RETAIN), str(MAX_DELETES), str(int(time.time() * 1000))]
+    res = run_process(cmd, sample=True).check()
+    return res.seconds, int(res.stdout.split()[-2]), res.peaks_kib["driver"]
 
 
 def paimon_warm(harness, table: Path) -> tuple[float, int]:
@@ -184,7 +203,7 @@ def crash_and_resume(name: str, table: Path, work: Path, lists: Path, actions: i
             "already_absent": counts.get("ALREADY_ABSENT", 0)}
 
 
-def bench_size(name: str, args, work: Path, classpath, warm, failures: list[str]) -> dict:
+def bench_size(name: str, args, work: Path, classpath, current_classpath, warm, failures: list[str]) -> dict:
     spec = SPECS[name]
     table, meta = ensure_table(spec, args.cache, log)
     log(f"[{name}] {meta['snapshots']} snapshots, {meta['files']} files ({meta['data_files']} data files)"
@@ -193,7 +212,8 @@ def bench_size(name: str, args, work: Path, classpath, warm, failures: list[str]
     lists = work / f"{name}-lists.json"
     info = helper("info", "--table", str(table), "--out", str(lists), cwd=work)
     r = {k: [] for k in ("paimon", "warm", "plan", "apply", "spark", "avro", "unlink", "plan_rss", "plan_hwm",
-                         "apply_driver", "apply_java", "apply_workers", "apply_wait4", "paimon_rss")}
+                         "apply_driver", "apply_java", "apply_workers", "apply_wait4", "paimon_rss",
+                         "paimon_current", "paimon_current_rss")}
     r.update(table=meta, actions=info["actions"], deletes=info["deletes"], avro_files=info["avro_files"],
              avro_bytes=info["avro_bytes"], expired=info["expired"])
 
@@ -204,9 +224,9 @@ def bench_size(name: str, args, work: Path, classpath, warm, failures: list[str]
     shutil.rmtree(warm_copy)
 
     for i in range(args.repeat):
-        log(f"[{name}] run {i + 1}/{args.repeat}: copying the table 4 times ...")
-        theirs, warm_t, ours, floor = (copy_table(table, fresh(work, f"{name}-{k}")) for k in
-                                       ("paimon", "paimon-warm", "lakesweep", "floor"))
+        log(f"[{name}] run {i + 1}/{args.repeat}: copying the table 5 times ...")
+        theirs, warm_t, current, ours, floor = (copy_table(table, fresh(work, f"{name}-{k}")) for k in
+                                                ("paimon", "paimon-warm", "paimon-current", "lakesweep", "floor"))
         os.sync()
         secs, expired, rss = paimon_process(classpath, theirs)
         r["paimon"].append(secs)
@@ -217,6 +237,17 @@ def bench_size(name: str, args, work: Path, classpath, warm, failures: list[str]
         if expired != info["expired"] or expired_warm != info["expired"]:
             failures.append(f"{name}: Paimon expired {expired} (warm: {expired_warm}) snapshots, "
                             f"the plan expires {info['expired']}")
+        os.sync()
+        secs, expired_current, rss = paimon_current_process(current_classpath, current)
+        r["paimon_current"].append(secs)
+        r["paimon_current_rss"].append(rss)
+        if expired_current != info["expired"]:
+            failures.append(f"{name}: Paimon {CURRENT} expired {expired_current} snapshots, the plan expires "
+                            f"{info['expired']}")
+        diff = differences(current, theirs)
+        if diff:
+            failures.append(f"{name} run {i + 1}: Paimon {CURRENT} left a different tree than Paimon 0.9's "
+                            "whole-process expiry: " + "; ".join(diff))
 
         plan_file = work / f"{name}-plan-{i}.parquet"
         journal = work / f"{name}-journal-{i}.duckdb"
@@ -265,9 +296,10 @@ def bench_size(name: str, args, work: Path, classpath, warm, failures: list[str]
             log(f"[{name}] kill -9 of an apply halfway, then lakesweep resume ...")
             r["crash"] = crash_and_resume(name, table, work, lists, info["actions"], theirs, failures,
                                           must_kill=not args.quick)
-        for d in (theirs, warm_t, ours, floor):
+        for d in (theirs, warm_t, current, ours, floor):
             shutil.rmtree(d)
         log(f"[{name}] run {i + 1}: paimon {r['paimon'][-1]:.2f} s, warm {r['warm'][-1]:.2f} s, "
+            f"paimon {CURRENT} {r['paimon_current'][-1]:.2f} s, "
             f"plan {r['plan'][-1]:.2f} s, apply {r['apply'][-1]:.2f} s, spark start {r['spark'][-1]:.2f} s, "
             f"avro floor {r['avro'][-1]:.2f} s, unlink floor {r['unlink'][-1]:.2f} s")
     return r
@@ -321,13 +353,14 @@ def bench_journal(base: str, sizes_results: dict, args, work: Path) -> dict:
 
 
 def derived(r: dict) -> dict:
-    m = {k: median(r[k]) for k in ("paimon", "warm", "plan", "apply", "spark", "avro", "unlink")}
+    m = {k: median(r[k]) for k in ("paimon", "warm", "paimon_current", "plan", "apply", "spark", "avro", "unlink")}
     m["e2e"] = median([p + a for p, a in zip(r["plan"], r["apply"])])
     m["apply_excl"] = median([a - s for a, s in zip(r["apply"], r["spark"])])
     mib = {k: median(r[k]) / 1024 for k in ("plan_rss", "plan_hwm", "apply_driver", "apply_java", "apply_workers",
-                                            "apply_wait4", "paimon_rss")}
+                                            "apply_wait4", "paimon_rss", "paimon_current_rss")}
     ratios = {
         "e2e": m["e2e"] / m["paimon"],
+        "e2e_current": m["e2e"] / m["paimon_current"],
         "plan_floor": m["plan"] / m["avro"],
         "apply_throughput": m["unlink"] / m["apply_excl"] if m["apply_excl"] > 0 else float("inf"),
         "plan_rss": mib["plan_rss"],
@@ -352,6 +385,7 @@ def print_size(name: str, r: dict, d: dict) -> None:
     rows = [
         ("Paimon expire, whole process (JVM start included)", m["paimon"], None),
         ("Paimon expire, warm JVM", m["warm"], None),
+        (f"Paimon {CURRENT} expire, whole process (JVM start included)", m["paimon_current"], None),
         ("lakesweep plan expire (process)", m["plan"], ("fastavro", m["plan"] / m["avro"])),
         ("lakesweep apply (process, local[*], DuckDB journal)", m["apply"], None),
         ("lakesweep plan + apply (end to end)", m["e2e"], None),
@@ -361,12 +395,13 @@ def print_size(name: str, r: dict, d: dict) -> None:
         (f"floor: serial os.unlink of the {r['deletes']:,} files the plan deletes "
          f"({m['unlink'] / max(r['deletes'], 1) * 1e6:,.0f} µs each)", m["unlink"], None),
     ]
-    print("| step | median s | × Paimon whole process | × floor |")
-    print("|---|---:|---:|---:|")
+    print(f"| step | median s | × Paimon whole process | × Paimon {CURRENT} whole process | × floor |")
+    print("|---|---:|---:|---:|---:|")
     for label, secs, floor in rows:
         vs = f"{secs / paimon:.2f}×" if paimon else ""
+        vs_current = f"{secs / m['paimon_current']:.2f}×" if m["paimon_current"] else ""
         fl = f"{floor[1]:.2f}× {floor[0]}" if floor else ""
-        print(f"| {label} | {fmt(secs)} | {vs} | {fl} |")
+        print(f"| {label} | {fmt(secs)} | {vs} | {vs_current} | {fl} |")
     c = r.get("crash")
     if c:
         left = c["left"] / max(r["actions"], 1)
@@ -386,6 +421,7 @@ def print_size(name: str, r: dict, d: dict) -> None:
         ("lakesweep apply's largest Spark Python worker (VmHWM)", mib["apply_workers"]),
         ("lakesweep apply (wait4 ru_maxrss: the driver and the children it reaped)", mib["apply_wait4"]),
         ("Paimon expire JVM (whole process; VmHWM)", mib["paimon_rss"]),
+        (f"Paimon {CURRENT} expire JVM (whole process; VmHWM)", mib["paimon_current_rss"]),
     ):
         print(f"| {label} | {fmt(v, 0)} |")
 
@@ -486,17 +522,19 @@ def main(argv=None) -> int:
     if not os.path.isfile(LAKESWEEP):
         ap.error(f"{LAKESWEEP} not found: run this with the Python of the venv lakesweep is installed in")
 
+    from tests.support.paimon_current import classpath as paimon_current_classpath
     from tests.support.paimon_java import Harness, harness_classpath
 
     started = datetime.datetime.now().astimezone()
     work = Path(tempfile.mkdtemp(prefix="lakesweep-bench-", dir=args.work))
     classpath = harness_classpath()
+    current_classpath = paimon_current_classpath()
     warm = Harness(classpath, jvm_options=PAIMON_JVM, timeout_s=4 * 3600)
     failures: list[str] = []
     results: dict = {}
     try:
         for name in sizes:
-            results[name] = bench_size(name, args, work, classpath, warm, failures)
+            results[name] = bench_size(name, args, work, classpath, current_classpath, warm, failures)
         journal = bench_journal(sizes[0], results, args, work)
     finally:
         warm.close()
@@ -507,7 +545,7 @@ def main(argv=None) -> int:
     print(f"command: {' '.join(['python', 'bench/bench_user_path.py', *(argv if argv is not None else sys.argv[1:])])}")
     print(f"machine: {machine()}")
     print(f"table copies, plans and journals on: {file_system(work.parent)}")
-    print(f"medians of {args.repeat} run(s); Paimon 0.9 JVM options: {' '.join(PAIMON_JVM)}")
+    print(f"medians of {args.repeat} run(s); Paimon 0.9 and {CURRENT} JVM options: {' '.join(PAIMON_JVM)}")
     for name in sizes:
         print_size(name, results[name], der[name])
     print_journal(journal)
@@ -521,7 +559,8 @@ def main(argv=None) -> int:
             print(f"*** {f}")
         return 1
     print(f"\nequality: after every lakesweep run the table's files, directories and EARLIEST hint were "
-          f"identical to Paimon's expiry of the same copy ({sum(len(r['plan']) for r in results.values())} runs)")
+          f"identical to Paimon's expiry of the same copy ({sum(len(r['plan']) for r in results.values())} runs); "
+          f"Paimon {CURRENT}'s expiry of another copy left the same tree as Paimon 0.9's")
     return 0
 
 

@@ -1,7 +1,8 @@
 """The user-path benchmark runs end to end on a tiny table and prints every row of its report.
 
 ``bench/bench_user_path.py --quick`` writes a small table with Paimon's Java core, expires copies of it
-with Paimon (a JVM per run and a resident one) and with the ``lakesweep`` console script on local Spark,
+with Paimon 0.9 (a JVM per run and a resident one), with current Paimon (a JVM per run) and with the
+``lakesweep`` console script on local Spark,
 checks that the trees agree, times the floors, Spark start-up and the journal commands, and prints the
 tables. This test reads what it printed.
 """
@@ -16,14 +17,18 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.maven import JAVA_REFERENCES
+
 pytestmark = [pytest.mark.java, pytest.mark.spark]
 
 ROOT = Path(__file__).resolve().parents[2]
 NUM = r"[0-9][0-9,]*\.?[0-9]*"
+CURRENT = JAVA_REFERENCES["paimon-bundle"].version
 
 STEP_ROWS = [
     "Paimon expire, whole process (JVM start included)",
     "Paimon expire, warm JVM",
+    f"Paimon {CURRENT} expire, whole process (JVM start included)",
     "lakesweep plan expire (process)",
     "lakesweep apply (process, local[*], DuckDB journal)",
     "lakesweep plan + apply (end to end)",
@@ -40,6 +45,7 @@ RSS_ROWS = [
     "lakesweep apply's largest Spark Python worker (VmHWM)",
     "lakesweep apply (wait4 ru_maxrss: the driver and the children it reaped)",
     "Paimon expire JVM (whole process; VmHWM)",
+    f"Paimon {CURRENT} expire JVM (whole process; VmHWM)",
 ]
 JOURNAL_ROWS = [
     "append through Recorder.record_files",
@@ -77,7 +83,7 @@ def test_quick_benchmark_prints_every_row(tmp_path):
 
     for prefix in STEP_ROWS:
         row = _row(out, prefix)
-        assert re.search(rf"\| {NUM} \| {NUM}× \|", row), row
+        assert re.search(rf"\| {NUM} \| {NUM}× \| {NUM}× \|", row), row
     assert re.search(rf"\| {NUM}× fastavro \|$", _row(out, "lakesweep plan expire (process)"))
     assert re.search(rf"\| {NUM}× unlink \|$", _row(out, "lakesweep apply excluding Spark start-up"))
     for prefix in RSS_ROWS:
@@ -87,15 +93,17 @@ def test_quick_benchmark_prints_every_row(tmp_path):
         assert re.search(rf"\| {NUM} s \|$", _row(out, prefix))
     for prefix in TARGET_ROWS:
         assert re.search(r"\| (met|MISSED) \|$", _row(out, prefix))
-    assert "identical to Paimon's expiry of the same copy (1 runs)" in out
+    assert (f"identical to Paimon's expiry of the same copy (1 runs); Paimon {CURRENT}'s expiry of another copy "
+            "left the same tree as Paimon 0.9's") in out
 
     data = json.loads(report.read_text())
     assert data["failures"] == []
     quick = data["results"]["quick"]
     assert quick["deletes"] > 100 and quick["expired"] == quick["table"]["snapshots"] - 10
-    for key in ("paimon", "warm", "plan", "apply", "spark", "avro", "unlink"):
+    for key in ("paimon", "warm", "paimon_current", "plan", "apply", "spark", "avro", "unlink"):
         assert len(quick[key]) == 1 and quick[key][0] > 0, key
     # the Spark JVM is seen apart from the Python driver, and both hold real memory
     assert quick["apply_java"][0] > 100 * 1024 and quick["apply_driver"][0] > 50 * 1024
     assert quick["plan_hwm"][0] > 50 * 1024 and quick["plan_rss"][0] >= quick["plan_hwm"][0]
+    assert quick["paimon_current_rss"][0] > 50 * 1024
     assert data["journal"]["facts"]["file_records"] >= 20_000

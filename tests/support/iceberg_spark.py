@@ -48,6 +48,14 @@ SESSION_CONF = {
 START_TIMEOUT_S = 300.0
 
 
+def catalog_conf(name: str, catalog_db: str | os.PathLike[str], warehouse: str | os.PathLike[str]) -> dict[str, str]:
+    """The Spark settings of Iceberg's ``JdbcCatalog`` on the SQLite file ``catalog_db`` as catalog ``name``."""
+    prefix = f"spark.sql.catalog.{name}"
+    return {prefix: "org.apache.iceberg.spark.SparkCatalog", f"{prefix}.type": "jdbc",
+            f"{prefix}.uri": f"jdbc:sqlite:{os.fspath(catalog_db)}",
+            f"{prefix}.warehouse": Path(warehouse).as_uri(), f"{prefix}.cache-enabled": "false"}
+
+
 class IcebergSparkError(RuntimeError):
     """A statement Iceberg on Spark refused (``error`` is the Java/Spark message), or the child died."""
 
@@ -114,11 +122,7 @@ class IcebergSpark:
     def register_catalog(self, name: str, catalog_db: str | os.PathLike[str],
                          warehouse: str | os.PathLike[str]) -> None:
         """Iceberg's ``JdbcCatalog`` on the SQLite file ``catalog_db``, as Spark catalog ``name``."""
-        prefix = f"spark.sql.catalog.{name}"
-        conf = {prefix: "org.apache.iceberg.spark.SparkCatalog", f"{prefix}.type": "jdbc",
-                f"{prefix}.uri": f"jdbc:sqlite:{os.fspath(catalog_db)}",
-                f"{prefix}.warehouse": Path(warehouse).as_uri(), f"{prefix}.cache-enabled": "false"}
-        self.call({"cmd": "conf", "conf": conf})
+        self.call({"cmd": "conf", "conf": catalog_conf(name, catalog_db, warehouse)})
 
     def hold(self, key: str, table: str) -> int | None:
         """Load ``table`` (``catalog.ns.name``) and keep the object under ``key``; its current snapshot id."""
