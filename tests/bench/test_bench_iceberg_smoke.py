@@ -16,7 +16,8 @@ from pathlib import Path
 
 import pytest
 
-pytestmark = [pytest.mark.java, pytest.mark.spark]
+# Two Spark sessions (lakesweep apply, Iceberg's procedure) on top of the quick table: the slow tier.
+pytestmark = [pytest.mark.java, pytest.mark.spark, pytest.mark.slow]
 
 ROOT = Path(__file__).resolve().parents[2]
 S = r"([0-9]+\.[0-9]{2})s"
