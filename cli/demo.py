@@ -200,8 +200,8 @@ def run_demo(directory: Path, *, output: Output) -> dict:
     from engine.paimon.inspect import inspect_table
     from engine.plan_io import read_plan, write_plan
     from engine.paimon.table import open_table
-    from planner.expire import plan_expire
-    from planner.options import resolve_expire_options
+    from planner.paimon.expire import plan_expire
+    from planner.paimon.options import resolve_expire_options
 
     directory = directory.resolve()
     prepare_demo_dir(directory)

@@ -51,7 +51,7 @@ def make_plan(kind: str, *, table: str, out: Path, now: Optional[str], option: L
     from engine.timeutil import parse_time_ms
     from planner.kinds import plan_kind
 
-    entry = plan_kind(kind)
+    entry = plan_kind(kind, "paimon")
     output = output_for(fmt)
     now_ms = parse_time_ms(now) if now is not None else int(time.time() * 1000)
     check_output_file(out, "--out", PlanRejected)
@@ -224,7 +224,7 @@ def _paimon_older_than(older_than: str, now: Optional[str], time_retained: Optio
     (the plan's now, fixed here so that both agree, and that time-retained)."""
     from engine.errors import PlanRejected
     from engine.timeutil import parse_duration_ms, parse_time_ms
-    from planner.options import _UNIT_DURATION
+    from planner.paimon.options import _UNIT_DURATION
 
     if time_retained is not None:
         raise PlanRejected("--older-than and --time-retained say the same thing: give one of them")

@@ -52,13 +52,13 @@ class PlanKind:
 # The entries import their planner when called: describing a plan read from a file needs none.
 
 def _resolve_expire(table_options, **flags):
-    from planner.options import resolve_expire_options
+    from planner.paimon.options import resolve_expire_options
 
     return resolve_expire_options(table_options, **flags)
 
 
 def _plan_expire(table, *, now_ms: int, options) -> CleanupPlan:
-    from planner.expire import plan_expire
+    from planner.paimon.expire import plan_expire
 
     return plan_expire(table, now_ms=now_ms, options=options)
 
@@ -99,7 +99,7 @@ def describe_expire(plan: CleanupPlan) -> PlanDescription:
 
 
 def _resolve_orphans(table_options, **flags):
-    from planner.options import resolve_orphan_options
+    from planner.paimon.options import resolve_orphan_options
 
     return resolve_orphan_options(table_options, **flags)
 
@@ -122,7 +122,7 @@ def _plan_orphans(table, *, now_ms: int, options) -> CleanupPlan:
     from engine.paimon.neighbours import paimon_neighbours
     from engine.paimon.orphans import list_orphan_candidates
     from engine.paimon.paths import external_roots
-    from planner.orphans import plan_orphans
+    from planner.paimon.orphans import plan_orphans
 
     options.threshold_ms(now_ms)  # refuse a bad --older-than before listing a large table
     refuse_future_now(table, now_ms, "orphans")  # apply would refuse the plan: say so before listing
@@ -179,13 +179,13 @@ def _listed_from(listing) -> str:
 
 
 def _resolve_partitions(table_options, **flags):
-    from planner.options import resolve_partition_options
+    from planner.paimon.options import resolve_partition_options
 
     return resolve_partition_options(table_options, **flags)
 
 
 def _plan_partitions(table, *, now_ms: int, options) -> CleanupPlan:
-    from planner.partitions import plan_partitions
+    from planner.paimon.partitions import plan_partitions
 
     refuse_future_now(table, now_ms, "partition expiry")  # apply would refuse the plan: say so now
     return plan_partitions(table, now_ms=now_ms, options=options)
@@ -225,13 +225,13 @@ def describe_partitions(plan: CleanupPlan) -> PlanDescription:
 
 
 def _resolve_consumers(table_options, **flags):
-    from planner.options import resolve_consumer_options
+    from planner.paimon.options import resolve_consumer_options
 
     return resolve_consumer_options(table_options, **flags)
 
 
 def _plan_consumers(table, *, now_ms: int, options) -> CleanupPlan:
-    from planner.consumers import plan_consumers
+    from planner.paimon.consumers import plan_consumers
 
     refuse_future_now(table, now_ms, "consumer expiry")  # apply would refuse the plan: say so now
     return plan_consumers(table, now_ms=now_ms, options=options)
@@ -257,13 +257,13 @@ def describe_consumers(plan: CleanupPlan) -> PlanDescription:
 
 
 def _resolve_tags(table_options, **flags):
-    from planner.options import resolve_tag_options
+    from planner.paimon.options import resolve_tag_options
 
     return resolve_tag_options(table_options, **flags)
 
 
 def _plan_tags(table, *, now_ms: int, options) -> CleanupPlan:
-    from planner.tags import plan_tags
+    from planner.paimon.tags import plan_tags
 
     refuse_future_now(table, now_ms, "tag expiry")  # apply would refuse the plan: say so now
     return plan_tags(table, now_ms=now_ms, options=options)
@@ -294,7 +294,7 @@ def describe_tags(plan: CleanupPlan) -> PlanDescription:
 
 
 def _resolve_changelog(table_options, **flags):
-    from planner.options import resolve_expire_options
+    from planner.paimon.options import resolve_expire_options
 
     keys = {"retain_min": "changelog.num-retained.min", "retain_max": "changelog.num-retained.max",
             "time_retained": "changelog.time-retained"}
@@ -307,7 +307,7 @@ def _resolve_changelog(table_options, **flags):
 
 
 def _plan_changelog(table, *, now_ms: int, options) -> CleanupPlan:
-    from planner.changelog import plan_changelog
+    from planner.paimon.changelog import plan_changelog
 
     return plan_changelog(table, now_ms=now_ms, options=options)
 
@@ -508,7 +508,7 @@ ICEBERG_KINDS: Mapping[str, PlanKind] = {
 _BY_FORMAT = {"paimon": KINDS, "iceberg": ICEBERG_KINDS}
 
 
-def plan_kind(name: str, fmt: str = "paimon") -> PlanKind:
+def plan_kind(name: str, fmt: str) -> PlanKind:
     """The registry entry of ``name`` for table format ``fmt`` (a KeyError for a kind lakesweep does not
     make is a bug)."""
     return _BY_FORMAT[fmt][name]

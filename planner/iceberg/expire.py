@@ -63,7 +63,7 @@ def resolve_expire_options(table_options: Mapping[str, str], *, retain_last: int
     epoch ms). Flags win over the table's ``history.expire.*`` properties, which win over Iceberg's
     defaults (1 snapshot, 5 days)."""
     from engine.timeutil import parse_duration_ms, parse_time_ms
-    from planner.options import _UNIT_DURATION
+    from planner.paimon.options import _UNIT_DURATION
 
     min_snaps, min_src = _int_property(table_options, "history.expire.min-snapshots-to-keep", DEFAULT_MIN_SNAPSHOTS)
     age, age_src = _int_property(table_options, "history.expire.max-snapshot-age-ms", DEFAULT_MAX_SNAPSHOT_AGE_MS)

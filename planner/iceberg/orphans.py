@@ -43,7 +43,7 @@ from engine.paimon.requirements import AssertNowReached
 from engine.neighbours import Neighbour, refuse_shared_storage
 from engine.plan import Action, CleanupPlan, OptionValue, canonical_actions, summarize
 from planner.iceberg.common import relative_to, scope_base
-from planner.options import ORPHAN_FORCE_BELOW_MS
+from planner.paimon.options import ORPHAN_FORCE_BELOW_MS
 
 DEFAULT_OLDER_THAN = "3 d"
 _VERSION = re.compile(r"^(?:v)?(\d+)(?:[-.].*)?\.metadata\.json$")
@@ -72,7 +72,7 @@ def resolve_orphan_options(table_options: Mapping[str, str], *, older_than: str 
                            **_) -> IcebergOrphanOptions:
     """``older_than``: a duration back from the plan's now (default ``3 d``, Iceberg's) or an instant."""
     from engine.timeutil import parse_duration_ms, parse_time_ms
-    from planner.options import _UNIT_DURATION
+    from planner.paimon.options import _UNIT_DURATION
 
     text = DEFAULT_OLDER_THAN if older_than is None else str(older_than).strip()
     if _UNIT_DURATION.match(text):

@@ -33,7 +33,7 @@ def test_the_registry_names_every_kind_whose_actions_paimon_defines():
     from engine.paimon.kinds import PLAN_KINDS
 
     assert list(KINDS) == list(PLAN_KINDS) and {"expire", "orphans", "partitions"} <= set(KINDS)
-    assert plan_kind("orphans").name == "orphans"
+    assert plan_kind("orphans", "paimon").name == "orphans"
 
 
 def test_plan_orphans_with_nothing_old_says_so_in_json(table, tmp_path):

@@ -17,7 +17,7 @@ from engine.paimon.state import table_identity
 from engine.paimon.table import CONSUMER_PREFIX, PaimonTable
 from engine.plan import Action, CleanupPlan, canonical_actions, summarize
 from engine.timeutil import format_time_ms
-from planner.options import ConsumerOptions
+from planner.paimon.options import ConsumerOptions
 
 
 def plan_consumers(table: PaimonTable, *, now_ms: int, options: ConsumerOptions) -> CleanupPlan:
@@ -51,6 +51,7 @@ def plan_consumers(table: PaimonTable, *, now_ms: int, options: ConsumerOptions)
     actions = canonical_actions(actions)
     return CleanupPlan(
         kind="consumers",
+        format="paimon",
         table_location=table.location,
         table_identity=table_identity(table),
         branch=table.branch,

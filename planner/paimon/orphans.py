@@ -30,7 +30,7 @@ from engine.paimon.requirements import orphan_requirements
 from engine.paimon.state import table_identity
 from engine.paimon.table import PaimonTable
 from engine.plan import Action, CleanupPlan, canonical_actions, summarize
-from planner.options import OrphanOptions
+from planner.paimon.options import OrphanOptions
 
 
 def _bucket_of(rel: str, layout: Layout) -> tuple[str | None, int | None]:
@@ -200,6 +200,7 @@ def plan_orphans(table: PaimonTable, listing: Iterable[ListedFile | tuple], *, n
     }
     return CleanupPlan(
         kind="orphans",
+        format="paimon",
         table_location=table.location,
         table_identity=identity,
         branch=table.branch,

@@ -20,8 +20,8 @@ from engine.paimon.kinds import EXPIRE_PHASES, PARTITIONED_KINDS, ActionKind
 from engine.paimon.requirements import expire_requirements
 from engine.paimon.table import PaimonTable
 from engine.paimon.state import snapshot_pins, table_fingerprint, table_identity
-from planner.guard import assert_unreachable
-from planner.options import INT_MAX, TIME_RULE_OWN, ExpireOptions
+from planner.paimon.guard import assert_unreachable
+from planner.paimon.options import INT_MAX, TIME_RULE_OWN, ExpireOptions
 
 
 @dataclass
@@ -330,6 +330,7 @@ def plan_expire(table: PaimonTable, *, now_ms: int, options: ExpireOptions) -> C
         )
         return CleanupPlan(
             kind="expire",
+            format="paimon",
             table_location=table.location,
             table_identity=identity,
             branch=table.branch,

@@ -41,9 +41,9 @@ from engine.paimon.requirements import changelog_requirements
 from engine.paimon.state import snapshot_digest, table_identity
 from engine.paimon.table import PaimonTable
 from engine.plan import Action, CleanupPlan, canonical_actions, summarize
-from planner.expire import _Notes, _Planner, _previous_tag, find_skipping_tags
-from planner.guard import assert_unreachable
-from planner.options import ExpireOptions
+from planner.paimon.expire import _Notes, _Planner, _previous_tag, find_skipping_tags
+from planner.paimon.guard import assert_unreachable
+from planner.paimon.options import ExpireOptions
 
 
 def changelog_range(table: PaimonTable, *, now_ms: int, opts: ExpireOptions, min_next: int | None) -> tuple[int, int, str] | None:
@@ -151,6 +151,7 @@ def plan_changelog(table: PaimonTable, *, now_ms: int, options: ExpireOptions) -
                            tolerate=None if notes.strict else notes.tolerate, without_changelogs=frozenset(changelogs))
     return CleanupPlan(
         kind="changelog",
+        format="paimon",
         table_location=table.location,
         table_identity=table_identity(table),
         branch=table.branch,

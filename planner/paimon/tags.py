@@ -31,8 +31,8 @@ from engine.paimon.state import snapshot_digest, table_identity
 from engine.paimon.tag_expiry import branch_origins, frees_files, tag_snapshot_files
 from engine.paimon.table import PaimonTable
 from engine.plan import Action, CleanupPlan, canonical_actions, summarize
-from planner.options import TagOptions
-from planner.partitions import local_time
+from planner.paimon.options import TagOptions
+from planner.paimon.partitions import local_time
 
 
 def tag_create_time(create: tuple[int, ...] | None) -> _dt.datetime | None:
@@ -173,6 +173,7 @@ def plan_tags(table: PaimonTable, *, now_ms: int, options: TagOptions) -> Cleanu
                                      "files_freed": tags[n].snapshot.id in gone} for n in sorted(chosen)]
     return CleanupPlan(
         kind="tags",
+        format="paimon",
         table_location=table.location,
         table_identity=table_identity(table),
         branch=table.branch,

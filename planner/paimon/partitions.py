@@ -28,7 +28,7 @@ from engine.paimon.requirements import partition_files_digest, partition_require
 from engine.paimon.state import table_identity
 from engine.paimon.table import PaimonTable
 from engine.plan import Action, CleanupPlan, canonical_actions, summarize
-from planner.options import STRATEGY_VALUES_TIME, PartitionOptions
+from planner.paimon.options import STRATEGY_VALUES_TIME, PartitionOptions
 
 _EPOCH = _dt.datetime(1970, 1, 1)
 
@@ -159,6 +159,7 @@ def plan_partitions(table: PaimonTable, *, now_ms: int, options: PartitionOption
              "time_zone": options.time_zone, "partitions": listed}
     return CleanupPlan(
         kind="partitions",
+        format="paimon",
         table_location=table.location,
         table_identity=table_identity(table),
         branch=table.branch,
