@@ -44,6 +44,7 @@ from engine.neighbours import Neighbour, refuse_shared_storage
 from engine.plan import Action, CleanupPlan, OptionValue, canonical_actions, summarize
 from planner.iceberg.common import relative_to, scope_base
 from planner.paimon.options import ORPHAN_FORCE_BELOW_MS
+from planner.plan_kind import Maintained, PlanDescription, PlanKind, hours, refuse_future_now, utc
 
 DEFAULT_OLDER_THAN = "3 d"
 _VERSION = re.compile(r"^(?:v)?(\d+)(?:[-.].*)?\.metadata\.json$")
@@ -223,3 +224,51 @@ def plan_iceberg_orphans(table, listed: Iterable[FileInfo], *, now_ms: int, opti
         stats={"kept": kept, "used": len(used), "neighbours": len(neighbours), "summary": summarize(canonical_list),
                "warnings": warnings},
     )
+
+
+# ---- the registry entry (``planner.kinds``) ------------------------------------------------------------
+
+def _plan(table, *, now_ms: int, options) -> CleanupPlan:
+    """List first, then plan: what the metadata names is read after the listing, so a file committed
+    while listing is seen as used."""
+    from engine.iceberg.neighbours import catalog_neighbours
+    from engine.iceberg.table import metadata_table_uuid
+
+    options.cutoff_ms(now_ms)  # refuse a bad --older-than before listing a large table
+    refuse_future_now(table, now_ms, "orphans")  # apply would refuse the plan: say so before listing
+    listed = []
+    for root in [table.location, *table.external_roots()]:
+        try:
+            listed += table.fileio.list(root, recursive=True)
+        except FileNotFoundError:
+            continue
+    view = table.refreshed()
+    # the metadata files outside the log that are kept only if they are this table's: read here, the
+    # planner reads no file
+    owners = {path: metadata_table_uuid(view.fileio, path) for path in metadata_to_read(view, listed)}
+    # the other tables of the catalog, read after the listing (a table created meanwhile is seen); the
+    # planner refuses one that stores files in this table's roots
+    return plan_iceberg_orphans(view, listed, now_ms=now_ms, options=options, metadata_owners=owners,
+                                neighbours=catalog_neighbours(view))
+
+
+def describe_iceberg_orphans(plan: CleanupPlan) -> PlanDescription:
+    kept = plan.stats.get("kept", {})
+    notes = (f"kept: {kept.get('young', 0)} younger than {utc(plan.scope['cutoff_ms'])}, "
+             f"{kept.get('unknown_age', 0)} of unknown age, {kept.get('newer_metadata', 0)} metadata file(s) newer "
+             f"than the metadata log",)
+    if not plan.actions:
+        return PlanDescription(nothing_to_do=True, nothing_label="No orphan files",
+                               scope="every file under the table location is used or too young.", notes=notes)
+    return PlanDescription(nothing_to_do=False, scope=f"removes {len(plan.actions)} orphan file(s) no metadata "
+                           f"names, older than {utc(plan.scope['cutoff_ms'])}", notes=notes)
+
+
+def _applied(plan: CleanupPlan, counts) -> str:
+    return f"removed {counts.get('DELETED', 0)} orphan file(s)"
+
+
+KIND = PlanKind("orphans", resolve_options=resolve_orphan_options, plan=_plan, describe=describe_iceberg_orphans,
+                format="iceberg",
+                maintain=Maintained(order=30, flags=lambda options, th: {"older_than": hours(th.orphan_older_than_hours)},
+                                    applied=_applied, nothing_message="no orphan files to remove"))

@@ -129,7 +129,7 @@ def test_make_plan_runs_any_registered_kind_with_its_own_options(table, tmp_path
         return expire.plan(t, now_ms=now_ms, options=options)
 
     monkeypatch.setitem(KINDS, "sketch", PlanKind("sketch", resolve_options=resolve, plan=plan,
-                                                  describe=expire.describe))
+                                                  describe=expire.describe, format="paimon"))
     out = tmp_path / "sketch.parquet"
     make_plan("sketch", table=table.path, out=out, now="4102444800000", option=["snapshot.expire.limit=5"],
               branch="main", fmt=OutputFormat.json, older_than="1 d")
