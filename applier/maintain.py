@@ -438,7 +438,7 @@ class Maintenance:
             return
         entry = plan_kind(op, ref.format)
         now = self.clock()
-        plan = step.plan = entry.plan(view, now_ms=now, options=entry.resolve_options(view.options, **flags))
+        plan = step.plan = entry.read_and_plan(view, now_ms=now, options=entry.resolve_options(view.options, **flags))
         if describe_plan(plan).nothing_to_do and not plan.actions:
             self._record(report, cycle, ref, op, MaintenanceOutcome.SKIPPED, _skip_message(plan), plan,
                          started_ms=started)

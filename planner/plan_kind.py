@@ -58,11 +58,21 @@ class PlanKind:
     # over ``overrides`` (``--option key=value``) over the table's options over defaults, each value with
     # its source. Raises ``PlanRejected`` on a bad value.
     resolve_options: Callable[..., Any]
-    # ``plan(table, *, now_ms, options)``: the planner, with what it needs read (a listing) passed in.
+    # ``plan(table, *, now_ms, options, read=None)``: the pure planner; ``read`` is what ``read`` returned.
     plan: Callable[..., CleanupPlan]
     describe: Callable[[CleanupPlan], PlanDescription]
     format: str
     maintain: Maintained | None = None  # None: ``maintain`` does not run it
+    # ``read(table, *, now_ms, options)``: what the planner needs from storage beyond the table's metadata
+    # (a listing, the other tables), read by the caller before planning and passed to ``plan`` as a value;
+    # the checks that must come before a long listing run first. None: the planner needs nothing more.
+    read: Callable[..., Any] | None = None
+
+    def read_and_plan(self, table, *, now_ms: int, options) -> CleanupPlan:
+        """``read`` (when the kind has one), then ``plan`` with what it read: what a caller without a listing
+        of its own does."""
+        read = self.read(table, now_ms=now_ms, options=options) if self.read is not None else None
+        return self.plan(table, now_ms=now_ms, options=options, read=read)
 
 
 def refuse_future_now(table, now_ms: int, what: str) -> None:

@@ -116,7 +116,7 @@ def describe_compact(plan: CleanupPlan) -> PlanDescription:
     return PlanDescription(nothing_to_do=False, scope=scope, notes=notes, document=document)
 
 
-def _plan(table, *, now_ms: int, options) -> CleanupPlan:
+def _plan(table, *, now_ms: int, options, read=None) -> CleanupPlan:
     return plan_compact(table, now_ms=now_ms, options=options)
 
 

@@ -172,7 +172,7 @@ def _canon(location: str) -> str:
 
 # ---- the registry entry (``planner.kinds``) ------------------------------------------------------------
 
-def _plan(table, *, now_ms: int, options) -> CleanupPlan:
+def _plan(table, *, now_ms: int, options, read=None) -> CleanupPlan:
     _refuse_future_expiry(table, now_ms)
     return plan_iceberg_expire(table, now_ms=now_ms, options=options)
 

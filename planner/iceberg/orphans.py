@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Iterable, Mapping, Sequence
+from typing import Any, Iterable, Mapping, Sequence
 
 from engine.errors import PlanRejected
 from engine.fileio import FileInfo
@@ -228,7 +228,17 @@ def plan_iceberg_orphans(table, listed: Iterable[FileInfo], *, now_ms: int, opti
 
 # ---- the registry entry (``planner.kinds``) ------------------------------------------------------------
 
-def _plan(table, *, now_ms: int, options) -> CleanupPlan:
+@dataclass(frozen=True, slots=True)
+class OrphanRead:
+    """What orphan planning needs beyond the table's metadata, read by the caller (``_read``)."""
+
+    view: Any  # the table as read after the listing: what the metadata names is read from it
+    listed: list[FileInfo]
+    metadata_owners: Mapping[str, Any]  # metadata file outside the log -> the table UUID it names
+    neighbours: tuple  # the other tables of the catalog (``engine.neighbours.Neighbour``)
+
+
+def _read(table, *, now_ms: int, options) -> OrphanRead:
     """List first, then plan: what the metadata names is read after the listing, so a file committed
     while listing is seen as used."""
     from engine.iceberg.neighbours import catalog_neighbours
@@ -248,8 +258,13 @@ def _plan(table, *, now_ms: int, options) -> CleanupPlan:
     owners = {path: metadata_table_uuid(view.fileio, path) for path in metadata_to_read(view, listed)}
     # the other tables of the catalog, read after the listing (a table created meanwhile is seen); the
     # planner refuses one that stores files in this table's roots
-    return plan_iceberg_orphans(view, listed, now_ms=now_ms, options=options, metadata_owners=owners,
-                                neighbours=catalog_neighbours(view))
+    return OrphanRead(view, listed, owners, catalog_neighbours(view))
+
+
+def _plan(table, *, now_ms: int, options, read: OrphanRead) -> CleanupPlan:
+    """``table`` as ``read`` saw it after the listing (``read.view``) is planned."""
+    return plan_iceberg_orphans(read.view, read.listed, now_ms=now_ms, options=options,
+                                metadata_owners=read.metadata_owners, neighbours=read.neighbours)
 
 
 def describe_iceberg_orphans(plan: CleanupPlan) -> PlanDescription:
@@ -268,7 +283,7 @@ def _applied(plan: CleanupPlan, counts) -> str:
     return f"removed {counts.get('DELETED', 0)} orphan file(s)"
 
 
-KIND = PlanKind("orphans", resolve_options=resolve_orphan_options, plan=_plan, describe=describe_iceberg_orphans,
-                format="iceberg",
+KIND = PlanKind("orphans", resolve_options=resolve_orphan_options, plan=_plan, read=_read,
+                describe=describe_iceberg_orphans, format="iceberg",
                 maintain=Maintained(order=30, flags=lambda options, th: {"older_than": hours(th.orphan_older_than_hours)},
                                     applied=_applied, nothing_message="no orphan files to remove"))

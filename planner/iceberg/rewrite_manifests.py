@@ -100,7 +100,7 @@ def describe_rewrite(plan: CleanupPlan) -> PlanDescription:
     return PlanDescription(nothing_to_do=False, scope=scope, document={"skipped": None})
 
 
-def _plan(table, *, now_ms: int, options) -> CleanupPlan:
+def _plan(table, *, now_ms: int, options, read=None) -> CleanupPlan:
     return plan_rewrite_manifests(table, now_ms=now_ms, options=options)
 
 

@@ -254,7 +254,7 @@ def _resolve(table_options, **flags):
     return resolve_expire_options(table_options, overrides=overrides, **flags)
 
 
-def _plan(table, *, now_ms: int, options) -> CleanupPlan:
+def _plan(table, *, now_ms: int, options, read=None) -> CleanupPlan:
     return plan_changelog(table, now_ms=now_ms, options=options)
 
 

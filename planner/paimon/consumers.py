@@ -71,7 +71,7 @@ def plan_consumers(table: PaimonTable, *, now_ms: int, options: ConsumerOptions)
 
 # ---- the registry entry (``planner.kinds``) ------------------------------------------------------------
 
-def _plan(table, *, now_ms: int, options) -> CleanupPlan:
+def _plan(table, *, now_ms: int, options, read=None) -> CleanupPlan:
     refuse_future_now(table, now_ms, "consumer expiry")  # apply would refuse the plan: say so now
     return plan_consumers(table, now_ms=now_ms, options=options)
 

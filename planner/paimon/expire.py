@@ -438,7 +438,7 @@ def _applied(plan: CleanupPlan, counts) -> str:
     return f"expired snapshots [{plan.begin}, {plan.end}), deleted {counts.get('DELETED', 0)} file(s)"
 
 
-def _plan(table, *, now_ms: int, options) -> CleanupPlan:
+def _plan(table, *, now_ms: int, options, read=None) -> CleanupPlan:
     return plan_expire(table, now_ms=now_ms, options=options)
 
 

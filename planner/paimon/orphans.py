@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import posixpath
 from collections import defaultdict
+from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Mapping, Sequence, Sized
 
 from engine.errors import PlannerInvariantViolated
@@ -219,7 +220,16 @@ def plan_orphans(table: PaimonTable, listing: Iterable[ListedFile | tuple], *, n
 
 # ---- the registry entry (``planner.kinds``) ------------------------------------------------------------
 
-def _plan(table, *, now_ms: int, options) -> CleanupPlan:
+@dataclass(frozen=True, slots=True)
+class OrphanRead:
+    """What orphan planning needs beyond the table's metadata, read by the caller (``_read``)."""
+
+    files: Iterable[ListedFile]  # the listing (may stream: the planner reads it once)
+    source: Any  # where it came from, for the plan's stats (a dict, or a callable giving one once read)
+    neighbours: tuple  # the other tables of the warehouse (``engine.neighbours.Neighbour``)
+
+
+def _read(table, *, now_ms: int, options) -> OrphanRead:
     """List first, then plan: the listing is made (or the inventory was) before anything says which files
     are used (#3074)."""
     from engine.listing import InventoryScan
@@ -234,16 +244,18 @@ def _plan(table, *, now_ms: int, options) -> CleanupPlan:
     # lister's listing is checked path by path for tables under the roots, the store is listed for them
     if options.inventory:
         scan = InventoryScan(options.inventory, roots=roots)
-        return plan_orphans(table, scan.files(), now_ms=now_ms, options=options, source=scan.source,
-                            neighbours=paimon_neighbours(table, scan=False))
+        return OrphanRead(scan.files(), scan.source, paimon_neighbours(table, scan=False))
     if options.lister is not None:
         listed, source = options.lister(table)
         scan = InventoryScan([listed], roots=roots)
-        return plan_orphans(table, scan.files(), now_ms=now_ms, options=options, source=dict(source),
-                            neighbours=paimon_neighbours(table, scan=False))
+        return OrphanRead(scan.files(), dict(source), paimon_neighbours(table, scan=False))
     listing = list_orphan_candidates(table)
-    return plan_orphans(table, listing, now_ms=now_ms, options=options, source={"from": "store"},
-                        neighbours=paimon_neighbours(table))
+    return OrphanRead(listing, {"from": "store"}, paimon_neighbours(table))
+
+
+def _plan(table, *, now_ms: int, options, read: OrphanRead) -> CleanupPlan:
+    return plan_orphans(table, read.files, now_ms=now_ms, options=options, source=read.source,
+                        neighbours=read.neighbours)
 
 
 def describe_orphans(plan: CleanupPlan) -> PlanDescription:
@@ -285,7 +297,7 @@ def _applied(plan: CleanupPlan, counts) -> str:
     return f"removed {counts.get('DELETED', 0)} orphan file(s)"
 
 
-KIND = PlanKind("orphans", resolve_options=resolve_orphan_options, plan=_plan, describe=describe_orphans,
-                format="paimon",
+KIND = PlanKind("orphans", resolve_options=resolve_orphan_options, plan=_plan, read=_read,
+                describe=describe_orphans, format="paimon",
                 maintain=Maintained(order=30, flags=lambda options, th: {"older_than": hours(th.orphan_older_than_hours)},
                                     applied=_applied, nothing_message="no orphan files to remove"))

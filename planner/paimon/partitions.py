@@ -223,7 +223,7 @@ def _none_readable(unreadable: list[str], options: PartitionOptions) -> str:
 
 # ---- the registry entry (``planner.kinds``) ------------------------------------------------------------
 
-def _plan(table, *, now_ms: int, options) -> CleanupPlan:
+def _plan(table, *, now_ms: int, options, read=None) -> CleanupPlan:
     refuse_future_now(table, now_ms, "partition expiry")  # apply would refuse the plan: say so now
     return plan_partitions(table, now_ms=now_ms, options=options)
 

@@ -196,7 +196,7 @@ def _relative(table: PaimonTable, full: str) -> str:
 
 # ---- the registry entry (``planner.kinds``) ------------------------------------------------------------
 
-def _plan(table, *, now_ms: int, options) -> CleanupPlan:
+def _plan(table, *, now_ms: int, options, read=None) -> CleanupPlan:
     refuse_future_now(table, now_ms, "tag expiry")  # apply would refuse the plan: say so now
     return plan_tags(table, now_ms=now_ms, options=options)
 

@@ -35,7 +35,7 @@ def _paimon_table(warehouse, name="u", options=None) -> str:
 def plan(root):
     """An orphans plan as ``lakesweep plan orphans`` makes it: the neighbours read, the store listed."""
     t = open_table(root)
-    return plan_kind("orphans", "paimon").plan(t, now_ms=NOW, options=resolve_orphan_options(t.options))
+    return plan_kind("orphans", "paimon").read_and_plan(t, now_ms=NOW, options=resolve_orphan_options(t.options))
 
 
 def _warehouse(lake) -> str:

@@ -124,7 +124,7 @@ def test_make_plan_runs_any_registered_kind_with_its_own_options(table, tmp_path
         seen.update(flags, overrides=overrides)
         return expire.resolve_options(table_options, retain_min=1, time_retained="0 s")
 
-    def plan(t, *, now_ms, options):
+    def plan(t, *, now_ms, options, read=None):
         seen["now_ms"] = now_ms
         return expire.plan(t, now_ms=now_ms, options=options)
 

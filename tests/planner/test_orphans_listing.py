@@ -123,7 +123,7 @@ def test_another_table_outside_the_listed_directories_but_under_a_root_is_refuse
     message = f"the Paimon table at {holder} stores files at {holder} \\(location\\), which lies in"
     t = open_table(root)
     with pytest.raises(SharedStorage, match=message):  # the store: its roots listed for other tables
-        plan_kind("orphans", "paimon").plan(t, now_ms=NOW, options=resolve_orphan_options(t.options))
+        plan_kind("orphans", "paimon").read_and_plan(t, now_ms=NOW, options=resolve_orphan_options(t.options))
     with pytest.raises(SharedStorage, match=message):  # a full listing (an inventory): checked path by path
         plan(root, every_file(root, ext))
 

@@ -66,12 +66,12 @@ def plan_paimon(root: str, listing=None, **flags):
     table = open_table(root)
     options = resolve_orphan_options({}, **flags)
     if listing is None:
-        return plan_kind("orphans", "paimon").plan(table, now_ms=NOW, options=options)
+        return plan_kind("orphans", "paimon").read_and_plan(table, now_ms=NOW, options=options)
     return plan_orphans(table, listing, now_ms=NOW, options=options)
 
 
 def plan_iceberg(view, **flags):
-    return plan_kind("orphans", "iceberg").plan(view, now_ms=int(time.time() * 1000),
+    return plan_kind("orphans", "iceberg").read_and_plan(view, now_ms=int(time.time() * 1000),
                                                 options=resolve_iceberg_orphan_options(view.options, **flags))
 
 
@@ -167,7 +167,7 @@ def test_paimon_17448_on_s3_a_prefix_listing_of_t_does_not_reach_t_2(tmp_path, s
     time.sleep(1.5)  # object times are the upload's: old enough for --older-than 1 s
 
     table = open_table(f"s3://{prefix}/t")
-    plan = plan_kind("orphans", "paimon").plan(table, now_ms=int(time.time() * 1000),
+    plan = plan_kind("orphans", "paimon").read_and_plan(table, now_ms=int(time.time() * 1000),
                                      options=resolve_orphan_options({}, older_than="1 s", force=True))
     assert [a.path for a in plan.actions] == ["dt=2024-01-01/bucket-0/data-dead-0.parquet"]
     report, outcomes = apply(plan, tmp_path)
