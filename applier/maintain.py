@@ -42,14 +42,22 @@ from journal.projection import PlanStatus
 from journal.queries import plan_state
 from journal.recorder import Recorder
 
+from planner.kinds import describe_plan, kinds_of, plan_kind
+
 from applier.executors import SparkExecutor
 
-CANONICAL = {"iceberg": ("compact", "expire", "orphans", "rewrite-manifests"),
-             "paimon": ("expire", "orphans", "partitions")}
-ICEBERG_COMMITTING = frozenset({"compact", "expire", "rewrite-manifests"})  # Iceberg operations that commit
+
+def _canonical(fmt: str) -> tuple[str, ...]:
+    """The kinds ``maintain`` runs on a table of format ``fmt``, in the worker's canonical order."""
+    entries = sorted((e.maintain.order, e.name) for e in kinds_of(fmt).values() if e.maintain is not None)
+    return tuple(name for _, name in entries)
+
+
+CANONICAL = {"iceberg": _canonical("iceberg"), "paimon": _canonical("paimon")}
 # The worker's operation names, as ``--operations`` accepts them too.
 ALIASES = {"expire_snapshots": "expire", "remove_orphans": "orphans", "rewrite_manifests": "rewrite-manifests"}
-ALL_OPERATIONS = ("compact", "expire", "orphans", "rewrite-manifests", "partitions")
+ALL_OPERATIONS = tuple(name for _, name in sorted({(e.maintain.order, e.name) for fmt in CANONICAL
+                                                   for e in kinds_of(fmt).values() if e.maintain is not None}))
 _FILE_VERBS = frozenset({Verb.DELETE_FILE, Verb.DELETE_EMPTY_DIR, Verb.WRITE_FILE, Verb.MERGE})  # not commits
 
 
@@ -177,108 +185,48 @@ def discover(*, catalog: str | None, warehouse: str | None, namespace_filter: st
 def _flags(ref: TableRef, op: str, options, th: Thresholds) -> dict | None:
     """The plan flags of ``op`` with the thresholds as defaults under the table's own properties; None when
     the table cannot take the operation (the reason is ``_not_configured``)."""
-    if ref.format == "iceberg":
-        if op == "expire":
-            return {"retain_last": None if "history.expire.min-snapshots-to-keep" in options else th.max_snapshots_to_keep,
-                    "older_than": None if "history.expire.max-snapshot-age-ms" in options
-                    else _hours(th.snapshot_retention_hours), "max_commit_retries": th.max_commit_retries}
-        if op == "orphans":
-            return {"older_than": _hours(th.orphan_older_than_hours)}
-        if op == "rewrite-manifests":
-            return {"min_manifests": th.min_manifests_to_rewrite, "max_commit_retries": th.max_commit_retries}
-        if op == "compact":
-            return {"target_file_size_mb": th.target_file_size_mb, "min_input_files": th.min_input_files,
-                    "apply_deletes": th.apply_deletes, "max_commit_retries": th.max_commit_retries}
+    entry = kinds_of(ref.format).get(op)
+    if entry is None or entry.maintain is None:
         return None
-    if op == "expire":
-        return {}
-    if op == "orphans":
-        return {"older_than": _hours(th.orphan_older_than_hours)}
-    if op == "partitions":
-        return {} if options.get("partition.expiration-time") else None
-    return None
-
-
-def _hours(hours: int | None) -> str | None:
-    """A threshold in whole hours as a plan flag; None leaves the engine's own default."""
-    return None if hours is None else f"{hours} h"
+    return entry.maintain.flags(options, th)
 
 
 def _not_configured(ref: TableRef, op: str) -> str:
-    if op == "partitions":
-        return "partition.expiration-time is not set"
+    entry = kinds_of(ref.format).get(op)
+    if entry is not None and entry.maintain is not None and entry.maintain.not_configured:
+        return entry.maintain.not_configured
     return f"{op} does not apply to {ref.format} tables"
 
 
 def _applied_message(plan: CleanupPlan, counts: dict) -> str:
-    deleted = counts.get("DELETED", 0)
-    if plan.kind == "expire" and plan.format == "iceberg":
-        return f"expired {len(plan.scope.get('expired', ()))} snapshot(s), deleted {deleted} unreferenced file(s)"
-    if plan.kind == "expire":
-        return f"expired snapshots [{plan.begin}, {plan.end}), deleted {deleted} file(s)"
-    if plan.kind == "orphans":
-        return f"removed {deleted} orphan file(s)"
-    if plan.kind == "rewrite-manifests":
-        sc = plan.scope
-        return f"rewrote {sc['data_manifests']} manifests into {len(sc['specs'])} ({sc['entries']} entries)"
-    if plan.kind == "compact":
-        bins = plan.scope.get("bins", [])
-        inputs = sum(len(b["inputs"]) for b in bins)
-        return f"compacted {inputs} files into {len(bins)} (across {len(bins)} bins)"
-    if plan.kind == "partitions":
-        return f"dropped {len(plan.scope.get('partitions', ()))} partition(s)"
-    return f"{plan.kind}: {counts}"
+    entry = kinds_of(plan.format).get(plan.kind)
+    if entry is None or entry.maintain is None:
+        return f"{plan.kind}: {counts}"
+    return entry.maintain.applied(plan, counts)
 
 
 def _skip_message(plan: CleanupPlan) -> str:
-    from planner.kinds import describe_plan
-
     if plan.scope.get("skipped"):  # rewrite-manifests and compact: the worker's messages
         return plan.scope["skipped"]
-    if plan.kind == "orphans":
-        return "no orphan files to remove"
+    entry = kinds_of(plan.format).get(plan.kind)
+    if entry is not None and entry.maintain is not None and entry.maintain.nothing_message is not None:
+        return entry.maintain.nothing_message
     return describe_plan(plan).scope
 
 
 # ---- detection ------------------------------------------------------------------------------------------
 
 def detect(view, ref: TableRef, ops: Sequence[str], th: Thresholds, now_ms: int) -> dict[str, str]:
-    """Operations the table does not need, each with the worker's message, from metadata alone."""
+    """Operations the table does not need, each with the worker's message, from metadata alone (each
+    kind's ``Maintained.detect``)."""
     skip: dict[str, str] = {}
-    if ref.format != "iceberg":
-        return skip
-    reason = view.cannot_commit()
-    if reason is not None:  # planning would refuse them: say why once, and run what commits nothing (orphans)
-        skip = {op: reason for op in ops if op in ICEBERG_COMMITTING}
-        ops = [op for op in ops if op not in skip]
-    if view.current_snapshot_id is None:
-        return {**skip, **{op: "no current snapshot" for op in ops if op != "orphans"}}
-    if "expire" in ops:
-        from engine.iceberg.retention import expire_rule
-        from planner.iceberg.expire import resolve_expire_options
-
-        o = resolve_expire_options(view.options, **_flags(ref, "expire", view.options, th))
-        expired, removed = expire_rule(view, now_ms=now_ms, cutoff_ms=o.cutoff_ms(now_ms), retain_last=o.retain_last,
-                                       max_ref_age_ms=o.max_ref_age_ms)
-        if not expired and not removed:
-            skip["expire"] = f"no snapshot to expire ({len(view.snapshots)} snapshot(s), retention kept them all)"
-    if "compact" in ops:
-        from engine.iceberg.compaction import target_file_size
-
-        target, _ = target_file_size(view.options, th.target_file_size_mb)
-        small: dict[tuple, int] = {}
-        for m in view.manifest_list(view.snapshots[view.current_snapshot_id]):
-            if m.content == 0:
-                for f in view.manifest_entries(m):
-                    if f.live and f.content == 0 and f.size < target:
-                        small[(m.spec_id, f.partition)] = small.get((m.spec_id, f.partition), 0) + 1
-        if not any(n >= th.min_input_files for n in small.values()):
-            skip["compact"] = "no files eligible for compaction"
-    if "rewrite-manifests" in ops:
-        lists = view.manifest_list(view.snapshots[view.current_snapshot_id])
-        data = sum(1 for m in lists if m.content == 0)
-        if data < th.min_manifests_to_rewrite:
-            skip["rewrite-manifests"] = f"only {data} data manifests, below threshold of {th.min_manifests_to_rewrite}"
+    for op in ops:
+        entry = kinds_of(ref.format).get(op)
+        if entry is None or entry.maintain is None or entry.maintain.detect is None:
+            continue
+        reason = entry.maintain.detect(view, th, now_ms)
+        if reason is not None:
+            skip[op] = reason
     return skip
 
 
@@ -480,7 +428,6 @@ class Maintenance:
 
     def _plan_write_apply(self, report, cycle, ref: TableRef, op: str, executor, step: "_Step") -> None:
         from applier.apply import apply_plan
-        from planner.kinds import describe_plan, plan_kind
 
         view = self._open(ref)  # each operation reads the table as the previous one left it
         started = step.started_ms
@@ -491,7 +438,7 @@ class Maintenance:
             return
         entry = plan_kind(op, ref.format)
         now = self.clock()
-        plan = step.plan = entry.plan(view, now_ms=now, options=entry.resolve_options(view.options, **flags))
+        plan = step.plan = entry.read_and_plan(view, now_ms=now, options=entry.resolve_options(view.options, **flags))
         if describe_plan(plan).nothing_to_do and not plan.actions:
             self._record(report, cycle, ref, op, MaintenanceOutcome.SKIPPED, _skip_message(plan), plan,
                          started_ms=started)

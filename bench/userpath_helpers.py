@@ -53,8 +53,8 @@ def info(table: str | None, plan_file: str | None, out: str) -> dict:
     avro_bytes = 0
     if table is not None:
         from engine.paimon.table import open_table
-        from planner.expire import plan_expire
-        from planner.options import TIME_RULE_OWN, resolve_expire_options
+        from planner.paimon.expire import plan_expire
+        from planner.paimon.options import TIME_RULE_OWN, resolve_expire_options
 
         reads = Reads()
         t = open_table(table, on_read=reads)

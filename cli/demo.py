@@ -104,7 +104,7 @@ def run_iceberg_chapter(directory: Path, journal_path: Path, *, output: Output) 
         say(f"\n[bold]{title}[/bold], then apply")
         entry = plan_kind(kind, "iceberg")
         table = IcebergTable(DEMO_CATALOG, name)
-        plan = entry.plan(table, now_ms=int(time.time() * 1000), options=entry.resolve_options(table.options, **flags))
+        plan = entry.read_and_plan(table, now_ms=int(time.time() * 1000), options=entry.resolve_options(table.options, **flags))
         write_plan(plan, str(directory / file))
         reread = read_plan(str(directory / file))
         output.demo_plan(reread)
@@ -200,8 +200,8 @@ def run_demo(directory: Path, *, output: Output) -> dict:
     from engine.paimon.inspect import inspect_table
     from engine.plan_io import read_plan, write_plan
     from engine.paimon.table import open_table
-    from planner.expire import plan_expire
-    from planner.options import resolve_expire_options
+    from planner.paimon.expire import plan_expire
+    from planner.paimon.options import resolve_expire_options
 
     directory = directory.resolve()
     prepare_demo_dir(directory)

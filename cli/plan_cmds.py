@@ -3,8 +3,8 @@ reviewing it. Nothing here deletes anything.
 
 Each ``plan`` command declares its kind's own options and hands them to ``make_plan``, which does what
 every kind shares (the table, ``--out``, ``--now``, ``--option``, ``--branch``, progress, writing and
-showing the plan) through the kind's entry in ``planner/kinds.py``. A new kind is one entry there and one
-command here.
+showing the plan) through the kind's entry (``planner.kinds.plan_kind``). A new kind is its module with its
+entry, one line in ``planner/kinds.py`` and one command here.
 """
 
 from __future__ import annotations
@@ -51,7 +51,7 @@ def make_plan(kind: str, *, table: str, out: Path, now: Optional[str], option: L
     from engine.timeutil import parse_time_ms
     from planner.kinds import plan_kind
 
-    entry = plan_kind(kind)
+    entry = plan_kind(kind, "paimon")
     output = output_for(fmt)
     now_ms = parse_time_ms(now) if now is not None else int(time.time() * 1000)
     check_output_file(out, "--out", PlanRejected)
@@ -60,7 +60,7 @@ def make_plan(kind: str, *, table: str, out: Path, now: Optional[str], option: L
     t = open_table(table, branch=branch, on_read=reads)
     options = entry.resolve_options(t.options, overrides=key_values(option, "--option"), **flags)
     with reads if reads is not None else contextlib.nullcontext():
-        plan = entry.plan(t, now_ms=now_ms, options=options)
+        plan = entry.read_and_plan(t, now_ms=now_ms, options=options)
     write_plan(plan, str(out))
     output.plan_written(plan, str(out))
 
@@ -97,7 +97,7 @@ def make_iceberg_plan(kind: str, *, catalog: str, table: str, out: Path, now: Op
     refuse_inside_table(out, t.location, "--out", PlanRejected)
     options = entry.resolve_options(t.options, **flags)
     with reads if reads is not None else contextlib.nullcontext():
-        plan = entry.plan(t, now_ms=now_ms, options=options)
+        plan = entry.read_and_plan(t, now_ms=now_ms, options=options)
     write_plan(plan, str(out))
     output.plan_written(plan, str(out))
 
@@ -224,7 +224,7 @@ def _paimon_older_than(older_than: str, now: Optional[str], time_retained: Optio
     (the plan's now, fixed here so that both agree, and that time-retained)."""
     from engine.errors import PlanRejected
     from engine.timeutil import parse_duration_ms, parse_time_ms
-    from planner.options import _UNIT_DURATION
+    from planner.paimon.options import _UNIT_DURATION
 
     if time_retained is not None:
         raise PlanRejected("--older-than and --time-retained say the same thing: give one of them")

@@ -29,16 +29,9 @@ def plan_html(plan) -> str:
             f"<p><b>{esc(d.nothing_label if d.nothing_to_do else 'What it does')}:</b> {esc(d.scope)}</p>"]
     body += [f"<p class=\"meta\">{esc(n)}</p>" for n in (*d.remaining, *d.notes)]
     body += [f"<p class=\"warn\">warning: {esc(w)}</p>" for w in plan.stats.get("warnings", [])]
-    if plan.kind == "expire" and plan.format == "paimon":
-        body += _paimon_timeline(plan, missing)
-    elif plan.kind == "expire" and plan.format == "iceberg":
-        body += _iceberg_timeline(plan, missing)
-    if plan.kind == "orphans":
-        body += _orphan_ages(plan, missing)
-    if plan.kind == "partitions":
-        body += _partition_times(plan, missing)
-    if plan.kind == "compact":
-        body += _bins(plan, missing)
+    chart = _CHARTS.get((plan.format, plan.kind))
+    if chart is not None:
+        body += chart(plan, missing)
     body += _by_partition(plan)
     body += _by_kind(plan)
     body += _options(plan)
@@ -412,3 +405,10 @@ def _option_text(key: str, value) -> str:
     if isinstance(value, (list, tuple)):
         return ", ".join(map(str, value))
     return option_value(key, value)
+
+
+# The chart drawn for a (format, plan kind), between the description and the tables every plan gets; a kind
+# without one gets those tables only.
+_CHARTS = {("paimon", "expire"): _paimon_timeline, ("iceberg", "expire"): _iceberg_timeline,
+           ("paimon", "orphans"): _orphan_ages, ("iceberg", "orphans"): _orphan_ages,
+           ("paimon", "partitions"): _partition_times, ("iceberg", "compact"): _bins}

@@ -41,10 +41,11 @@ rebuilds a producer on the new head without lakesweep's checks, is not used.
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 from typing import Callable, Sequence
 
 from engine.errors import CorruptMetadata, LakesweepError, PlanRejected, StalePlan
-from engine.iceberg.kinds import CompactKind, ExpireKind, RewriteKind
+from engine.iceberg.kinds import rules_of
 from engine.iceberg.requirements import COMMIT_ID_PROPERTY
 from engine.plan import Action, CleanupPlan
 
@@ -70,8 +71,11 @@ class IcebergCommitter:
         self.attempts = 0  # commits tried by the last ``commit`` call
         self.left_out: dict[int, str] = {}  # actions the last commit left out (DROPPED), with why
         self.kept: dict[int, str] = {}  # expiry: planned snapshots the live table keeps (SKIPPED_REFERENCED)
+        # the plan kind's commit (``engine.iceberg.kinds.IcebergPlanKind``): what it carries, checks and makes
+        self.rules = rules_of(plan)
+        self.steps = self.rules.commit_steps() if self.rules.commit_steps is not None else None
         # what ``find`` and ``commit`` return: the new snapshot of a rewrite, the metadata version of an expiry
-        self.version_label = "metadata version" if plan.kind == "expire" else "snapshot"
+        self.version_label = self.rules.version_label
 
     def check(self, table, actions: Sequence[Action]) -> None:
         """Refuse a plan whose commit is not what its own rule allows, whatever the plan file says: an
@@ -79,16 +83,13 @@ class IcebergCommitter:
         rule needs; with ``strict`` it may expire only snapshots, and remove only refs, that Iceberg's
         retention rule (with the plan's now, cut-off, retain-last and max-ref-age) lets go on the live
         table. (By default the commit expires only those, and keeps the others.)"""
-        expected = {"expire": ExpireKind.EXPIRE_SNAPSHOT, "rewrite-manifests": RewriteKind.REWRITE_MANIFEST,
-                    "compact": CompactKind.COMPACT_REPLACE}.get(self.plan.kind)
+        expected = self.rules.commit_action
         for a in actions:
             if a.kind != expected:
                 raise PlanRejected(f"action {a.action_id} ({a.kind}) is not what an Iceberg {self.plan.kind} plan "
                                    f"commits; the plan is refused")
-        if self.plan.kind == "expire":
-            self._check_expiry(table, actions)
-        if self.plan.kind == "compact":
-            self._check_compaction(table, actions)
+        if self.steps is not None and self.steps.check is not None:
+            self.steps.check(self, table, actions)
 
     def _check_compaction(self, table, actions: Sequence[Action]) -> None:
         """Every commit action names an input of its bin, and every input of a bin is named: what is
@@ -150,12 +151,8 @@ class IcebergCommitter:
             raise PlanRejected(f"the plan lacks what its retention rule needs ({e}); the plan is refused") from e
 
     def find(self, table, commit_id: str) -> int | None:
-        if self.plan.kind == "expire":
-            gone = not (set(self.plan.scope.get("expired", ())) & set(table.snapshots))
-            refs = table.refs()
-            if gone and not any(r in refs for r in self.plan.scope.get("removed_refs", ())):
-                return metadata_version(table)
-            return None
+        if self.steps is not None and self.steps.find is not None:
+            return self.steps.find(self, table, commit_id)
         for sid, snap in table.snapshots.items():
             props = snap.summary.additional_properties if snap.summary is not None else {}
             if props.get(COMMIT_ID_PROPERTY) == commit_id:
@@ -187,11 +184,24 @@ class IcebergCommitter:
         if stale:
             raise StalePlan(f"the plan {self.plan.plan_id} is stale: " + "; ".join(stale)
                             + f". Nothing was committed; re-run 'lakesweep plan {self.plan.kind}'")
-        if self.plan.kind == "expire":
-            self.check(live, actions)
-            return self._expire(live, actions)
-        if self.plan.kind == "compact":
-            return self._compact(live, actions, commit_id, written or {})
+        if self.steps is None:
+            raise PlanRejected(f"Iceberg '{self.plan.kind}' plans commit nothing; the plan {self.plan.plan_id} is "
+                               "refused")
+        return self.steps.commit(self, live, actions, commit_id, written or {})
+
+    def _find_expiry(self, table, commit_id: str) -> int | None:
+        """An expiry carries no commit id: it is found done when its snapshots and refs are gone."""
+        gone = not (set(self.plan.scope.get("expired", ())) & set(table.snapshots))
+        refs = table.refs()
+        if gone and not any(r in refs for r in self.plan.scope.get("removed_refs", ())):
+            return metadata_version(table)
+        return None
+
+    def _commit_expiry(self, live, actions: Sequence[Action], commit_id: str, written) -> int:
+        self.check(live, actions)
+        return self._expire(live, actions)
+
+    def _commit_rewrite(self, live, actions: Sequence[Action], commit_id: str, written) -> int | None:
         return self._rewrite(live, actions, commit_id)
 
     def _requirements(self, table):
@@ -447,3 +457,21 @@ def _assert_refs_exactly(refs: dict[str, int]):
                 raise CommitFailedException(f"Requirement failed: refs are {found}, expected {self.refs}")
 
     return AssertRefsExactly(refs=refs)
+
+
+@dataclass(frozen=True, slots=True)
+class CommitSteps:
+    """What one plan kind's commit does, as unbound ``IcebergCommitter`` methods: ``check`` (beyond the
+    action kind; None: nothing more), ``find`` (None: the snapshot whose summary carries the commit id) and
+    ``commit`` (one attempt on a fresh read). The plan kind's entry names them
+    (``engine.iceberg.kinds.IcebergPlanKind.commit_steps``)."""
+
+    commit: Callable
+    check: Callable | None = None
+    find: Callable | None = None
+
+
+EXPIRE_STEPS = CommitSteps(IcebergCommitter._commit_expiry, check=IcebergCommitter._check_expiry,
+                           find=IcebergCommitter._find_expiry)
+REWRITE_STEPS = CommitSteps(IcebergCommitter._commit_rewrite)
+COMPACT_STEPS = CommitSteps(IcebergCommitter._compact, check=IcebergCommitter._check_compaction)

@@ -62,9 +62,10 @@ class IcebergFormat:
         """An orphans plan: refuse (``SharedStorage``) when another table of the catalog, read now, stores
         files in the table's roots, whenever it appeared (the plan cannot tell: its file is not trusted)."""
         from engine.iceberg.neighbours import catalog_neighbours, table_roots
+        from engine.iceberg.kinds import rules_of
         from engine.neighbours import refuse_shared_storage
 
-        if plan.kind == "orphans":
+        if rules_of(plan).shared_storage:
             refuse_shared_storage(f"Iceberg table {table.identifier}", table_roots(table), catalog_neighbours(table),
                                   outcome="Nothing was deleted")
 
@@ -99,14 +100,16 @@ class IcebergFormat:
         """The actions to skip, each with why, or a refusal (``StalePlan``) when a file the actions delete is
         still used by the live table.
 
-        Skipped (unless ``strict``): a file of an expiry plan held by a snapshot the plan expires and the live
+        Skipped (unless ``strict``): a file of an expiry plan (``expiry_gate``) held by a snapshot the plan expires and the live
         table keeps (a tag or branch created or moved since planning protects it; the commit kept it too).
         Any other holder refuses the plan: the plan's own view said nothing else holds the file."""
+        from engine.iceberg.kinds import rules_of
         from engine.iceberg.reachability import reachable
 
         planned = {targets[a.action_id]: a for a in actions if a.verb is Verb.DELETE_FILE}
-        expired = frozenset(plan.scope.get("expired", ())) if plan.kind == "expire" else frozenset()
-        if plan.kind == "expire":
+        expiry = rules_of(plan).expiry_gate
+        expired = frozenset(plan.scope.get("expired", ())) if expiry else frozenset()
+        if expiry:
             hits = reachable(table, frozenset(planned), expired=expired,
                              removed_refs=frozenset(plan.scope.get("removed_refs", ())), live_only=True,
                              metadata_log=True)
@@ -125,7 +128,9 @@ class IcebergFormat:
     def held_outcomes(self, plan) -> frozenset[str]:
         """An expiry keeps what the live table protects (SKIPPED_REFERENCED); a rewrite or compaction leaves
         out what changed since planning (DROPPED)."""
-        if any(a.verb.deletes for a in plan.actions) or plan.kind == "expire":
+        from engine.iceberg.kinds import rules_of
+
+        if any(a.verb.deletes for a in plan.actions) or rules_of(plan).expiry_gate:
             return frozenset({"SKIPPED_REFERENCED"})
         return frozenset({"DROPPED"})
 
@@ -186,10 +191,11 @@ class IcebergFormat:
         plan deleted: the gate checked roots, not every file another table may name."""
         import dataclasses
 
+        from engine.iceberg.kinds import rules_of
         from engine.iceberg.neighbours import neighbour_views
         from engine.iceberg.verify import verify_iceberg
 
-        if plan.kind != "orphans":
+        if not rules_of(plan).shared_storage:
             return report
         problems = list(report.problems)
         views = neighbour_views(live)

@@ -17,10 +17,10 @@ frees them.
 from __future__ import annotations
 
 import enum
+from dataclasses import dataclass
+from typing import Any, Callable
 
 from engine.plan import Action, PhaseMode, PhaseSpec, Verb
-
-PLAN_KINDS = ("expire", "orphans", "rewrite-manifests", "compact")
 
 
 class ExpirePhase(enum.IntEnum):
@@ -162,9 +162,64 @@ class CompactKind(enum.StrEnum):
         return (0, a.bucket if a.bucket is not None else -1, a.path)
 
 
+@dataclass(frozen=True, slots=True)
+class IcebergPlanKind:
+    """What apply does differently for one Iceberg plan kind: the format and the committer read these
+    fields, never the kind's name."""
+
+    name: str
+    actions: type[enum.Enum]  # the action kinds its plans hold (any other is refused)
+    phases: tuple[PhaseSpec, ...]
+    # Reachability gate: snapshots the plan expires and refs it removes hold nothing, and a file a planned
+    # snapshot the live table keeps still holds is held back (SKIPPED_REFERENCED), not refused. Without it
+    # every holder counts and refuses the plan; a non-deleting plan holds back what changed (DROPPED).
+    expiry_gate: bool = False
+    # Refused when another table of the catalog stores files in the table's roots; verified against them.
+    shared_storage: bool = False
+    # The action its commit phase carries, and what the commit makes: (check, find, commit) steps of
+    # ``engine.iceberg.commit``, read when committing (``commit_steps()``).
+    commit_action: Any = None
+    commit_steps: Callable[[], Any] | None = None
+    version_label: str = "snapshot"  # what ``find`` and ``commit`` return
+
+
+def _expire_steps():
+    from engine.iceberg.commit import EXPIRE_STEPS
+
+    return EXPIRE_STEPS
+
+
+def _rewrite_steps():
+    from engine.iceberg.commit import REWRITE_STEPS
+
+    return REWRITE_STEPS
+
+
+def _compact_steps():
+    from engine.iceberg.commit import COMPACT_STEPS
+
+    return COMPACT_STEPS
+
+
+PLAN_KIND_RULES = {k.name: k for k in (
+    IcebergPlanKind("expire", ExpireKind, EXPIRE_PHASES, expiry_gate=True, commit_action=ExpireKind.EXPIRE_SNAPSHOT,
+                    commit_steps=_expire_steps, version_label="metadata version"),
+    IcebergPlanKind("orphans", OrphanKind, ORPHAN_PHASES, shared_storage=True),
+    IcebergPlanKind("rewrite-manifests", RewriteKind, REWRITE_PHASES, commit_action=RewriteKind.REWRITE_MANIFEST,
+                    commit_steps=_rewrite_steps),
+    IcebergPlanKind("compact", CompactKind, COMPACT_PHASES, commit_action=CompactKind.COMPACT_REPLACE,
+                    commit_steps=_compact_steps),
+)}
+PLAN_KINDS = tuple(PLAN_KIND_RULES)
+# A plan kind without an entry (refused by ``verify_table`` before anything else) gets no special rule.
+NO_RULES = IcebergPlanKind("", enum.Enum, ())
+
+
+def rules_of(plan) -> IcebergPlanKind:
+    return PLAN_KIND_RULES.get(plan.kind, NO_RULES)
+
+
 KINDS = {k.value: k for k in (*ExpireKind, *OrphanKind, *RewriteKind, *CompactKind)}
 SHAPES = {k.value: (k.verb, int(k.phase)) for k in KINDS.values()}
-PLAN_KIND_OF = {**{k.value: "expire" for k in ExpireKind}, **{k.value: "orphans" for k in OrphanKind},
-                **{k.value: "rewrite-manifests" for k in RewriteKind}, **{k.value: "compact" for k in CompactKind}}
-PHASES_OF = {"expire": EXPIRE_PHASES, "orphans": ORPHAN_PHASES, "rewrite-manifests": REWRITE_PHASES,
-             "compact": COMPACT_PHASES}
+PLAN_KIND_OF = {k.value: rule.name for rule in PLAN_KIND_RULES.values() for k in rule.actions}
+PHASES_OF = {rule.name: rule.phases for rule in PLAN_KIND_RULES.values()}

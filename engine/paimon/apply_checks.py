@@ -8,12 +8,11 @@ import posixpath
 from typing import AbstractSet, Sequence
 
 from engine.errors import PlanRejected, StalePlan, TableFormatError
-from engine.paimon.kinds import ActionKind, changelogs_deleted, tags_deleted
+from engine.paimon.kinds import ActionKind, changelogs_deleted, rules_of, tags_deleted
 from engine.paimon.layout import Layout, check_action_kind
 from engine.paimon.paths import external_roots
 from engine.paimon.reachability import first_reachable
 from engine.paimon.requirements import AssertTableIdentity, live_used
-from engine.paimon.tag_expiry import check_tag_plan
 from engine.paimon.table import SNAPSHOT_PREFIX, PaimonTable, parse_versioned_id
 from engine.paths import PathResolver, refuse_symlinked_parents
 from engine.plan import Action, CleanupPlan, Verb, pointer_writes
@@ -81,13 +80,8 @@ def check_unreachable(plan: CleanupPlan, table: PaimonTable, actions: Sequence[A
     check_pointers(plan, table, actions, targets, done=done)
     deleting = [a for a in actions if a.verb is Verb.DELETE_FILE]
     planned = {targets[a.action_id]: a for a in deleting}
-    end, deleted_tags = plan.end, tags_deleted(plan)
-    if plan.kind == "tags":
-        end = check_tag_plan(table, deleted_tags, planned, done)
-    elif plan.kind == "changelog":
-        # a changelog plan's end is a changelog id; the snapshot the gate keeps is the live earliest one,
-        # which the plan's skipping set held (any snapshot expiry since made the old one a changelog)
-        end = table.earliest_latest()[0]
+    rules, deleted_tags = rules_of(plan), tags_deleted(plan)
+    end = plan.end if rules.gate_end is None else rules.gate_end(plan, table, planned, done)
     hit = first_reachable(table, frozenset(planned), end=end, without_tags=deleted_tags,
                           without_changelogs=changelogs_deleted(plan), every_snapshot=True,
                           without_snapshots=snapshots_deleted(plan, table, targets))
@@ -98,7 +92,7 @@ def check_unreachable(plan: CleanupPlan, table: PaimonTable, actions: Sequence[A
             f"the plan {plan.plan_id} is refused: {a.kind} {a.path} is still used by {holder.what} in the "
             f"live table. Nothing more is deleted; re-run 'lakesweep plan {plan.kind}'."
         )
-    if plan.kind == "orphans":
+    if rules.shared_storage:
         check_unused_names(plan, table, planned)
 
 

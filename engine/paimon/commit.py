@@ -18,7 +18,7 @@ from typing import Sequence
 
 from engine.errors import AtomicCreateUnsupported, PlanRejected
 from engine.paimon.drop import drop_partitions, find_commit
-from engine.paimon.kinds import PartitionKind
+from engine.paimon.kinds import PartitionKind, rules_of
 from engine.paimon.partition import BinaryRowError, decode_binary_row
 from engine.plan import Action, CleanupPlan
 
@@ -55,7 +55,7 @@ class PaimonCommitter:
         return out
 
     def check(self, table, actions: Sequence[Action]) -> None:
-        if self.plan.kind != "partitions":
+        if not rules_of(self.plan).commits:
             raise PlanRejected(f"'{self.plan.kind}' plans commit nothing; the plan {self.plan.plan_id} is refused")
         if table.branch != "main":
             raise PlanRejected("partition drops commit to the main branch only")

@@ -31,9 +31,10 @@ class PaimonFormat:
         """An orphans plan: refuse (``SharedStorage``) when another table of the warehouse, or one found under
         the table's roots, read now, stores files in the table's roots (the plan file is not trusted)."""
         from engine.neighbours import refuse_shared_storage
+        from engine.paimon.kinds import rules_of
         from engine.paimon.neighbours import paimon_neighbours, table_roots
 
-        if plan.kind == "orphans":
+        if rules_of(plan).shared_storage:
             refuse_shared_storage(f"Paimon table {table.location}", table_roots(table.location, table.options),
                                   paimon_neighbours(table), outcome="Nothing was deleted")
 

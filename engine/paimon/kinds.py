@@ -15,12 +15,11 @@ from __future__ import annotations
 
 import enum
 import posixpath
+from dataclasses import dataclass
+from typing import Any, Callable
 
 from engine.fileio import join
 from engine.plan import Action, PhaseMode, PhaseSpec, Verb
-
-
-PLAN_KINDS = ("expire", "orphans", "partitions", "consumers", "tags", "changelog")  # the plan kinds whose actions are defined here
 
 
 class Phase(enum.IntEnum):
@@ -338,15 +337,63 @@ KINDS = {k.value: k for k in (*ActionKind, *OrphanKind, *PartitionKind, *Consume
 SHAPES = {k.value: (k.verb, int(k.phase)) for k in KINDS.values()}
 # A label -> the plan kind whose actions it is: a kind is refused in a plan of another kind (its phase
 # number means another phase there).
-PLAN_KIND_OF = {**{k.value: "expire" for k in ActionKind}, **{k.value: "orphans" for k in OrphanKind},
-                **{k.value: "partitions" for k in PartitionKind}, **{k.value: "consumers" for k in ConsumerKind},
-                **{k.value: "tags" for k in TagKind}, **{k.value: "changelog" for k in ChangelogKind}}
+
+
+@dataclass(frozen=True, slots=True)
+class PaimonPlanKind:
+    """What apply does differently for one Paimon plan kind: the format, its checks and its committer read
+    these fields, never the kind's name."""
+
+    name: str
+    actions: type[enum.Enum]  # the action kinds its plans hold (any other is refused)
+    # Refused when another table stores files in the table's roots, and held to the whole used set by name
+    # (orphan cleaning: what it deletes was found unused by a listing).
+    shared_storage: bool = False
+    commits: bool = False  # its commit phase is a Paimon commit (``engine.paimon.commit``)
+    # The snapshot the reachability gate keeps from, ``gate_end(plan, table, planned, done)``; None: the
+    # plan's end.
+    gate_end: Callable[..., Any] | None = None
+    deletes_tags: bool = False  # the tags it deletes hold nothing for the gate (``tags_deleted``)
+    deletes_changelogs: bool = False  # the changelogs it deletes hold nothing for the gate
+
+
+def _tag_gate_end(plan, table, planned, done):
+    """A tag-expiry plan is held to more (``tag_expiry.check_tag_plan``), which gives the gate's end."""
+    from engine.paimon.tag_expiry import check_tag_plan
+
+    return check_tag_plan(table, tags_deleted(plan), planned, done)
+
+
+def _changelog_gate_end(plan, table, planned, done):
+    """A changelog plan's end is a changelog id; the snapshot the gate keeps is the live earliest one, which
+    the plan's skipping set held (any snapshot expiry since made the old one a changelog)."""
+    return table.earliest_latest()[0]
+
+
+PLAN_KIND_RULES = {k.name: k for k in (
+    PaimonPlanKind("expire", ActionKind),
+    PaimonPlanKind("orphans", OrphanKind, shared_storage=True),
+    PaimonPlanKind("partitions", PartitionKind, commits=True),
+    PaimonPlanKind("consumers", ConsumerKind),
+    PaimonPlanKind("tags", TagKind, gate_end=_tag_gate_end, deletes_tags=True),
+    PaimonPlanKind("changelog", ChangelogKind, gate_end=_changelog_gate_end, deletes_changelogs=True),
+)}
+PLAN_KINDS = tuple(PLAN_KIND_RULES)  # the plan kinds whose actions are defined here
+# A plan kind without an entry (refused by ``verify_table`` before anything else) gets no special rule.
+NO_RULES = PaimonPlanKind("", enum.Enum)
+
+
+def rules_of(plan) -> PaimonPlanKind:
+    return PLAN_KIND_RULES.get(plan.kind, NO_RULES)
+
+
+PLAN_KIND_OF = {k.value: rule.name for rule in PLAN_KIND_RULES.values() for k in rule.actions}
 
 
 def tags_deleted(plan) -> frozenset[str]:
     """The tags a tag-expiry plan deletes (its tag-file actions): holders the reachability gate leaves out,
     since the plan deletes them before the files only they hold. Empty for any other plan."""
-    if plan.kind != "tags":
+    if not rules_of(plan).deletes_tags:
         return frozenset()
     return frozenset(a.path.rsplit("/tag-", 1)[1] for a in plan.actions if a.kind is TagKind.TAG_FILE)
 
@@ -354,7 +401,7 @@ def tags_deleted(plan) -> frozenset[str]:
 def changelogs_deleted(plan) -> frozenset[int]:
     """The changelog ids a changelog-expiry plan deletes: holders the reachability gate leaves out, since
     the plan deletes what only they hold. Empty for any other plan."""
-    if plan.kind != "changelog":
+    if not rules_of(plan).deletes_changelogs:
         return frozenset()
     return frozenset(a.snapshot_id for a in plan.actions if a.kind is ChangelogKind.CHANGELOG_META)
 

@@ -29,3 +29,14 @@ def refuse_unwritable(table) -> None:
     reason = table.cannot_commit()
     if reason is not None:
         raise PlanRejected(reason)
+
+
+def cannot_maintain(table) -> str | None:
+    """Why ``maintain`` skips an operation that commits, before looking further: the reason planning would
+    refuse it (``refuse_unwritable``), or that the table has no current snapshot; None when neither."""
+    reason = table.cannot_commit()
+    if reason is not None:
+        return reason
+    if table.current_snapshot_id is None:
+        return "no current snapshot"
+    return None

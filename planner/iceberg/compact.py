@@ -23,6 +23,9 @@ from engine.iceberg.requirements import plan_requirements
 from engine.paimon.requirements import AssertNowReached
 from engine.plan import Action, CleanupPlan, OptionValue, canonical_actions, summarize
 from planner.iceberg.common import refuse_unwritable, relative_to, scope_base
+from engine.units import human_bytes
+from planner.iceberg.common import cannot_maintain
+from planner.plan_kind import Maintained, PlanDescription, PlanKind
 
 
 @dataclass(frozen=True)
@@ -85,3 +88,65 @@ def plan_compact(table, *, now_ms: int, options: CompactOptions) -> CleanupPlan:
                "input_bytes": sum(b.total_size for b in scope.bins),
                "dropped_delete_manifests": len(scope.dropped_delete_manifests)},
     )
+
+
+# ---- the registry entry (``planner.kinds``) ------------------------------------------------------------
+
+def describe_compact(plan: CleanupPlan) -> PlanDescription:
+    sc = plan.scope
+    bins = sc.get("bins", [])
+    document = {"skipped": sc.get("skipped"),
+                "bins": [{"index": b["index"], "partition": b["partition"], "inputs": len(b["inputs"]),
+                          "bytes": sum(f["size"] for f in b["inputs"]),
+                          "records": sum(f["record_count"] for f in b["inputs"]),
+                          "position_deletes": len(b["position_deletes"]),
+                          "equality_deletes": len(b["equality_deletes"])} for b in bins]}
+    if sc.get("skipped"):
+        return PlanDescription(nothing_to_do=True, nothing_label="Nothing to compact", scope=sc["skipped"],
+                               document=document)
+    inputs = sum(len(b["inputs"]) for b in bins)
+    dropped = sum(1 for m in sc.get("delete_manifests", []) if m["dropped"])
+    scope = (f"merges {inputs} of the {sc.get('data_files', 0)} data files of snapshot {sc['snapshot_id']} into "
+             f"{len(bins)} file(s) of at most {human_bytes(sc['target_bytes'])} each, in one 'replace' commit")
+    notes = tuple(f"bin {b['index']} ({b['partition'] or 'unpartitioned'}): {d['inputs']} files, {human_bytes(d['bytes'])}, "
+                  f"{d['position_deletes']} position and {d['equality_deletes']} equality delete file(s) applied"
+                  for b, d in zip(bins, document["bins"]))
+    notes += (f"delete manifests: {dropped} dropped (all they delete is compacted), "
+              f"{len(sc.get('delete_manifests', [])) - dropped} carried over",)
+    return PlanDescription(nothing_to_do=False, scope=scope, notes=notes, document=document)
+
+
+def _plan(table, *, now_ms: int, options, read=None) -> CleanupPlan:
+    return plan_compact(table, now_ms=now_ms, options=options)
+
+
+def _flags(options, th) -> dict:
+    return {"target_file_size_mb": th.target_file_size_mb, "min_input_files": th.min_input_files,
+            "apply_deletes": th.apply_deletes, "max_commit_retries": th.max_commit_retries}
+
+
+def _detect(view, th, now_ms: int) -> str | None:
+    """The worker's test: some partition has at least ``min_input_files`` live data files below the target."""
+    reason = cannot_maintain(view)
+    if reason is not None:
+        return reason
+    target, _ = target_file_size(view.options, th.target_file_size_mb)
+    small: dict[tuple, int] = {}
+    for m in view.manifest_list(view.snapshots[view.current_snapshot_id]):
+        if m.content == 0:
+            for f in view.manifest_entries(m):
+                if f.live and f.content == 0 and f.size < target:
+                    small[(m.spec_id, f.partition)] = small.get((m.spec_id, f.partition), 0) + 1
+    if not any(n >= th.min_input_files for n in small.values()):
+        return "no files eligible for compaction"
+    return None
+
+
+def _applied(plan: CleanupPlan, counts) -> str:
+    bins = plan.scope.get("bins", [])
+    inputs = sum(len(b["inputs"]) for b in bins)
+    return f"compacted {inputs} files into {len(bins)} (across {len(bins)} bins)"
+
+
+KIND = PlanKind("compact", resolve_options=resolve_compact_options, plan=_plan, describe=describe_compact,
+                format="iceberg", maintain=Maintained(order=10, flags=_flags, applied=_applied, detect=_detect))

@@ -25,6 +25,8 @@ from engine.iceberg.requirements import plan_requirements
 from engine.paimon.requirements import AssertNowReached
 from engine.plan import Action, CleanupPlan, OptionValue, canonical_actions, summarize
 from planner.iceberg.common import refuse_unwritable, relative_to, scope_base
+from planner.iceberg.common import cannot_maintain
+from planner.plan_kind import Maintained, PlanDescription, PlanKind, hours, utc
 
 DEFAULT_MAX_SNAPSHOT_AGE_MS = 5 * 86_400_000  # history.expire.max-snapshot-age-ms
 DEFAULT_MIN_SNAPSHOTS = 1  # history.expire.min-snapshots-to-keep
@@ -63,7 +65,7 @@ def resolve_expire_options(table_options: Mapping[str, str], *, retain_last: int
     epoch ms). Flags win over the table's ``history.expire.*`` properties, which win over Iceberg's
     defaults (1 snapshot, 5 days)."""
     from engine.timeutil import parse_duration_ms, parse_time_ms
-    from planner.options import _UNIT_DURATION
+    from planner.paimon.options import _UNIT_DURATION
 
     min_snaps, min_src = _int_property(table_options, "history.expire.min-snapshots-to-keep", DEFAULT_MIN_SNAPSHOTS)
     age, age_src = _int_property(table_options, "history.expire.max-snapshot-age-ms", DEFAULT_MAX_SNAPSHOT_AGE_MS)
@@ -166,3 +168,64 @@ def _canon(location: str) -> str:
     from engine.iceberg.table import canonical
 
     return canonical(location)
+
+
+# ---- the registry entry (``planner.kinds``) ------------------------------------------------------------
+
+def _plan(table, *, now_ms: int, options, read=None) -> CleanupPlan:
+    _refuse_future_expiry(table, now_ms)
+    return plan_iceberg_expire(table, now_ms=now_ms, options=options)
+
+
+def _refuse_future_expiry(table, now_ms: int) -> None:
+    """Apply refuses an expiry as of a time the clock has not reached (``AssertNowReached``: Iceberg's rule
+    would expire, as of then, snapshots that it keeps now): say so now, not at apply."""
+    from engine.errors import PlanRejected
+    from engine.paimon.requirements import AssertNowReached
+    from engine.timeutil import format_time_ms, wall_clock_ms
+
+    if AssertNowReached(now_ms).problems(table):
+        raise PlanRejected(f"--now {format_time_ms(now_ms)} is after the current time {format_time_ms(wall_clock_ms())}"
+                           ": apply would refuse the plan until then. Plan snapshot expiry as of the current time or "
+                           "an earlier one")
+
+
+def describe_iceberg_expire(plan: CleanupPlan) -> PlanDescription:
+    expired, refs = plan.scope.get("expired", []), plan.scope.get("removed_refs", [])
+    files = plan.stats.get("summary", {}).get("files", 0)
+    if not expired and not refs:
+        return PlanDescription(nothing_to_do=True, nothing_label="Nothing to expire",
+                               scope=f"no snapshot is older than {utc(plan.scope['cutoff_ms'])} beyond what "
+                                     f"refs and retain-last keep ({plan.stats.get('retained_snapshots', 0)} kept).")
+    scope = (f"expires {len(expired)} snapshot(s) older than {utc(plan.scope['cutoff_ms'])}, then deletes "
+             f"{files} file(s) only they reached; keeps {plan.stats.get('retained_snapshots', 0)} snapshot(s)")
+    notes = (f"refs removed (past max-ref-age-ms): {', '.join(refs)}",) if refs else ()
+    return PlanDescription(nothing_to_do=False, scope=scope, nothing_label="Nothing to expire", notes=notes,
+                           document={"expired_snapshots": expired, "removed_refs": refs})
+
+
+def _flags(options, th) -> dict:
+    return {"retain_last": None if "history.expire.min-snapshots-to-keep" in options else th.max_snapshots_to_keep,
+            "older_than": None if "history.expire.max-snapshot-age-ms" in options
+            else hours(th.snapshot_retention_hours), "max_commit_retries": th.max_commit_retries}
+
+
+def _detect(view, th, now_ms: int) -> str | None:
+    reason = cannot_maintain(view)
+    if reason is not None:
+        return reason
+    o = resolve_expire_options(view.options, **_flags(view.options, th))
+    expired, removed = expire_rule(view, now_ms=now_ms, cutoff_ms=o.cutoff_ms(now_ms), retain_last=o.retain_last,
+                                   max_ref_age_ms=o.max_ref_age_ms)
+    if not expired and not removed:
+        return f"no snapshot to expire ({len(view.snapshots)} snapshot(s), retention kept them all)"
+    return None
+
+
+def _applied(plan: CleanupPlan, counts) -> str:
+    return (f"expired {len(plan.scope.get('expired', ()))} snapshot(s), deleted {counts.get('DELETED', 0)} "
+            "unreferenced file(s)")
+
+
+KIND = PlanKind("expire", resolve_options=resolve_expire_options, plan=_plan, describe=describe_iceberg_expire,
+                format="iceberg", maintain=Maintained(order=20, flags=_flags, applied=_applied, detect=_detect))

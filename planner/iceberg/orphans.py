@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Iterable, Mapping, Sequence
+from typing import Any, Iterable, Mapping, Sequence
 
 from engine.errors import PlanRejected
 from engine.fileio import FileInfo
@@ -43,7 +43,8 @@ from engine.paimon.requirements import AssertNowReached
 from engine.neighbours import Neighbour, refuse_shared_storage
 from engine.plan import Action, CleanupPlan, OptionValue, canonical_actions, summarize
 from planner.iceberg.common import relative_to, scope_base
-from planner.options import ORPHAN_FORCE_BELOW_MS
+from planner.paimon.options import ORPHAN_FORCE_BELOW_MS
+from planner.plan_kind import Maintained, PlanDescription, PlanKind, hours, refuse_future_now, utc
 
 DEFAULT_OLDER_THAN = "3 d"
 _VERSION = re.compile(r"^(?:v)?(\d+)(?:[-.].*)?\.metadata\.json$")
@@ -72,7 +73,7 @@ def resolve_orphan_options(table_options: Mapping[str, str], *, older_than: str 
                            **_) -> IcebergOrphanOptions:
     """``older_than``: a duration back from the plan's now (default ``3 d``, Iceberg's) or an instant."""
     from engine.timeutil import parse_duration_ms, parse_time_ms
-    from planner.options import _UNIT_DURATION
+    from planner.paimon.options import _UNIT_DURATION
 
     text = DEFAULT_OLDER_THAN if older_than is None else str(older_than).strip()
     if _UNIT_DURATION.match(text):
@@ -223,3 +224,66 @@ def plan_iceberg_orphans(table, listed: Iterable[FileInfo], *, now_ms: int, opti
         stats={"kept": kept, "used": len(used), "neighbours": len(neighbours), "summary": summarize(canonical_list),
                "warnings": warnings},
     )
+
+
+# ---- the registry entry (``planner.kinds``) ------------------------------------------------------------
+
+@dataclass(frozen=True, slots=True)
+class OrphanRead:
+    """What orphan planning needs beyond the table's metadata, read by the caller (``_read``)."""
+
+    view: Any  # the table as read after the listing: what the metadata names is read from it
+    listed: list[FileInfo]
+    metadata_owners: Mapping[str, Any]  # metadata file outside the log -> the table UUID it names
+    neighbours: tuple  # the other tables of the catalog (``engine.neighbours.Neighbour``)
+
+
+def _read(table, *, now_ms: int, options) -> OrphanRead:
+    """List first, then plan: what the metadata names is read after the listing, so a file committed
+    while listing is seen as used."""
+    from engine.iceberg.neighbours import catalog_neighbours
+    from engine.iceberg.table import metadata_table_uuid
+
+    options.cutoff_ms(now_ms)  # refuse a bad --older-than before listing a large table
+    refuse_future_now(table, now_ms, "orphans")  # apply would refuse the plan: say so before listing
+    listed = []
+    for root in [table.location, *table.external_roots()]:
+        try:
+            listed += table.fileio.list(root, recursive=True)
+        except FileNotFoundError:
+            continue
+    view = table.refreshed()
+    # the metadata files outside the log that are kept only if they are this table's: read here, the
+    # planner reads no file
+    owners = {path: metadata_table_uuid(view.fileio, path) for path in metadata_to_read(view, listed)}
+    # the other tables of the catalog, read after the listing (a table created meanwhile is seen); the
+    # planner refuses one that stores files in this table's roots
+    return OrphanRead(view, listed, owners, catalog_neighbours(view))
+
+
+def _plan(table, *, now_ms: int, options, read: OrphanRead) -> CleanupPlan:
+    """``table`` as ``read`` saw it after the listing (``read.view``) is planned."""
+    return plan_iceberg_orphans(read.view, read.listed, now_ms=now_ms, options=options,
+                                metadata_owners=read.metadata_owners, neighbours=read.neighbours)
+
+
+def describe_iceberg_orphans(plan: CleanupPlan) -> PlanDescription:
+    kept = plan.stats.get("kept", {})
+    notes = (f"kept: {kept.get('young', 0)} younger than {utc(plan.scope['cutoff_ms'])}, "
+             f"{kept.get('unknown_age', 0)} of unknown age, {kept.get('newer_metadata', 0)} metadata file(s) newer "
+             f"than the metadata log",)
+    if not plan.actions:
+        return PlanDescription(nothing_to_do=True, nothing_label="No orphan files",
+                               scope="every file under the table location is used or too young.", notes=notes)
+    return PlanDescription(nothing_to_do=False, scope=f"removes {len(plan.actions)} orphan file(s) no metadata "
+                           f"names, older than {utc(plan.scope['cutoff_ms'])}", notes=notes)
+
+
+def _applied(plan: CleanupPlan, counts) -> str:
+    return f"removed {counts.get('DELETED', 0)} orphan file(s)"
+
+
+KIND = PlanKind("orphans", resolve_options=resolve_orphan_options, plan=_plan, read=_read,
+                describe=describe_iceberg_orphans, format="iceberg",
+                maintain=Maintained(order=30, flags=lambda options, th: {"older_than": hours(th.orphan_older_than_hours)},
+                                    applied=_applied, nothing_message="no orphan files to remove"))

@@ -17,6 +17,8 @@ from engine.iceberg.kinds import REWRITE_PHASES, RewriteKind
 from engine.iceberg.requirements import plan_requirements
 from engine.plan import Action, CleanupPlan, OptionValue, canonical_actions, summarize
 from planner.iceberg.common import refuse_unwritable, relative_to, scope_base
+from planner.iceberg.common import cannot_maintain
+from planner.plan_kind import Maintained, PlanDescription, PlanKind
 
 DEFAULT_MIN_MANIFESTS = 5
 
@@ -84,3 +86,41 @@ def plan_rewrite_manifests(table, *, now_ms: int, options: RewriteOptions) -> Cl
         phases=REWRITE_PHASES, actions=canonical,
         stats={"summary": summarize(canonical), "warnings": []},
     )
+
+
+# ---- the registry entry (``planner.kinds``) ------------------------------------------------------------
+
+def describe_rewrite(plan: CleanupPlan) -> PlanDescription:
+    sc = plan.scope
+    if sc.get("skipped"):
+        return PlanDescription(nothing_to_do=True, nothing_label="Nothing to rewrite", scope=sc["skipped"],
+                               document={"skipped": sc["skipped"]})
+    scope = (f"rewrites {sc['data_manifests']} data manifests of snapshot {sc['snapshot_id']} into "
+             f"{len(sc['specs'])} ({sc['entries']} entries); carries {sc['delete_manifests']} delete manifest(s) over")
+    return PlanDescription(nothing_to_do=False, scope=scope, document={"skipped": None})
+
+
+def _plan(table, *, now_ms: int, options, read=None) -> CleanupPlan:
+    return plan_rewrite_manifests(table, now_ms=now_ms, options=options)
+
+
+def _detect(view, th, now_ms: int) -> str | None:
+    reason = cannot_maintain(view)
+    if reason is not None:
+        return reason
+    data = sum(1 for m in view.manifest_list(view.snapshots[view.current_snapshot_id]) if m.content == 0)
+    if data < th.min_manifests_to_rewrite:
+        return f"only {data} data manifests, below threshold of {th.min_manifests_to_rewrite}"
+    return None
+
+
+def _applied(plan: CleanupPlan, counts) -> str:
+    sc = plan.scope
+    return f"rewrote {sc['data_manifests']} manifests into {len(sc['specs'])} ({sc['entries']} entries)"
+
+
+KIND = PlanKind("rewrite-manifests", resolve_options=resolve_rewrite_options, plan=_plan, describe=describe_rewrite,
+                format="iceberg",
+                maintain=Maintained(order=40, applied=_applied, detect=_detect,
+                                    flags=lambda options, th: {"min_manifests": th.min_manifests_to_rewrite,
+                                                               "max_commit_retries": th.max_commit_retries}))

@@ -26,7 +26,7 @@ from engine.paimon.verify import verify_table
 from engine.plan import Action, canonical_actions
 from engine.plan_io import read_plan
 from journal.duckdb_store import DuckDBRecorder
-from planner.changelog import plan_changelog
+from planner.paimon.changelog import plan_changelog
 from planner.kinds import plan_kind
 from tests.planner.conftest import FAR_FUTURE, expire
 from tests.support.table_builder import ADD, DELETE, E, TableBuilder
@@ -45,7 +45,7 @@ def decoupled(tmp_path):
 
 def plan(root):
     t = open_table(root)
-    opts = plan_kind("changelog").resolve_options(t.options, retain_min=1, retain_max=1, time_retained="0 s")
+    opts = plan_kind("changelog", "paimon").resolve_options(t.options, retain_min=1, retain_max=1, time_retained="0 s")
     return plan_changelog(t, now_ms=FAR_FUTURE, options=opts)
 
 
@@ -214,7 +214,7 @@ def paimon_decoupled(paimon_java, root, seed=7, **ops):
 
 def plan_now(root, retain):
     t = open_table(root)
-    opts = plan_kind("changelog").resolve_options(t.options, retain_min=retain, retain_max=retain,
+    opts = plan_kind("changelog", "paimon").resolve_options(t.options, retain_min=retain, retain_max=retain,
                                                   time_retained="0 s", max_deletes=1000)
     return plan_changelog(t, now_ms=int(time.time() * 1000), options=opts)
 

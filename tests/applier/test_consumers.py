@@ -21,8 +21,8 @@ from engine.paimon.kinds import ConsumerKind
 from engine.paimon.table import open_table
 from engine.plan import Action, canonical_actions
 from journal.duckdb_store import DuckDBRecorder
-from planner.consumers import plan_consumers
-from planner.options import resolve_consumer_options
+from planner.paimon.consumers import plan_consumers
+from planner.paimon.options import resolve_consumer_options
 from tests.support.table_builder import ADD, E, TableBuilder
 
 DAY = 86_400_000

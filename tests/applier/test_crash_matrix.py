@@ -306,7 +306,7 @@ def iceberg_orphans(lake):
         stray(t, "leftover/tmp-0")
 
     def make(view):
-        return plan_kind("orphans", "iceberg").plan(view, now_ms=_now_ms(), options=resolve_orphan_options(view.options))
+        return plan_kind("orphans", "iceberg").read_and_plan(view, now_ms=_now_ms(), options=resolve_orphan_options(view.options))
 
     return IcebergSubject(lake, build, make)
 

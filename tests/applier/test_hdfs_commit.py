@@ -18,8 +18,8 @@ from engine.paimon.verify import verify_table
 from engine.paimon.writer import MetadataWriter
 from engine.timeutil import system_zone
 from journal.duckdb_store import DuckDBRecorder
-from planner.options import resolve_partition_options
-from planner.partitions import plan_partitions
+from planner.paimon.options import resolve_partition_options
+from planner.paimon.partitions import plan_partitions
 from tests.support import pypaimon_tables as pt
 from tests.support.hdfs import list_tree, upload_tree
 from tests.support.paimon_current import CurrentPaimon

@@ -16,8 +16,8 @@ from engine.paimon.orphans import list_orphan_candidates
 from engine.paimon.requirements import AssertTableIdentity
 from engine.paimon.table import open_table
 from engine.plan import Action
-from planner.options import resolve_orphan_options
-from planner.orphans import plan_orphans
+from planner.paimon.options import resolve_orphan_options
+from planner.paimon.orphans import plan_orphans
 from tests.applier.test_safety import Lake, forge, plan_for, refused_events
 from tests.planner.test_orphans import NOW, age, junk
 from tests.support.table_builder import all_files

@@ -15,11 +15,11 @@ from applier.apply import DriverExecutor, apply_plan, resume
 from engine.paimon.table import open_table
 from engine.plan_io import write_plan
 from journal.duckdb_store import DuckDBRecorder
-from planner.changelog import plan_changelog
-from planner.consumers import plan_consumers
+from planner.paimon.changelog import plan_changelog
+from planner.paimon.consumers import plan_consumers
 from planner.kinds import plan_kind
-from planner.options import resolve_consumer_options, resolve_tag_options
-from planner.tags import plan_tags
+from planner.paimon.options import resolve_consumer_options, resolve_tag_options
+from planner.paimon.tags import plan_tags
 from tests.applier.conftest import REPO, copy_table
 from tests.planner.conftest import FAR_FUTURE, expire
 from tests.support.table_builder import ADD, DELETE, E, TableBuilder, all_files
@@ -57,7 +57,7 @@ def changelog_table(root):
 
 def changelog_plan(root):
     t = open_table(root)
-    opts = plan_kind("changelog").resolve_options(t.options, retain_min=1, retain_max=1, time_retained="0 s")
+    opts = plan_kind("changelog", "paimon").resolve_options(t.options, retain_min=1, retain_max=1, time_retained="0 s")
     return plan_changelog(t, now_ms=FAR_FUTURE, options=opts)
 
 

@@ -25,8 +25,8 @@ from engine.plan import CleanupPlan
 from engine.paimon.kinds import ActionKind, Phase
 from engine.paimon.table import open_table
 from journal.duckdb_store import DuckDBRecorder
-from planner.expire import plan_expire
-from planner.options import resolve_expire_options
+from planner.paimon.expire import plan_expire
+from planner.paimon.options import resolve_expire_options
 from tests.support.table_builder import ADD, DELETE, E, TableBuilder
 
 FILES_PER_COMMIT = 91  # with the commit's manifest lists, snapshot and directories: ~100 actions per commit

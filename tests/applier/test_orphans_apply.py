@@ -18,8 +18,8 @@ from engine.paimon.requirements import CLOCK_SKEW_MS, AssertNowReached
 from engine.paimon.table import open_table
 from engine.plan_io import read_plan
 from journal.duckdb_store import DuckDBRecorder
-from planner.orphans import plan_orphans
-from planner.options import resolve_orphan_options
+from planner.paimon.orphans import plan_orphans
+from planner.paimon.options import resolve_orphan_options
 from engine.paimon.orphans import list_orphan_candidates
 from tests.applier.test_safety import SCHEMA, Lake
 from tests.planner.test_orphans import NOW, age, junk

@@ -19,7 +19,7 @@ from tests.applier.test_orphans_apply import JUNK, lake  # noqa: F401 - the fixt
 from tests.applier.test_safety import SCHEMA
 from engine.paimon.table import open_table
 from planner.kinds import plan_kind
-from planner.options import resolve_orphan_options
+from planner.paimon.options import resolve_orphan_options
 from tests.planner.test_orphans import NOW
 from tests.support.table_builder import all_files
 
@@ -35,7 +35,7 @@ def _paimon_table(warehouse, name="u", options=None) -> str:
 def plan(root):
     """An orphans plan as ``lakesweep plan orphans`` makes it: the neighbours read, the store listed."""
     t = open_table(root)
-    return plan_kind("orphans").plan(t, now_ms=NOW, options=resolve_orphan_options(t.options))
+    return plan_kind("orphans", "paimon").read_and_plan(t, now_ms=NOW, options=resolve_orphan_options(t.options))
 
 
 def _warehouse(lake) -> str:

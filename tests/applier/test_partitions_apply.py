@@ -24,8 +24,8 @@ from engine.paimon.verify import verify_table
 from engine.plan import canonical_actions
 from engine.timeutil import system_zone
 from journal.duckdb_store import DuckDBRecorder
-from planner.options import resolve_partition_options
-from planner.partitions import plan_partitions
+from planner.paimon.options import resolve_partition_options
+from planner.paimon.partitions import plan_partitions
 from tests.applier.test_safety import Lake
 
 pytestmark = pytest.mark.java
@@ -227,7 +227,7 @@ def test_an_edited_plan_that_leaves_out_a_file_of_a_dropped_partition_commits_no
 
 
 def test_a_null_and_an_empty_partition_that_share_a_name_are_dropped_together(tmp_path):
-    from planner.options import resolve_partition_options as resolve
+    from planner.paimon.options import resolve_partition_options as resolve
     from tests.support.table_builder import ADD, E, TableBuilder
 
     b = TableBuilder(str(tmp_path / "t"), partition_keys=("f0", "f1"), partition_types=("STRING", "STRING"),

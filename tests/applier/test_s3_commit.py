@@ -22,8 +22,8 @@ from engine.paimon.writer import MetadataWriter
 from engine.s3_conditional import forget_probes
 from engine.timeutil import system_zone
 from journal.duckdb_store import DuckDBRecorder
-from planner.options import resolve_partition_options
-from planner.partitions import plan_partitions
+from planner.paimon.options import resolve_partition_options
+from planner.paimon.partitions import plan_partitions
 from tests.support import pypaimon_tables as pt
 from tests.support.s3_proxy import header_dropping_proxy
 from tests.support.seaweed import list_tree, upload_tree

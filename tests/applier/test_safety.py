@@ -16,7 +16,7 @@ from pypaimon import CatalogFactory, Schema
 from pypaimon.common.identifier import Identifier
 
 import applier.phases as phases_mod
-import planner.expire as expire_mod
+import planner.paimon.expire as expire_mod
 from applier.apply import apply_plan, dry_run_plan, resume
 from engine.errors import PlanRejected, StalePlan, UnsupportedTable
 from engine.plan import Action, CleanupPlan, canonical_actions
@@ -25,8 +25,8 @@ from engine.paimon.requirements import AssertSnapshotsPresent
 from engine.paimon.table import open_table
 from journal.events import FileOutcome
 from journal.queries import incomplete_applies
-from planner.expire import plan_expire
-from planner.options import resolve_expire_options
+from planner.paimon.expire import plan_expire
+from planner.paimon.options import resolve_expire_options
 from tests.support.table_builder import all_files
 
 SCHEMA = pa.schema([("id", pa.int64()), ("dt", pa.string())])

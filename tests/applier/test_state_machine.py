@@ -27,7 +27,7 @@ from engine.paimon.kinds import ActionKind
 from engine.paimon.requirements import AssertTableIdentity
 from engine.paimon.table import PaimonTable
 from journal.memory_store import MemoryRecorder
-from planner.guard import reachable_paths
+from planner.paimon.guard import reachable_paths
 from tests.planner.conftest import make_plan
 from tests.support.table_builder import ADD, DELETE, E, TableBuilder, all_files
 

@@ -20,8 +20,8 @@ from engine.paimon.kinds import TagKind
 from engine.paimon.table import open_table
 from engine.plan import Action, canonical_actions
 from journal.duckdb_store import DuckDBRecorder
-from planner.options import resolve_tag_options
-from planner.tags import plan_tags
+from planner.paimon.options import resolve_tag_options
+from planner.paimon.tags import plan_tags
 
 pytestmark = pytest.mark.java
 

@@ -17,8 +17,8 @@ from engine.paimon.table import open_table
 from engine.paimon.verify import verify_table
 from engine.plan import Action, canonical_actions
 from journal.duckdb_store import DuckDBRecorder
-from planner.options import resolve_tag_options
-from planner.tags import plan_tags
+from planner.paimon.options import resolve_tag_options
+from planner.paimon.tags import plan_tags
 from tests.applier.test_tags import branch_from_tag
 from tests.planner.conftest import expire
 from tests.support.faulty_fileio import FaultyFileIO

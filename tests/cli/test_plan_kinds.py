@@ -33,7 +33,7 @@ def test_the_registry_names_every_kind_whose_actions_paimon_defines():
     from engine.paimon.kinds import PLAN_KINDS
 
     assert list(KINDS) == list(PLAN_KINDS) and {"expire", "orphans", "partitions"} <= set(KINDS)
-    assert plan_kind("orphans").name == "orphans"
+    assert plan_kind("orphans", "paimon").name == "orphans"
 
 
 def test_plan_orphans_with_nothing_old_says_so_in_json(table, tmp_path):
@@ -124,12 +124,12 @@ def test_make_plan_runs_any_registered_kind_with_its_own_options(table, tmp_path
         seen.update(flags, overrides=overrides)
         return expire.resolve_options(table_options, retain_min=1, time_retained="0 s")
 
-    def plan(t, *, now_ms, options):
+    def plan(t, *, now_ms, options, read=None):
         seen["now_ms"] = now_ms
         return expire.plan(t, now_ms=now_ms, options=options)
 
     monkeypatch.setitem(KINDS, "sketch", PlanKind("sketch", resolve_options=resolve, plan=plan,
-                                                  describe=expire.describe))
+                                                  describe=expire.describe, format="paimon"))
     out = tmp_path / "sketch.parquet"
     make_plan("sketch", table=table.path, out=out, now="4102444800000", option=["snapshot.expire.limit=5"],
               branch="main", fmt=OutputFormat.json, older_than="1 d")

@@ -17,9 +17,9 @@ import threading
 import pytest
 
 from engine.paimon.table import open_table
-from planner.expire import plan_expire
+from planner.paimon.expire import plan_expire
 from engine.timeutil import parse_time_ms
-from planner.options import resolve_expire_options
+from planner.paimon.options import resolve_expire_options
 from tests.support import pypaimon_tables as pt
 
 LAKESWEEP = os.path.join(os.path.dirname(sys.executable), "lakesweep")

@@ -110,7 +110,7 @@ def test_the_summary_line_leaves_out_outcomes_that_did_not_happen(printed):
 def test_plan_options_wrap_at_the_terminal_indented_with_no_limit_in_words(width):
     read = width(80)
     plan = make_plan()
-    from planner.options import OptionValue
+    from planner.paimon.options import OptionValue
 
     plan = dataclasses.replace(plan, options={"snapshot.num-retained.max": OptionValue(2**31 - 1, "default"),
                                               "partition.expiration-time": OptionValue(60_480_000_000, "table"),

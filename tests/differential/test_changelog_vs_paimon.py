@@ -25,7 +25,7 @@ from engine.paimon.manifests import parse_manifest_list
 from engine.paimon.table import open_table
 from engine.paimon.verify import verify_table
 from journal.duckdb_store import DuckDBRecorder
-from planner.changelog import plan_changelog
+from planner.paimon.changelog import plan_changelog
 from planner.kinds import plan_kind
 from tests.support.paimon_java import HarnessError
 
@@ -75,7 +75,7 @@ def decoupled_table(paimon_java, root: str, *, seed: int, producer: str, tags: b
 
 def lakesweep_expires(root: str, journal, *, retain: int):
     t = open_table(root)
-    opts = plan_kind("changelog").resolve_options(t.options, retain_min=retain, retain_max=retain,
+    opts = plan_kind("changelog", "paimon").resolve_options(t.options, retain_min=retain, retain_max=retain,
                                                   time_retained="0 s", max_deletes=1000)
     plan = plan_changelog(t, now_ms=int(time.time() * 1000), options=opts)
     with DuckDBRecorder(journal) as recorder:

@@ -23,8 +23,8 @@ from engine.paimon.table import open_table
 from engine.paimon.verify import verify_table
 from engine.timeutil import system_zone
 from journal.duckdb_store import DuckDBRecorder
-from planner.options import resolve_partition_options
-from planner.partitions import local_time, plan_partitions
+from planner.paimon.options import resolve_partition_options
+from planner.paimon.partitions import local_time, plan_partitions
 from tests.differential import test_changelog_vs_paimon as changelog
 from tests.differential import test_partitions_vs_paimon as partitions
 from tests.differential import test_tags_vs_paimon as tags
@@ -372,8 +372,8 @@ def expire_both(current_paimon, ours: str, *, retain: int, older_than_ms: int):
     # 1.4.2 expires a snapshot by its own time; the successor rule lakesweep follows by default is master's
     # (2.0, not on Maven Central): lakesweep runs with --time-rule own here, as in test_current_paimon.py
     from applier.local import apply_locally
-    from planner.expire import plan_expire
-    from planner.options import TIME_RULE_OWN, resolve_expire_options
+    from planner.paimon.expire import plan_expire
+    from planner.paimon.options import TIME_RULE_OWN, resolve_expire_options
     from tests.differential.test_expire_vs_paimon import hint, tree
 
     theirs = ours + "-theirs"

@@ -19,8 +19,8 @@ import pytest
 from applier.local import apply_locally
 from engine.paimon.table import open_table
 from engine.paimon.verify import verify_table
-from planner.expire import plan_expire
-from planner.options import TIME_RULE_OWN, resolve_expire_options
+from planner.paimon.expire import plan_expire
+from planner.paimon.options import TIME_RULE_OWN, resolve_expire_options
 
 pytestmark = pytest.mark.java
 

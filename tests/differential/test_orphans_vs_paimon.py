@@ -24,8 +24,8 @@ import pytest
 from engine.errors import PlanRejected
 from engine.paimon.orphans import list_orphan_candidates, used_names
 from engine.paimon.table import open_table
-from planner.options import resolve_orphan_options
-from planner.orphans import plan_orphans
+from planner.paimon.options import resolve_orphan_options
+from planner.paimon.orphans import plan_orphans
 from tests.support.paimon_java import HarnessError
 
 pytestmark = pytest.mark.java

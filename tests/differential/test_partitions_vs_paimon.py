@@ -26,8 +26,8 @@ from engine.paimon.table import open_table
 from engine.paimon.verify import verify_table
 from engine.timeutil import system_zone
 from journal.duckdb_store import DuckDBRecorder
-from planner.options import resolve_partition_options
-from planner.partitions import _partitions, naive_millis, plan_partitions
+from planner.paimon.options import resolve_partition_options
+from planner.paimon.partitions import _partitions, naive_millis, plan_partitions
 
 pytestmark = pytest.mark.java
 

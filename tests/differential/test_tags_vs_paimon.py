@@ -18,8 +18,8 @@ from applier.apply import DriverExecutor, apply_plan
 from engine.paimon.table import open_table
 from engine.paimon.verify import verify_table
 from journal.duckdb_store import DuckDBRecorder
-from planner.options import resolve_tag_options
-from planner.tags import plan_tags
+from planner.paimon.options import resolve_tag_options
+from planner.paimon.tags import plan_tags
 
 pytestmark = pytest.mark.java
 

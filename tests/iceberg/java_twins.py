@@ -224,7 +224,7 @@ def java_orphans(ice, lake: Lake, ident: str, *, older_than_ms: int) -> list[str
 
 def lakesweep_orphans(lake: Lake, ident: str, *, older_than_ms: int) -> list[str]:
     view = IcebergTable(CATALOG, ident)
-    p = plan_kind("orphans", "iceberg").plan(view, now_ms=now_ms(),
+    p = plan_kind("orphans", "iceberg").read_and_plan(view, now_ms=now_ms(),
                                              options=resolve_orphan_options(view.options,
                                                                             older_than=str(older_than_ms)))
     return sorted(a.path for a in p.actions)

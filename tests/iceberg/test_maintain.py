@@ -136,7 +136,7 @@ def test_a_table_with_an_unfinished_apply_is_not_picked_up_again(tables, tmp_pat
 
     view = IcebergTable(CATALOG, "ns.items")
     entry = plan_kind("expire", "iceberg")
-    p = entry.plan(view, now_ms=int(time.time() * 1000), options=entry.resolve_options(view.options, older_than="0 s"))
+    p = entry.read_and_plan(view, now_ms=int(time.time() * 1000), options=entry.resolve_options(view.options, older_than="0 s"))
     plan_file = str(tmp_path / "p.parquet")
     write_plan(p, plan_file)
     env = dict(os.environ, LAKESWEEP_TEST_CRASH="before-journal:1", PYTHONPATH=REPO)

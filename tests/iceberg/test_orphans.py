@@ -46,7 +46,7 @@ def pq_write(path: str, data) -> None:
 
 
 def plan(view, **flags):
-    return plan_kind("orphans", "iceberg").plan(view, now_ms=_now(), options=resolve_orphan_options(view.options, **flags))
+    return plan_kind("orphans", "iceberg").read_and_plan(view, now_ms=_now(), options=resolve_orphan_options(view.options, **flags))
 
 
 def _now():

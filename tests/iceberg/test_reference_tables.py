@@ -43,7 +43,7 @@ def all_rows(table):
 def run(kind, tmp_path, *, now_ms, **flags):
     view = IcebergTable(it.CATALOG_NAME, f"{it.NAMESPACE}.t")
     entry = plan_kind(kind, "iceberg")
-    p = entry.plan(view, now_ms=now_ms, options=entry.resolve_options(view.options, **flags))
+    p = entry.read_and_plan(view, now_ms=now_ms, options=entry.resolve_options(view.options, **flags))
     with DuckDBRecorder(tmp_path / "j.duckdb") as rec:
         report = apply_plan(p, rec, executor=DriverExecutor())
     assert report.state == "COMPLETED" and report.whole, report

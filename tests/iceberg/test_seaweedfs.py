@@ -64,7 +64,7 @@ def objects(view: IcebergTable) -> set[str]:
 def run(kind, namespace, tmp_path, *, now_ms=None, **flags):
     view = IcebergTable(CATALOG, f"{namespace}.t")
     entry = plan_kind(kind, "iceberg")
-    p = entry.plan(view, now_ms=now_ms or int(time.time() * 1000), options=entry.resolve_options(view.options, **flags))
+    p = entry.read_and_plan(view, now_ms=now_ms or int(time.time() * 1000), options=entry.resolve_options(view.options, **flags))
     with DuckDBRecorder(tmp_path / "j.duckdb") as rec:
         report = apply_plan(p, rec, executor=DriverExecutor())
     assert report.state == "COMPLETED" and report.whole, report

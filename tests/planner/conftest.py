@@ -3,8 +3,8 @@ import pytest
 from applier.local import apply_locally
 from engine.paimon.paths import external_roots
 from engine.paimon.table import open_table
-from planner.expire import plan_expire
-from planner.options import resolve_expire_options
+from planner.paimon.expire import plan_expire
+from planner.paimon.options import resolve_expire_options
 
 FAR_FUTURE = 10**15
 

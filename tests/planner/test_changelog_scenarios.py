@@ -14,7 +14,7 @@ from engine.errors import MetadataNotFound
 from engine.paimon.paths import external_roots
 from engine.paimon.table import PaimonTable, open_table
 from engine.paimon.verify import verify_table
-from planner.changelog import plan_changelog
+from planner.paimon.changelog import plan_changelog
 from planner.kinds import plan_kind
 from tests.planner.conftest import FAR_FUTURE, expire
 from tests.support.table_builder import ADD, DELETE, E, all_files
@@ -28,7 +28,7 @@ SOON = 10_000
 def plan_cl(root, *, now_ms=FAR_FUTURE, **flags):
     t = open_table(root)
     flags.setdefault("time_retained", "0 s")
-    return plan_changelog(t, now_ms=now_ms, options=plan_kind("changelog").resolve_options(t.options, **flags))
+    return plan_changelog(t, now_ms=now_ms, options=plan_kind("changelog", "paimon").resolve_options(t.options, **flags))
 
 
 def expire_changelog(root, *, now_ms=FAR_FUTURE, **flags):

@@ -6,8 +6,8 @@ import pytest
 from engine.errors import PlanRejected
 from engine.paimon.kinds import ActionKind
 from engine.paimon.table import open_table
-from planner.expire import plan_expire
-from planner.options import resolve_expire_options
+from planner.paimon.expire import plan_expire
+from planner.paimon.options import resolve_expire_options
 from tests.support import pypaimon_tables as pt
 
 # A changelog lifecycle longer than the snapshots' (decoupled), as in the issue: snapshot expiry then

@@ -14,8 +14,8 @@ from engine.paimon.kinds import OrphanKind
 from engine.paimon.orphans import ListedFile, list_orphan_candidates
 from engine.paimon.reachability import reachable_paths
 from engine.paimon.table import open_table
-from planner.options import resolve_orphan_options
-from planner.orphans import plan_orphans
+from planner.paimon.options import resolve_orphan_options
+from planner.paimon.orphans import plan_orphans
 from tests.applier.test_safety import Lake
 
 DAY = 86_400_000

@@ -14,8 +14,8 @@ from engine.paimon.layout import Layout, check_action_kind
 from engine.paimon.table import open_table
 from engine.plan import Action
 from journal.duckdb_store import DuckDBRecorder
-from planner.options import OptionValue, resolve_orphan_options
-from planner.orphans import plan_orphans
+from planner.paimon.options import OptionValue, resolve_orphan_options
+from planner.paimon.orphans import plan_orphans
 from engine.paimon.orphans import list_orphan_candidates
 from tests.applier.test_safety import Lake
 from tests.planner.test_orphans import NOW, age, junk

@@ -11,8 +11,8 @@ import pytest
 from engine.errors import PlanRejected
 from engine.paimon.orphans import ListedFile, list_orphan_candidates
 from engine.paimon.table import open_table
-from planner.options import resolve_orphan_options
-from planner.orphans import plan_orphans
+from planner.paimon.options import resolve_orphan_options
+from planner.paimon.orphans import plan_orphans
 from tests.planner.test_orphans import NOW, age, junk
 from tests.support.table_builder import ADD, E, TableBuilder
 
@@ -123,7 +123,7 @@ def test_another_table_outside_the_listed_directories_but_under_a_root_is_refuse
     message = f"the Paimon table at {holder} stores files at {holder} \\(location\\), which lies in"
     t = open_table(root)
     with pytest.raises(SharedStorage, match=message):  # the store: its roots listed for other tables
-        plan_kind("orphans").plan(t, now_ms=NOW, options=resolve_orphan_options(t.options))
+        plan_kind("orphans", "paimon").read_and_plan(t, now_ms=NOW, options=resolve_orphan_options(t.options))
     with pytest.raises(SharedStorage, match=message):  # a full listing (an inventory): checked path by path
         plan(root, every_file(root, ext))
 
@@ -168,7 +168,7 @@ def test_empty_directories_under_the_path_directory_and_an_external_root(table):
 def test_a_listing_is_read_once_after_the_used_set_and_streamed(table, monkeypatch):
     """The planner takes a listing already made and reads it once, after the used set (so an inventory
     scan can stream it a batch at a time)."""
-    import planner.orphans as planner_mod
+    import planner.paimon.orphans as planner_mod
 
     root, _ = table
     t = open_table(root)

@@ -31,8 +31,8 @@ from engine.paimon.reachability import first_reachable, reachable_paths
 from engine.paimon.table import open_table
 from engine.timeutil import parse_duration_ms
 from journal.memory_store import MemoryRecorder
-from planner.options import resolve_orphan_options
-from planner.orphans import plan_orphans
+from planner.paimon.options import resolve_orphan_options
+from planner.paimon.orphans import plan_orphans
 from tests.applier.test_safety import Lake
 from tests.planner.conftest import expire as lakesweep_expire
 from tests.planner.test_orphans import NOW

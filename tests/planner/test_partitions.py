@@ -11,8 +11,8 @@ from engine.errors import PlanRejected
 from engine.paimon.kinds import PartitionKind
 from engine.paimon.table import open_table
 from engine.plan_io import plan_to_bytes
-from planner.options import resolve_partition_options
-from planner.partitions import plan_partitions
+from planner.paimon.options import resolve_partition_options
+from planner.paimon.partitions import plan_partitions
 from tests.support.table_builder import ADD, DELETE, E, TableBuilder
 
 DAY = 86_400_000

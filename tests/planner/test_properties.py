@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from engine.plan_io import plan_to_bytes
 from engine.paimon.table import PaimonTable
-from planner.guard import reachable_paths
+from planner.paimon.guard import reachable_paths
 from tests.planner.conftest import expire, make_plan
 from tests.support.table_builder import ADD, DELETE, E, TableBuilder
 

@@ -14,8 +14,8 @@ from engine.errors import CorruptMetadata, MetadataNotFound, PlanRejected, Table
 from engine.fileio import ArrowFileIO
 from engine.paimon.kinds import ActionKind
 from engine.paimon.table import PaimonTable
-from planner.expire import plan_expire
-from planner.options import resolve_expire_options
+from planner.paimon.expire import plan_expire
+from planner.paimon.options import resolve_expire_options
 from tests.planner.conftest import FAR_FUTURE, expire, make_plan
 from tests.support.table_builder import ADD, DELETE, E, all_files
 

@@ -32,8 +32,8 @@ from engine.paimon.table import PaimonTable, open_table
 from journal.duckdb_store import DuckDBRecorder
 from planner.iceberg.orphans import resolve_orphan_options as resolve_iceberg_orphan_options
 from planner.kinds import plan_kind
-from planner.options import resolve_orphan_options
-from planner.orphans import plan_orphans
+from planner.paimon.options import resolve_orphan_options
+from planner.paimon.orphans import plan_orphans
 from tests.applier.test_safety import Lake
 from tests.iceberg.conftest import SCHEMA as ICE_SCHEMA, files_on_disk, missing, rows_by_snapshot, write_history
 from tests.iceberg.test_orphans import old, stray
@@ -66,12 +66,12 @@ def plan_paimon(root: str, listing=None, **flags):
     table = open_table(root)
     options = resolve_orphan_options({}, **flags)
     if listing is None:
-        return plan_kind("orphans").plan(table, now_ms=NOW, options=options)
+        return plan_kind("orphans", "paimon").read_and_plan(table, now_ms=NOW, options=options)
     return plan_orphans(table, listing, now_ms=NOW, options=options)
 
 
 def plan_iceberg(view, **flags):
-    return plan_kind("orphans", "iceberg").plan(view, now_ms=int(time.time() * 1000),
+    return plan_kind("orphans", "iceberg").read_and_plan(view, now_ms=int(time.time() * 1000),
                                                 options=resolve_iceberg_orphan_options(view.options, **flags))
 
 
@@ -167,7 +167,7 @@ def test_paimon_17448_on_s3_a_prefix_listing_of_t_does_not_reach_t_2(tmp_path, s
     time.sleep(1.5)  # object times are the upload's: old enough for --older-than 1 s
 
     table = open_table(f"s3://{prefix}/t")
-    plan = plan_kind("orphans").plan(table, now_ms=int(time.time() * 1000),
+    plan = plan_kind("orphans", "paimon").read_and_plan(table, now_ms=int(time.time() * 1000),
                                      options=resolve_orphan_options({}, older_than="1 s", force=True))
     assert [a.path for a in plan.actions] == ["dt=2024-01-01/bucket-0/data-dead-0.parquet"]
     report, outcomes = apply(plan, tmp_path)
@@ -414,7 +414,7 @@ def test_paimon_9277_odd_characters_in_partition_values_plan_and_apply_the_right
     assert len(dirs) == len(ODD_VALUES)
     overwritten = {p for p in all_files(root) if p.endswith(".parquet") and "/snapshot" not in p}
 
-    expire_plan = plan_kind("expire").plan(open_table(root), now_ms=10**15, options=plan_kind("expire").resolve_options(
+    expire_plan = plan_kind("expire", "paimon").plan(open_table(root), now_ms=10**15, options=plan_kind("expire", "paimon").resolve_options(
         open_table(root).options, retain_min=1, retain_max=1, time_retained=0))
     report, outcomes = apply(expire_plan, tmp_path)
     gone = {p for p in overwritten if not os.path.exists(p)}

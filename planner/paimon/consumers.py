@@ -17,7 +17,9 @@ from engine.paimon.state import table_identity
 from engine.paimon.table import CONSUMER_PREFIX, PaimonTable
 from engine.plan import Action, CleanupPlan, canonical_actions, summarize
 from engine.timeutil import format_time_ms
-from planner.options import ConsumerOptions
+from planner.paimon.options import ConsumerOptions
+from planner.paimon.options import resolve_consumer_options
+from planner.plan_kind import PlanDescription, PlanKind, refuse_future_now, utc
 
 
 def plan_consumers(table: PaimonTable, *, now_ms: int, options: ConsumerOptions) -> CleanupPlan:
@@ -51,6 +53,7 @@ def plan_consumers(table: PaimonTable, *, now_ms: int, options: ConsumerOptions)
     actions = canonical_actions(actions)
     return CleanupPlan(
         kind="consumers",
+        format="paimon",
         table_location=table.location,
         table_identity=table_identity(table),
         branch=table.branch,
@@ -64,3 +67,33 @@ def plan_consumers(table: PaimonTable, *, now_ms: int, options: ConsumerOptions)
         actions=actions,
         stats={"summary": summarize(actions), "warnings": warnings, "consumers_kept": kept},
     )
+
+
+# ---- the registry entry (``planner.kinds``) ------------------------------------------------------------
+
+def _plan(table, *, now_ms: int, options, read=None) -> CleanupPlan:
+    refuse_future_now(table, now_ms, "consumer expiry")  # apply would refuse the plan: say so now
+    return plan_consumers(table, now_ms=now_ms, options=options)
+
+
+def describe_consumers(plan: CleanupPlan) -> PlanDescription:
+    """A consumer expiry: which consumers have been idle since before the cut-off."""
+    listed = plan.scope.get("consumers") or []
+    cutoff = plan.scope.get("cutoff_ms")
+    when = utc(cutoff) if isinstance(cutoff, int) else str(cutoff)
+    document = {"consumers": listed, "cutoff_ms": cutoff}
+    kept = plan.stats.get("consumers_kept", 0)
+    if not listed:
+        return PlanDescription(nothing_to_do=True, nothing_label="No idle consumers",
+                               scope=f"no consumer of branch '{plan.branch}' was last written before {when} "
+                                     f"({kept} kept).", document=document)
+    notes = (*(f"consumer '{c['consumer']}': last written {c['modified']}" for c in listed),
+             f"kept: {kept} written since",
+             "apply deletes each only if it has not been written since planning (else SKIPPED_REFERENCED)")
+    return PlanDescription(nothing_to_do=False, notes=notes, document=document,
+                           scope=f"deletes {len(listed)} consumer file(s) of branch '{plan.branch}' last written "
+                                 f"before {when}: snapshot expiry no longer waits for these readers")
+
+
+KIND = PlanKind("consumers", resolve_options=resolve_consumer_options, plan=_plan, describe=describe_consumers,
+                format="paimon")

@@ -41,9 +41,11 @@ from engine.paimon.requirements import changelog_requirements
 from engine.paimon.state import snapshot_digest, table_identity
 from engine.paimon.table import PaimonTable
 from engine.plan import Action, CleanupPlan, canonical_actions, summarize
-from planner.expire import _Notes, _Planner, _previous_tag, find_skipping_tags
-from planner.guard import assert_unreachable
-from planner.options import ExpireOptions
+from planner.paimon.expire import _Notes, _Planner, _previous_tag, find_skipping_tags
+from planner.paimon.guard import assert_unreachable
+from planner.paimon.options import ExpireOptions
+from planner.paimon.options import resolve_expire_options
+from planner.plan_kind import PlanDescription, PlanKind
 
 
 def changelog_range(table: PaimonTable, *, now_ms: int, opts: ExpireOptions, min_next: int | None) -> tuple[int, int, str] | None:
@@ -151,6 +153,7 @@ def plan_changelog(table: PaimonTable, *, now_ms: int, options: ExpireOptions) -
                            tolerate=None if notes.strict else notes.tolerate, without_changelogs=frozenset(changelogs))
     return CleanupPlan(
         kind="changelog",
+        format="paimon",
         table_location=table.location,
         table_identity=table_identity(table),
         branch=table.branch,
@@ -236,3 +239,41 @@ _META = {ActionKind.SNAPSHOT: ChangelogKind.CHANGELOG_META,
 def _as_changelog_kind(a: Action) -> Action:
     kind = CHANGELOG_KIND_OF.get(a.kind) or _META[a.kind]
     return dataclasses.replace(a, kind=kind, verb=None, phase=0)
+
+
+# ---- the registry entry (``planner.kinds``) ------------------------------------------------------------
+
+def _resolve(table_options, **flags):
+    keys = {"retain_min": "changelog.num-retained.min", "retain_max": "changelog.num-retained.max",
+            "time_retained": "changelog.time-retained"}
+    overrides = dict(flags.pop("overrides", None) or {})
+    for flag, key in keys.items():
+        value = flags.pop(flag, None)
+        if value is not None:
+            overrides[key] = str(value)
+    return resolve_expire_options(table_options, overrides=overrides, **flags)
+
+
+def _plan(table, *, now_ms: int, options, read=None) -> CleanupPlan:
+    return plan_changelog(table, now_ms=now_ms, options=options)
+
+
+def describe_changelog(plan: CleanupPlan) -> PlanDescription:
+    """A decoupled changelog expiry: its range, what bounded it, and what it deletes."""
+    begin, end = plan.begin, plan.end
+    document = {"range": {"begin": begin, "end": end}, "earliest_hint": plan.earliest_hint,
+                "bound": plan.scope.get("bound")}
+    if begin is None or end is None or not plan.actions:
+        return PlanDescription(nothing_to_do=True, nothing_label="No changelogs to expire",
+                               scope=f"branch '{plan.branch}' keeps every changelog: none is past what the "
+                                     "changelog.* retention keeps, or its changelogs are not decoupled.",
+                               document=document)
+    notes = [f"bounded by {plan.scope.get('bound')}"]
+    if plan.stats.get("protected_by_tags"):
+        notes.append(f"{plan.stats['protected_by_tags']} data file(s) kept for tags")
+    return PlanDescription(nothing_to_do=False, document=document, notes=tuple(notes),
+                           scope=f"expires changelogs [{begin}, {end}) of branch '{plan.branch}', then sets the "
+                                 f"changelog EARLIEST hint to {end}")
+
+
+KIND = PlanKind("changelog", resolve_options=_resolve, plan=_plan, describe=describe_changelog, format="paimon")

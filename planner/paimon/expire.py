@@ -20,8 +20,10 @@ from engine.paimon.kinds import EXPIRE_PHASES, PARTITIONED_KINDS, ActionKind
 from engine.paimon.requirements import expire_requirements
 from engine.paimon.table import PaimonTable
 from engine.paimon.state import snapshot_pins, table_fingerprint, table_identity
-from planner.guard import assert_unreachable
-from planner.options import INT_MAX, TIME_RULE_OWN, ExpireOptions
+from planner.paimon.guard import assert_unreachable
+from planner.paimon.options import INT_MAX, TIME_RULE_OWN, ExpireOptions
+from planner.paimon.options import resolve_expire_options
+from planner.plan_kind import Maintained, PlanDescription, PlanKind
 
 
 @dataclass
@@ -330,6 +332,7 @@ def plan_expire(table: PaimonTable, *, now_ms: int, options: ExpireOptions) -> C
         )
         return CleanupPlan(
             kind="expire",
+            format="paimon",
             table_location=table.location,
             table_identity=identity,
             branch=table.branch,
@@ -392,3 +395,52 @@ def plan_expire(table: PaimonTable, *, now_ms: int, options: ExpireOptions) -> C
         planner.plan_metadata(expiring, skip)
     planner.plan_snapshots(expiring, end)
     return finish(begin, end, end, bound, backlog)
+
+
+# ---- the registry entry (``planner.kinds``) ------------------------------------------------------------
+
+def describe_expire(plan: CleanupPlan) -> PlanDescription:
+    """A snapshot expiry: the range [begin, end) and what bounded it, or why nothing expires."""
+    stats = plan.stats
+    bound = stats.get("bound")
+    expires = plan.deletes_anything
+    if expires:
+        scope = (f"expires snapshots [{plan.begin}, {plan.end}) — bounded by {bound}; "
+                 f"new EARLIEST hint {plan.earliest_hint}")
+        remaining: tuple[str, ...] = ()
+    else:
+        reason = "the table has no snapshots" if bound == "no-snapshots" else f"the range is bounded by {bound}"
+        scope = f"{reason} (earliest {stats.get('earliest')}, latest {stats.get('latest')})."
+        remaining = (f"apply only writes the missing EARLIEST hint ({plan.earliest_hint}).",) if plan.actions else ()
+    notes = [
+        f"protected: {stats.get('protected_by_tags', 0)} candidate data files kept by tags; "
+        + (f"consumers hold the range at snapshot {plan.end}" if bound == "consumer" else "no consumer bound")
+    ]
+    if stats.get("deferred_to_changelog"):
+        notes.append(f"deferred to changelog expiry: {stats['deferred_to_changelog']} files (decoupled lifecycle)")
+    backlog = stats.get("expirable_beyond_limit", 0)
+    if backlog:
+        limit = plan.options.get("snapshot.expire.limit")
+        notes.append(f"{backlog} more snapshot(s) are expirable beyond the expire limit of "
+                     f"{limit.value if limit is not None else '?'} (snapshot.expire.limit): about "
+                     f"{-(-backlog // limit.value) if limit is not None else '?'} more plan(s) at this limit; "
+                     "apply this plan and plan again, or raise --max-deletes")
+    return PlanDescription(nothing_to_do=not expires, scope=scope, nothing_label="Nothing to expire",
+                           remaining=remaining, notes=tuple(notes),
+                           # the keys scripts read before plans had a scope
+                           document={"nothing_to_expire": not expires,
+                                     "range": {"begin": plan.begin, "end": plan.end},
+                                     "earliest_hint": plan.earliest_hint,
+                                     "expirable_beyond_limit": backlog})
+
+
+def _applied(plan: CleanupPlan, counts) -> str:
+    return f"expired snapshots [{plan.begin}, {plan.end}), deleted {counts.get('DELETED', 0)} file(s)"
+
+
+def _plan(table, *, now_ms: int, options, read=None) -> CleanupPlan:
+    return plan_expire(table, now_ms=now_ms, options=options)
+
+
+KIND = PlanKind("expire", resolve_options=resolve_expire_options, plan=_plan, describe=describe_expire,
+                format="paimon", maintain=Maintained(order=20, flags=lambda options, th: {}, applied=_applied))

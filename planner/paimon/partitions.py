@@ -28,7 +28,10 @@ from engine.paimon.requirements import partition_files_digest, partition_require
 from engine.paimon.state import table_identity
 from engine.paimon.table import PaimonTable
 from engine.plan import Action, CleanupPlan, canonical_actions, summarize
-from planner.options import STRATEGY_VALUES_TIME, PartitionOptions
+from planner.paimon.options import STRATEGY_VALUES_TIME, PartitionOptions
+from engine.units import human_bytes
+from planner.paimon.options import resolve_partition_options
+from planner.plan_kind import Maintained, PlanDescription, PlanKind, refuse_future_now
 
 _EPOCH = _dt.datetime(1970, 1, 1)
 
@@ -159,6 +162,7 @@ def plan_partitions(table: PaimonTable, *, now_ms: int, options: PartitionOption
              "time_zone": options.time_zone, "partitions": listed}
     return CleanupPlan(
         kind="partitions",
+        format="paimon",
         table_location=table.location,
         table_identity=table_identity(table),
         branch=table.branch,
@@ -215,3 +219,57 @@ def _none_readable(unreadable: list[str], options: PartitionOptions) -> str:
             "partition.timestamp-pattern) to match the partition values, or plan with --strategy update-time "
             "(partition.expiration-strategy), which goes by when each partition was last written (Paimon reads "
             "a DATE partition as its day count since 1970, such as 19358, not as a date)")
+
+
+# ---- the registry entry (``planner.kinds``) ------------------------------------------------------------
+
+def _plan(table, *, now_ms: int, options, read=None) -> CleanupPlan:
+    refuse_future_now(table, now_ms, "partition expiry")  # apply would refuse the plan: say so now
+    return plan_partitions(table, now_ms=now_ms, options=options)
+
+
+PARTITIONS_SHOWN = 20  # partitions listed one by one in a plan's description; the JSON has them all
+
+
+def describe_partitions(plan: CleanupPlan) -> PlanDescription:
+    """A partition drop: which partitions, why each expired, and that it is a commit, not a delete."""
+    scope = plan.scope
+    parts = scope.get("partitions") or []
+    strategy, cutoff = scope.get("strategy"), scope.get("cutoff")
+    judged = (f"{strategy}, cut-off {cutoff} ({scope.get('time_zone')})")
+    if not parts:
+        return PlanDescription(nothing_to_do=True, nothing_label="No expired partitions",
+                               scope=f"no partition of snapshot {scope.get('snapshot')} expired by {judged}.",
+                               document={"partitions": [], "cutoff": cutoff, "strategy": strategy,
+                                         "snapshot": scope.get("snapshot")})
+    files = sum(p.get("files", 0) for p in parts)
+    size = sum(p.get("bytes", 0) for p in parts)
+    lines = [f"{p['partition']}: {p['files']} files, {human_bytes(p['bytes'])}; {p['reason']}"
+             for p in parts[:PARTITIONS_SHOWN]]
+    if len(parts) > PARTITIONS_SHOWN:
+        lines.append(f"... and {len(parts) - PARTITIONS_SHOWN} more partitions (all in --output json)")
+    notes = (*lines,
+             "apply commits one OVERWRITE snapshot marking these files DELETE; nothing is deleted now: snapshot "
+             "expiry removes the files once no retained snapshot, tag or branch holds them",
+             "apply refuses the plan if any of these partitions changed since planning")
+    return PlanDescription(
+        nothing_to_do=False,
+        scope=(f"drops {len(parts)} partition(s) of snapshot {scope.get('snapshot')} expired by {judged}: "
+               f"{files} live files, {human_bytes(size)}"),
+        notes=notes,
+        document={"partitions": parts, "cutoff": cutoff, "strategy": strategy, "snapshot": scope.get("snapshot"),
+                  "time_zone": scope.get("time_zone")})
+
+
+def _flags(options, th) -> dict | None:
+    return {} if options.get("partition.expiration-time") else None
+
+
+def _applied(plan: CleanupPlan, counts) -> str:
+    return f"dropped {len(plan.scope.get('partitions', ()))} partition(s)"
+
+
+KIND = PlanKind("partitions", resolve_options=resolve_partition_options, plan=_plan, describe=describe_partitions,
+                format="paimon",
+                maintain=Maintained(order=50, flags=_flags, applied=_applied,
+                                    not_configured="partition.expiration-time is not set"))

@@ -31,8 +31,10 @@ from engine.paimon.state import snapshot_digest, table_identity
 from engine.paimon.tag_expiry import branch_origins, frees_files, tag_snapshot_files
 from engine.paimon.table import PaimonTable
 from engine.plan import Action, CleanupPlan, canonical_actions, summarize
-from planner.options import TagOptions
-from planner.partitions import local_time
+from planner.paimon.options import TagOptions
+from planner.paimon.partitions import local_time
+from planner.paimon.options import resolve_tag_options
+from planner.plan_kind import PlanDescription, PlanKind, refuse_future_now
 
 
 def tag_create_time(create: tuple[int, ...] | None) -> _dt.datetime | None:
@@ -173,6 +175,7 @@ def plan_tags(table: PaimonTable, *, now_ms: int, options: TagOptions) -> Cleanu
                                      "files_freed": tags[n].snapshot.id in gone} for n in sorted(chosen)]
     return CleanupPlan(
         kind="tags",
+        format="paimon",
         table_location=table.location,
         table_identity=table_identity(table),
         branch=table.branch,
@@ -189,3 +192,37 @@ def plan_tags(table: PaimonTable, *, now_ms: int, options: TagOptions) -> Cleanu
 
 def _relative(table: PaimonTable, full: str) -> str:
     return table.paths.relative(full)
+
+
+# ---- the registry entry (``planner.kinds``) ------------------------------------------------------------
+
+def _plan(table, *, now_ms: int, options, read=None) -> CleanupPlan:
+    refuse_future_now(table, now_ms, "tag expiry")  # apply would refuse the plan: say so now
+    return plan_tags(table, now_ms=now_ms, options=options)
+
+
+def describe_tags(plan: CleanupPlan) -> PlanDescription:
+    """A tag expiry: which tags and why, and what their files free."""
+    listed = plan.scope.get("tags") or []
+    gone = plan.scope.get("snapshots_gone") or []
+    document = {"tags": listed, "snapshots_gone": gone}
+    notes = tuple(plan.stats.get("notes") or ())
+    if not listed:
+        return PlanDescription(nothing_to_do=True, nothing_label="No tags to expire",
+                               scope=f"no tag of branch '{plan.branch}' is expired ({plan.stats.get('tags_kept', 0)} "
+                                     "kept).", notes=notes, document=document)
+    files = sum(1 for a in plan.actions if str(a.kind) != "tag-file")
+    lines = tuple(f"tag '{t['tag']}' (snapshot {t['snapshot']}): {t['reason']}"
+                  + ("; its files go with it" if t["files_freed"] else "") for t in listed)
+    return PlanDescription(
+        nothing_to_do=False, document=document,
+        scope=(f"deletes {len(listed)} tag(s) of branch '{plan.branch}', then {files} file(s) only they held "
+               f"(of snapshot(s) {gone})" if gone else
+               f"deletes {len(listed)} tag(s) of branch '{plan.branch}'; their snapshots still exist, so snapshot "
+               "expiry frees their files later"),
+        notes=(*lines, *notes,
+               "files any snapshot, other tag, retained changelog or branch still holds are kept; apply checks "
+               "that again before deleting any"))
+
+
+KIND = PlanKind("tags", resolve_options=resolve_tag_options, plan=_plan, describe=describe_tags, format="paimon")

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import posixpath
 from collections import defaultdict
+from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Mapping, Sequence, Sized
 
 from engine.errors import PlannerInvariantViolated
@@ -30,7 +31,9 @@ from engine.paimon.requirements import orphan_requirements
 from engine.paimon.state import table_identity
 from engine.paimon.table import PaimonTable
 from engine.plan import Action, CleanupPlan, canonical_actions, summarize
-from planner.options import OrphanOptions
+from planner.paimon.options import OrphanOptions
+from planner.paimon.options import resolve_orphan_options
+from planner.plan_kind import Maintained, PlanDescription, PlanKind, hours, refuse_future_now, utc
 
 
 def _bucket_of(rel: str, layout: Layout) -> tuple[str | None, int | None]:
@@ -200,6 +203,7 @@ def plan_orphans(table: PaimonTable, listing: Iterable[ListedFile | tuple], *, n
     }
     return CleanupPlan(
         kind="orphans",
+        format="paimon",
         table_location=table.location,
         table_identity=identity,
         branch=table.branch,
@@ -212,3 +216,88 @@ def plan_orphans(table: PaimonTable, listing: Iterable[ListedFile | tuple], *, n
         actions=planned,
         stats=stats,
     )
+
+
+# ---- the registry entry (``planner.kinds``) ------------------------------------------------------------
+
+@dataclass(frozen=True, slots=True)
+class OrphanRead:
+    """What orphan planning needs beyond the table's metadata, read by the caller (``_read``)."""
+
+    files: Iterable[ListedFile]  # the listing (may stream: the planner reads it once)
+    source: Any  # where it came from, for the plan's stats (a dict, or a callable giving one once read)
+    neighbours: tuple  # the other tables of the warehouse (``engine.neighbours.Neighbour``)
+
+
+def _read(table, *, now_ms: int, options) -> OrphanRead:
+    """List first, then plan: the listing is made (or the inventory was) before anything says which files
+    are used (#3074)."""
+    from engine.listing import InventoryScan
+    from engine.paimon.neighbours import paimon_neighbours
+    from engine.paimon.orphans import list_orphan_candidates
+    from engine.paimon.paths import external_roots
+
+    options.threshold_ms(now_ms)  # refuse a bad --older-than before listing a large table
+    refuse_future_now(table, now_ms, "orphans")  # apply would refuse the plan: say so before listing
+    roots = [table.location, *external_roots(table.options)]
+    # the other tables of the warehouse, read here (the planner reads nothing); an inventory or another
+    # lister's listing is checked path by path for tables under the roots, the store is listed for them
+    if options.inventory:
+        scan = InventoryScan(options.inventory, roots=roots)
+        return OrphanRead(scan.files(), scan.source, paimon_neighbours(table, scan=False))
+    if options.lister is not None:
+        listed, source = options.lister(table)
+        scan = InventoryScan([listed], roots=roots)
+        return OrphanRead(scan.files(), dict(source), paimon_neighbours(table, scan=False))
+    listing = list_orphan_candidates(table)
+    return OrphanRead(listing, {"from": "store"}, paimon_neighbours(table))
+
+
+def _plan(table, *, now_ms: int, options, read: OrphanRead) -> CleanupPlan:
+    return plan_orphans(table, read.files, now_ms=now_ms, options=options, source=read.source,
+                        neighbours=read.neighbours)
+
+
+def describe_orphans(plan: CleanupPlan) -> PlanDescription:
+    """An orphan cleaning: the threshold, and what was kept (used, too young, no modification time)."""
+    from engine.timeutil import MAX_TIME_MS, MIN_TIME_MS
+
+    stats = plan.stats
+    at = plan.scope.get("older_than_ms")
+    when = utc(at) if isinstance(at, int) and MIN_TIME_MS <= at <= MAX_TIME_MS else str(at)
+    deletes = bool(plan.actions)
+    scope = (f"deletes files orphan cleaning lists that were modified before {when} and that no snapshot, tag or "
+             "changelog of any branch uses" if deletes else
+             f"no listed file modified before {when} is unused ({stats.get('listed', 0)} listed).")
+    notes = (_listed_from(stats.get("listing")),
+             f"kept: {stats.get('kept_used', 0)} used, {stats.get('kept_young', 0)} modified since {when}, "
+             f"{stats.get('kept_unknown_time', 0)} without a modification time",
+             "apply checks every candidate again and keeps (SKIPPED_REFERENCED) any that became used",
+             *([f"then {stats['empty_dirs']} bucket or partition director(ies) it leaves empty, deepest first, each "
+                "removed only if it is empty then (else KEPT_NOT_EMPTY)"] if stats.get("empty_dirs") else []))
+    return PlanDescription(nothing_to_do=not deletes, scope=scope, nothing_label="No orphan files",
+                           notes=notes, document={"older_than_ms": at, "listing": stats.get("listing")})
+
+
+def _listed_from(listing) -> str:
+    """Where an orphan plan's listing came from, for the reviewer."""
+    if isinstance(listing, dict) and listing.get("from") == "spark":
+        return (f"listed: on Spark ({listing.get('master')}), a task for each of {listing.get('directories')} "
+                f"directories, {listing.get('files')} files, before reading what the table uses")
+    if not isinstance(listing, dict) or listing.get("from") != "inventory":
+        return "listed: the store, before reading what the table uses"
+    files = ", ".join(f"{f.get('file')} ({f.get('form')})" for f in listing.get("inventory", ()))
+    left_out = sum((listing.get("left_out") or {}).values())
+    return (f"listed: from the inventory {files}, not the store: {listing.get('rows')} rows, "
+            f"{listing.get('under_table')} under the table, {listing.get('outside_table')} outside it, "
+            f"{left_out} naming no current file; files written after it was made are not candidates")
+
+
+def _applied(plan: CleanupPlan, counts) -> str:
+    return f"removed {counts.get('DELETED', 0)} orphan file(s)"
+
+
+KIND = PlanKind("orphans", resolve_options=resolve_orphan_options, plan=_plan, read=_read,
+                describe=describe_orphans, format="paimon",
+                maintain=Maintained(order=30, flags=lambda options, th: {"older_than": hours(th.orphan_older_than_hours)},
+                                    applied=_applied, nothing_message="no orphan files to remove"))
