@@ -103,7 +103,13 @@ def check_java(env: Mapping[str, str] | None = None) -> Check:
 def check_spark(master: str, conf: Mapping[str, str]) -> Check:
     """A Spark session starts on ``master`` with ``conf``, and its executors pass the preflight
     (applier/preflight.py): their Python imports lakesweep's executor modules, in the driver's versions."""
-    from pyspark import SparkContext
+    try:
+        from pyspark import SparkContext
+    except ImportError:
+        from applier.executors import PYSPARK_MISSING
+
+        return Check("spark", False, (("pyspark", "not installed"),), PYSPARK_MISSING.split(", and")[0],
+                     PYSPARK_MISSING.split(": ", 1)[1])
 
     from applier.preflight import check_executors, task_failure
     from applier.spark_exec import executor_python, spark_session

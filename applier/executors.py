@@ -19,6 +19,19 @@ _MASTER = re.compile(r"^(local(\[(\*|\d+)(,\s*\d+)?\])?|local-cluster\[\d+,\s*\d
                      r"spark://[^\s/]+(:\d+)?(,[^\s/]+(:\d+)?)*|yarn|k8s://\S+)$")
 
 
+PYSPARK_MISSING = ("pyspark is not installed, and this runs on Spark: install it with  pip install "
+                   "'lakesweep[spark]'  (plan, show, verify, inspect and journal work without it)")
+
+
+def require_pyspark(consequence: str) -> None:
+    """Refuse (``SparkUnavailable``) before anything is done when pyspark is not installed (it is the
+    ``spark`` extra)."""
+    try:
+        import pyspark  # noqa: F401
+    except ImportError as e:
+        raise SparkUnavailable(f"{PYSPARK_MISSING}. {consequence[0].upper()}{consequence[1:]}.") from e
+
+
 def start_session(master: str, conf: dict[str, str] | None, *, consequence: str,
                   on_ui: Callable[[str], None] | None = None):
     """``spark_session(master, conf)``; a master that is not a Spark master URL, a standalone master that does
@@ -28,6 +41,7 @@ def start_session(master: str, conf: dict[str, str] | None, *, consequence: str,
     if not _MASTER.match(master):
         raise SparkUnavailable(f"{master!r} is not a Spark master URL: use local[*], local[N], spark://host:7077, "
                                f"yarn or k8s://https://host:port. {consequence[0].upper()}{consequence[1:]}.")
+    require_pyspark(consequence)
     from applier.spark_exec import check_master_reachable, spark_session
 
     check_master_reachable(master, consequence=consequence)
@@ -54,6 +68,7 @@ class _SparkSession:
 
     def get(self):
         if self.spark is None:
+            require_pyspark("nothing was deleted and no apply was started")
             from pyspark.sql import SparkSession
 
             self.owned = SparkSession.getActiveSession() is None  # never stop someone else's session
@@ -103,6 +118,7 @@ class SparkExecutor:
         process, so the seconds it takes overlap the checks. An error is kept for ``start`` to raise."""
         if self._starting is not None or self.session.spark is not None:
             return
+        require_pyspark("nothing was deleted and no apply was started")
         from pyspark import SparkContext
 
         if SparkContext._active_spark_context is not None:

@@ -127,9 +127,10 @@ def list_with_session(table: PaimonTable, out: str, *, master: str, conf: dict[s
                       on_files: Callable[[int], None] | None = None) -> SparkListing:
     """``list_on_spark`` on a session started for it on ``master`` (with the executor preflight), stopped
     afterwards unless it was already running in this process."""
-    from pyspark import SparkContext
+    from applier.executors import require_pyspark, start_session
 
-    from applier.executors import start_session
+    require_pyspark("nothing was listed and no plan was written")
+    from pyspark import SparkContext
 
     created = SparkContext._active_spark_context is None
     spark = start_session(master, conf, consequence="nothing was listed and no plan was written")
