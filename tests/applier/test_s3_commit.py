@@ -6,25 +6,21 @@ from __future__ import annotations
 
 import json
 import threading
-import time
 import uuid
 
 import pytest
 
-import engine.paimon.drop as drop_module
 from applier.apply import DriverExecutor, apply_plan
 from engine.errors import AtomicCreateUnsupported, PlanRejected
 from engine.fileio import fileio_for, join
 from engine.paimon.partition import decode_binary_row
 from engine.paimon.table import open_table
-from engine.paimon.verify import verify_table
 from engine.paimon.writer import MetadataWriter
 from engine.s3_conditional import forget_probes
-from engine.timeutil import system_zone
 from journal.duckdb_store import DuckDBRecorder
-from planner.paimon.options import resolve_partition_options
-from planner.paimon.partitions import plan_partitions
 from tests.support import pypaimon_tables as pt
+from tests.support.commit_race import (apply_losing_snapshot_9, assert_the_retry_left_only_its_own_manifests,
+                                       plan_drop)
 from tests.support.s3_proxy import header_dropping_proxy
 from tests.support.seaweed import list_tree, upload_tree
 
@@ -37,13 +33,6 @@ def s3_table(s3_env, tmp_path):
     prefix = f"{warehouse}/default.db/demo_t"
     upload_tree(s3_env["fs"], w.path, prefix)
     return f"s3://{prefix}", prefix, warehouse, w
-
-
-def plan_drop(location):
-    t = open_table(location)
-    opts = resolve_partition_options(t.options, expiration_time="1 d", strategy="values-time", max_expires=1,
-                                     system_zone=system_zone())
-    return plan_partitions(t, now_ms=int(time.time() * 1000), options=opts)
 
 
 def test_the_probe_writes_under_the_warehouse_root_and_leaves_nothing_behind(s3_table, s3_env):
@@ -106,37 +95,21 @@ def test_a_drop_commits_on_s3_and_retries_after_losing_the_snapshot_id_to_anothe
     io = fileio_for(location)
     plan = plan_drop(location)
     assert [p["partition"] for p in plan.scope["partitions"]] == ["dt=2024-01-01"]
-    publish = drop_module.MetadataWriter.publish
-    raced: list[bytes] = []
 
-    def racing_publish(self, snapshot):
-        if not raced:  # another writer creates snapshot-9 between the drop's scan and its publish
-            other = dict(json.loads(io.read_bytes(join(location, "snapshot", "snapshot-8"))), id=9,
-                         commitUser="other-writer")
-            raced.append(json.dumps(other).encode())
-            io.create_if_absent(join(location, "snapshot", "snapshot-9"), raced[0])
-        return publish(self, snapshot)
+    def manifests():
+        return {n.split("/", 1)[1] for n in list_tree(s3_env["fs"], prefix) if n.startswith("manifest/")}
 
-    monkeypatch.setattr(drop_module.MetadataWriter, "publish", racing_publish)
-    monkeypatch.setattr(drop_module.time, "sleep", lambda s: None)
-    manifests_before = {n for n in list_tree(s3_env["fs"], prefix) if n.startswith("manifest/")}
-    with DuckDBRecorder(tmp_path / "j.duckdb") as recorder:
-        report = apply_plan(plan, recorder, executor=DriverExecutor())
+    before = manifests()
+    report, theirs = apply_losing_snapshot_9(location, plan, tmp_path / "j.duckdb", monkeypatch)
     assert report.state == "COMPLETED" and report.commits[0]["version"] == 10
-    assert io.read_bytes(join(location, "snapshot", "snapshot-9")) == raced[0]  # the winner's file, untouched
+    assert io.read_bytes(join(location, "snapshot", "snapshot-9")) == theirs  # the winner's file, untouched
     assert io.read_bytes(join(location, "snapshot", "LATEST")) == b"10"
     table = open_table(location)
-    s = table.snapshot(10)
-    assert s.commit_kind == "OVERWRITE" and s.commit_user == f"lakesweep-{plan.plan_id}"
+    assert table.snapshot(10).commit_user == f"lakesweep-{plan.plan_id}"
     types = table.schema.partition_types
-    assert {tuple(decode_binary_row(e.partition, types)) for e in table.live_entries(s)} == {("2024-01-02",),
-                                                                                              ("2024-01-03",)}
-    # the losing attempt's manifests and lists were removed: every new manifest file is one snapshot 10 uses
-    used = {s.base_manifest_list, s.delta_manifest_list} | {m.file_name for m in table.data_manifests(s)}
-    new = {n.split("/", 1)[1] for n in list_tree(s3_env["fs"], prefix) if n.startswith("manifest/")} - {
-        n.split("/", 1)[1] for n in manifests_before}
-    assert new and new <= used | {s.index_manifest}
-    assert verify_table(table).whole
+    assert {tuple(decode_binary_row(e.partition, types)) for e in table.live_entries(table.snapshot(10))} == {
+        ("2024-01-02",), ("2024-01-03",)}
+    assert_the_retry_left_only_its_own_manifests(location, manifests, before)
 
 
 def test_a_store_that_ignores_if_none_match_is_refused_naming_the_alternatives(s3_table, s3_env, tmp_path,
