@@ -17,7 +17,8 @@ from pathlib import Path
 
 import pytest
 
-pytestmark = [pytest.mark.java, pytest.mark.spark]
+# lakesweep's apply and Iceberg's rewrite_data_files, each with its Spark session: the slow tier
+pytestmark = [pytest.mark.java, pytest.mark.spark, pytest.mark.slow]
 
 ROOT = Path(__file__).resolve().parents[2]
 S = r"([0-9]+\.[0-9]{2})s"
