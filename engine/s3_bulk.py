@@ -14,7 +14,6 @@ request, and no S3 request can tell who removed it in between.
 from __future__ import annotations
 
 import collections
-import math
 import random
 import threading
 import time
@@ -257,4 +256,30 @@ def estimate_requests(paths: Iterable[str], *, batch: int = DEFAULT_DELETE_BATCH
 
 
 def seconds_at(requests: int, rate: float | None) -> float | None:
-    return None if rate is None else math.ceil(requests / rate * 10) / 10
+    """How long ``requests`` take at ``rate`` per second (None: no budget, no figure)."""
+    return None if rate is None else requests / rate
+
+
+def plan_requests(plan, *, batch: int = DEFAULT_DELETE_BATCH) -> dict[str, int]:
+    """The requests applying ``plan``'s file actions sends to an object store, by kind: the deletes of bulk
+    phases in DeleteObjects batches (``estimate_requests``), those of ordered phases one by one (a HEAD, to
+    tell deleted from already absent, and a DELETE), a copy a GET and a PUT, a pointer a PUT, an empty
+    directory a HEAD. Reading the table's metadata to re-check the plan comes on top."""
+    from engine.plan import PhaseMode, Verb
+
+    bulk, counts = [], dict.fromkeys(("LIST", "DELETE", "HEAD", "GET", "PUT"), 0)
+    for a in plan.actions:
+        path = f"{plan.table_location}/{a.path}"
+        if a.verb is Verb.DELETE_FILE and plan.phases[a.phase - 1].mode == PhaseMode.BULK:
+            bulk.append(path)
+        elif a.verb is Verb.DELETE_FILE:
+            counts["HEAD"] += 1
+            counts["DELETE"] += 1
+        elif a.verb is Verb.WRITE_FILE:
+            counts["GET"] += a.source is not None
+            counts["PUT"] += 1
+        elif a.verb is Verb.DELETE_EMPTY_DIR:
+            counts["HEAD"] += 1
+    for kind, n in estimate_requests(bulk, batch=batch).items():
+        counts[kind] += n
+    return counts

@@ -2,9 +2,9 @@
 
 Requests are forwarded unchanged (method, path, headers with the same Host, body), so their signatures
 still verify upstream. Faults a real store has and SeaweedFS does not show: ``slow_down(n)`` answers the
-next n requests ``503 SlowDown``; ``fail_keys`` makes a DeleteObjects report chosen keys as errors (the
-proxy then deletes the other keys of that request itself, with one DeleteObjects of its own, and answers
-for them); ``before_delete_objects`` runs just before a DeleteObjects goes on, as another process would.
+next n requests (of chosen kinds) ``503 SlowDown``; ``fail_keys`` makes a DeleteObjects report chosen keys
+as errors (the proxy then deletes the other keys of that request with a DeleteObjects of its own, and
+answers for them); ``before_delete_objects`` runs just before a DeleteObjects goes on, as another process would.
 ``sent`` counts requests by kind: LIST, DELETE (DeleteObjects), DELETE_ONE, HEAD, GET, PUT.
 """
 
@@ -31,6 +31,7 @@ class FaultyS3:
         self.lock = threading.Lock()
         self.sent: collections.Counter[str] = collections.Counter()
         self.slowdowns_left = 0
+        self.slowdown_kinds: frozenset[str] | None = None
         self.slowdowns_sent = 0
         self.failing: dict[str, int] = {}  # key -> how many more DeleteObjects report it failed
         self.before_delete_objects: Callable[[list[str]], None] | None = None
@@ -38,9 +39,11 @@ class FaultyS3:
         self.url = ""
         self._client = None
 
-    def slow_down(self, n: int) -> None:
+    def slow_down(self, n: int, kinds=None) -> None:
+        """Answer the next ``n`` requests (of ``kinds`` only, when given) ``503 SlowDown``."""
         with self.lock:
             self.slowdowns_left = n
+            self.slowdown_kinds = None if kinds is None else frozenset(kinds)
 
     def fail_keys(self, keys, times: int = 1) -> None:
         with self.lock:
@@ -92,7 +95,7 @@ def _handler(state: FaultyS3):
             kind = _kind(self.command, split.path, query)
             with state.lock:
                 state.sent[kind] += 1
-                slow = state.slowdowns_left > 0
+                slow = state.slowdowns_left > 0 and (state.slowdown_kinds is None or kind in state.slowdown_kinds)
                 if slow:
                     state.slowdowns_left -= 1
                     state.slowdowns_sent += 1
