@@ -169,42 +169,50 @@ class S3BulkDeleter:
                 out.update(self._batch(bucket, bucket_paths[i:i + self.batch]))
         return out
 
-    def _existing(self, bucket: str, keys: Sequence[str]) -> tuple[set[str], dict[str, str]]:
-        """The keys among ``keys`` that exist, by one LIST per directory prefix (paged from just before
-        its first key to its last), and the error of each directory that could not be listed."""
+    def _existing(self, bucket: str, keys: Sequence[str]) -> tuple[set[str], set[str], dict[str, str]]:
+        """Among ``keys``: those that exist and those that are directories (a prefix of other keys), by one
+        LIST per directory prefix (paged from just before its first key to its last); and the error of each
+        directory that could not be listed."""
         by_dir: dict[str, list[str]] = collections.defaultdict(list)
         for key in keys:
             by_dir[key.rpartition("/")[0]].append(key)
         found: set[str] = set()
+        dirs: set[str] = set()
         failed: dict[str, str] = {}
         for directory, in_dir in by_dir.items():
             in_dir = sorted(in_dir)
             wanted = set(in_dir)
             prefix = f"{directory}/" if directory else ""
-            kwargs = {"Bucket": bucket, "Prefix": prefix, "MaxKeys": 1000, "StartAfter": in_dir[0][:-1]}
+            kwargs = {"Bucket": bucket, "Prefix": prefix, "Delimiter": "/", "MaxKeys": 1000,
+                      "StartAfter": in_dir[0][:-1]}
             try:
                 while True:
                     page = self._call("LIST", self.client.list_objects_v2, **kwargs)
-                    contents = page.get("Contents", ())
-                    found.update(c["Key"] for c in contents if c["Key"] in wanted)
-                    if not page.get("IsTruncated") or not contents or contents[-1]["Key"] >= in_dir[-1]:
+                    listed = [c["Key"] for c in page.get("Contents", ())]
+                    below = [p["Prefix"][:-1] for p in page.get("CommonPrefixes", ())]
+                    found.update(k for k in listed if k in wanted)
+                    dirs.update(k for k in below if k in wanted)
+                    last = max(listed + below, default=None)
+                    if not page.get("IsTruncated") or last is None or last >= in_dir[-1]:
                         break
                     kwargs["ContinuationToken"] = page["NextContinuationToken"]
             except Exception as e:  # fail closed: a directory that cannot be listed deletes nothing
                 failed[directory] = f"cannot list s3://{bucket}/{prefix}: {e}"
-        return found, failed
+        return found, dirs, failed
 
     def _batch(self, bucket: str, paths: list[str]) -> dict[str, tuple[object, int]]:
         from engine.fileio import DeleteOutcome
 
         keys = {split_s3(p)[1]: p for p in paths}
         out: dict[str, tuple[object, int]] = {}
-        existing, unlisted = self._existing(bucket, list(keys))
+        existing, dirs, unlisted = self._existing(bucket, list(keys))
         pending: list[str] = []
         for key, path in keys.items():
             directory = key.rpartition("/")[0]
             if directory in unlisted:
                 out[path] = (StorageError(path, unlisted[directory]), 1)
+            elif key in dirs and key not in existing:
+                out[path] = (StorageError(path, "is a directory; lakesweep deletes files only"), 1)
             elif key in existing:
                 pending.append(key)
             else:
