@@ -22,6 +22,7 @@ from engine.errors import PlanRejected, StorageError
 from engine.fileio import DeleteOutcome, FileIO
 from engine.paths import resolve_action_path, target_of
 from engine.plan import Action, Verb
+from engine.s3_bulk import DEFAULT_DELETE_BATCH
 
 from applier.actions import ActionResult, Outcome, execute_with_retry
 
@@ -285,7 +286,14 @@ def execute_rows(
                 done[row[0]] = (row[0], Outcome.FAILED.value, 1, f"refused: {e}", _now_ms())
             except (StorageError, OSError) as e:
                 done[row[0]] = (row[0], Outcome.FAILED.value, 1, f"{type(e).__name__}: {e}", _now_ms())
-        outcomes = fileio.delete_batch(list(dict.fromkeys(targets.values()))) if targets else {}
+        # The DeleteObjects batches of one task batch go out together, on the task's threads.
+        unique = list(dict.fromkeys(targets.values()))
+        size = budget.delete_batch if budget is not None else DEFAULT_DELETE_BATCH
+        parts = [unique[i:i + size] for i in range(0, len(unique), size)]
+        outcomes: dict = {}
+        for part in (pool.map(fileio.delete_batch, parts) if pool is not None and len(parts) > 1
+                     else map(fileio.delete_batch, parts)):
+            outcomes.update(part)
         now = _now_ms()
         for action_id, target in targets.items():
             outcome, attempts = outcomes[target]
