@@ -288,7 +288,8 @@ def execute_rows(
                 done[row[0]] = (row[0], Outcome.FAILED.value, 1, f"{type(e).__name__}: {e}", _now_ms())
         # The DeleteObjects batches of one task batch go out together, on the task's threads.
         unique = list(dict.fromkeys(targets.values()))
-        size = budget.delete_batch if budget is not None else DEFAULT_DELETE_BATCH
+        own = getattr(fileio, "budget", None)
+        size = own.delete_batch if own is not None else DEFAULT_DELETE_BATCH
         parts = [unique[i:i + size] for i in range(0, len(unique), size)]
         outcomes: dict = {}
         for part in (pool.map(fileio.delete_batch, parts) if pool is not None and len(parts) > 1

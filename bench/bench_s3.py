@@ -5,7 +5,8 @@ Three identical copies of N objects (default 100,000, in 100 directories) are wr
 one copy in its own process, so that each process's peak RSS is its own. ``bulk`` and ``per-object`` run
 ``applier.spark_exec.execute_rows``, the code each Spark task runs (8 threads, batches of 500 actions),
 on this process, with no Spark and no journal: ``bulk`` through DeleteObjects (``FileIO.delete_batch``),
-``per-object`` through a HEAD and a DELETE per file. Prints keys/s, requests sent and peak RSS per mode.
+``per-object`` through a HEAD and a DELETE per file; ``bulk`` sends 250 keys per DeleteObjects (the
+default), ``bulk-1000`` 1,000 (``--delete-batch-size 1000``). Prints keys/s, requests sent and peak RSS per mode.
 
     python bench/bench_s3.py [--objects 100000]
 """
@@ -56,7 +57,7 @@ def run_mode(mode: str, settings: dict, prefix: str, n: int) -> dict:
     from applier.spark_exec import DEFAULT_BATCH, DEFAULT_THREADS, execute_rows, task_row
     from engine.fileio import ArrowFileIO
     from engine.plan import Action, Verb
-    from engine.s3_bulk import s3_client
+    from engine.s3_bulk import RequestBudget, s3_client
 
     bucket = settings["bucket"]
     keys = _keys(prefix, n)
@@ -72,7 +73,9 @@ def run_mode(mode: str, settings: dict, prefix: str, n: int) -> dict:
         class PerObject(ArrowFileIO):
             bulk_deletes = False
 
-        fileio = (ArrowFileIO if mode == "bulk" else PerObject)("s3", _props(settings))
+        fileio = (PerObject if mode == "per-object" else ArrowFileIO)("s3", _props(settings))
+        if mode == "bulk-1000":
+            fileio = fileio.with_budget(RequestBudget(delete_batch=1000))
         root = f"s3://{bucket}/{prefix}"
         actions = [Action("data-file", k[len(prefix) + 1:], verb=Verb.DELETE_FILE, phase=1, action_id=i)
                    for i, k in enumerate(keys)]
@@ -111,7 +114,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as work, seaweed_s3(os.path.join(work, "weed")) as settings:
         settings = {k: v for k, v in settings.items() if k != "fs"}
         client = s3_client(_props(settings))
-        modes = ("bulk", "per-object", "floor")
+        modes = ("bulk", "bulk-1000", "per-object", "floor")
         t = time.perf_counter()
         for mode in modes:
             write_copy(client, settings["bucket"], f"copy-{mode}", n)

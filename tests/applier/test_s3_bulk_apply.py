@@ -89,6 +89,7 @@ def test_bulk_apply_journals_what_the_store_holds_and_the_throttling(tmp_path, s
     assert plan.phases[throttled[0].phase - 1].mode == PhaseMode.BULK
 
 
+@pytest.mark.slow
 def test_bulk_apply_on_spark_tasks(tmp_path, s3_env, proxied, recorder, spark):
     budget = RequestBudget(max_requests_per_second=400.0, max_concurrency=4)
     throttled, plan = _apply_with_races(tmp_path, s3_env, proxied, recorder, SparkExecutor(spark, budget=budget))
