@@ -493,6 +493,7 @@ def apply_plan(
     strict: bool = False,
     skip_if_applied: bool = False,
     on_spark_ui: Callable[[str], None] | None = None,
+    budget=None,
 ) -> ApplyReport:
     """Apply ``plan`` and journal it. Raises ``PlanRejected``/``StalePlan`` (after journaling the refusal)
     when the plan is foreign, tampered, escapes the table, or is no longer safe.
@@ -508,7 +509,10 @@ def apply_plan(
 
     With ``skip_if_applied``, a plan that an earlier apply in this journal completed is not applied again:
     the report's state is ALREADY_APPLIED and ``applied`` describes that apply (nothing is opened, run or
-    journaled). Without it the plan is applied again, which changes nothing that is already done."""
+    journaled). Without it the plan is applied again, which changes nothing that is already done.
+
+    ``budget`` (an ``engine.s3_bulk.RequestBudget``) limits the requests of the bulk phases on an object store:
+    their rate and concurrency, shared by the Spark tasks in flight, and the keys per DeleteObjects."""
     started = clock()
     plan_id = plan.plan_id
     if skip_if_applied:
@@ -546,7 +550,7 @@ def apply_plan(
         running_phase = next((p for p in range(1, len(plan.phases) + 1) if p in by_phase and p not in completed), None)
         if running_phase is not None:
             possibly_done |= {a.action_id for a in by_phase[running_phase]}
-    run = _Apply(plan, recorder, table, executor or SparkExecutor(spark, master, conf, on_spark_ui),
+    run = _Apply(plan, recorder, table, executor or SparkExecutor(spark, master, conf, on_spark_ui, budget=budget),
                  progress or NoProgress(), clock, master, resume_apply_id=resume_apply_id, committer=committer,
                  skip=done if (skip_done or resume_apply_id is not None) else frozenset(),
                  done=possibly_done, completed=completed, verify=verify, strict=strict,

@@ -11,7 +11,7 @@ from engine.errors import LakesweepError, SparkUnavailable
 from engine.fileio import FileIO
 from engine.plan import Action
 
-from applier.actions import ActionResult, Outcome
+from applier.actions import ActionResult
 
 
 # The master URLs Spark's own SparkSubmit accepts (local, local-cluster, standalone, YARN, Kubernetes).
@@ -93,7 +93,9 @@ class BulkExecutor(Protocol):
     def start(self) -> None: ...
 
     def run(self, fileio: FileIO, root: str, external: Sequence[str], actions: Sequence[Action], *,
-            on_batch: Callable[[list[ActionResult]], None], dry_run: bool = False) -> None: ...
+            on_batch: Callable[[list[ActionResult]], None], dry_run: bool = False,
+            on_throttled: Callable[[int, float], None] | None = None) -> None:
+        """``on_throttled(slowdowns, lowest_rate)``: the store throttled a batch (``503 SlowDown``)."""
 
     def map(self, fn: Callable, items: Sequence, *, on_result: Callable[[int, bool, object], None]) -> None:
         """Merge phases: ``fn(item)`` for each item, one task per item, in any order; ``on_result(index, ok,
@@ -107,9 +109,11 @@ class SparkExecutor:
     """Bulk phases as Spark tasks (``applier.spark_exec.run_on_spark``): what ``apply`` and ``resume`` use."""
 
     def __init__(self, spark=None, master: str = "local[*]", conf: dict[str, str] | None = None,
-                 on_ui: Callable[[str], None] | None = None):
-        """``on_ui``: given the Spark UI's URL when a session started here has one (``spark.ui.enabled``)."""
+                 on_ui: Callable[[str], None] | None = None, budget=None):
+        """``on_ui``: given the Spark UI's URL when a session started here has one (``spark.ui.enabled``);
+        ``budget``: the apply's ``RequestBudget``, shared by its tasks."""
         self.session = _SparkSession(spark, master, conf, on_ui)
+        self.budget = budget
         self._starting: threading.Thread | None = None
         self._error: BaseException | None = None
 
@@ -145,10 +149,11 @@ class SparkExecutor:
             raise error
         self.session.get()
 
-    def run(self, fileio, root, external, actions, *, on_batch, dry_run=False) -> None:
+    def run(self, fileio, root, external, actions, *, on_batch, dry_run=False, on_throttled=None) -> None:
         from applier.spark_exec import run_on_spark
 
-        run_on_spark(self.session.get(), fileio, root, external, actions, on_batch=on_batch, dry_run=dry_run)
+        run_on_spark(self.session.get(), fileio, root, external, actions, on_batch=on_batch, dry_run=dry_run,
+                     budget=self.budget, on_throttled=on_throttled)
 
     def map(self, fn, items, *, on_result) -> None:
         from applier.spark_exec import map_on_spark
@@ -165,8 +170,9 @@ class DriverExecutor:
     (``applier.spark_exec.execute_rows``, rows encoded as they are for Spark). For tests and measurements:
     no Spark session, no parallelism."""
 
-    def __init__(self, batch: int | None = None):
+    def __init__(self, batch: int | None = None, budget=None):
         self.batch = batch
+        self.budget = budget
 
     def prepare(self) -> None:
         pass
@@ -174,12 +180,16 @@ class DriverExecutor:
     def start(self) -> None:
         pass
 
-    def run(self, fileio, root, external, actions, *, on_batch, dry_run=False) -> None:
-        from applier.spark_exec import DEFAULT_BATCH, execute_rows, kinds_of, task_row
+    def run(self, fileio, root, external, actions, *, on_batch, dry_run=False, on_throttled=None) -> None:
+        from applier.spark_exec import DEFAULT_BATCH, execute_rows, kinds_of, results_and_throttling, task_row
 
         for rows in execute_rows(map(task_row, actions), fileio, root, list(external), dry_run,
-                                 self.batch or DEFAULT_BATCH, kinds=kinds_of(actions)):
-            on_batch([ActionResult(i, Outcome(o), att, err, ms) for (i, o, att, err, ms) in rows])
+                                 self.batch or DEFAULT_BATCH, kinds=kinds_of(actions), budget=self.budget):
+            results, throttled = results_and_throttling(rows)
+            for slowdowns, rate in throttled:
+                if on_throttled is not None:
+                    on_throttled(slowdowns, rate)
+            on_batch(results)
 
     def map(self, fn, items, *, on_result) -> None:
         from applier.spark_exec import guarded

@@ -20,7 +20,7 @@ from typing import Callable, Protocol, Sequence
 
 from engine.fileio import FileIO
 from engine.plan import Action, Verb
-from journal.events import FileOutcome, FileRecord, OutputWritten
+from journal.events import FileOutcome, FileRecord, OutputWritten, RequestsThrottled
 from journal.recorder import Recorder
 
 from applier.actions import ActionResult, Outcome, execute_with_retry
@@ -120,6 +120,7 @@ class PhaseRunner:
         self.check_files = check_files  # a dry run: look at each file (else the plan alone answers)
         self.received = 0
         self.journaled = 0
+        self.throttled = 0  # 503 SlowDown answers the store gave the bulk phases
 
     def record(self, results: Sequence[ActionResult], tally: Tally) -> None:
         self.received += len(results)
@@ -161,7 +162,15 @@ class PhaseRunner:
                 gathered.clear()
                 since = time.monotonic()
 
-        self.executor.run(self.fileio, self.root, self.external, actions, on_batch=on_batch, dry_run=self.dry_run)
+        def on_throttled(slowdowns: int, rate: float) -> None:
+            self.throttled += slowdowns
+            if self.recorder is not None:
+                self.recorder.append([RequestsThrottled(apply_id=self.apply_id, plan_id=self.plan_id,
+                                                        phase=actions[0].phase, slowdowns=slowdowns,
+                                                        lowest_rate=rate, recorded_ms=self.clock())])
+
+        self.executor.run(self.fileio, self.root, self.external, actions, on_batch=on_batch, dry_run=self.dry_run,
+                          on_throttled=on_throttled)
         if gathered:
             self.record(gathered, tally)
 

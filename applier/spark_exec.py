@@ -13,19 +13,23 @@ import os
 import re
 import socket
 import sys
+import time
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
 from typing import Callable, Iterator, Mapping, Sequence
 
-from engine.errors import SparkUnavailable
-from engine.fileio import FileIO
-from engine.paths import resolve_action_path
+from engine.errors import PlanRejected, SparkUnavailable, StorageError
+from engine.fileio import DeleteOutcome, FileIO
+from engine.paths import resolve_action_path, target_of
 from engine.plan import Action, Verb
+from engine.s3_bulk import DEFAULT_DELETE_BATCH
 
 from applier.actions import ActionResult, Outcome, execute_with_retry
 
 DEFAULT_BATCH = 500
 DEFAULT_THREADS = 8  # per task: deletes wait on storage, so a task keeps several in flight
+TASKS_IN_FLIGHT = 2  # toLocalIterator runs one partition at a time and prefetches the next
+THROTTLED = -1  # the action id of a result row that reports throttling: (-1, "THROTTLED", slowdowns, rate, ms)
 LOG4J = os.path.join(os.path.dirname(os.path.abspath(__file__)), "log4j2.properties")
 
 
@@ -322,17 +326,25 @@ def _action(row: tuple, kinds: Mapping[str, object]) -> Action:
 
 def execute_rows(
     rows: Iterator[tuple], fileio: FileIO, root: str, external: Sequence[str], dry_run: bool, batch: int,
-    threads: int = 1, kinds: Mapping[str, object] | None = None,
+    threads: int = 1, kinds: Mapping[str, object] | None = None, budget=None,
 ) -> Iterator[list[tuple]]:
     """Executor side: run each action and yield result batches ``[(action_id, outcome, attempts, error, ms)]``.
-    ``kinds``: the actions' kinds by label (``kinds_of``).
+    ``kinds``: the actions' kinds by label (``kinds_of``); ``budget``: this task's share of the apply's
+    ``RequestBudget`` (its pace, its concurrency and the DeleteObjects batch size).
 
     With ``threads`` > 1 the actions of a batch run on that many threads: the actions of a bulk phase
     are independent of one another, and a delete spends its time waiting on storage (a local unlink
-    on a journaling file system, a request to an object store), not holding the interpreter. A batch
-    is yielded when all its actions are done, so what is journaled is what was done.
+    on a journaling file system, a request to an object store), not holding the interpreter. On a store
+    with bulk deletes (S3), the batch's file deletes go to ``FileIO.delete_batch`` together. A batch
+    is yielded when all its actions are done, so what is journaled is what was done; when the store
+    throttled the batch, the batch ends with a ``THROTTLED`` row (``results_and_throttling``).
     """
 
+    if budget is not None and hasattr(fileio, "with_budget"):
+        fileio = fileio.with_budget(budget)
+        if budget.max_concurrency is not None:
+            threads = max(1, min(threads, budget.max_concurrency))
+    bulk = fileio.bulk_deletes and not dry_run
     checked: set[str] = set()  # directories found not to be symbolic links, in this batch
 
     def run(row: tuple) -> tuple:
@@ -345,15 +357,83 @@ def execute_rows(
             res = execute_with_retry(fileio, root, action, external_roots=external, checked=checked)
         return (res.action_id, res.outcome.value, res.attempts, res.error, res.finished_ms)
 
+    def run_bulk(chunk: list[tuple]) -> list[tuple]:
+        done: dict[int, tuple] = {}
+        targets: dict[int, str] = {}
+        for row in chunk:
+            if row[5] != Verb.DELETE_FILE.value:
+                continue
+            try:
+                targets[row[0]] = target_of(fileio, root, row[2], external, checked)
+            except PlanRejected as e:
+                done[row[0]] = (row[0], Outcome.FAILED.value, 1, f"refused: {e}", _now_ms())
+            except (StorageError, OSError) as e:
+                done[row[0]] = (row[0], Outcome.FAILED.value, 1, f"{type(e).__name__}: {e}", _now_ms())
+        # The DeleteObjects batches of one task batch go out together, on the task's threads.
+        unique = list(dict.fromkeys(targets.values()))
+        own = getattr(fileio, "budget", None)
+        size = own.delete_batch if own is not None else DEFAULT_DELETE_BATCH
+        parts = [unique[i:i + size] for i in range(0, len(unique), size)]
+        outcomes: dict = {}
+        for part in (pool.map(fileio.delete_batch, parts) if pool is not None and len(parts) > 1
+                     else map(fileio.delete_batch, parts)):
+            outcomes.update(part)
+        now = _now_ms()
+        for action_id, target in targets.items():
+            outcome, attempts = outcomes[target]
+            if isinstance(outcome, DeleteOutcome):
+                value = Outcome.DELETED if outcome == DeleteOutcome.DELETED else Outcome.ALREADY_ABSENT
+                done[action_id] = (action_id, value.value, attempts, None, now)
+            else:
+                done[action_id] = (action_id, Outcome.FAILED.value, attempts, f"{type(outcome).__name__}: {outcome}",
+                                   now)
+        rest = [row for row in chunk if row[0] not in done]
+        for out in (pool.map(run, rest) if pool is not None else map(run, rest)):
+            done[out[0]] = out
+        return [done[row[0]] for row in chunk]
+
     rows = iter(rows)
     pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="lakesweep-action") if threads > 1 else None
+    limiter = getattr(fileio, "limiter", None) if fileio.bulk_deletes else None
     try:
         while chunk := list(itertools.islice(rows, batch)):
             checked.clear()  # a directory is checked again in every batch: the window stays short
-            yield list(pool.map(run, chunk)) if pool is not None else [run(row) for row in chunk]
+            if bulk:
+                out = run_bulk(chunk)
+            else:
+                out = list(pool.map(run, chunk)) if pool is not None else [run(row) for row in chunk]
+            if limiter is not None:
+                slowdowns, lowest = limiter.take_report()
+                if slowdowns:
+                    out.append((THROTTLED, "THROTTLED", slowdowns, repr(lowest), _now_ms()))
+            yield out
     finally:
         if pool is not None:
             pool.shutdown()
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+def results_and_throttling(batch: list[tuple]) -> tuple[list[ActionResult], list[tuple[int, float]]]:
+    """A result batch from ``execute_rows`` as action results and (slowdowns, lowest rate) reports."""
+    results, throttled = [], []
+    for (i, o, att, err, ms) in batch:
+        if i == THROTTLED:
+            throttled.append((att, float(err)))
+        else:
+            results.append(ActionResult(i, Outcome(o), att, err, ms))
+    return results, throttled
+
+
+def tasks_for(n_actions: int, parallelism: int, budget=None) -> tuple[int, int]:
+    """(partitions, tasks in flight) for ``n_actions``: ``--max-concurrency`` caps the partitions, and at
+    most ``TASKS_IN_FLIGHT`` of them run at once (results stream back one partition at a time)."""
+    slices = max(1, min(n_actions, parallelism * 4, (n_actions + 49) // 50))
+    if budget is not None and budget.max_concurrency is not None:
+        slices = min(slices, budget.max_concurrency)
+    return slices, min(slices, TASKS_IN_FLIGHT, max(1, parallelism))
 
 
 def run_on_spark(
@@ -367,23 +447,32 @@ def run_on_spark(
     dry_run: bool = False,
     batch: int = DEFAULT_BATCH,
     threads: int = DEFAULT_THREADS,
+    budget=None,
+    on_throttled: Callable[[int, float], None] | None = None,
 ) -> None:
-    """Execute ``actions`` as Spark tasks, calling ``on_batch`` on the driver for every result batch."""
+    """Execute ``actions`` as Spark tasks, calling ``on_batch`` on the driver for every result batch and
+    ``on_throttled(slowdowns, lowest_rate)`` for every batch the store throttled. ``budget`` (the apply's
+    ``RequestBudget``) is shared evenly by the tasks in flight (``tasks_for``)."""
     if not actions:
         return
     sc = spark.sparkContext
-    slices = max(1, min(len(actions), sc.defaultParallelism * 4, (len(actions) + 49) // 50))
+    slices, in_flight = tasks_for(len(actions), sc.defaultParallelism, budget)
+    share = None if budget is None else budget.share(in_flight)
     rows = [task_row(a) for a in actions]  # the one copy the driver makes: parallelize needs a list
     external = list(external)
     kinds = kinds_of(actions)
     forward_credentials(sc)
 
     def task(it):
-        return execute_rows(it, fileio, root, external, dry_run, batch, threads, kinds)
+        return execute_rows(it, fileio, root, external, dry_run, batch, threads, kinds, share)
 
     sc.setJobGroup("lakesweep-apply", f"lakesweep: {len(actions)} actions of phase {actions[0].phase}")
     for result_batch in sc.parallelize(rows, slices).mapPartitions(task).toLocalIterator(prefetchPartitions=True):
-        on_batch([ActionResult(i, Outcome(o), att, err, ms) for (i, o, att, err, ms) in result_batch])
+        results, throttled = results_and_throttling(result_batch)
+        for slowdowns, rate in throttled:
+            if on_throttled is not None:
+                on_throttled(slowdowns, rate)
+        on_batch(results)
 
 
 def guarded(fn: Callable, item) -> tuple[bool, object]:

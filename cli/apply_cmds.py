@@ -20,8 +20,24 @@ StrictOpt = typer.Option(False, "--strict", help="Refuse the plan if anything wa
                          "is still safe on the live table.")
 
 
+MaxRpsOpt = typer.Option(None, "--max-requests-per-second", min=0.001, help="On an object store: at most this "
+                         "many requests per second for the whole apply, divided evenly among the Spark tasks in "
+                         "flight (at most 2). A 503 SlowDown halves a task's pace; each success adds one request "
+                         "per second back.")
+MaxConcurrencyOpt = typer.Option(None, "--max-concurrency", min=1, help="On an object store: at most this many "
+                                 "requests in flight for the whole apply (caps the Spark tasks and their threads).")
+DeleteBatchOpt = typer.Option(250, "--delete-batch-size", min=1, max=1000, help="On S3: keys per DeleteObjects "
+                              "request (S3 allows 1,000).")
+
+
 def _conf(values: List[str]) -> dict:
     return key_values(values, "--conf")
+
+
+def _budget(max_rps, max_concurrency, delete_batch):
+    from engine.s3_bulk import RequestBudget
+
+    return RequestBudget(max_requests_per_second=max_rps, max_concurrency=max_concurrency, delete_batch=delete_batch)
 
 
 @app.command(short_help="Execute a reviewed plan on Spark, journaling every file.")
@@ -41,6 +57,9 @@ def apply(
     no_verify: bool = NoVerifyOpt,
     strict: bool = StrictOpt,
     spark_ui_on: bool = SparkUiOpt,
+    max_rps: Optional[float] = MaxRpsOpt,
+    max_concurrency: Optional[int] = MaxConcurrencyOpt,
+    delete_batch: int = DeleteBatchOpt,
     fmt: OutputFormat = OutputOpt,
 ):
     """Execute a reviewed plan on Spark, phase by phase, journaling every deletion.
@@ -66,7 +85,12 @@ def apply(
     which apply, and exits 0; --again applies it once more.
 
     A dry run reads only metadata (no Spark): it counts every delete the live table allows as one it would
-    do; --check-files also looks for each file, as an apply would find it."""
+    do; --check-files also looks for each file, as an apply would find it.
+
+    On S3, the files of a bulk phase go in DeleteObjects requests (--delete-batch-size keys each), after one
+    LIST per directory of the batch: a file not listed is journaled as already absent. --max-requests-per-second
+    and --max-concurrency set the apply's request budget; every 503 SlowDown is journaled. 'lakesweep show'
+    tells how many requests a plan's apply sends."""
     from applier.apply import apply_plan, dry_run_plan
     from engine.errors import JournalError
     from engine.plan_io import read_plan
@@ -87,7 +111,7 @@ def apply(
         with DuckDBRecorder(path) as recorder, RichProgress(output.draws_progress) as progress:
             report = apply_plan(p, recorder, master=master, conf=spark_conf, progress=progress,
                                 verify=not no_verify, strict=strict, skip_if_applied=not again,
-                                on_spark_ui=on_ui)
+                                on_spark_ui=on_ui, budget=_budget(max_rps, max_concurrency, delete_batch))
     output.apply_report(report)
     if report.state == "FAILED" or not report.whole or report.nothing_safe:
         raise typer.Exit(1)
@@ -103,6 +127,9 @@ def resume(
     no_verify: bool = NoVerifyOpt,
     strict: bool = StrictOpt,
     spark_ui_on: bool = SparkUiOpt,
+    max_rps: Optional[float] = MaxRpsOpt,
+    max_concurrency: Optional[int] = MaxConcurrencyOpt,
+    delete_batch: int = DeleteBatchOpt,
     fmt: OutputFormat = OutputOpt,
 ):
     """Finish unfinished applies recorded in the journal (after a crash, kill or failed phase).
@@ -121,7 +148,8 @@ def resume(
     spark_conf, on_ui = spark_ui(spark_ui_on, _conf(conf))
     with DuckDBRecorder(path) as recorder, RichProgress(output.draws_progress) as progress:
         reports = resume_applies(recorder, plan_id, master=master, conf=spark_conf, progress=progress,
-                                 verify=not no_verify, strict=strict, on_spark_ui=on_ui)
+                                 verify=not no_verify, strict=strict, on_spark_ui=on_ui,
+                                 budget=_budget(max_rps, max_concurrency, delete_batch))
     output.resume_reports(reports)
     if any(r.state in ("FAILED", "REFUSED") or not r.whole or r.nothing_safe for r in reports):
         raise typer.Exit(1)

@@ -35,8 +35,9 @@ class Output(ABC):
         """A plan just made and written to ``location``."""
 
     @abstractmethod
-    def plan_shown(self, plan, *, files: bool) -> None:
-        """A saved plan read back; with ``files``, every action."""
+    def plan_shown(self, plan, *, files: bool, requests: dict | None = None) -> None:
+        """A saved plan read back; with ``files``, every action; ``requests``: what applying it sends to an
+        object store (``{"by_kind", "total", "rate", "seconds"}``), for a plan on one."""
 
     @abstractmethod
     def apply_report(self, report) -> None:
@@ -100,8 +101,13 @@ class TextOutput(Output):
     def plan_written(self, plan, location: str) -> None:
         render.render_plan(plan, location=location)
 
-    def plan_shown(self, plan, *, files: bool) -> None:
+    def plan_shown(self, plan, *, files: bool, requests: dict | None = None) -> None:
         render.render_plan(plan, files=files)
+        if requests is not None:
+            kinds = ", ".join(f"{n} {kind}" for kind, n in requests["by_kind"].items())
+            pace = (f"{requests['seconds']:.1f} s at {requests['rate']:g} requests/s" if requests["rate"] is not None
+                    else "no request budget (apply --max-requests-per-second)")
+            render.out.print(f"Requests to the store: {kinds}; {requests['total']} in all, {pace}")
 
     def apply_report(self, report) -> None:
         render.render_report(report)
@@ -153,8 +159,11 @@ class JsonOutput(Output):
     def plan_written(self, plan, location: str) -> None:
         render.emit_json(render.plan_document(plan) | {"out": location})
 
-    def plan_shown(self, plan, *, files: bool) -> None:
-        render.emit_json(render.plan_document(plan, files=files))
+    def plan_shown(self, plan, *, files: bool, requests: dict | None = None) -> None:
+        document = render.plan_document(plan, files=files)
+        if requests is not None:
+            document["requests"] = requests
+        render.emit_json(document)
 
     def apply_report(self, report) -> None:
         render.emit_json(report.to_json())

@@ -458,11 +458,17 @@ def show(
     files: bool = typer.Option(False, "--files", help="List every action."),
     html: Optional[Path] = typer.Option(None, "--html", help="Also write the plan as one self-contained HTML page "
                                         "(inline SVG charts, no script, nothing loaded from the network)."),
+    max_rps: Optional[float] = typer.Option(None, "--max-requests-per-second", min=0.001, help="For a plan on "
+                                            "S3: the apply's request budget, to show how long its requests take."),
+    delete_batch: int = typer.Option(250, "--delete-batch-size", min=1, max=1000, help="For a plan on S3: the "
+                                     "keys per DeleteObjects request the apply will send."),
     fmt: OutputFormat = OutputOpt,
 ):
     """Show a saved plan: the range, counts and bytes per kind and partition, what tags and consumers
-    protected, and whether there is anything to do."""
+    protected, and whether there is anything to do. For a plan on S3, also the requests its apply sends
+    (LIST, DELETE, HEAD, GET, PUT) and, with --max-requests-per-second, how long they take at that budget."""
     from engine.plan_io import read_plan
+    from engine.s3_bulk import plan_requests, seconds_at
 
     read = read_plan(str(plan))
     if html is not None:
@@ -472,7 +478,12 @@ def show(
         check_output_file(html, "--html", PlanRejected)
         refuse_inside_table(html, read.table_location, "--html", PlanRejected)
         html.write_text(plan_html(read), encoding="utf-8")
-    output_for(fmt).plan_shown(read, files=files)
+    requests = None
+    if read.table_location.startswith("s3://"):
+        by_kind = plan_requests(read, batch=delete_batch)
+        total = sum(by_kind.values())
+        requests = {"by_kind": by_kind, "total": total, "rate": max_rps, "seconds": seconds_at(total, max_rps)}
+    output_for(fmt).plan_shown(read, files=files, requests=requests)
 
 
 def _refuse_iceberg_only(given: dict) -> None:

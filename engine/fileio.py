@@ -142,7 +142,8 @@ class FileIO(abc.ABC):
     * ``delete_empty_dir`` removes a directory only if it is empty (never recursively) and says whether it did.
     * ``write_atomic`` makes the new content visible all at once (readers see the old or the new bytes).
     * ``delete_many`` deletes each path as ``delete`` does and returns, per path, its outcome or the
-      ``StorageError`` that stopped it; one path's failure does not stop the others.
+      ``StorageError`` that stopped it; one path's failure does not stop the others. On S3 it sends
+      DeleteObjects in batches (``engine.s3_bulk``: what each outcome means there).
     * ``create_if_absent`` writes a new file all at once and raises ``FileExistsError`` when the path
       already exists, leaving it untouched: two writers racing for ``snapshot-N`` cannot both win (on S3, a
       path that already holds exactly ``data`` is this writer's own: a retried PUT whose answer was lost). A store
@@ -190,13 +191,19 @@ class FileIO(abc.ABC):
             raise AtomicCreateUnsupported(location, type(self).__name__)
         return f"{type(self).__name__} creates a file only if it is absent"
 
+    bulk_deletes: bool = False  # whether delete_many sends fewer requests than one per path
+
     def delete_many(self, paths: Iterable[str]) -> dict[str, DeleteOutcome | StorageError]:
-        out: dict[str, DeleteOutcome | StorageError] = {}
+        return {path: outcome for path, (outcome, _) in self.delete_batch(paths).items()}
+
+    def delete_batch(self, paths: Iterable[str]) -> dict[str, tuple[DeleteOutcome | StorageError, int]]:
+        """``delete_many`` with the number of attempts each path took (one here: a loop over ``delete``)."""
+        out: dict[str, tuple[DeleteOutcome | StorageError, int]] = {}
         for path in paths:
             try:
-                out[path] = self.delete(path)
+                out[path] = (self.delete(path), 1)
             except StorageError as e:
-                out[path] = e
+                out[path] = (e, 1)
         return out
 
 
@@ -239,6 +246,8 @@ class ArrowFileIO(FileIO):
     ``AWS_SECRET_ACCESS_KEY`` / ``AWS_SESSION_TOKEN``, else the AWS SDK's default chain inside pyarrow:
     the profile's keys in the shared credentials and config files (``AWS_SHARED_CREDENTIALS_FILE``,
     ``AWS_CONFIG_FILE``), then a container's or an EC2 instance's role.
+    On S3, ``delete_many`` sends DeleteObjects through botocore (``engine.s3_bulk``), paced by the
+    ``RequestBudget`` given to ``with_budget``.
     """
 
     def __init__(self, scheme: str = "file", properties: Mapping[str, str] | None = None):
@@ -246,19 +255,59 @@ class ArrowFileIO(FileIO):
             raise ValueError(f"unsupported scheme {scheme!r}")
         self.scheme = scheme
         self.properties = dict(properties or {})
+        self.budget = None  # a RequestBudget (engine.s3_bulk), set by with_budget
         self._fs = None
         self._client = None
         self._lock = threading.Lock()
+        self._limiter = None
+        self._deleter = None
 
     def __getstate__(self):
-        return {"scheme": self.scheme, "properties": self.properties}
+        return {"scheme": self.scheme, "properties": self.properties, "budget": self.budget}
 
     def __setstate__(self, state):
         self.scheme = state["scheme"]
         self.properties = state["properties"]
+        self.budget = state.get("budget")
         self._fs = None
         self._client = None
         self._lock = threading.Lock()
+        self._limiter = None
+        self._deleter = None
+
+    @property
+    def bulk_deletes(self) -> bool:
+        return self.scheme == "s3"
+
+    def with_budget(self, budget) -> "ArrowFileIO":
+        """A copy whose requests keep to ``budget`` (a ``RequestBudget``), with a pacer of its own."""
+        copy = ArrowFileIO(self.scheme, self.properties)
+        copy.budget = budget
+        return copy
+
+    @property
+    def limiter(self):
+        from engine.s3_bulk import RateLimiter
+
+        with self._lock:
+            if self._limiter is None:
+                self._limiter = RateLimiter(None if self.budget is None else self.budget.max_requests_per_second)
+            return self._limiter
+
+    def delete_batch(self, paths: Iterable[str]) -> dict[str, tuple[DeleteOutcome | StorageError, int]]:
+        if self.scheme != "s3":
+            return super().delete_batch(paths)
+        from engine.s3_bulk import DEFAULT_DELETE_BATCH, S3BulkDeleter, s3_client
+
+        paths = list(paths)
+        for path in paths:
+            self._native(path)  # an s3:// location, or ValueError
+        limiter = self.limiter
+        with self._lock:
+            if self._deleter is None:
+                batch = DEFAULT_DELETE_BATCH if self.budget is None else self.budget.delete_batch
+                self._deleter = S3BulkDeleter(s3_client(self.properties), limiter, batch=batch)
+        return self._deleter.delete(paths)
 
     def __eq__(self, other):
         return isinstance(other, ArrowFileIO) and (self.scheme, self.properties) == (
@@ -374,11 +423,13 @@ class ArrowFileIO(FileIO):
         if self.scheme == "file":
             return self._unlink(path, native)
         try:
+            self.limiter.acquire("HEAD")
             fi = self.fs.get_file_info(native)
             if fi.type == pafs.FileType.NotFound:
                 return DeleteOutcome.ALREADY_ABSENT
             if fi.type == pafs.FileType.Directory:
                 raise StorageError(path, "is a directory; lakesweep deletes files only")
+            self.limiter.acquire("DELETE")
             self.fs.delete_file(native)
             return DeleteOutcome.DELETED
         except FileNotFoundError:

@@ -340,6 +340,32 @@ class ApplyRefused(Event):
             _require_id("apply_id", self.apply_id)
 
 
+@dataclass(frozen=True, slots=True)
+class RequestsThrottled(Event):
+    """The store answered ``503 SlowDown`` ``slowdowns`` times to one task batch of phase ``phase``, and the
+    task's pace fell to ``lowest_rate`` requests per second (halved per SlowDown, one more per success).
+    Version 1; a later version adds fields with an upcaster from this one, so old journals stay readable."""
+
+    EVENT_TYPE: ClassVar[str] = "RequestsThrottled"
+    SCHEMA_VERSION: ClassVar[int] = 1
+    TIME_FIELD: ClassVar[str] = "recorded_ms"
+
+    apply_id: str
+    plan_id: str
+    phase: int
+    slowdowns: int
+    lowest_rate: float
+    recorded_ms: int
+
+    def __post_init__(self):
+        _require_id("apply_id", self.apply_id)
+        _require_id("plan_id", self.plan_id)
+        _require_counts(self, "phase", "slowdowns", "recorded_ms")
+        if not self.slowdowns or not self.lowest_rate > 0:
+            raise ValueError(f"a throttling event needs slowdowns >= 1 and a rate > 0, got {self.slowdowns!r}, "
+                             f"{self.lowest_rate!r}")
+
+
 class MaintenanceOutcome(enum.StrEnum):
     """What ``lakesweep maintain`` did with one operation on one table."""
 
@@ -380,7 +406,7 @@ class MaintenanceResult(Event):
 EVENT_TYPES: dict[str, type[Event]] = {
     cls.EVENT_TYPE: cls
     for cls in (PlanRecorded, ApplyStarted, PhaseCompleted, MetadataWritten, OutputWritten, OutputOrphaned, Committed,
-                Verified, ApplyCompleted, ApplyFailed, ApplyRefused, MaintenanceResult)
+                Verified, ApplyCompleted, ApplyFailed, ApplyRefused, MaintenanceResult, RequestsThrottled)
 }
 
 

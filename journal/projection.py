@@ -28,6 +28,7 @@ from journal.events import (
     OutputOrphaned,
     OutputWritten,
     PhaseCompleted,
+    RequestsThrottled,
     PlanRecorded,
     Verified,
 )
@@ -124,7 +125,7 @@ def step(run: RunState | None, ev: Event) -> RunState:
             if any(kind == ev.kind for kind, _ in run.metadata):
                 raise _illegal(aid, ev, f"{ev.kind} was already written ({dict(run.metadata)[ev.kind]})")
             return dataclasses.replace(run, metadata=run.metadata + ((ev.kind, ev.value),))
-        case OutputWritten() | OutputOrphaned():
+        case OutputWritten() | OutputOrphaned() | RequestsThrottled():
             return _require_running(run, ev)  # what the merge phase wrote: read by the apply, not folded here
         case Committed():
             run = _require_running(run, ev)

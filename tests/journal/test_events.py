@@ -28,6 +28,7 @@ from journal.events import (
     OutputWritten,
     PhaseCompleted,
     PlanRecorded,
+    RequestsThrottled,
     allowed_outcomes,
     decode,
     upcast,
@@ -53,6 +54,7 @@ EVENTS = [
     ApplyFailed("a2", PLAN.plan_id, "executor lost", None, 40),
     ApplyRefused(PLAN.plan_id, "tag 'release-1' now points at snapshot 2", 50),
     ApplyRefused(PLAN.plan_id, "stale", 60, apply_id="a3"),
+    RequestsThrottled("a1", PLAN.plan_id, 1, 3, 12.5, 29),
 ]
 
 
@@ -62,6 +64,13 @@ def test_every_event_round_trips_through_json(event):
     assert decode(event.EVENT_TYPE, event.SCHEMA_VERSION, payload) == event
     assert type(event).from_payload(payload) == event
     assert EVENT_TYPES[event.EVENT_TYPE] is type(event)
+
+
+def test_throttling_event_v1_is_read_and_a_newer_version_is_refused():
+    v1 = {"apply_id": "a1", "plan_id": "p", "phase": 2, "slowdowns": 3, "lowest_rate": 12.5, "recorded_ms": 9}
+    assert decode("RequestsThrottled", 1, v1) == RequestsThrottled("a1", "p", 2, 3, 12.5, 9)
+    with pytest.raises(JournalError, match=r"RequestsThrottled v2 is newer than this lakesweep understands \(v1\)"):
+        decode("RequestsThrottled", 2, {**v1, "region": "x"})
 
 
 def test_events_are_frozen():
