@@ -64,11 +64,17 @@ def crash_then_resume(tmp_path, seed: int, stage: str, after: int, spark):
     return proc, records
 
 
-@pytest.mark.parametrize("trial", range(20))
+@pytest.mark.parametrize("trial", range(10))
 def test_kill_9_then_resume_ends_like_an_uninterrupted_apply(tmp_path, spark, trial):
     rng = random.Random(trial)
     stage = STAGES[trial % 2]
     crash_then_resume(tmp_path, seed=trial, stage=stage, after=rng.randint(1, 30), spark=spark)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("trial", range(10, 20))
+def test_kill_9_then_resume_ends_like_an_uninterrupted_apply_more(tmp_path, spark, trial):
+    test_kill_9_then_resume_ends_like_an_uninterrupted_apply(tmp_path, spark, trial)
 
 
 @pytest.mark.slow
