@@ -1,8 +1,8 @@
-"""A plain ``pip install .`` (no extras, no test tools) works on a table Paimon's Java core wrote, on a
-machine that offers nothing else: ``python``/``python3`` on ``PATH`` are the system interpreter without its
+"""A plain ``pip install '.[spark]'`` (Spark, the one extra apply needs; no test tools) works on a table
+Paimon's Java core wrote, on a machine that offers nothing else: ``python``/``python3`` on ``PATH`` are the system interpreter without its
 site-packages, and ``weed`` on ``PATH`` fails.
 
-The new venv (the base interpreter's ``venv``, then ``pip install .``) is cached in pytest's cache directory,
+The new venv (the base interpreter's ``venv``, then ``pip install '.[spark]'``) is cached in pytest's cache directory,
 keyed by ``pyproject.toml``; lakesweep itself is reinstalled from the working tree on every run, so the code
 under test is always the current one.
 """
@@ -85,8 +85,9 @@ def bare_venv(request, tmp_path_factory) -> Path:
         if not (venv / ".complete").is_file():
             shutil.rmtree(venv, ignore_errors=True)
             _check(_run([BASE_PYTHON, "-m", "venv", venv]), "python -m venv")
-            # exactly what a user runs: pip install . (isolated build, runtime dependencies only)
-            _check(_run([bindir / "python", *PIP, "install", "-q", _project_copy(build / "first")]), "pip install .")
+            # exactly what a user runs: pip install '.[spark]' (isolated build, runtime dependencies and Spark)
+            first = _project_copy(build / "first")
+            _check(_run([bindir / "python", *PIP, "install", "-q", f"{first}[spark]"]), "pip install '.[spark]'")
             # the build requirements, so that later reinstalls of the working tree need no index
             requires = tomllib.loads((REPO / "pyproject.toml").read_text())["build-system"]["requires"]
             _check(_run([bindir / "python", *PIP, "install", "-q", *requires]), "pip install build requirements")
