@@ -11,11 +11,11 @@ import time
 from dataclasses import dataclass
 from typing import Callable, Sequence
 
-from engine.errors import PlanRejected, StorageError
-from engine.fileio import DeleteOutcome, FileIO
-from engine.paths import target_of
-from engine.plan import Action, Verb
-from journal.events import FileOutcome as Outcome  # the journal's outcomes are the executor's
+from lakesweep.engine.errors import PlanRejected, StorageError
+from lakesweep.engine.fileio import DeleteOutcome, FileIO
+from lakesweep.engine.paths import target_of
+from lakesweep.engine.plan import Action, Verb
+from lakesweep.journal.events import FileOutcome as Outcome  # the journal's outcomes are the executor's
 
 
 @dataclass(frozen=True, slots=True)

@@ -17,33 +17,22 @@ import uuid
 from dataclasses import dataclass, field
 from typing import AbstractSet, Callable, Mapping, Sequence
 
-from engine.errors import JournalConflict, JournalError, LakesweepError, PlanRejected, SparkUnavailable
-from engine.fileio import FileIO
-from engine.formats import check_phases, check_requirements, format_of
-from engine.plan import Action, ActionCheck, CleanupPlan, PhaseMode, Verb, commit_id, pointer_writes
-from engine.plan_io import plan_from_header
-from engine.timeutil import format_time_ms
-from journal.events import (
-    ApplyCompleted,
-    ApplyFailed,
-    ApplyRefused,
-    ApplyStarted,
-    Committed,
-    FileOutcome,
-    MetadataWritten,
-    OutputOrphaned,
-    OutputWritten,
-    PhaseCompleted,
-    Verified,
-)
-from journal.projection import PlanStatus, RunStatus, project
-from journal.queries import completed_applies, plan_done_actions, plan_state, unfinished_apply
-from journal.recorder import Recorder
+from lakesweep.engine.errors import JournalConflict, JournalError, LakesweepError, PlanRejected, SparkUnavailable
+from lakesweep.engine.fileio import FileIO
+from lakesweep.engine.formats import check_phases, check_requirements, format_of
+from lakesweep.engine.plan import Action, ActionCheck, CleanupPlan, PhaseMode, Verb, commit_id, pointer_writes
+from lakesweep.engine.plan_io import plan_from_header
+from lakesweep.engine.timeutil import format_time_ms
+from lakesweep.journal.events import (ApplyCompleted, ApplyFailed, ApplyRefused, ApplyStarted, Committed, FileOutcome,
+                                      MetadataWritten, OutputOrphaned, OutputWritten, PhaseCompleted, Verified)
+from lakesweep.journal.projection import PlanStatus, RunStatus, project
+from lakesweep.journal.queries import completed_applies, plan_done_actions, plan_state, unfinished_apply
+from lakesweep.journal.recorder import Recorder
 
-from applier.actions import ActionResult, Outcome
-from applier.commit import Committer, committer_for, run_commit
-from applier.executors import BulkExecutor, DriverExecutor, SparkExecutor  # noqa: F401  (DriverExecutor: tests)
-from applier.phases import NoProgress, PhaseRunner, Progress, Tally, crash_hook
+from lakesweep.applier.actions import ActionResult, Outcome
+from lakesweep.applier.commit import Committer, committer_for, run_commit
+from lakesweep.applier.executors import BulkExecutor, DriverExecutor, SparkExecutor  # noqa: F401  (tests)
+from lakesweep.applier.phases import NoProgress, PhaseRunner, Progress, Tally, crash_hook
 
 
 @dataclass

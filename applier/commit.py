@@ -13,11 +13,11 @@ from __future__ import annotations
 
 from typing import Callable, Protocol, Sequence
 
-from engine.errors import LakesweepError, PlanRejected
-from engine.formats import format_names, format_of
-from engine.plan import Action, CleanupPlan, PhaseMode
+from lakesweep.engine.errors import LakesweepError, PlanRejected
+from lakesweep.engine.formats import format_names, format_of
+from lakesweep.engine.plan import Action, CleanupPlan, PhaseMode
 
-from applier.actions import ActionResult, Outcome
+from lakesweep.applier.actions import ActionResult, Outcome
 
 
 class Committer(Protocol):

@@ -106,14 +106,14 @@ def check_spark(master: str, conf: Mapping[str, str]) -> Check:
     try:
         from pyspark import SparkContext
     except ImportError:
-        from applier.executors import PYSPARK_MISSING
+        from lakesweep.applier.executors import PYSPARK_MISSING
 
         return Check("spark", False, (("pyspark", "not installed"),), PYSPARK_MISSING.split(", and")[0],
                      PYSPARK_MISSING.split(": ", 1)[1])
 
-    from applier.preflight import check_executors, task_failure
-    from applier.spark_exec import executor_python, spark_session
-    from engine.errors import ExecutorEnvironmentError
+    from lakesweep.applier.preflight import check_executors, task_failure
+    from lakesweep.applier.spark_exec import executor_python, spark_session
+    from lakesweep.engine.errors import ExecutorEnvironmentError
 
     if not _MASTER.fullmatch(master.strip()):
         return Check("spark", False, (("master", master),), f"'{master}' is not a Spark master URL",
@@ -217,8 +217,8 @@ def check_table(location: str, env: Mapping[str, str] | None = None) -> Check:
     values) and one authenticated listing of the table's directory; for a local path, the same listing.
     The directory must hold ``schema/``, as every Paimon table does. Then whether commits can be applied
     there: on S3, the conditional-write probe (``engine.s3_conditional``), outside the table."""
-    from engine.errors import StorageError
-    from engine.fileio import fileio_for, normalize_location
+    from lakesweep.engine.errors import StorageError
+    from lakesweep.engine.fileio import fileio_for, normalize_location
 
     env = os.environ if env is None else env
     try:
@@ -253,7 +253,7 @@ def check_table(location: str, env: Mapping[str, str] | None = None) -> Check:
 def _commits(fileio, location: str) -> str:
     """Whether commits (partition drops) can be applied here: they need create-if-absent, which on S3 is a
     conditional PUT the store may ignore. Not a failure when they cannot: every other plan still applies."""
-    from engine.errors import AtomicCreateUnsupported, StorageError
+    from lakesweep.engine.errors import AtomicCreateUnsupported, StorageError
 
     try:
         return f"possible: {fileio.check_create_if_absent(location)}"
@@ -266,7 +266,7 @@ def _commits(fileio, location: str) -> str:
 
 def _s3_settings(env: Mapping[str, str]) -> tuple[list[tuple[str, str]], str | None]:
     """What engine/fileio.py will use to reach S3, as (label, value) pairs with secrets named, never shown."""
-    from engine.fileio import profile_region
+    from lakesweep.engine.fileio import profile_region
 
     found = []
     endpoint_var = next((v for v in ("AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL") if env.get(v)), None)

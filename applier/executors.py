@@ -7,11 +7,11 @@ import re
 import threading
 from typing import Callable, Protocol, Sequence
 
-from engine.errors import LakesweepError, SparkUnavailable
-from engine.fileio import FileIO
-from engine.plan import Action
+from lakesweep.engine.errors import LakesweepError, SparkUnavailable
+from lakesweep.engine.fileio import FileIO
+from lakesweep.engine.plan import Action
 
-from applier.actions import ActionResult
+from lakesweep.applier.actions import ActionResult
 
 
 # The master URLs Spark's own SparkSubmit accepts (local, local-cluster, standalone, YARN, Kubernetes).
@@ -42,7 +42,7 @@ def start_session(master: str, conf: dict[str, str] | None, *, consequence: str,
         raise SparkUnavailable(f"{master!r} is not a Spark master URL: use local[*], local[N], spark://host:7077, "
                                f"yarn or k8s://https://host:port. {consequence[0].upper()}{consequence[1:]}.")
     require_pyspark(consequence)
-    from applier.spark_exec import check_master_reachable, spark_session
+    from lakesweep.applier.spark_exec import check_master_reachable, spark_session
 
     check_master_reachable(master, consequence=consequence)
     try:
@@ -150,13 +150,13 @@ class SparkExecutor:
         self.session.get()
 
     def run(self, fileio, root, external, actions, *, on_batch, dry_run=False, on_throttled=None) -> None:
-        from applier.spark_exec import run_on_spark
+        from lakesweep.applier.spark_exec import run_on_spark
 
         run_on_spark(self.session.get(), fileio, root, external, actions, on_batch=on_batch, dry_run=dry_run,
                      budget=self.budget, on_throttled=on_throttled)
 
     def map(self, fn, items, *, on_result) -> None:
-        from applier.spark_exec import map_on_spark
+        from lakesweep.applier.spark_exec import map_on_spark
 
         map_on_spark(self.session.get(), fn, items, on_result=on_result)
 
@@ -181,7 +181,7 @@ class DriverExecutor:
         pass
 
     def run(self, fileio, root, external, actions, *, on_batch, dry_run=False, on_throttled=None) -> None:
-        from applier.spark_exec import DEFAULT_BATCH, execute_rows, kinds_of, results_and_throttling, task_row
+        from lakesweep.applier.spark_exec import DEFAULT_BATCH, execute_rows, kinds_of, results_and_throttling, task_row
 
         for rows in execute_rows(map(task_row, actions), fileio, root, list(external), dry_run,
                                  self.batch or DEFAULT_BATCH, kinds=kinds_of(actions), budget=self.budget):
@@ -192,7 +192,7 @@ class DriverExecutor:
             on_batch(results)
 
     def map(self, fn, items, *, on_result) -> None:
-        from applier.spark_exec import guarded
+        from lakesweep.applier.spark_exec import guarded
 
         for i, item in enumerate(items):
             on_result(i, *guarded(fn, item))

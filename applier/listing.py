@@ -16,13 +16,13 @@ import posixpath
 from dataclasses import dataclass
 from typing import Callable
 
-from engine.errors import PlanRejected
-from engine.fileio import FileIO
-from engine.paimon.layout import Layout, orphan_kind_of
-from engine.paimon.orphans import ListedDirs, is_schema_file, refuse_foreign_table
-from engine.paimon.table import PaimonTable
+from lakesweep.engine.errors import PlanRejected
+from lakesweep.engine.fileio import FileIO
+from lakesweep.engine.paimon.layout import Layout, orphan_kind_of
+from lakesweep.engine.paimon.orphans import ListedDirs, is_schema_file, refuse_foreign_table
+from lakesweep.engine.paimon.table import PaimonTable
 
-from applier.spark_exec import forward_credentials
+from lakesweep.applier.spark_exec import forward_credentials
 
 BATCH_ROWS = 65_536
 
@@ -44,7 +44,7 @@ def task_directories(table: PaimonTable, dirs: ListedDirs) -> list[str]:
     """The directories a task each: the metadata directories and every bucket directory of each data
     tree. The partition levels are listed here, on the driver (directories only), refusing another
     table's metadata met on the way as the store walk does."""
-    from engine.paimon.orphans import refuse_foreign
+    from lakesweep.engine.paimon.orphans import refuse_foreign
 
     out = list(dirs.metadata)
     for root in dirs.data_roots:
@@ -127,7 +127,7 @@ def list_with_session(table: PaimonTable, out: str, *, master: str, conf: dict[s
                       on_files: Callable[[int], None] | None = None) -> SparkListing:
     """``list_on_spark`` on a session started for it on ``master`` (with the executor preflight), stopped
     afterwards unless it was already running in this process."""
-    from applier.executors import require_pyspark, start_session
+    from lakesweep.applier.executors import require_pyspark, start_session
 
     require_pyspark("nothing was listed and no plan was written")
     from pyspark import SparkContext

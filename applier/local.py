@@ -6,10 +6,10 @@ applier must agree with.
 
 from __future__ import annotations
 
-from engine.fileio import FileIO, fileio_for
-from engine.plan import CleanupPlan
+from lakesweep.engine.fileio import FileIO, fileio_for
+from lakesweep.engine.plan import CleanupPlan
 
-from applier.actions import ActionResult, Outcome, execute_with_retry
+from lakesweep.applier.actions import ActionResult, Outcome, execute_with_retry
 
 
 def apply_locally(plan: CleanupPlan, fileio: FileIO | None = None, *, external: list[str] = ()) -> list[ActionResult]:

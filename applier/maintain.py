@@ -34,17 +34,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Sequence
 
-from engine.errors import JournalError, LakesweepError, PlanRejected, StorageError
-from engine.plan import CleanupPlan, Verb
-from engine.plan_io import write_plan
-from journal.events import MaintenanceOutcome, MaintenanceResult
-from journal.projection import PlanStatus
-from journal.queries import plan_state
-from journal.recorder import Recorder
+from lakesweep.engine.errors import JournalError, LakesweepError, PlanRejected, StorageError
+from lakesweep.engine.plan import CleanupPlan, Verb
+from lakesweep.engine.plan_io import write_plan
+from lakesweep.journal.events import MaintenanceOutcome, MaintenanceResult
+from lakesweep.journal.projection import PlanStatus
+from lakesweep.journal.queries import plan_state
+from lakesweep.journal.recorder import Recorder
 
-from planner.kinds import describe_plan, kinds_of, plan_kind
+from lakesweep.planner.kinds import describe_plan, kinds_of, plan_kind
 
-from applier.executors import SparkExecutor
+from lakesweep.applier.executors import SparkExecutor
 
 
 def _canonical(fmt: str) -> tuple[str, ...]:
@@ -167,13 +167,13 @@ def discover(*, catalog: str | None, warehouse: str | None, namespace_filter: st
     ns_globs, table_globs = _globs(namespace_filter), _globs(table_filter)
     refs: list[TableRef] = []
     if catalog is not None:
-        from engine.iceberg.table import list_tables
+        from lakesweep.engine.iceberg.table import list_tables
 
         for name in list_tables(catalog):
             namespace, _, table = name.rpartition(".")
             refs.append(TableRef("iceberg", namespace, table, catalog=catalog))
     if warehouse is not None:
-        from engine.paimon.table import discover_tables
+        from lakesweep.engine.paimon.table import discover_tables
 
         for db, table, location in discover_tables(warehouse):
             refs.append(TableRef("paimon", db, table, location=location))
@@ -397,10 +397,10 @@ class Maintenance:
 
     def _open(self, ref: TableRef):
         if ref.format == "iceberg":
-            from engine.iceberg.table import IcebergTable
+            from lakesweep.engine.iceberg.table import IcebergTable
 
             return IcebergTable(ref.catalog, ref.name)
-        from engine.paimon.table import open_table
+        from lakesweep.engine.paimon.table import open_table
 
         return open_table(ref.location)
 
@@ -427,7 +427,7 @@ class Maintenance:
                          started_ms=step.started_ms)
 
     def _plan_write_apply(self, report, cycle, ref: TableRef, op: str, executor, step: "_Step") -> None:
-        from applier.apply import apply_plan
+        from lakesweep.applier.apply import apply_plan
 
         view = self._open(ref)  # each operation reads the table as the previous one left it
         started = step.started_ms

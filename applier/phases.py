@@ -18,13 +18,13 @@ import signal
 import time
 from typing import Callable, Protocol, Sequence
 
-from engine.fileio import FileIO
-from engine.plan import Action, Verb
-from journal.events import FileOutcome, FileRecord, OutputWritten, RequestsThrottled
-from journal.recorder import Recorder
+from lakesweep.engine.fileio import FileIO
+from lakesweep.engine.plan import Action, Verb
+from lakesweep.journal.events import FileOutcome, FileRecord, OutputWritten, RequestsThrottled
+from lakesweep.journal.recorder import Recorder
 
-from applier.actions import ActionResult, Outcome, execute_with_retry
-from applier.executors import BulkExecutor
+from lakesweep.applier.actions import ActionResult, Outcome, execute_with_retry
+from lakesweep.applier.executors import BulkExecutor
 
 _DRIVER_BATCH = 500  # driver-phase results journaled together: at most this many...
 _DRIVER_BATCH_S = 1.0  # ...or this many seconds' worth

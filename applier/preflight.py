@@ -18,23 +18,23 @@ import uuid
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-from engine.errors import ExecutorEnvironmentError
+from lakesweep.engine.errors import ExecutorEnvironmentError
 
-from applier.spark_exec import PythonChoice
+from lakesweep.applier.spark_exec import PythonChoice
 
 # What a task of applier/spark_exec.py imports on an executor when it unpickles its function and the FileIO.
 EXECUTOR_MODULES = (
     "pyarrow",
     "pyarrow.fs",
-    "engine.errors",
-    "engine.plan",
-    "engine.fileio",
-    "engine.paimon.kinds",  # the action kinds tasks get (applier.spark_exec.kinds_of)
-    "engine.iceberg.kinds",
-    "journal.events",
-    "applier.actions",
-    "applier.spark_exec",
-    "applier.listing",  # plan orphans --spark: its tasks list directories
+    "lakesweep.engine.errors",
+    "lakesweep.engine.plan",
+    "lakesweep.engine.fileio",
+    "lakesweep.engine.paimon.kinds",  # the action kinds tasks get (applier.spark_exec.kinds_of)
+    "lakesweep.engine.iceberg.kinds",
+    "lakesweep.journal.events",
+    "lakesweep.applier.actions",
+    "lakesweep.applier.spark_exec",
+    "lakesweep.applier.listing",  # plan orphans --spark: its tasks list directories
 )
 LAKESWEEP_PACKAGES = ("engine", "journal", "applier", "planner")
 DEFAULT_TIMEOUT_S = 300.0

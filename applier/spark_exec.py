@@ -18,13 +18,13 @@ from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
 from typing import Callable, Iterator, Mapping, Sequence
 
-from engine.errors import PlanRejected, SparkUnavailable, StorageError
-from engine.fileio import DeleteOutcome, FileIO
-from engine.paths import resolve_action_path, target_of
-from engine.plan import Action, Verb
-from engine.s3_bulk import DEFAULT_DELETE_BATCH
+from lakesweep.engine.errors import PlanRejected, SparkUnavailable, StorageError
+from lakesweep.engine.fileio import DeleteOutcome, FileIO
+from lakesweep.engine.paths import resolve_action_path, target_of
+from lakesweep.engine.plan import Action, Verb
+from lakesweep.engine.s3_bulk import DEFAULT_DELETE_BATCH
 
-from applier.actions import ActionResult, Outcome, execute_with_retry
+from lakesweep.applier.actions import ActionResult, Outcome, execute_with_retry
 
 DEFAULT_BATCH = 500
 DEFAULT_THREADS = 8  # per task: deletes wait on storage, so a task keeps several in flight
@@ -107,7 +107,7 @@ def spark_session(master: str = "local[*]", conf: dict[str, str] | None = None, 
     if on_ui is not None and spark.sparkContext.uiWebUrl:
         on_ui(spark.sparkContext.uiWebUrl)
     if preflight:
-        from applier.preflight import check_executors
+        from lakesweep.applier.preflight import check_executors
 
         try:
             check_executors(spark, master=master, choice=choice)

@@ -253,7 +253,7 @@ def journal_spans(journal: str) -> dict:
 
 
 def one_run(base: Path, scratch: str, target_mb: int, before: dict) -> dict:
-    from engine.plan_io import read_plan
+    from lakesweep.engine.plan_io import read_plan
 
     out = {}
     copy = restore(base)

@@ -160,7 +160,7 @@ def rows_at_head(copy: str) -> str:
 
 
 def one_run(base: Path, scratch: str, pristine: set[str]) -> dict:
-    from engine.plan_io import read_plan
+    from lakesweep.engine.plan_io import read_plan
 
     out = {}
     copy = restore(base)

@@ -63,8 +63,8 @@ def log(msg: str) -> None:
 
 def deleted_by_latest(root: Path) -> set[tuple[str, int, str]]:
     """(partition, bucket, file) of the DELETE entries the newest snapshot's delta holds."""
-    from engine.paimon.model import FileKind
-    from engine.paimon.table import open_table
+    from lakesweep.engine.paimon.model import FileKind
+    from lakesweep.engine.paimon.table import open_table
 
     t = open_table(str(root))
     snap = t.snapshot(t.earliest_latest()[1])

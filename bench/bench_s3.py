@@ -54,10 +54,10 @@ def _remaining(client, bucket: str, prefix: str) -> tuple[int, int]:
 
 def run_mode(mode: str, settings: dict, prefix: str, n: int) -> dict:
     """One mode in this process: seconds, requests by kind, peak RSS."""
-    from applier.spark_exec import DEFAULT_BATCH, DEFAULT_THREADS, execute_rows, task_row
-    from engine.fileio import ArrowFileIO
-    from engine.plan import Action, Verb
-    from engine.s3_bulk import RequestBudget, s3_client
+    from lakesweep.applier.spark_exec import DEFAULT_BATCH, DEFAULT_THREADS, execute_rows, task_row
+    from lakesweep.engine.fileio import ArrowFileIO
+    from lakesweep.engine.plan import Action, Verb
+    from lakesweep.engine.s3_bulk import RequestBudget, s3_client
 
     bucket = settings["bucket"]
     keys = _keys(prefix, n)
@@ -107,7 +107,7 @@ def main() -> None:
         print(json.dumps(run_mode(args.mode, json.loads(args.settings), args.prefix, args.objects)))
         return
 
-    from engine.s3_bulk import s3_client
+    from lakesweep.engine.s3_bulk import s3_client
     from tests.support.seaweed import seaweed_s3
 
     n = args.objects

@@ -66,7 +66,7 @@ HELPERS = str(Path(__file__).resolve().parent / "userpath_helpers.py")
 SPARK_SNIPPET = """
 import time
 t0 = time.perf_counter()
-from applier.spark_exec import spark_session
+from lakesweep.applier.spark_exec import spark_session
 spark_session("local[*]").stop()
 print(time.perf_counter() - t0)
 """
@@ -306,7 +306,7 @@ def bench_size(name: str, args, work: Path, classpath, current_classpath, warm, 
 
 
 def bench_journal(base: str, sizes_results: dict, args, work: Path) -> dict:
-    from engine.plan_io import read_plan
+    from lakesweep.engine.plan_io import read_plan
     from userpath_journal import build_large_journal, journal_facts, replay_append_rate, schema_fingerprint
 
     base_r = sizes_results[base]

@@ -52,9 +52,9 @@ def info(table: str | None, plan_file: str | None, out: str) -> dict:
     avro: list[str] = []
     avro_bytes = 0
     if table is not None:
-        from engine.paimon.table import open_table
-        from planner.paimon.expire import plan_expire
-        from planner.paimon.options import TIME_RULE_OWN, resolve_expire_options
+        from lakesweep.engine.paimon.table import open_table
+        from lakesweep.planner.paimon.expire import plan_expire
+        from lakesweep.planner.paimon.options import TIME_RULE_OWN, resolve_expire_options
 
         reads = Reads()
         t = open_table(table, on_read=reads)
@@ -64,7 +64,7 @@ def info(table: str | None, plan_file: str | None, out: str) -> dict:
         avro = sorted(os.path.relpath(p, table) for p, (what, _) in reads.files.items() if what in AVRO_KINDS)
         avro_bytes = sum(n for what, n in reads.files.values() if what in AVRO_KINDS)
     else:
-        from engine.plan_io import read_plan
+        from lakesweep.engine.plan_io import read_plan
 
         plan = read_plan(plan_file)
     deleted = deleted_paths(plan)

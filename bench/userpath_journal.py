@@ -23,14 +23,14 @@ FILE_BATCH = 500  # records per record_files call: the Spark applier's result ba
 
 def schema_fingerprint() -> str:
     """A hash of the journal schema this lakesweep creates: a cached journal is rebuilt when it changes."""
-    from journal import duckdb_store
+    from lakesweep.journal import duckdb_store
 
     return hashlib.sha256(f"{duckdb_store.SCHEMA_VERSION}\0{duckdb_store._SCHEMA}".encode()).hexdigest()[:12]
 
 
 def _entries(path: Path) -> list[tuple[int, str, object]]:
     """Every event and file record of a journal, in sequence order: (seq, "event"|"file", value)."""
-    from journal.duckdb_store import DuckDBRecorder
+    from lakesweep.journal.duckdb_store import DuckDBRecorder
 
     con = duckdb.connect(str(path), read_only=True)
     try:
@@ -54,8 +54,8 @@ def replay_append_rate(source_journal: Path, plan, target_journal: Path) -> tupl
 
     Returns (file records, seconds spent in ``record_files``).
     """
-    from journal.duckdb_store import DuckDBRecorder
-    from journal.events import PlanRecorded
+    from lakesweep.journal.duckdb_store import DuckDBRecorder
+    from lakesweep.journal.events import PlanRecorded
 
     entries = _entries(source_journal)
     rows = 0

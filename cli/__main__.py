@@ -1,3 +1,3 @@
-from cli.main import main
+from lakesweep.cli.main import main
 
 main()

@@ -20,9 +20,9 @@ import typer
 from rich.markup import escape
 from typer.core import TyperGroup
 
-from cli import render
-from cli.output import OutputFormat
-from engine.errors import LakesweepError, PlannerInvariantViolated
+from lakesweep.cli import render
+from lakesweep.cli.output import OutputFormat
+from lakesweep.engine.errors import LakesweepError, PlannerInvariantViolated
 
 try:  # typer >= 0.22 vendors Click as typer._click
     from typer._click import exceptions as click_exceptions
@@ -205,7 +205,7 @@ def spark_ui(enabled: bool, conf: dict) -> tuple[dict, object]:
     (print it to stderr); ``(conf, None)`` otherwise."""
     if not enabled:
         return conf, None
-    from applier.spark_exec import SPARK_UI
+    from lakesweep.applier.spark_exec import SPARK_UI
 
     def announce(url: str) -> None:
         typer.echo(f"Spark UI: {url}", err=True)
@@ -229,7 +229,7 @@ def key_values(values: List[str], param_hint: str) -> dict:
 def check_output_file(path, what: str, error: type[LakesweepError]) -> None:
     """Refuse an output path that names something other than a (new or regular) file: a directory, a
     FIFO, a device, or nothing at all."""
-    from engine.fileio import normalize_location
+    from lakesweep.engine.fileio import normalize_location
 
     if not str(path).strip():
         raise error(f"{what} is empty; give the path of a file to write")
@@ -242,7 +242,7 @@ def refuse_inside_table(path, table_location: str, what: str, error: type[Lakesw
     """Refuse to write ``path`` inside the table directory (``--out``, ``--journal``): lakesweep's own
     files must never look like, or replace, a table's files. Local paths are compared resolved (symlinks
     followed); object-store and HDFS locations by prefix."""
-    from engine.fileio import normalize_location
+    from lakesweep.engine.fileio import normalize_location
 
     table = normalize_location(table_location)
     target = normalize_location(str(path))
@@ -256,14 +256,14 @@ def refuse_inside_table(path, table_location: str, what: str, error: type[Lakesw
 
 def journal_path(journal) -> str:
     """The journal a command uses: ``--journal``, else ``LAKESWEEP_JOURNAL``, else the default."""
-    from journal.duckdb_store import default_journal_path
+    from lakesweep.journal.duckdb_store import default_journal_path
 
     return str(journal) if journal is not None else str(default_journal_path())
 
 
 def existing_journal(journal) -> str:
     """The journal path of a command that reads a journal: it must exist (a typo must not create one)."""
-    from engine.errors import JournalError
+    from lakesweep.engine.errors import JournalError
 
     path = journal_path(journal)
     if not os.path.exists(path):
@@ -273,8 +273,8 @@ def existing_journal(journal) -> str:
 
 def refuse_inside_recorded_tables(path: str, what: str, journal: str) -> None:
     """``refuse_inside_table`` for every table ``journal`` has recorded."""
-    from engine.errors import JournalError
-    from journal.audit import recorded_tables
+    from lakesweep.engine.errors import JournalError
+    from lakesweep.journal.audit import recorded_tables
 
     for table in recorded_tables(journal):
         refuse_inside_table(path, table, what, JournalError)

@@ -7,10 +7,11 @@ from typing import List, Optional
 
 import typer
 
-from cli.app import (ConfOpt, JournalOpt, MasterOpt, OutputOpt, SparkUiOpt, app, existing_journal, handle_errors,
-                     journal_path, key_values, refuse_inside_recorded_tables, refuse_inside_table, spark_ui)
-from cli.output import OutputFormat, output_for
-from cli.progress import RichProgress
+from lakesweep.cli.app import (ConfOpt, JournalOpt, MasterOpt, OutputOpt, SparkUiOpt, app, existing_journal,
+                               handle_errors, journal_path, key_values, refuse_inside_recorded_tables,
+                               refuse_inside_table, spark_ui)
+from lakesweep.cli.output import OutputFormat, output_for
+from lakesweep.cli.progress import RichProgress
 
 
 NoVerifyOpt = typer.Option(False, "--no-verify", help="Do not check the deleted files against the live table "
@@ -35,7 +36,7 @@ def _conf(values: List[str]) -> dict:
 
 
 def _budget(max_rps, max_concurrency, delete_batch):
-    from engine.s3_bulk import RequestBudget
+    from lakesweep.engine.s3_bulk import RequestBudget
 
     return RequestBudget(max_requests_per_second=max_rps, max_concurrency=max_concurrency, delete_batch=delete_batch)
 
@@ -91,10 +92,10 @@ def apply(
     LIST per directory of the batch: a file not listed is journaled as already absent. --max-requests-per-second
     and --max-concurrency set the apply's request budget; every 503 SlowDown is journaled. 'lakesweep show'
     tells how many requests a plan's apply sends."""
-    from applier.apply import apply_plan, dry_run_plan
-    from engine.errors import JournalError
-    from engine.plan_io import read_plan
-    from journal.duckdb_store import DuckDBRecorder
+    from lakesweep.applier.apply import apply_plan, dry_run_plan
+    from lakesweep.engine.errors import JournalError
+    from lakesweep.engine.plan_io import read_plan
+    from lakesweep.journal.duckdb_store import DuckDBRecorder
 
     output = output_for(fmt)
     if check_files and not dry_run:
@@ -139,8 +140,8 @@ def resume(
 
     A plan whose apply never started (killed before it began) is started only when named by its id;
     without an id it is listed as not started, with that command."""
-    from applier.apply import resume as resume_applies
-    from journal.duckdb_store import DuckDBRecorder
+    from lakesweep.applier.apply import resume as resume_applies
+    from lakesweep.journal.duckdb_store import DuckDBRecorder
 
     output = output_for(fmt)
     path = existing_journal(journal)

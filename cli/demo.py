@@ -11,10 +11,10 @@ from pathlib import Path
 
 import typer
 
-from cli import render
-from cli.app import OutputOpt, app, handle_errors
-from cli.output import Output, OutputFormat, output_for
-from engine.errors import ForeignDirectory
+from lakesweep.cli import render
+from lakesweep.cli.app import OutputOpt, app, handle_errors
+from lakesweep.cli.output import Output, OutputFormat, output_for
+from lakesweep.engine.errors import ForeignDirectory
 
 # A demo directory holds this file from the moment the demo starts writing into it; a later demo may
 # replace what the demo writes (DEMO_OUTPUTS) only in a directory that has it.
@@ -82,12 +82,12 @@ def run_iceberg_chapter(directory: Path, journal_path: Path, *, output: Output) 
     """Steps 7 to 9: an Iceberg table, its snapshots expired and its manifests rewritten, in the same journal."""
     import os
 
-    from applier.apply import apply_plan
-    from cli.progress import RichProgress
-    from engine.iceberg.table import IcebergTable
-    from engine.plan_io import read_plan, write_plan
-    from journal.duckdb_store import DuckDBRecorder
-    from planner.kinds import plan_kind
+    from lakesweep.applier.apply import apply_plan
+    from lakesweep.cli.progress import RichProgress
+    from lakesweep.engine.iceberg.table import IcebergTable
+    from lakesweep.engine.plan_io import read_plan, write_plan
+    from lakesweep.journal.duckdb_store import DuckDBRecorder
+    from lakesweep.planner.kinds import plan_kind
 
     say = output.demo_step
     root = directory / DEMO_ICEBERG
@@ -196,12 +196,12 @@ def prepare_demo_dir(directory: Path) -> None:
 def run_demo(directory: Path, *, output: Output) -> dict:
     """Write the demo table in ``directory`` and run the whole story on it, telling each step through
     ``output``; returns everything it did as data (what ``--output json`` prints)."""
-    from cli.progress import MetadataReadProgress, progress_enabled
-    from engine.paimon.inspect import inspect_table
-    from engine.plan_io import read_plan, write_plan
-    from engine.paimon.table import open_table
-    from planner.paimon.expire import plan_expire
-    from planner.paimon.options import resolve_expire_options
+    from lakesweep.cli.progress import MetadataReadProgress, progress_enabled
+    from lakesweep.engine.paimon.inspect import inspect_table
+    from lakesweep.engine.plan_io import read_plan, write_plan
+    from lakesweep.engine.paimon.table import open_table
+    from lakesweep.planner.paimon.expire import plan_expire
+    from lakesweep.planner.paimon.options import resolve_expire_options
 
     directory = directory.resolve()
     prepare_demo_dir(directory)
@@ -224,10 +224,10 @@ def run_demo(directory: Path, *, output: Output) -> dict:
     say(f"\n[bold]4. lakesweep show {plan_path}[/bold]")
     reread = read_plan(str(plan_path))
     output.demo_plan(reread)
-    from applier.apply import apply_plan
-    from cli.progress import RichProgress
-    from journal.audit import list_files, list_plans
-    from journal.duckdb_store import DuckDBRecorder
+    from lakesweep.applier.apply import apply_plan
+    from lakesweep.cli.progress import RichProgress
+    from lakesweep.journal.audit import list_files, list_plans
+    from lakesweep.journal.duckdb_store import DuckDBRecorder
 
     journal_path = directory / DEMO_JOURNAL
     say(f"\n[bold]5. lakesweep apply {plan_path} --journal {journal_path}[/bold]  (local Spark)")

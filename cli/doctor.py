@@ -9,13 +9,13 @@ from typing import List, Optional
 
 import typer
 
-from cli.app import ConfOpt, JournalOpt, MasterOpt, OutputOpt, app, handle_errors, key_values
-from cli.output import OutputFormat, output_for
+from lakesweep.cli.app import ConfOpt, JournalOpt, MasterOpt, OutputOpt, app, handle_errors, key_values
+from lakesweep.cli.output import OutputFormat, output_for
 
 
 def _journal(journal: Optional[Path]) -> tuple[str, str]:
     """The journal apply would use, and where that choice came from."""
-    from journal.duckdb_store import default_journal_path
+    from lakesweep.journal.duckdb_store import default_journal_path
 
     if journal is not None:
         return str(journal), "from --journal"
@@ -39,7 +39,7 @@ def doctor(
     lakesweep's modules in the driver's versions, the Avro codecs Paimon writes manifests with, a
     writable journal, and (with --table) the table's storage. Each problem comes with its fix.
     Exit 0 when every check passes, 1 otherwise."""
-    from applier.doctor import run_doctor
+    from lakesweep.applier.doctor import run_doctor
 
     output = output_for(fmt)
     journal_path, journal_source = _journal(journal)

@@ -11,7 +11,7 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
-from engine.units import human_bytes
+from lakesweep.engine.units import human_bytes
 
 # Units of a humanized duration, largest first (Paimon's own duration syntax).
 _UNITS = (("d", 86_400_000), ("h", 3_600_000), ("min", 60_000), ("s", 1000), ("ms", 1))

@@ -7,8 +7,8 @@ from typing import Optional
 
 import typer
 
-from cli.app import JournalOpt, OutputOpt, app, existing_journal, handle_errors, refuse_inside_recorded_tables
-from cli.output import OutputFormat, output_for
+from lakesweep.cli.app import JournalOpt, OutputOpt, app, existing_journal, handle_errors, refuse_inside_recorded_tables
+from lakesweep.cli.output import OutputFormat, output_for
 
 journal_app = typer.Typer(help="Audit what lakesweep did: plans, per-file outcomes, SQL over the journal.",
                           short_help="Audit what lakesweep did.",
@@ -20,7 +20,7 @@ TEXT_FILES_LIMIT = 50  # records ``journal files`` shows people unless told othe
 
 
 def _open_read(journal: Optional[Path]):
-    from journal.duckdb_store import DuckDBRecorder
+    from lakesweep.journal.duckdb_store import DuckDBRecorder
 
     return DuckDBRecorder(existing_journal(journal), read_only=True)
 
@@ -29,7 +29,7 @@ def _open_read(journal: Optional[Path]):
 @handle_errors
 def journal_plans(journal: Optional[Path] = JournalOpt, fmt: OutputFormat = OutputOpt):
     """Every plan in the journal: table, kind, state, counts, bytes and times."""
-    from journal.audit import list_plans
+    from lakesweep.journal.audit import list_plans
 
     output = output_for(fmt)
     with _open_read(journal) as recorder:
@@ -58,8 +58,8 @@ def journal_files(
 
     Text output shows the first 50 records and says how many more there are; --limit N or --all show
     more. JSON output has every record unless --limit is given."""
-    from journal.audit import count_files, list_files
-    from engine.timeutil import parse_time_ms
+    from lakesweep.journal.audit import count_files, list_files
+    from lakesweep.engine.timeutil import parse_time_ms
 
     if all_ and limit is not None:
         raise typer.BadParameter("give --limit N or --all, not both", param_hint="--all")
@@ -78,7 +78,7 @@ def journal_files(
 def _plan_id(recorder, given: Optional[str]) -> Optional[str]:
     """The full id of the one recorded plan whose id starts with ``given`` (``given`` itself when none does:
     no records match then)."""
-    from engine.errors import JournalError
+    from lakesweep.engine.errors import JournalError
 
     if given is None:
         return None
@@ -98,7 +98,7 @@ def journal_query(
     fmt: OutputFormat = OutputOpt,
 ):
     """Run read-only SQL over the journal (DuckDB)."""
-    from journal.audit import run_query
+    from lakesweep.journal.audit import run_query
 
     output = output_for(fmt)
     columns, rows = run_query(existing_journal(journal), sql)
@@ -113,7 +113,7 @@ def journal_export(
     fmt: OutputFormat = OutputOpt,
 ):
     """Export every file record (joined with its plan and action) as Parquet."""
-    from journal.audit import export_files
+    from lakesweep.journal.audit import export_files
 
     output = output_for(fmt)
     path = existing_journal(journal)

@@ -1,4 +1,4 @@
-"""The ``lakesweep`` console script (``python -m cli`` too): the app of ``cli.app`` with every command
+"""The ``lakesweep`` console script (``python -m lakesweep.cli`` too): the app of ``cli.app`` with every command
 module registered on it, run with lakesweep's exit codes (see ``cli.app``)."""
 
 from __future__ import annotations
@@ -7,16 +7,16 @@ import gc
 import os
 import sys
 
-from cli.app import app
+from lakesweep.cli.app import app
 # Each command module registers its commands on the app when imported; the order is the order of --help.
-from cli import plan_cmds  # noqa: F401  (inspect, show, plan ...)
-from cli import verify_cmds  # noqa: F401  (verify)
-from cli import demo  # noqa: F401  (demo)
-from cli import apply_cmds  # noqa: F401  (apply, resume)
-from cli import doctor  # noqa: F401  (doctor)
-from cli import journal_cmds  # noqa: F401  (journal ...)
-from cli import maintain_cmds  # noqa: F401  (maintain, journal maintenance)
-from cli import report_cmds  # noqa: F401  (journal report)
+from lakesweep.cli import plan_cmds  # noqa: F401  (inspect, show, plan ...)
+from lakesweep.cli import verify_cmds  # noqa: F401  (verify)
+from lakesweep.cli import demo  # noqa: F401  (demo)
+from lakesweep.cli import apply_cmds  # noqa: F401  (apply, resume)
+from lakesweep.cli import doctor  # noqa: F401  (doctor)
+from lakesweep.cli import journal_cmds  # noqa: F401  (journal ...)
+from lakesweep.cli import maintain_cmds  # noqa: F401  (maintain, journal maintenance)
+from lakesweep.cli import report_cmds  # noqa: F401  (journal report)
 
 __all__ = ["app", "main"]
 

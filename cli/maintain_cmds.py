@@ -12,13 +12,13 @@ from typing import List, Optional
 
 import typer
 
-from cli import render
-from cli.app import (ConfOpt, JournalOpt, MasterOpt, OutputOpt, SparkUiOpt, app, handle_errors, journal_path,
-                     key_values, spark_ui)
-from cli.humanize import elapsed
-from cli.journal_cmds import _open_read, journal_app
-from cli.output import OutputFormat
-from engine.timeutil import iso_time_ms
+from lakesweep.cli import render
+from lakesweep.cli.app import (ConfOpt, JournalOpt, MasterOpt, OutputOpt, SparkUiOpt, app, handle_errors, journal_path,
+                               key_values, spark_ui)
+from lakesweep.cli.humanize import elapsed
+from lakesweep.cli.journal_cmds import _open_read, journal_app
+from lakesweep.cli.output import OutputFormat
+from lakesweep.engine.timeutil import iso_time_ms
 
 
 @app.command("maintain", short_help="Plan and apply what every table in scope needs.")
@@ -79,10 +79,10 @@ def maintain_cmd(
 
     Thresholds take SeaweedFS's maintenance worker's names; retention defaults are each engine's own, the
     same as 'lakesweep plan' uses, and a table's own properties win."""
-    from applier.maintain import Maintenance, Thresholds, check_plans_dir, parse_operations
-    from engine.errors import PlanRejected
-    from engine.timeutil import parse_duration_ms
-    from journal.duckdb_store import DuckDBRecorder
+    from lakesweep.applier.maintain import Maintenance, Thresholds, check_plans_dir, parse_operations
+    from lakesweep.engine.errors import PlanRejected
+    from lakesweep.engine.timeutil import parse_duration_ms
+    from lakesweep.journal.duckdb_store import DuckDBRecorder
 
     if (catalog is None) == (warehouse is None):
         raise PlanRejected("give the tables to maintain: --catalog NAME (Iceberg) or --warehouse PATH (Paimon)")
@@ -105,7 +105,7 @@ def maintain_cmd(
                                                                        "lakesweep-plans")
     check_plans_dir(plans)
     if warehouse is not None:
-        from engine.paimon.table import check_warehouse
+        from lakesweep.engine.paimon.table import check_warehouse
 
         check_warehouse(warehouse)
     stop = threading.Event()
@@ -142,7 +142,7 @@ class JsonLinesLog:
             try:
                 self._file = open(path, "a", encoding="utf-8")
             except OSError as e:
-                from engine.errors import StorageError
+                from lakesweep.engine.errors import StorageError
 
                 raise StorageError(str(path), f"cannot open the --log-file: {e.strerror or e}") from e
 
@@ -155,7 +155,7 @@ class JsonLinesLog:
             self._file.write(json.dumps(line, sort_keys=False, default=str) + "\n")
             self._file.flush()
         except OSError as e:
-            from engine.errors import StorageError
+            from lakesweep.engine.errors import StorageError
 
             raise StorageError(str(self.path), f"cannot write the --log-file: {e.strerror or e}") from e
 
@@ -188,7 +188,7 @@ def render_summary(report) -> None:
 def journal_maintenance(run: Optional[str] = typer.Option(None, "--run", help="Only this maintain run."),
                         journal: Optional[Path] = JournalOpt, fmt: OutputFormat = OutputOpt):
     """What 'lakesweep maintain' did: one row per operation on one table, in order."""
-    from journal.audit import list_maintenance
+    from lakesweep.journal.audit import list_maintenance
 
     with _open_read(journal) as recorder:
         rows = list_maintenance(recorder, run_id=run)

@@ -13,7 +13,7 @@ import enum
 from abc import ABC, abstractmethod
 from typing import Any, Sequence
 
-from cli import render
+from lakesweep.cli import render
 
 
 class OutputFormat(str, enum.Enum):

@@ -18,11 +18,11 @@ from typing import List, Optional
 
 import typer
 
-from cli import render
-from cli.app import (ConfOpt, MasterOpt, OutputOpt, app, check_output_file, handle_errors, key_values,
-                     refuse_inside_table)
-from cli.output import OutputFormat, output_for
-from cli.progress import progress_enabled
+from lakesweep.cli import render
+from lakesweep.cli.app import (ConfOpt, MasterOpt, OutputOpt, app, check_output_file, handle_errors, key_values,
+                               refuse_inside_table)
+from lakesweep.cli.output import OutputFormat, output_for
+from lakesweep.cli.progress import progress_enabled
 
 plan_app = typer.Typer(help="Make a cleanup plan (nothing is deleted; review it with 'lakesweep show').",
                        short_help="Make a cleanup plan (nothing is deleted).",
@@ -44,12 +44,12 @@ def make_plan(kind: str, *, table: str, out: Path, now: Optional[str], option: L
     ``option`` holds the ``--option key=value`` overrides and ``flags`` the kind's own options as given
     (None: not given); both go to the kind's option resolver. Every input is checked before anything is
     written; while planning, a terminal shows the metadata files read (text output only)."""
-    from cli.progress import MetadataReadProgress, progress_enabled
-    from engine.errors import PlanRejected
-    from engine.paimon.table import open_table
-    from engine.plan_io import write_plan
-    from engine.timeutil import parse_time_ms
-    from planner.kinds import plan_kind
+    from lakesweep.cli.progress import MetadataReadProgress, progress_enabled
+    from lakesweep.engine.errors import PlanRejected
+    from lakesweep.engine.paimon.table import open_table
+    from lakesweep.engine.plan_io import write_plan
+    from lakesweep.engine.timeutil import parse_time_ms
+    from lakesweep.planner.kinds import plan_kind
 
     entry = plan_kind(kind, "paimon")
     output = output_for(fmt)
@@ -77,11 +77,11 @@ def make_iceberg_plan(kind: str, *, catalog: str, table: str, out: Path, now: Op
                       paimon_only: dict, **flags) -> None:
     """Make a plan of ``kind`` for the Iceberg table ``table`` (namespace.table) of ``catalog``, write it to
     ``out`` and show it. ``paimon_only``: the Paimon options given on the command line, refused here."""
-    from engine.errors import PlanRejected
-    from engine.iceberg.table import IcebergTable
-    from engine.plan_io import write_plan
-    from engine.timeutil import parse_time_ms
-    from planner.kinds import plan_kind
+    from lakesweep.engine.errors import PlanRejected
+    from lakesweep.engine.iceberg.table import IcebergTable
+    from lakesweep.engine.plan_io import write_plan
+    from lakesweep.engine.timeutil import parse_time_ms
+    from lakesweep.planner.kinds import plan_kind
 
     given = sorted(name for name, value in paimon_only.items() if value not in (None, False, [], "main"))
     if given:
@@ -90,7 +90,7 @@ def make_iceberg_plan(kind: str, *, catalog: str, table: str, out: Path, now: Op
     output = output_for(fmt)
     now_ms = parse_time_ms(now) if now is not None else int(time.time() * 1000)
     check_output_file(out, "--out", PlanRejected)
-    from cli.progress import MetadataReadProgress
+    from lakesweep.cli.progress import MetadataReadProgress
 
     reads = MetadataReadProgress() if progress_enabled(output.draws_progress) else None
     t = IcebergTable(catalog, table, on_read=reads)
@@ -107,7 +107,7 @@ def _hours(value: Optional[int], flag: str) -> Optional[str]:
     if value is None:
         return None
     if value < 0:
-        from engine.errors import PlanRejected
+        from lakesweep.engine.errors import PlanRejected
 
         raise PlanRejected(f"{flag} must be at least 0, got {value}")
     return f"{value} h"
@@ -132,18 +132,18 @@ def inspect(
     snapshots, branches and tags, and the files only older snapshots reach."""
     output = output_for(fmt)
     if catalog is not None:
-        from engine.iceberg.inspect import inspect_iceberg
-        from engine.iceberg.table import IcebergTable
+        from lakesweep.engine.iceberg.inspect import inspect_iceberg
+        from lakesweep.engine.iceberg.table import IcebergTable
 
         if branch != "main":
-            from engine.errors import PlanRejected
+            from lakesweep.engine.errors import PlanRejected
 
             raise PlanRejected("--branch is an option of Paimon tables; an Iceberg table (--catalog) shows every "
                                "branch")
         output.inspect(inspect_iceberg(IcebergTable(catalog, table)))
         return
-    from engine.paimon.inspect import inspect_table
-    from engine.paimon.table import open_table
+    from lakesweep.engine.paimon.inspect import inspect_table
+    from lakesweep.engine.paimon.table import open_table
 
     output.inspect(inspect_table(open_table(table, branch=branch)))
 
@@ -197,7 +197,7 @@ def plan_expire_cmd(
     file read, their bytes, files/s and bytes/s."""
     if catalog is not None:
         if older_than is not None and retention_hours is not None:
-            from engine.errors import PlanRejected
+            from lakesweep.engine.errors import PlanRejected
 
             raise PlanRejected("--older-than and --snapshot-retention-hours say the same thing: give one of them")
         make_iceberg_plan("expire", catalog=catalog, table=table, out=out, now=now, fmt=fmt,
@@ -222,9 +222,9 @@ def plan_expire_cmd(
 def _paimon_older_than(older_than: str, now: Optional[str], time_retained: Optional[str]) -> tuple[str, str]:
     """Paimon's expire_snapshots procedure reads ``older_than`` as ``snapshot.time-retained = now - older_than``:
     (the plan's now, fixed here so that both agree, and that time-retained)."""
-    from engine.errors import PlanRejected
-    from engine.timeutil import parse_duration_ms, parse_time_ms
-    from planner.paimon.options import _UNIT_DURATION
+    from lakesweep.engine.errors import PlanRejected
+    from lakesweep.engine.timeutil import parse_duration_ms, parse_time_ms
+    from lakesweep.planner.paimon.options import _UNIT_DURATION
 
     if time_retained is not None:
         raise PlanRejected("--older-than and --time-retained say the same thing: give one of them")
@@ -274,7 +274,7 @@ def plan_partitions_cmd(
     still sees them, and snapshot expiry removes them later.
 
     Nothing changes now. Review the plan with 'lakesweep show PLAN'."""
-    from engine.timeutil import system_zone
+    from lakesweep.engine.timeutil import system_zone
 
     make_plan("partitions", table=table, out=out, now=now, option=option, branch="main", fmt=fmt,
               expiration_time=expiration_time, strategy=strategy, timestamp_formatter=timestamp_formatter,
@@ -334,7 +334,7 @@ def plan_tags_cmd(
     from are kept.
 
     Nothing is deleted now. Review the plan with 'lakesweep show PLAN'."""
-    from engine.timeutil import system_zone
+    from lakesweep.engine.timeutil import system_zone
 
     make_plan("tags", table=table, out=out, now=now, option=option, branch=branch, fmt=fmt, names=tag or None,
               older_than=older_than, num_retained_max=num_retained_max, time_zone=time_zone,
@@ -418,7 +418,7 @@ def plan_orphans_cmd(
     Nothing is deleted. Review the plan with 'lakesweep show PLAN'."""
     if catalog is not None:
         if older_than is not None and orphan_hours is not None:
-            from engine.errors import PlanRejected
+            from lakesweep.engine.errors import PlanRejected
 
             raise PlanRejected("--older-than and --orphan-older-than-hours say the same thing: give one of them")
         make_iceberg_plan("orphans", catalog=catalog, table=table, out=out, now=now, fmt=fmt,
@@ -438,7 +438,7 @@ def _spark_lister(master: str, conf: dict, scratch: str, output):
     Parquet file in ``scratch``."""
 
     def lister(table):
-        from applier.listing import list_with_session
+        from lakesweep.applier.listing import list_with_session
 
         path = os.path.join(scratch, "listing.parquet")
         with contextlib.ExitStack() as stack:
@@ -467,13 +467,13 @@ def show(
     """Show a saved plan: the range, counts and bytes per kind and partition, what tags and consumers
     protected, and whether there is anything to do. For a plan on S3, also the requests its apply sends
     (LIST, DELETE, HEAD, GET, PUT) and, with --max-requests-per-second, how long they take at that budget."""
-    from engine.plan_io import read_plan
-    from engine.s3_bulk import plan_requests, seconds_at
+    from lakesweep.engine.plan_io import read_plan
+    from lakesweep.engine.s3_bulk import plan_requests, seconds_at
 
     read = read_plan(str(plan))
     if html is not None:
-        from cli.html.plan_page import plan_html
-        from engine.errors import PlanRejected
+        from lakesweep.cli.html.plan_page import plan_html
+        from lakesweep.engine.errors import PlanRejected
 
         check_output_file(html, "--html", PlanRejected)
         refuse_inside_table(html, read.table_location, "--html", PlanRejected)
@@ -487,7 +487,7 @@ def show(
 
 
 def _refuse_iceberg_only(given: dict) -> None:
-    from engine.errors import PlanRejected
+    from lakesweep.engine.errors import PlanRejected
 
     named = sorted(name for name, value in given.items() if value is not None)
     if named:

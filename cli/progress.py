@@ -31,7 +31,7 @@ from rich.progress import (
 )
 from rich.text import Text
 
-from cli import render
+from lakesweep.cli import render
 
 MANIFEST_FILES = frozenset({"manifest list", "manifest", "index manifest"})
 

@@ -11,9 +11,9 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from cli.humanize import bytes_cell, fitted, option_value
-from engine.plan import Verb
-from engine.units import human_bytes
+from lakesweep.cli.humanize import bytes_cell, fitted, option_value
+from lakesweep.engine.plan import Verb
+from lakesweep.engine.units import human_bytes
 
 out = Console(highlight=False, soft_wrap=True)
 err = Console(stderr=True, highlight=False, soft_wrap=True)
@@ -27,7 +27,7 @@ def emit_json(doc: Any) -> None:
 def fmt_time(ms: int | None) -> str:
     if ms is None:
         return "-"
-    from engine.timeutil import format_time_ms
+    from lakesweep.engine.timeutil import format_time_ms
 
     return format_time_ms(ms)
 
@@ -100,7 +100,7 @@ def render_inspect(info: dict) -> None:
 def plan_document(plan, *, files: bool = False) -> dict:
     """A plan as JSON-ready data: its id, header, what its kind says about it (``nothing_to_do``, and
     expiry's ``nothing_to_expire``) and, with ``files``, every action."""
-    from planner.kinds import describe_plan
+    from lakesweep.planner.kinds import describe_plan
 
     description = describe_plan(plan)
     doc = {"plan_id": plan.plan_id, **plan.header(), **description.document,
@@ -126,7 +126,7 @@ def render_plan(plan, *, files: bool = False, location: str | None = None) -> No
     """A plan for people, whatever its kind: id, table, time, options and their sources, the kind's
     description (``planner.kinds``), actions by kind and partition with totals, warnings (stderr) and,
     with ``files``, every action."""
-    from planner.kinds import describe_plan
+    from lakesweep.planner.kinds import describe_plan
 
     description = describe_plan(plan)
     summary = plan.stats.get("summary", {})
@@ -220,7 +220,7 @@ def render_report(report) -> None:
     "bytes", "unknown_size"}``) with a column for each outcome some phase has (deleted and failed always),
     then a summary line of every outcome in ``report.counts``. A dry run speaks in the conditional. A table
     wider than the terminal is shown as one block per phase."""
-    from cli.humanize import fitted
+    from lakesweep.cli.humanize import fitted
 
     if report.state == "REFUSED":
         err.print(f"[red]Refused[/red]: plan {report.plan_id}: {report.reason}")
@@ -292,7 +292,7 @@ def rows_table(rows: list[dict], columns: list[str], title: str):
 def render_journal_plans(rows: list[dict]) -> None:
     """``journal plans`` for people: the plans of each table under its location, each by a unique prefix of
     its id, with sizes and times humanized (``--output json`` has every field and the full ids)."""
-    from cli.humanize import fitted, short_ids
+    from lakesweep.cli.humanize import fitted, short_ids
 
     if not rows:
         out.print("No plans in the journal.")
@@ -319,7 +319,7 @@ def render_journal_plans(rows: list[dict]) -> None:
 def render_journal_files(rows: list[dict], *, more: int = 0) -> None:
     """``journal files`` for people: one record a line, its path whole (never cut to fit), then how many
     more records the filters select beyond the limit."""
-    from cli.humanize import short_ids
+    from lakesweep.cli.humanize import short_ids
 
     ids = short_ids(r["plan_id"] for r in rows)
     kind_width = max((len(r["kind"]) for r in rows), default=0)

@@ -9,11 +9,11 @@ from typing import Optional
 
 import typer
 
-from cli.app import (JournalOpt, OutputOpt, check_output_file, existing_journal, handle_errors,
-                     refuse_inside_recorded_tables)
-from cli.journal_cmds import _open_read, journal_app
-from cli import render
-from cli.output import OutputFormat
+from lakesweep.cli.app import (JournalOpt, OutputOpt, check_output_file, existing_journal, handle_errors,
+                               refuse_inside_recorded_tables)
+from lakesweep.cli.journal_cmds import _open_read, journal_app
+from lakesweep.cli import render
+from lakesweep.cli.output import OutputFormat
 
 
 @journal_app.command("report", short_help="Write an HTML report of the journal.")
@@ -29,10 +29,10 @@ def journal_report(
 ):
     """Write a report of the journal: outcomes over time, bytes reclaimed per table per day, crashes and
     resumes, every failure with its error, and each 'maintain' run as a matrix of tables by operations."""
-    from cli.html.journal_page import ReportInput, journal_html
-    from engine.errors import JournalError
-    from engine.timeutil import parse_time_ms
-    from journal.rules import FileQuery
+    from lakesweep.cli.html.journal_page import ReportInput, journal_html
+    from lakesweep.engine.errors import JournalError
+    from lakesweep.engine.timeutil import parse_time_ms
+    from lakesweep.journal.rules import FileQuery
 
     check_output_file(html, "--html", JournalError)
     since_ms = parse_time_ms(since) if since is not None else None

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import typer
 
-from cli.app import OutputOpt, app, handle_errors
-from cli import render
-from cli.output import OutputFormat, output_for
-from cli.progress import progress_enabled
-from cli.plan_cmds import TableArg
+from lakesweep.cli.app import OutputOpt, app, handle_errors
+from lakesweep.cli import render
+from lakesweep.cli.output import OutputFormat, output_for
+from lakesweep.cli.progress import progress_enabled
+from lakesweep.cli.plan_cmds import TableArg
 
 
 @app.command(short_help="Check that every file a table references is there.")
@@ -33,13 +33,13 @@ def verify(
     statistics files.
 
     Exit code 0 when the table is whole, 1 when it is not (or cannot be read)."""
-    from engine.paimon.table import open_table
-    from engine.paimon.verify import verify_table
+    from lakesweep.engine.paimon.table import open_table
+    from lakesweep.engine.paimon.verify import verify_table
 
     output = output_for(fmt)
     if catalog is not None:
-        from engine.iceberg.table import IcebergTable
-        from engine.iceberg.verify import verify_iceberg
+        from lakesweep.engine.iceberg.table import IcebergTable
+        from lakesweep.engine.iceberg.verify import verify_iceberg
 
         report = verify_iceberg(IcebergTable(catalog, table))
         output.verify(report, files=False)

@@ -21,7 +21,7 @@ import uuid
 from dataclasses import dataclass
 from typing import BinaryIO, Iterable, Mapping
 
-from engine.errors import AtomicCreateUnsupported, InvalidLocation, StorageError
+from lakesweep.engine.errors import AtomicCreateUnsupported, InvalidLocation, StorageError
 
 
 class DeleteOutcome(enum.StrEnum):
@@ -287,7 +287,7 @@ class ArrowFileIO(FileIO):
 
     @property
     def limiter(self):
-        from engine.s3_bulk import RateLimiter
+        from lakesweep.engine.s3_bulk import RateLimiter
 
         with self._lock:
             if self._limiter is None:
@@ -297,7 +297,7 @@ class ArrowFileIO(FileIO):
     def delete_batch(self, paths: Iterable[str]) -> dict[str, tuple[DeleteOutcome | StorageError, int]]:
         if self.scheme != "s3":
             return super().delete_batch(paths)
-        from engine.s3_bulk import DEFAULT_DELETE_BATCH, S3BulkDeleter, s3_client
+        from lakesweep.engine.s3_bulk import DEFAULT_DELETE_BATCH, S3BulkDeleter, s3_client
 
         paths = list(paths)
         for path in paths:
@@ -496,7 +496,7 @@ class ArrowFileIO(FileIO):
     supports_create_if_absent = True
 
     def _s3(self):
-        from engine.s3_conditional import s3_client
+        from lakesweep.engine.s3_conditional import s3_client
 
         with self._lock:
             if self._client is None:
@@ -504,7 +504,7 @@ class ArrowFileIO(FileIO):
             return self._client
 
     def _conditional_put(self, bucket: str, scratch_prefix: str, path: str):
-        from engine.s3_conditional import conditional_put_support
+        from lakesweep.engine.s3_conditional import conditional_put_support
 
         found = conditional_put_support(resolve_s3_settings(self.properties), bucket, scratch_prefix,
                                         client=self._s3())
@@ -521,7 +521,7 @@ class ArrowFileIO(FileIO):
 
     def create_if_absent(self, path: str, data: bytes) -> None:
         if self.scheme == "s3":
-            from engine.s3_conditional import put_if_absent
+            from lakesweep.engine.s3_conditional import put_if_absent
 
             bucket, _, key = self._native(path).partition("/")
             self._conditional_put(bucket, "", path)  # probed already when a committer checked the table
@@ -678,7 +678,7 @@ def profile_region(env: Mapping[str, str] | None = None) -> str | None:
 def fileio_for(location: str, properties: Mapping[str, str] | None = None) -> FileIO:
     """The FileIO that serves a normalized location."""
     if location.startswith("hdfs://"):
-        from engine.hdfs_fileio import HdfsFileIO
+        from lakesweep.engine.hdfs_fileio import HdfsFileIO
 
         return HdfsFileIO(location[len("hdfs://"):].partition("/")[0])
     if location.startswith("s3://"):

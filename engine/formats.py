@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from typing import AbstractSet, Any, Protocol, Sequence
 
-from engine.errors import PlanRejected, StalePlan
-from engine.fileio import FileIO
-from engine.plan import FORMATS, Action, CleanupPlan, PhaseMode, Verb, format_module
+from lakesweep.engine.errors import PlanRejected, StalePlan
+from lakesweep.engine.fileio import FileIO
+from lakesweep.engine.plan import FORMATS, Action, CleanupPlan, PhaseMode, Verb, format_module
 
 
 class TableFormat(Protocol):

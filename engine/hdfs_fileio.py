@@ -13,8 +13,8 @@ import threading
 import uuid
 from typing import BinaryIO, Mapping
 
-from engine.errors import StorageError
-from engine.fileio import DeleteOutcome, FileInfo, FileIO
+from lakesweep.engine.errors import StorageError
+from lakesweep.engine.fileio import DeleteOutcome, FileInfo, FileIO
 
 SCHEME = "hdfs"
 

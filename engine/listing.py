@@ -28,9 +28,9 @@ import stat
 from dataclasses import dataclass, field
 from typing import Iterable, Iterator, Mapping, Sequence
 
-from engine.errors import InvalidLocation, PlanRejected
-from engine.fileio import FileIO, fileio_for, normalize_location
-from engine.timeutil import format_time_ms
+from lakesweep.engine.errors import InvalidLocation, PlanRejected
+from lakesweep.engine.fileio import FileIO, fileio_for, normalize_location
+from lakesweep.engine.timeutil import format_time_ms
 
 
 @dataclass(frozen=True, slots=True)

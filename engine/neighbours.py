@@ -18,7 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Iterable, Sequence
 
-from engine.errors import SharedStorage
+from lakesweep.engine.errors import SharedStorage
 
 
 def within(location: str, root: str) -> bool:

@@ -8,8 +8,8 @@ import os
 import posixpath
 from typing import Sequence
 
-from engine.errors import InvalidLocation, PlanRejected
-from engine.fileio import FileIO, join, normalize_location
+from lakesweep.engine.errors import InvalidLocation, PlanRejected
+from lakesweep.engine.fileio import FileIO, join, normalize_location
 
 
 class PathResolver:

@@ -216,7 +216,7 @@ class Requirement(abc.ABC):
         """Raise ``StalePlan`` naming what changed."""
         found = self.problems(view, done=done)
         if found:
-            from engine.errors import StalePlan
+            from lakesweep.engine.errors import StalePlan
 
             raise StalePlan("; ".join(found))
 
@@ -278,7 +278,7 @@ def format_module(fmt: str, part: str):
     ``ValueError`` for any other format, so a plan can never make lakesweep import a module it names."""
     if fmt not in FORMATS:
         raise ValueError(f"table format {fmt!r} is not one of {list(FORMATS)}")
-    return importlib.import_module(f"engine.{fmt}.{part}")
+    return importlib.import_module(f"lakesweep.engine.{fmt}.{part}")
 
 
 def decode_requirement(obj: Mapping) -> Requirement:

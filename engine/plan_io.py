@@ -13,22 +13,10 @@ import stat
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from engine.errors import PlanRejected
-from engine.fileio import FileIO, fileio_for, normalize_location
-from engine.plan import (
-    ACTION_COLUMNS,
-    FORMAT_VERSION,
-    FORMATS,
-    Action,
-    CleanupPlan,
-    OptionValue,
-    PhaseSpec,
-    Verb,
-    action_columns,
-    compute_plan_id,
-    decode_requirement,
-    format_module,
-)
+from lakesweep.engine.errors import PlanRejected
+from lakesweep.engine.fileio import FileIO, fileio_for, normalize_location
+from lakesweep.engine.plan import (ACTION_COLUMNS, FORMAT_VERSION, FORMATS, Action, CleanupPlan, OptionValue, PhaseSpec,
+                                   Verb, action_columns, compute_plan_id, decode_requirement, format_module)
 
 HEADER_KEY = b"lakesweep.plan.header"
 ID_KEY = b"lakesweep.plan.id"
@@ -119,8 +107,8 @@ def _header_basics(header: dict) -> dict:
 def _plan_from_v1_header(header: dict, actions: tuple[Action, ...]) -> CleanupPlan:
     """A version-1 plan (snapshot expiry of a Paimon table), with its fingerprint turned into the same
     requirements the planner makes today. The plan keeps its header, so its id stays the file's."""
-    from engine.paimon.kinds import EXPIRE_PHASES, ActionKind
-    from engine.paimon.requirements import expire_requirements
+    from lakesweep.engine.paimon.kinds import EXPIRE_PHASES, ActionKind
+    from lakesweep.engine.paimon.requirements import expire_requirements
 
     t, fp = header["table"], header["fingerprint"]
     begin, end, hint = header["range"]["begin"], header["range"]["end"], header["earliest_hint"]

@@ -20,7 +20,7 @@ import time
 from dataclasses import dataclass, replace
 from typing import Callable, Iterable, Mapping, Sequence
 
-from engine.errors import StorageError
+from lakesweep.engine.errors import StorageError
 
 MAX_DELETE_BATCH = 1000  # S3's limit on the keys of one DeleteObjects
 DEFAULT_DELETE_BATCH = 250  # Iceberg's S3FileIO default (s3.delete.batch-size)
@@ -201,7 +201,7 @@ class S3BulkDeleter:
         return found, dirs, failed
 
     def _batch(self, bucket: str, paths: list[str]) -> dict[str, tuple[object, int]]:
-        from engine.fileio import DeleteOutcome
+        from lakesweep.engine.fileio import DeleteOutcome
 
         keys = {split_s3(p)[1]: p for p in paths}
         out: dict[str, tuple[object, int]] = {}
@@ -273,7 +273,7 @@ def plan_requests(plan, *, batch: int = DEFAULT_DELETE_BATCH) -> dict[str, int]:
     phases in DeleteObjects batches (``estimate_requests``), those of ordered phases one by one (a HEAD, to
     tell deleted from already absent, and a DELETE), a copy a GET and a PUT, a pointer a PUT, an empty
     directory a HEAD. Reading the table's metadata to re-check the plan comes on top."""
-    from engine.plan import PhaseMode, Verb
+    from lakesweep.engine.plan import PhaseMode, Verb
 
     bulk, counts = [], dict.fromkeys(("LIST", "DELETE", "HEAD", "GET", "PUT"), 0)
     for a in plan.actions:

@@ -14,8 +14,8 @@ import time
 import uuid
 from dataclasses import dataclass
 
-from engine.errors import StorageError
-from engine.fileio import S3Settings
+from lakesweep.engine.errors import StorageError
+from lakesweep.engine.fileio import S3Settings
 
 PROBE_NAME = ".lakesweep-conditional-put-probe-"
 _CONFLICT_RETRIES = 5  # AWS answers 409 while another conditional write of the key is in flight: retry

@@ -7,7 +7,7 @@ import datetime as _dt
 import re
 import time
 
-from engine.errors import PlanRejected
+from lakesweep.engine.errors import PlanRejected
 
 LONG_MAX = 2**63 - 1
 

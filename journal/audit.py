@@ -11,15 +11,15 @@ from typing import Any
 import duckdb
 import pyarrow as pa
 
-from engine.errors import JournalError
+from lakesweep.engine.errors import JournalError
 
-from journal import duckdb_store
-from journal.duckdb_store import DuckDBRecorder, connect_journal, copy_to_parquet, has_journal_tables
-from journal.events import ApplyRefused, Event, FileOutcome, MaintenanceResult, PlanRecorded
-from journal.projection import PlanStatus, RunStatus, plan_status, project
-from journal.recorder import Recorder
-from journal import rules
-from journal.rules import FILE_AUDIT_SCHEMA, FileQuery
+from lakesweep.journal import duckdb_store
+from lakesweep.journal.duckdb_store import DuckDBRecorder, connect_journal, copy_to_parquet, has_journal_tables
+from lakesweep.journal.events import ApplyRefused, Event, FileOutcome, MaintenanceResult, PlanRecorded
+from lakesweep.journal.projection import PlanStatus, RunStatus, plan_status, project
+from lakesweep.journal.recorder import Recorder
+from lakesweep.journal import rules
+from lakesweep.journal.rules import FILE_AUDIT_SCHEMA, FileQuery
 
 _READ_ONLY_CONFIG = {"enable_external_access": False}  # a query reads the journal, not the file system
 

@@ -31,11 +31,11 @@ from typing import Iterator, Sequence
 
 import duckdb
 
-from engine.errors import JournalConflict, JournalError
+from lakesweep.engine.errors import JournalConflict, JournalError
 
-from journal import rules
-from journal.events import FileRecord, PlanRecorded, decode
-from journal.recorder import Recorder, StoredEvent
+from lakesweep.journal import rules
+from lakesweep.journal.events import FileRecord, PlanRecorded, decode
+from lakesweep.journal.recorder import Recorder, StoredEvent
 
 SCHEMA_VERSION = 2  # 2: plan_actions has every action column (verb added)
 MEMORY = ":memory:"

@@ -16,8 +16,8 @@ import json
 from dataclasses import dataclass
 from typing import Any, Callable, ClassVar, Mapping
 
-from engine.errors import JournalError
-from engine.plan import Verb
+from lakesweep.engine.errors import JournalError
+from lakesweep.engine.plan import Verb
 
 
 class Event:

@@ -13,12 +13,12 @@ import json
 import duckdb
 import pyarrow as pa
 
-from engine.errors import JournalError
-from engine.plan import Action
+from lakesweep.engine.errors import JournalError
+from lakesweep.engine.plan import Action
 
-from journal import rules
-from journal.events import FileRecord, PlanRecorded, decode
-from journal.recorder import Recorder, StoredEvent
+from lakesweep.journal import rules
+from lakesweep.journal.events import FileRecord, PlanRecorded, decode
+from lakesweep.journal.recorder import Recorder, StoredEvent
 
 
 class MemoryRecorder(Recorder):

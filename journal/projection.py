@@ -13,25 +13,11 @@ import enum
 from dataclasses import dataclass, field
 from typing import Iterable, Mapping, Sequence
 
-from engine.errors import JournalError
+from lakesweep.engine.errors import JournalError
 
-from journal.events import (
-    ApplyCompleted,
-    ApplyFailed,
-    ApplyRefused,
-    ApplyStarted,
-    Event,
-    FileOutcome,
-    FileRecord,
-    Committed,
-    MetadataWritten,
-    OutputOrphaned,
-    OutputWritten,
-    PhaseCompleted,
-    RequestsThrottled,
-    PlanRecorded,
-    Verified,
-)
+from lakesweep.journal.events import (ApplyCompleted, ApplyFailed, ApplyRefused, ApplyStarted, Event, FileOutcome,
+                                      FileRecord, Committed, MetadataWritten, OutputOrphaned, OutputWritten,
+                                      PhaseCompleted, RequestsThrottled, PlanRecorded, Verified)
 
 
 class RunStatus(enum.StrEnum):

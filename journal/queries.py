@@ -7,10 +7,10 @@ them with ``journal.projection``; the projection module itself knows nothing of 
 
 from __future__ import annotations
 
-from engine.errors import JournalError
+from lakesweep.engine.errors import JournalError
 
-from journal.projection import PlanStatus, RunState, RunStatus, plan_status, project
-from journal.recorder import Recorder
+from lakesweep.journal.projection import PlanStatus, RunState, RunStatus, plan_status, project
+from lakesweep.journal.recorder import Recorder
 
 
 def project_apply(recorder: Recorder, apply_id: str) -> RunState:

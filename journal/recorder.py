@@ -28,13 +28,13 @@ import json
 from dataclasses import dataclass
 from typing import Any, Iterable, Sequence
 
-from engine.errors import JournalConflict, JournalError
-from engine.plan import Action, CleanupPlan, compute_plan_id
+from lakesweep.engine.errors import JournalConflict, JournalError
+from lakesweep.engine.plan import Action, CleanupPlan, compute_plan_id
 
-from journal import rules
-from journal.events import OUTCOMES, ApplyStarted, Event, FileOutcome, FileRecord, PlanRecorded, decode
-from journal.projection import RunState, RunStatus, check_file_record, project, step
-from journal.rules import FileQuery
+from lakesweep.journal import rules
+from lakesweep.journal.events import OUTCOMES, ApplyStarted, Event, FileOutcome, FileRecord, PlanRecorded, decode
+from lakesweep.journal.projection import RunState, RunStatus, check_file_record, project, step
+from lakesweep.journal.rules import FileQuery
 
 @dataclass(frozen=True, slots=True)
 class StoredEvent:

@@ -27,13 +27,13 @@ from typing import Any, Callable, Iterable, Sequence
 
 import pyarrow as pa
 
-from engine.errors import JournalError
-from engine.plan import FORMATS, Action, action_values
-from engine.plan_io import SCHEMA as PLAN_SCHEMA
-from engine.plan_io import format_kinds
+from lakesweep.engine.errors import JournalError
+from lakesweep.engine.plan import FORMATS, Action, action_values
+from lakesweep.engine.plan_io import SCHEMA as PLAN_SCHEMA
+from lakesweep.engine.plan_io import format_kinds
 
-from journal.events import FileOutcome, FileRecord, PlanRecorded
-from journal.globs import glob_literal, glob_regex
+from lakesweep.journal.events import FileOutcome, FileRecord, PlanRecorded
+from lakesweep.journal.globs import glob_literal, glob_regex
 
 Select = Callable[[str, Sequence[Any]], list[tuple]]
 Totals = dict[FileOutcome, tuple[int, int]]

@@ -11,10 +11,10 @@ from __future__ import annotations
 
 from typing import Mapping
 
-from engine.plan import CleanupPlan
-from planner.iceberg import compact, expire as iceberg_expire, orphans as iceberg_orphans, rewrite_manifests
-from planner.paimon import changelog, consumers, expire, orphans, partitions, tags
-from planner.plan_kind import PlanDescription, PlanKind
+from lakesweep.engine.plan import CleanupPlan
+from lakesweep.planner.iceberg import compact, expire as iceberg_expire, orphans as iceberg_orphans, rewrite_manifests
+from lakesweep.planner.paimon import changelog, consumers, expire, orphans, partitions, tags
+from lakesweep.planner.plan_kind import PlanDescription, PlanKind
 
 __all__ = ["ICEBERG_KINDS", "KINDS", "PlanDescription", "PlanKind", "describe_plan", "kinds_of", "plan_kind"]
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
 
-from engine.plan import CleanupPlan
+from lakesweep.engine.plan import CleanupPlan
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,8 +78,8 @@ class PlanKind:
 def refuse_future_now(table, now_ms: int, what: str) -> None:
     """Refuse (``PlanRejected``) a plan as of a time the clock has not reached: its ``AssertNowReached``
     would have apply refuse it until then."""
-    from engine.errors import PlanRejected
-    from engine.paimon.requirements import AssertNowReached
+    from lakesweep.engine.errors import PlanRejected
+    from lakesweep.engine.paimon.requirements import AssertNowReached
 
     ahead = AssertNowReached(now_ms).problems(table)
     if ahead:
@@ -87,7 +87,7 @@ def refuse_future_now(table, now_ms: int, what: str) -> None:
 
 
 def utc(ms: int) -> str:
-    from engine.timeutil import format_time_ms
+    from lakesweep.engine.timeutil import format_time_ms
 
     return format_time_ms(ms)
 

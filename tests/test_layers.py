@@ -37,16 +37,21 @@ def imports(path: Path) -> list[tuple[int, str]]:
     return found
 
 
-def product_modules() -> list[tuple[str, Path]]:
-    return [(layer, path) for layer in LAYERS for path in sorted((ROOT / layer).rglob("*.py"))]
+def product_modules(root: Path = ROOT) -> list[tuple[str, Path]]:
+    return [(layer, path) for layer in LAYERS for path in sorted((root / layer).rglob("*.py"))]
 
 
-def violations() -> list[str]:
+def violations(root: Path = ROOT) -> list[str]:
     found = []
-    for layer, path in product_modules():
-        where = path.relative_to(ROOT).as_posix()
+    for layer, path in product_modules(root):
+        where = path.relative_to(root).as_posix()
         for line, module in imports(path):
             top = module.split(".")[0]
+            if top in LAYERS:
+                found.append(f"{where}:{line} imports {module}: lakesweep's packages are imported as lakesweep.{top}")
+                continue
+            if top == "lakesweep":
+                top = module.split(".")[1] if "." in module else ""
             if top in LAYERS and top != layer and top not in ALLOWED[layer]:
                 found.append(f"{where}:{line} imports {module}: {layer} may import only {sorted(ALLOWED[layer])}")
             elif top == "pyspark" and layer != "applier":
@@ -65,8 +70,8 @@ def test_every_layer_imports_only_what_it_may():
 def test_the_contract_sees_every_layer_and_lazy_imports(tmp_path):
     assert {layer for layer, _ in product_modules()} == set(LAYERS)
     lazy = tmp_path / "lazy.py"
-    lazy.write_text("def f():\n    import pyspark.sql\n    from applier.apply import apply_plan\n")
-    assert imports(lazy) == [(2, "pyspark.sql"), (3, "applier.apply")]
+    lazy.write_text("def f():\n    import pyspark.sql\n    from lakesweep.applier.apply import apply_plan\n")
+    assert imports(lazy) == [(2, "pyspark.sql"), (3, "lakesweep.applier.apply")]
 
 
 @pytest.mark.parametrize("module", ["pyspark", "pyiceberg"])

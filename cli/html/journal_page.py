@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Sequence
 
-from cli.html.svg import COLOURS, WIDTH, Svg, esc, human_bytes, legend, page, table, utc, utc_day
+from lakesweep.cli.html.svg import COLOURS, WIDTH, Svg, esc, human_bytes, legend, page, table, utc, utc_day
 
 DAY_MS = 86_400_000
 STATUSES = ("COMPLETED", "FAILED", "REFUSED", "INCOMPLETE", "PLANNED", "SKIPPED")

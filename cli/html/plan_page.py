@@ -10,15 +10,15 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from cli.humanize import bytes_cell, option_value
-from cli.html.svg import COLOURS, WIDTH, Svg, bar_chart, esc, human_bytes, legend, page, table, utc
+from lakesweep.cli.humanize import bytes_cell, option_value
+from lakesweep.cli.html.svg import COLOURS, WIDTH, Svg, bar_chart, esc, human_bytes, legend, page, table, utc
 
 SNAPSHOT_KINDS = {"snapshot", "expire-snapshot"}
 
 
 def plan_html(plan) -> str:
     """The whole page for ``plan`` (a ``CleanupPlan``), whatever its kind and format."""
-    from planner.kinds import describe_plan
+    from lakesweep.planner.kinds import describe_plan
 
     d = describe_plan(plan)
     missing: list[str] = []

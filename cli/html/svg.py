@@ -11,8 +11,8 @@ import html
 from dataclasses import dataclass
 from typing import Iterable, Sequence
 
-from engine import units
-from engine.timeutil import format_time_ms
+from lakesweep.engine import units
+from lakesweep.engine.timeutil import format_time_ms
 
 WIDTH = 1000  # the width of every chart, in SVG units (the page scales it)
 

@@ -44,10 +44,10 @@ import time
 from dataclasses import dataclass
 from typing import Callable, Sequence
 
-from engine.errors import CorruptMetadata, LakesweepError, PlanRejected, StalePlan
-from engine.iceberg.kinds import rules_of
-from engine.iceberg.requirements import COMMIT_ID_PROPERTY
-from engine.plan import Action, CleanupPlan
+from lakesweep.engine.errors import CorruptMetadata, LakesweepError, PlanRejected, StalePlan
+from lakesweep.engine.iceberg.kinds import rules_of
+from lakesweep.engine.iceberg.requirements import COMMIT_ID_PROPERTY
+from lakesweep.engine.plan import Action, CleanupPlan
 
 DEFAULT_MAX_COMMIT_RETRIES = 5
 FIRST_BACKOFF_S = 0.05
@@ -95,8 +95,8 @@ class IcebergCommitter:
         """Every commit action names an input of its bin, and every input of a bin is named: what is
         replaced is exactly what the bin merges. Each bin's partition, inputs and deletes are the live
         table's (``compaction.check_bins``)."""
-        from engine.iceberg.compact_apply import bins_from_scope
-        from engine.iceberg.compaction import check_bins, resolve_location
+        from lakesweep.engine.iceberg.compact_apply import bins_from_scope
+        from lakesweep.engine.iceberg.compaction import check_bins, resolve_location
 
         bins = bins_from_scope(self.plan.scope)
         named: dict[int, set[str]] = {}
@@ -140,7 +140,7 @@ class IcebergCommitter:
 
     def _rule(self, table) -> tuple[list[int], list[str]]:
         """(snapshots, refs) Iceberg's retention rule lets go on ``table``, with the plan's now and options."""
-        from engine.iceberg.retention import expire_rule
+        from lakesweep.engine.iceberg.retention import expire_rule
 
         scope, options = self.plan.scope, self.plan.options
         try:
@@ -253,8 +253,8 @@ class IcebergCommitter:
     def _rewrite(self, table, actions: Sequence[Action], commit_id: str) -> int | None:
         from pyiceberg.table.snapshots import Operation
 
-        from engine.iceberg.compaction import resolve_location
-        from engine.iceberg.rewrite import RewriteManifests
+        from lakesweep.engine.iceberg.compaction import resolve_location
+        from lakesweep.engine.iceberg.rewrite import RewriteManifests
 
         planned = {resolve_location(a.path, table.location): a for a in actions}
         tx = table.table.transaction()
@@ -270,9 +270,9 @@ class IcebergCommitter:
         return self._commit_producer(table, tx, producer)
 
     def _compact(self, table, actions: Sequence[Action], commit_id: str, written) -> int:
-        from engine.iceberg.compact_apply import bins_from_scope, output_data_file
-        from engine.iceberg.compact_commit import ReplaceDataFiles
-        from engine.iceberg.table import canonical
+        from lakesweep.engine.iceberg.compact_apply import bins_from_scope, output_data_file
+        from lakesweep.engine.iceberg.compact_commit import ReplaceDataFiles
+        from lakesweep.engine.iceberg.table import canonical
 
         bins = bins_from_scope(self.plan.scope)
         live = _live_data_files(table)
@@ -337,7 +337,7 @@ class IcebergCommitter:
 def why_kept(table, snapshot_id: int) -> str:
     """Why the live table keeps a snapshot an expiry planned: the refs pointing at it, else the branches
     whose retention keeps it (their min-snapshots-to-keep or max-snapshot-age-ms)."""
-    from engine.iceberg.retention import ancestors
+    from lakesweep.engine.iceberg.retention import ancestors
 
     at = sorted(name for name, sid in table.refs().items() if sid == snapshot_id)
     if at:
@@ -361,8 +361,8 @@ def new_deletes_since(table, scope, bins) -> dict[int, str]:
       spec (it applies to every partition).
 
     A delete whose content cannot be read counts as applying (fail closed: the bin is left out)."""
-    from engine.iceberg.compaction import _partition_key, resolve_location
-    from engine.iceberg.table import canonical
+    from lakesweep.engine.iceberg.compaction import _partition_key, resolve_location
+    from lakesweep.engine.iceberg.table import canonical
 
     since = scope.get("sequence_number")
     snapshot = table.table.current_snapshot()
@@ -415,7 +415,7 @@ def new_deletes_since(table, scope, bins) -> dict[int, str]:
 
 def _named_by_position_delete(table, location: str) -> frozenset[str]:
     """The data files a position delete file names; read through the table's FileIO."""
-    from engine.iceberg.compaction import InputFile, _referenced_paths
+    from lakesweep.engine.iceberg.compaction import InputFile, _referenced_paths
 
     return _referenced_paths(table, InputFile(location=location, path=location, size=0, record_count=0,
                                               sequence_number=0, file_sequence_number=None, snapshot_id=None))
@@ -423,7 +423,7 @@ def _named_by_position_delete(table, location: str) -> frozenset[str]:
 
 def _live_data_files(table) -> set[str]:
     """Canonical paths of the live data files of the table's current snapshot."""
-    from engine.iceberg.table import canonical
+    from lakesweep.engine.iceberg.table import canonical
 
     snapshot = table.table.current_snapshot()
     if snapshot is None:

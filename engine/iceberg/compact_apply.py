@@ -17,10 +17,10 @@ import uuid
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
-from engine.errors import PlanRejected
-from engine.fileio import FileIO
-from engine.iceberg.compaction import CompactionBin, DeleteManifestFate, DeleteRef, InputFile
-from engine.iceberg.compaction_merge import MergedFile, merge_bin
+from lakesweep.engine.errors import PlanRejected
+from lakesweep.engine.fileio import FileIO
+from lakesweep.engine.iceberg.compaction import CompactionBin, DeleteManifestFate, DeleteRef, InputFile
+from lakesweep.engine.iceberg.compaction_merge import MergedFile, merge_bin
 
 # ---- the plan's scope ---------------------------------------------------------------------------------
 

@@ -23,8 +23,8 @@ from pyiceberg.manifest import DataFile, ManifestContent, ManifestEntry, Manifes
 from pyiceberg.table.snapshots import Operation, SnapshotSummaryCollector, Summary, update_snapshot_summaries
 from pyiceberg.table.update.snapshot import _SnapshotProducer
 
-from engine.errors import StalePlan
-from engine.iceberg.table import canonical
+from lakesweep.engine.errors import StalePlan
+from lakesweep.engine.iceberg.table import canonical
 
 
 class ReplaceDataFiles(_SnapshotProducer["ReplaceDataFiles"]):

@@ -69,9 +69,9 @@ import struct
 from dataclasses import dataclass
 from typing import Mapping, Sequence
 
-from engine.errors import CorruptMetadata, MetadataNotFound, PlanRejected, StorageError, UnsupportedTable
-from engine.fileio import join
-from engine.iceberg.table import canonical
+from lakesweep.engine.errors import CorruptMetadata, MetadataNotFound, PlanRejected, StorageError, UnsupportedTable
+from lakesweep.engine.fileio import join
+from lakesweep.engine.iceberg.table import canonical
 
 DEFAULT_TARGET_FILE_SIZE_MB = 256
 DEFAULT_MIN_INPUT_FILES = 5

@@ -36,10 +36,10 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
-from engine.errors import CorruptMetadata, MetadataNotFound, PlanRejected, StorageError, UnsupportedTable
-from engine.fileio import FileIO, join
-from engine.iceberg.compaction import DeleteRef, InputFile, resolve_location
-from engine.iceberg.table import canonical
+from lakesweep.engine.errors import CorruptMetadata, MetadataNotFound, PlanRejected, StorageError, UnsupportedTable
+from lakesweep.engine.fileio import FileIO, join
+from lakesweep.engine.iceberg.compaction import DeleteRef, InputFile, resolve_location
+from lakesweep.engine.iceberg.table import canonical
 
 _POSITION_DELETES, _EQUALITY_DELETES = 1, 2
 

@@ -6,11 +6,11 @@ from __future__ import annotations
 
 from typing import AbstractSet, Sequence
 
-from engine.errors import PlanRejected, StalePlan
-from engine.fileio import FileIO
-from engine.paths import PathResolver, refuse_symlinked_parents
-from engine.plan import Action, CleanupPlan, PhaseMode, Verb
-from engine.plan_io import format_plan_kinds
+from lakesweep.engine.errors import PlanRejected, StalePlan
+from lakesweep.engine.fileio import FileIO
+from lakesweep.engine.paths import PathResolver, refuse_symlinked_parents
+from lakesweep.engine.plan import Action, CleanupPlan, PhaseMode, Verb
+from lakesweep.engine.plan_io import format_plan_kinds
 
 
 # Where each Iceberg action kind may live: "metadata" (the metadata directory or write.metadata.path), or
@@ -23,7 +23,7 @@ class IcebergFormat:
     name = "iceberg"
 
     def open(self, plan: CleanupPlan, fileio: FileIO | None):
-        from engine.iceberg.table import IcebergTable
+        from lakesweep.engine.iceberg.table import IcebergTable
 
         catalog, identifier = plan.scope.get("catalog"), plan.scope.get("identifier")
         if not isinstance(catalog, str) or not isinstance(identifier, str):
@@ -37,7 +37,7 @@ class IcebergFormat:
         return table.external_roots()
 
     def verify_table(self, plan, table) -> None:
-        from engine.iceberg.requirements import AssertTableUUID
+        from lakesweep.engine.iceberg.requirements import AssertTableUUID
 
         if plan.kind not in format_plan_kinds(plan.format):
             raise PlanRejected(f"plan kind '{plan.kind}' is not supported by this lakesweep")
@@ -61,16 +61,16 @@ class IcebergFormat:
     def check_neighbours(self, plan, table) -> None:
         """An orphans plan: refuse (``SharedStorage``) when another table of the catalog, read now, stores
         files in the table's roots, whenever it appeared (the plan cannot tell: its file is not trusted)."""
-        from engine.iceberg.neighbours import catalog_neighbours, table_roots
-        from engine.iceberg.kinds import rules_of
-        from engine.neighbours import refuse_shared_storage
+        from lakesweep.engine.iceberg.neighbours import catalog_neighbours, table_roots
+        from lakesweep.engine.iceberg.kinds import rules_of
+        from lakesweep.engine.neighbours import refuse_shared_storage
 
         if rules_of(plan).shared_storage:
             refuse_shared_storage(f"Iceberg table {table.identifier}", table_roots(table), catalog_neighbours(table),
                                   outcome="Nothing was deleted")
 
     def verify_paths(self, plan, table) -> list[str]:
-        from engine.iceberg.kinds import PLAN_KIND_OF
+        from lakesweep.engine.iceberg.kinds import PLAN_KIND_OF
 
         roots = [table.location, *table.external_roots()]
         resolver = PathResolver(table.location, roots[1:])
@@ -103,8 +103,8 @@ class IcebergFormat:
         Skipped (unless ``strict``): a file of an expiry plan (``expiry_gate``) held by a snapshot the plan expires and the live
         table keeps (a tag or branch created or moved since planning protects it; the commit kept it too).
         Any other holder refuses the plan: the plan's own view said nothing else holds the file."""
-        from engine.iceberg.kinds import rules_of
-        from engine.iceberg.reachability import reachable
+        from lakesweep.engine.iceberg.kinds import rules_of
+        from lakesweep.engine.iceberg.reachability import reachable
 
         planned = {targets[a.action_id]: a for a in actions if a.verb is Verb.DELETE_FILE}
         expiry = rules_of(plan).expiry_gate
@@ -128,7 +128,7 @@ class IcebergFormat:
     def held_outcomes(self, plan) -> frozenset[str]:
         """An expiry keeps what the live table protects (SKIPPED_REFERENCED); a rewrite or compaction leaves
         out what changed since planning (DROPPED)."""
-        from engine.iceberg.kinds import rules_of
+        from lakesweep.engine.iceberg.kinds import rules_of
 
         if any(a.verb.deletes for a in plan.actions) or rules_of(plan).expiry_gate:
             return frozenset({"SKIPPED_REFERENCED"})
@@ -138,7 +138,7 @@ class IcebergFormat:
         """``apply --strict``: the refs as at planning are the plan's ``STRICT_ONLY`` requirement."""
 
     def committer(self, plan, strict: bool):
-        from engine.iceberg.commit import IcebergCommitter
+        from lakesweep.engine.iceberg.commit import IcebergCommitter
 
         return IcebergCommitter(plan, strict=strict)
 
@@ -146,8 +146,8 @@ class IcebergFormat:
         """(the function a task runs, one task per group): each compaction bin of ``groups`` merged into its
         output, named from the plan id and the bin (``compaction_merge.output_location``), in the table's
         schema as at planning (``scope.schema_id``) and its live properties."""
-        from engine.iceberg.compact_apply import BinTask, bins_from_scope, run_bin
-        from engine.iceberg.compaction_merge import output_location
+        from lakesweep.engine.iceberg.compact_apply import BinTask, bins_from_scope, run_bin
+        from lakesweep.engine.iceberg.compaction_merge import output_location
 
         bins = bins_from_scope(plan.scope)
         meta = table.metadata
@@ -168,7 +168,7 @@ class IcebergFormat:
 
     def output_in_place(self, table, output) -> bool:
         """Whether a journaled output is there with its size (a bin whose every row was deleted has none)."""
-        from engine.iceberg.table import canonical
+        from lakesweep.engine.iceberg.table import canonical
 
         if not output["written"]:
             return True
@@ -176,7 +176,7 @@ class IcebergFormat:
         return info is not None and info.size == output["bytes"]
 
     def verify(self, plan, table, targets):
-        from engine.iceberg.verify import verify_iceberg
+        from lakesweep.engine.iceberg.verify import verify_iceberg
 
         live = table.refreshed()
         if not any(a.verb.deletes for a in plan.actions):
@@ -191,9 +191,9 @@ class IcebergFormat:
         plan deleted: the gate checked roots, not every file another table may name."""
         import dataclasses
 
-        from engine.iceberg.kinds import rules_of
-        from engine.iceberg.neighbours import neighbour_views
-        from engine.iceberg.verify import verify_iceberg
+        from lakesweep.engine.iceberg.kinds import rules_of
+        from lakesweep.engine.iceberg.neighbours import neighbour_views
+        from lakesweep.engine.iceberg.verify import verify_iceberg
 
         if not rules_of(plan).shared_storage:
             return report

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from engine.iceberg.table import IcebergTable
+from lakesweep.engine.iceberg.table import IcebergTable
 
 
 def inspect_iceberg(table: IcebergTable) -> dict:

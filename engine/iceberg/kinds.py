@@ -20,7 +20,7 @@ import enum
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from engine.plan import Action, PhaseMode, PhaseSpec, Verb
+from lakesweep.engine.plan import Action, PhaseMode, PhaseSpec, Verb
 
 
 class ExpirePhase(enum.IntEnum):
@@ -184,19 +184,19 @@ class IcebergPlanKind:
 
 
 def _expire_steps():
-    from engine.iceberg.commit import EXPIRE_STEPS
+    from lakesweep.engine.iceberg.commit import EXPIRE_STEPS
 
     return EXPIRE_STEPS
 
 
 def _rewrite_steps():
-    from engine.iceberg.commit import REWRITE_STEPS
+    from lakesweep.engine.iceberg.commit import REWRITE_STEPS
 
     return REWRITE_STEPS
 
 
 def _compact_steps():
-    from engine.iceberg.commit import COMPACT_STEPS
+    from lakesweep.engine.iceberg.commit import COMPACT_STEPS
 
     return COMPACT_STEPS
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Mapping
 
-from engine.neighbours import Neighbour
+from lakesweep.engine.neighbours import Neighbour
 
 # The table properties that say where Iceberg writes files outside the default layout.
 WRITE_PATHS = ("write.data.path", "write.metadata.path", "write.object-storage.path", "write.folder-storage.path")
@@ -18,7 +18,7 @@ WRITE_PATHS = ("write.data.path", "write.metadata.path", "write.object-storage.p
 
 def storage_roots(location: str, properties: Mapping[str, str]) -> tuple[tuple[str, str], ...]:
     """(what sets it, root) of every root a table with this location and these properties writes under."""
-    from engine.iceberg.table import canonical
+    from lakesweep.engine.iceberg.table import canonical
 
     roots = [("location", canonical(location))]
     roots += [(key, canonical(properties[key])) for key in WRITE_PATHS if properties.get(key)]
@@ -32,7 +32,7 @@ def table_roots(table) -> tuple[tuple[str, str], ...]:
 
 def neighbour_views(table) -> list:
     """An ``IcebergTable`` view of every other table of ``table``'s catalog, by identifier."""
-    from engine.iceberg.table import IcebergTable, list_tables
+    from lakesweep.engine.iceberg.table import IcebergTable, list_tables
 
     return [IcebergTable(table.catalog_name, identifier, catalog=table.catalog)
             for identifier in list_tables(table.catalog_name, table.catalog) if identifier != table.identifier]

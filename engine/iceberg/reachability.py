@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import AbstractSet, Iterable, Iterator
 
-from engine.iceberg.table import IcebergTable
+from lakesweep.engine.iceberg.table import IcebergTable
 
 
 @dataclass(frozen=True, slots=True)

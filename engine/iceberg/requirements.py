@@ -9,8 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import AbstractSet, Mapping, Sequence
 
-from engine.errors import PlanRejected
-from engine.plan import Action, ActionCheck, Requirement, requirement
+from lakesweep.engine.errors import PlanRejected
+from lakesweep.engine.plan import Action, ActionCheck, Requirement, requirement
 
 COMMIT_ID_PROPERTY = "lakesweep.commit-id"  # the snapshot summary key a lakesweep commit carries
 ORPHAN_MIN_AGE_MS = 3_600_000  # an orphan younger than this is deleted only with --force
@@ -112,7 +112,7 @@ class AssertOrphansUnreferenced(ActionCheck):
     force: bool = False
 
     def problems(self, view, *, done: AbstractSet[str] = frozenset()) -> list[str]:
-        from engine.timeutil import format_time_ms, wall_clock_ms
+        from lakesweep.engine.timeutil import format_time_ms, wall_clock_ms
 
         if not self.force and self.older_than_ms > wall_clock_ms() - ORPHAN_MIN_AGE_MS:
             return [f"its cut-off {format_time_ms(self.older_than_ms)} is less than 1 h ago: files a writer has not "
@@ -120,8 +120,8 @@ class AssertOrphansUnreferenced(ActionCheck):
         return []
 
     def skipped(self, view, actions: Sequence[Action], targets: Sequence[str]) -> AbstractSet[int]:
-        from engine.iceberg.hidden import below_root, hidden_partition_prefixes, is_hidden
-        from engine.iceberg.reachability import all_referenced
+        from lakesweep.engine.iceberg.hidden import below_root, hidden_partition_prefixes, is_hidden
+        from lakesweep.engine.iceberg.reachability import all_referenced
 
         used = all_referenced(view)
         roots = [view.location, *view.external_roots()]

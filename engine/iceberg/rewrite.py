@@ -14,8 +14,8 @@ from pyiceberg.manifest import ManifestContent, ManifestEntry, ManifestFile
 from pyiceberg.table.snapshots import Operation, Summary
 from pyiceberg.table.update.snapshot import _SnapshotProducer
 
-from engine.errors import StalePlan
-from engine.iceberg.table import canonical
+from lakesweep.engine.errors import StalePlan
+from lakesweep.engine.iceberg.table import canonical
 
 
 class RewriteManifests(_SnapshotProducer["RewriteManifests"]):

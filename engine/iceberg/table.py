@@ -18,8 +18,8 @@ from io import BytesIO
 from dataclasses import dataclass
 from typing import Iterator, Mapping
 
-from engine.errors import CatalogError, CorruptMetadata, LakesweepError, MetadataNotFound, UnsupportedTable
-from engine.fileio import FileIO, fileio_for, normalize_location
+from lakesweep.engine.errors import CatalogError, CorruptMetadata, LakesweepError, MetadataNotFound, UnsupportedTable
+from lakesweep.engine.fileio import FileIO, fileio_for, normalize_location
 
 # Manifest entry statuses (Iceberg spec): 0 EXISTING, 1 ADDED, 2 DELETED.
 DELETED = 2

@@ -11,9 +11,9 @@ import posixpath
 from collections import defaultdict
 from typing import Iterable
 
-from engine.errors import StorageError
-from engine.iceberg.table import IcebergTable
-from engine.paimon.verify import MISSING, Problem, VerifyReport
+from lakesweep.engine.errors import StorageError
+from lakesweep.engine.iceberg.table import IcebergTable
+from lakesweep.engine.paimon.verify import MISSING, Problem, VerifyReport
 
 
 def needed_files(table: IcebergTable, snapshot_ids: Iterable[int]) -> dict[str, str]:

@@ -7,16 +7,16 @@ from __future__ import annotations
 import posixpath
 from typing import AbstractSet, Sequence
 
-from engine.errors import PlanRejected, StalePlan, TableFormatError
-from engine.paimon.kinds import ActionKind, changelogs_deleted, rules_of, tags_deleted
-from engine.paimon.layout import Layout, check_action_kind
-from engine.paimon.paths import external_roots
-from engine.paimon.reachability import first_reachable
-from engine.paimon.requirements import AssertTableIdentity, live_used
-from engine.paimon.table import SNAPSHOT_PREFIX, PaimonTable, parse_versioned_id
-from engine.paths import PathResolver, refuse_symlinked_parents
-from engine.plan import Action, CleanupPlan, Verb, pointer_writes
-from engine.plan_io import format_plan_kinds
+from lakesweep.engine.errors import PlanRejected, StalePlan, TableFormatError
+from lakesweep.engine.paimon.kinds import ActionKind, changelogs_deleted, rules_of, tags_deleted
+from lakesweep.engine.paimon.layout import Layout, check_action_kind
+from lakesweep.engine.paimon.paths import external_roots
+from lakesweep.engine.paimon.reachability import first_reachable
+from lakesweep.engine.paimon.requirements import AssertTableIdentity, live_used
+from lakesweep.engine.paimon.table import SNAPSHOT_PREFIX, PaimonTable, parse_versioned_id
+from lakesweep.engine.paths import PathResolver, refuse_symlinked_parents
+from lakesweep.engine.plan import Action, CleanupPlan, Verb, pointer_writes
+from lakesweep.engine.plan_io import format_plan_kinds
 
 
 def verify_table(plan: CleanupPlan, table: PaimonTable) -> None:

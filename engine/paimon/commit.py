@@ -16,11 +16,11 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from engine.errors import AtomicCreateUnsupported, PlanRejected
-from engine.paimon.drop import drop_partitions, find_commit
-from engine.paimon.kinds import PartitionKind, rules_of
-from engine.paimon.partition import BinaryRowError, decode_binary_row
-from engine.plan import Action, CleanupPlan
+from lakesweep.engine.errors import AtomicCreateUnsupported, PlanRejected
+from lakesweep.engine.paimon.drop import drop_partitions, find_commit
+from lakesweep.engine.paimon.kinds import PartitionKind, rules_of
+from lakesweep.engine.paimon.partition import BinaryRowError, decode_binary_row
+from lakesweep.engine.plan import Action, CleanupPlan
 
 
 def commit_user_and_identifier(commit_id: str) -> tuple[str, int]:

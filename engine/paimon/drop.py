@@ -30,11 +30,11 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Mapping
 
-from engine.errors import CorruptMetadata, LakesweepError, StalePlan
-from engine.fileio import join
-from engine.paimon.partition import BinaryRowError, decode_binary_row, partition_path, partition_spec
-from engine.paimon.table import PaimonTable
-from engine.paimon.writer import AvroFile, MetadataWriter, read_avro
+from lakesweep.engine.errors import CorruptMetadata, LakesweepError, StalePlan
+from lakesweep.engine.fileio import join
+from lakesweep.engine.paimon.partition import BinaryRowError, decode_binary_row, partition_path, partition_spec
+from lakesweep.engine.paimon.table import PaimonTable
+from lakesweep.engine.paimon.writer import AvroFile, MetadataWriter, read_avro
 
 ADD, DELETE = 0, 1
 

@@ -3,26 +3,26 @@
 
 from __future__ import annotations
 
-from engine.errors import StalePlan
-from engine.fileio import FileIO
-from engine.plan import CleanupPlan, Verb, commit_id
+from lakesweep.engine.errors import StalePlan
+from lakesweep.engine.fileio import FileIO
+from lakesweep.engine.plan import CleanupPlan, Verb, commit_id
 
 
 class PaimonFormat:
     name = "paimon"
 
     def open(self, plan: CleanupPlan, fileio: FileIO | None):
-        from engine.paimon.table import open_table
+        from lakesweep.engine.paimon.table import open_table
 
         return open_table(plan.table_location, fileio, branch=plan.branch)
 
     def external_roots(self, table) -> list[str]:
-        from engine.paimon.paths import external_roots
+        from lakesweep.engine.paimon.paths import external_roots
 
         return external_roots(table.options)
 
     def verify_table(self, plan, table) -> None:
-        from engine.paimon.apply_checks import verify_table
+        from lakesweep.engine.paimon.apply_checks import verify_table
 
         verify_table(plan, table)
         self.check_neighbours(plan, table)
@@ -30,22 +30,22 @@ class PaimonFormat:
     def check_neighbours(self, plan, table) -> None:
         """An orphans plan: refuse (``SharedStorage``) when another table of the warehouse, or one found under
         the table's roots, read now, stores files in the table's roots (the plan file is not trusted)."""
-        from engine.neighbours import refuse_shared_storage
-        from engine.paimon.kinds import rules_of
-        from engine.paimon.neighbours import paimon_neighbours, table_roots
+        from lakesweep.engine.neighbours import refuse_shared_storage
+        from lakesweep.engine.paimon.kinds import rules_of
+        from lakesweep.engine.paimon.neighbours import paimon_neighbours, table_roots
 
         if rules_of(plan).shared_storage:
             refuse_shared_storage(f"Paimon table {table.location}", table_roots(table.location, table.options),
                                   paimon_neighbours(table), outcome="Nothing was deleted")
 
     def verify_paths(self, plan, table) -> list[str]:
-        from engine.paimon.apply_checks import verify_paths
+        from lakesweep.engine.paimon.apply_checks import verify_paths
 
         return verify_paths(plan, table)
 
     def check_unreachable(self, plan, table, actions, targets, *, done, strict: bool = False) -> dict[int, str]:
         """Refuse (``StalePlan``) when a file the actions delete is still used; nothing is skipped."""
-        from engine.paimon.apply_checks import check_unreachable
+        from lakesweep.engine.paimon.apply_checks import check_unreachable
 
         check_unreachable(plan, table, actions, targets, done=done)
         return {}
@@ -58,7 +58,7 @@ class PaimonFormat:
     def check_strict(self, plan, table) -> None:
         """``apply --strict``: refuse when a snapshot was committed since planning (other than this plan's own
         commit): its time is after the plan's now."""
-        from engine.paimon.commit import commit_user_and_identifier
+        from lakesweep.engine.paimon.commit import commit_user_and_identifier
 
         latest = table.earliest_latest()[1]
         if latest is None:
@@ -71,13 +71,13 @@ class PaimonFormat:
                             f"apply without --strict")
 
     def committer(self, plan, strict: bool):
-        from engine.paimon.commit import PaimonCommitter
+        from lakesweep.engine.paimon.commit import PaimonCommitter
 
         return PaimonCommitter(plan)
 
     def verify(self, plan, table, targets):
         """(the check's report, the locations checked) after the last phase."""
-        from engine.paimon.verify import verify_kept, verify_table as verify_whole
+        from lakesweep.engine.paimon.verify import verify_kept, verify_table as verify_whole
 
         if not any(a.verb.deletes for a in plan.actions):
             # A commit marks files DELETE without deleting them: the snapshots before it still need every

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from engine.errors import TableFormatError
-from engine.fileio import join
-from engine.paimon.table import PaimonTable
+from lakesweep.engine.errors import TableFormatError
+from lakesweep.engine.fileio import join
+from lakesweep.engine.paimon.table import PaimonTable
 
 
 def _file_set(table: PaimonTable, snapshot) -> dict[str, int]:

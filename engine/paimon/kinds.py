@@ -18,8 +18,8 @@ import posixpath
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from engine.fileio import join
-from engine.plan import Action, PhaseMode, PhaseSpec, Verb
+from lakesweep.engine.fileio import join
+from lakesweep.engine.plan import Action, PhaseMode, PhaseSpec, Verb
 
 
 class Phase(enum.IntEnum):
@@ -359,7 +359,7 @@ class PaimonPlanKind:
 
 def _tag_gate_end(plan, table, planned, done):
     """A tag-expiry plan is held to more (``tag_expiry.check_tag_plan``), which gives the gate's end."""
-    from engine.paimon.tag_expiry import check_tag_plan
+    from lakesweep.engine.paimon.tag_expiry import check_tag_plan
 
     return check_tag_plan(table, tags_deleted(plan), planned, done)
 

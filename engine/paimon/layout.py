@@ -5,14 +5,15 @@ so apply accepts exactly the directories orphan cleaning may list."""
 
 from __future__ import annotations
 
-from engine.errors import InvalidLocation, PlanRejected
-from engine.fileio import normalize_location
-from engine.paimon.kinds import PLAN_KIND_OF, SHAPES, ActionKind, ChangelogKind, ConsumerKind, OrphanKind, TagKind
-from engine.paimon.partition import escape_path_name
-from engine.paimon.paths import external_roots
-from engine.paimon.table import (BRANCH_PREFIX, CHANGELOG_PREFIX, SNAPSHOT_PREFIX, PaimonTable,
-                                 branch_name_problem)
-from engine.plan import Action, CleanupPlan, Verb
+from lakesweep.engine.errors import InvalidLocation, PlanRejected
+from lakesweep.engine.fileio import normalize_location
+from lakesweep.engine.paimon.kinds import (PLAN_KIND_OF, SHAPES, ActionKind, ChangelogKind, ConsumerKind, OrphanKind,
+                                           TagKind)
+from lakesweep.engine.paimon.partition import escape_path_name
+from lakesweep.engine.paimon.paths import external_roots
+from lakesweep.engine.paimon.table import (BRANCH_PREFIX, CHANGELOG_PREFIX, SNAPSHOT_PREFIX, PaimonTable,
+                                           branch_name_problem)
+from lakesweep.engine.plan import Action, CleanupPlan, Verb
 
 
 class Layout:

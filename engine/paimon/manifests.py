@@ -13,17 +13,9 @@ import io
 
 import fastavro
 
-from engine.errors import CorruptMetadata
-from engine.paimon.model import (
-    DataFileMeta,
-    DeletionVectorRange,
-    FileKind,
-    IndexFileMeta,
-    IndexManifestEntry,
-    ManifestEntry,
-    ManifestFileMeta,
-    plain_name_problem,
-)
+from lakesweep.engine.errors import CorruptMetadata
+from lakesweep.engine.paimon.model import (DataFileMeta, DeletionVectorRange, FileKind, IndexFileMeta,
+                                           IndexManifestEntry, ManifestEntry, ManifestFileMeta, plain_name_problem)
 
 AVRO_MAGIC = b"Obj\x01"
 

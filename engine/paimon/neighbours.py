@@ -16,10 +16,10 @@ from __future__ import annotations
 
 import posixpath
 
-from engine.fileio import FileIO
-from engine.neighbours import Neighbour
-from engine.paimon.paths import external_roots
-from engine.paimon.table import BRANCH_PREFIX, PaimonTable, discover_tables, parse_versioned_id, SCHEMA_PREFIX
+from lakesweep.engine.fileio import FileIO
+from lakesweep.engine.neighbours import Neighbour
+from lakesweep.engine.paimon.paths import external_roots
+from lakesweep.engine.paimon.table import BRANCH_PREFIX, PaimonTable, discover_tables, parse_versioned_id, SCHEMA_PREFIX
 
 
 def table_roots(location: str, options) -> tuple[tuple[str, str], ...]:

@@ -19,13 +19,13 @@ import posixpath
 from dataclasses import dataclass
 from typing import Iterable
 
-from engine.errors import MetadataNotFound, PlanRejected, TableFormatError
-from engine.fileio import FileInfo, join
-from engine.listing import ListedFile
-from engine.paimon.kinds import OrphanKind
-from engine.paimon.layout import Layout, orphan_kind_of
-from engine.paimon.model import Snapshot
-from engine.paimon.table import BRANCH_PREFIX, SCHEMA_PREFIX, PaimonTable, parse_versioned_id
+from lakesweep.engine.errors import MetadataNotFound, PlanRejected, TableFormatError
+from lakesweep.engine.fileio import FileInfo, join
+from lakesweep.engine.listing import ListedFile
+from lakesweep.engine.paimon.kinds import OrphanKind
+from lakesweep.engine.paimon.layout import Layout, orphan_kind_of
+from lakesweep.engine.paimon.model import Snapshot
+from lakesweep.engine.paimon.table import BRANCH_PREFIX, SCHEMA_PREFIX, PaimonTable, parse_versioned_id
 
 
 class ListedDirs:
@@ -222,7 +222,7 @@ def check_latest_covered(table: PaimonTable, used: UsedNames) -> None:
     """Every file the newest snapshot of each branch references must be in the used set (Paimon #7710: a
     used set that misses live files deletes them). A miss is a bug or a table that changed under the read:
     raise ``PlanRejected`` naming the file."""
-    from engine.paimon.reachability import snapshot_files
+    from lakesweep.engine.paimon.reachability import snapshot_files
 
     for view, snapshot in used.latest:
         # Read again from the snapshot: its lists, index files, statistics and changelog files, and the
@@ -265,7 +265,7 @@ def expected_in_listing(used: UsedNames, dirs: ListedDirs) -> dict[str, tuple[st
     """What a complete listing must show: every file the newest snapshot of each branch references in a
     place orphan cleaning lists (``ListedDirs.kind_of``), by name (as the used set matches), with its full
     location and what references it."""
-    from engine.paimon.reachability import reachable_paths
+    from lakesweep.engine.paimon.reachability import reachable_paths
 
     out: dict[str, tuple[str, str]] = {}
     for view, snapshot in used.latest:

@@ -14,8 +14,8 @@ import struct
 from dataclasses import dataclass
 from typing import Any, Sequence
 
-from engine.errors import UnsupportedTable
-from engine.paimon.types import DataType
+from lakesweep.engine.errors import UnsupportedTable
+from lakesweep.engine.paimon.types import DataType
 
 DEFAULT_PARTITION_NAME = "__DEFAULT_PARTITION__"
 

@@ -29,9 +29,9 @@ import re
 from dataclasses import dataclass
 from typing import Sequence
 
-from engine.errors import PlanRejected
-from engine.paimon.partition import TimestampValue, partition_value_str
-from engine.paimon.types import DataType
+from lakesweep.engine.errors import PlanRejected
+from lakesweep.engine.paimon.partition import TimestampValue, partition_value_str
+from lakesweep.engine.paimon.types import DataType
 
 _MAX_YEAR = 999_999_999
 

@@ -9,18 +9,12 @@ from __future__ import annotations
 import posixpath
 from typing import Mapping, Sequence
 
-from engine.errors import CorruptMetadata, InvalidLocation, UnsupportedTable
-from engine.fileio import is_filesystem_root, join, normalize_location
-from engine.paimon.model import DataFileMeta
-from engine.paimon.partition import (
-    DEFAULT_PARTITION_NAME,
-    BinaryRowError,
-    decode_binary_row,
-    hierarchical_partition_paths,
-    partition_path,
-    partition_spec,
-)
-from engine.paimon.types import DataType
+from lakesweep.engine.errors import CorruptMetadata, InvalidLocation, UnsupportedTable
+from lakesweep.engine.fileio import is_filesystem_root, join, normalize_location
+from lakesweep.engine.paimon.model import DataFileMeta
+from lakesweep.engine.paimon.partition import (DEFAULT_PARTITION_NAME, BinaryRowError, decode_binary_row,
+                                               hierarchical_partition_paths, partition_path, partition_spec)
+from lakesweep.engine.paimon.types import DataType
 
 POSTPONE_BUCKET = -2
 

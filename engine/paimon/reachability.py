@@ -19,9 +19,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import AbstractSet, Callable, Iterator
 
-from engine.errors import MetadataNotFound, TableFormatError
-from engine.paimon.model import FileKind, FileSource, Snapshot
-from engine.paimon.table import MAIN_BRANCH, PaimonTable
+from lakesweep.engine.errors import MetadataNotFound, TableFormatError
+from lakesweep.engine.paimon.model import FileKind, FileSource, Snapshot
+from lakesweep.engine.paimon.table import MAIN_BRANCH, PaimonTable
 
 
 @dataclass(frozen=True)

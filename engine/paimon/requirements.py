@@ -18,9 +18,9 @@ import weakref
 from dataclasses import dataclass, field
 from typing import AbstractSet, Mapping, Sequence
 
-from engine.errors import PlanRejected
-from engine.plan import Action, ActionCheck, Requirement, requirement
-from engine.paimon.state import snapshot_digest, table_identity
+from lakesweep.engine.errors import PlanRejected
+from lakesweep.engine.plan import Action, ActionCheck, Requirement, requirement
+from lakesweep.engine.paimon.state import snapshot_digest, table_identity
 
 
 @requirement
@@ -202,7 +202,7 @@ _USED: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
 def live_used(view):
     """The used set of ``view`` (``engine.paimon.orphans.read_used_names``), read once per view: the
     per-action re-check and apply's own orphan gate share it."""
-    from engine.paimon.orphans import read_used_names
+    from lakesweep.engine.paimon.orphans import read_used_names
 
     used = _USED.get(view)
     if used is None:
@@ -251,7 +251,7 @@ class AssertNowReached(Requirement):
     now_ms: int
 
     def problems(self, view, *, done=frozenset()) -> list[str]:
-        from engine.timeutil import format_time_ms, wall_clock_ms
+        from lakesweep.engine.timeutil import format_time_ms, wall_clock_ms
 
         clock = wall_clock_ms()
         if self.now_ms <= clock + CLOCK_SKEW_MS:
@@ -297,9 +297,9 @@ class AssertPartitionsUnchanged(Requirement):
     first: Mapping[str, str]
 
     def problems(self, view, *, done=frozenset()) -> list[str]:
-        from engine.fileio import join
-        from engine.paimon.drop import partition_name
-        from engine.paimon.partition import decode_binary_row
+        from lakesweep.engine.fileio import join
+        from lakesweep.engine.paimon.drop import partition_name
+        from lakesweep.engine.paimon.partition import decode_binary_row
 
         types = view.schema.partition_types
         wanted: dict[tuple, str] = {}
@@ -406,7 +406,7 @@ class AssertTagsUnchanged(Requirement):
             object.__setattr__(self, "gone", tuple(self.gone))
 
     def problems(self, view, *, done=frozenset()) -> list[str]:
-        from engine.fileio import join
+        from lakesweep.engine.fileio import join
 
         out = []
         for name, digest in sorted(self.tags.items()):

@@ -7,10 +7,10 @@ import json
 from dataclasses import dataclass
 from typing import Mapping
 
-from engine.errors import MetadataNotFound, StalePlan
-from engine.fileio import join
-from engine.paimon.model import Snapshot
-from engine.paimon.table import SCHEMA_PREFIX, PaimonTable
+from lakesweep.engine.errors import MetadataNotFound, StalePlan
+from lakesweep.engine.fileio import join
+from lakesweep.engine.paimon.model import Snapshot
+from lakesweep.engine.paimon.table import SCHEMA_PREFIX, PaimonTable
 
 
 def table_identity(table: PaimonTable) -> str:

@@ -12,24 +12,13 @@ import re
 import threading
 from typing import Callable, Iterable, Protocol, Sequence, TypeVar
 
-from engine.errors import CorruptMetadata, MetadataNotFound, PlanRejected, UnsupportedTable
-from engine.fileio import FileIO, fileio_for, join, normalize_location
-from engine.paimon.manifests import (parse_index_manifest, parse_manifest, parse_manifest_list,
-                                     parse_manifest_names)
-from engine.paimon.model import (
-    LONG_MAX,
-    Consumer,
-    FileKind,
-    IndexManifestEntry,
-    ManifestEntry,
-    ManifestFileMeta,
-    Snapshot,
-    TableSchema,
-    Tag,
-    check_json_long,
-    int_list,
-)
-from engine.paimon.paths import PATH_SHAPING_OPTIONS, PathFactory, check_path_options_stable
+from lakesweep.engine.errors import CorruptMetadata, MetadataNotFound, PlanRejected, UnsupportedTable
+from lakesweep.engine.fileio import FileIO, fileio_for, join, normalize_location
+from lakesweep.engine.paimon.manifests import (parse_index_manifest, parse_manifest, parse_manifest_list,
+                                               parse_manifest_names)
+from lakesweep.engine.paimon.model import (LONG_MAX, Consumer, FileKind, IndexManifestEntry, ManifestEntry,
+                                           ManifestFileMeta, Snapshot, TableSchema, Tag, check_json_long, int_list)
+from lakesweep.engine.paimon.paths import PATH_SHAPING_OPTIONS, PathFactory, check_path_options_stable
 
 T = TypeVar("T")
 
@@ -535,8 +524,8 @@ def discover_tables(warehouse: str, fileio: FileIO | None = None) -> list[tuple[
     """The Paimon tables of a filesystem warehouse, as Paimon's filesystem catalog lays them out
     (``<warehouse>/<database>.db/<table>/schema/``): (database, table, location), sorted. A directory
     without a ``schema`` directory is not a table; a warehouse that cannot be listed raises."""
-    from engine.errors import StorageError
-    from engine.fileio import fileio_for, normalize_location
+    from lakesweep.engine.errors import StorageError
+    from lakesweep.engine.fileio import fileio_for, normalize_location
 
     root = normalize_location(warehouse)
     io = fileio or fileio_for(root)
@@ -559,8 +548,8 @@ def discover_tables(warehouse: str, fileio: FileIO | None = None) -> list[tuple[
 def check_warehouse(warehouse: str, fileio: FileIO | None = None) -> None:
     """Refuse (``StorageError``) a warehouse that does not exist or is not a directory. One that lists
     entries is one (an object store's prefix has no directory of its own to look at)."""
-    from engine.errors import StorageError
-    from engine.fileio import fileio_for, normalize_location
+    from lakesweep.engine.errors import StorageError
+    from lakesweep.engine.fileio import fileio_for, normalize_location
 
     root = normalize_location(warehouse)
     io = fileio or fileio_for(root)

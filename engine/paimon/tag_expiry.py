@@ -18,13 +18,13 @@ from __future__ import annotations
 
 from typing import AbstractSet, Mapping
 
-from engine.errors import MetadataNotFound, PlanRejected, StalePlan
-from engine.fileio import join
-from engine.paimon.kinds import TagKind
-from engine.paimon.model import Snapshot
-from engine.paimon.reachability import other_branches, reachable_files
-from engine.paimon.table import TAG_PREFIX, PaimonTable
-from engine.plan import Action
+from lakesweep.engine.errors import MetadataNotFound, PlanRejected, StalePlan
+from lakesweep.engine.fileio import join
+from lakesweep.engine.paimon.kinds import TagKind
+from lakesweep.engine.paimon.model import Snapshot
+from lakesweep.engine.paimon.reachability import other_branches, reachable_files
+from lakesweep.engine.paimon.table import TAG_PREFIX, PaimonTable
+from lakesweep.engine.plan import Action
 
 
 def frees_files(table: PaimonTable, snapshot_id: int, earliest: int | None) -> bool:

@@ -27,14 +27,14 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Callable, Iterable, Iterator, Mapping
 
-from engine.errors import CorruptMetadata, MetadataNotFound, TableFormatError
-from engine.fileio import join
-from engine.listing import ListedFile
-from engine.paimon.layout import Layout, orphan_kind_of
-from engine.paimon.orphans import list_orphan_candidates, used_names
-from engine.paimon.model import FileKind, Snapshot
-from engine.paimon.reachability import changelog_reachable_files, snapshot_files
-from engine.paimon.table import CHANGELOG_PREFIX, MAIN_BRANCH, SNAPSHOT_PREFIX, PaimonTable
+from lakesweep.engine.errors import CorruptMetadata, MetadataNotFound, TableFormatError
+from lakesweep.engine.fileio import join
+from lakesweep.engine.listing import ListedFile
+from lakesweep.engine.paimon.layout import Layout, orphan_kind_of
+from lakesweep.engine.paimon.orphans import list_orphan_candidates, used_names
+from lakesweep.engine.paimon.model import FileKind, Snapshot
+from lakesweep.engine.paimon.reachability import changelog_reachable_files, snapshot_files
+from lakesweep.engine.paimon.table import CHANGELOG_PREFIX, MAIN_BRANCH, SNAPSHOT_PREFIX, PaimonTable
 
 MISSING = "missing"
 SIZE = "size"

@@ -21,8 +21,8 @@ from typing import Any, Iterable, Mapping, Sequence
 
 import fastavro
 
-from engine.errors import CorruptMetadata, StorageError
-from engine.fileio import FileIO, join
+from lakesweep.engine.errors import CorruptMetadata, StorageError
+from lakesweep.engine.fileio import FileIO, join
 
 _STATS = {
     "type": "record",

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from engine.errors import PlanRejected
+from lakesweep.engine.errors import PlanRejected
 
 
 def scope_base(table) -> dict:

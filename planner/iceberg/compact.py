@@ -15,17 +15,17 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Mapping
 
-from engine.errors import PlanRejected
-from engine.iceberg.compact_apply import scope_bins, scope_delete_manifests
-from engine.iceberg.compaction import DEFAULT_MIN_INPUT_FILES, plan_bins, target_file_size
-from engine.iceberg.kinds import COMPACT_PHASES, CompactKind
-from engine.iceberg.requirements import plan_requirements
-from engine.paimon.requirements import AssertNowReached
-from engine.plan import Action, CleanupPlan, OptionValue, canonical_actions, summarize
-from planner.iceberg.common import refuse_unwritable, relative_to, scope_base
-from engine.units import human_bytes
-from planner.iceberg.common import cannot_maintain
-from planner.plan_kind import Maintained, PlanDescription, PlanKind
+from lakesweep.engine.errors import PlanRejected
+from lakesweep.engine.iceberg.compact_apply import scope_bins, scope_delete_manifests
+from lakesweep.engine.iceberg.compaction import DEFAULT_MIN_INPUT_FILES, plan_bins, target_file_size
+from lakesweep.engine.iceberg.kinds import COMPACT_PHASES, CompactKind
+from lakesweep.engine.iceberg.requirements import plan_requirements
+from lakesweep.engine.paimon.requirements import AssertNowReached
+from lakesweep.engine.plan import Action, CleanupPlan, OptionValue, canonical_actions, summarize
+from lakesweep.planner.iceberg.common import refuse_unwritable, relative_to, scope_base
+from lakesweep.engine.units import human_bytes
+from lakesweep.planner.iceberg.common import cannot_maintain
+from lakesweep.planner.plan_kind import Maintained, PlanDescription, PlanKind
 
 
 @dataclass(frozen=True)

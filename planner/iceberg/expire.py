@@ -18,15 +18,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Mapping
 
-from engine.errors import PlanRejected
-from engine.iceberg.retention import expire_rule
-from engine.iceberg.kinds import EXPIRE_PHASES, FILE_KINDS, ExpireKind
-from engine.iceberg.requirements import plan_requirements
-from engine.paimon.requirements import AssertNowReached
-from engine.plan import Action, CleanupPlan, OptionValue, canonical_actions, summarize
-from planner.iceberg.common import refuse_unwritable, relative_to, scope_base
-from planner.iceberg.common import cannot_maintain
-from planner.plan_kind import Maintained, PlanDescription, PlanKind, hours, utc
+from lakesweep.engine.errors import PlanRejected
+from lakesweep.engine.iceberg.retention import expire_rule
+from lakesweep.engine.iceberg.kinds import EXPIRE_PHASES, FILE_KINDS, ExpireKind
+from lakesweep.engine.iceberg.requirements import plan_requirements
+from lakesweep.engine.paimon.requirements import AssertNowReached
+from lakesweep.engine.plan import Action, CleanupPlan, OptionValue, canonical_actions, summarize
+from lakesweep.planner.iceberg.common import refuse_unwritable, relative_to, scope_base
+from lakesweep.planner.iceberg.common import cannot_maintain
+from lakesweep.planner.plan_kind import Maintained, PlanDescription, PlanKind, hours, utc
 
 DEFAULT_MAX_SNAPSHOT_AGE_MS = 5 * 86_400_000  # history.expire.max-snapshot-age-ms
 DEFAULT_MIN_SNAPSHOTS = 1  # history.expire.min-snapshots-to-keep
@@ -64,8 +64,8 @@ def resolve_expire_options(table_options: Mapping[str, str], *, retain_last: int
     """``older_than``: a duration back from the plan's now (``5 d``, ``36 h``) or an instant (ISO-8601,
     epoch ms). Flags win over the table's ``history.expire.*`` properties, which win over Iceberg's
     defaults (1 snapshot, 5 days)."""
-    from engine.timeutil import parse_duration_ms, parse_time_ms
-    from planner.paimon.options import _UNIT_DURATION
+    from lakesweep.engine.timeutil import parse_duration_ms, parse_time_ms
+    from lakesweep.planner.paimon.options import _UNIT_DURATION
 
     min_snaps, min_src = _int_property(table_options, "history.expire.min-snapshots-to-keep", DEFAULT_MIN_SNAPSHOTS)
     age, age_src = _int_property(table_options, "history.expire.max-snapshot-age-ms", DEFAULT_MAX_SNAPSHOT_AGE_MS)
@@ -165,7 +165,7 @@ _FILE_KIND = {0: "data-file", 1: "position-delete-file", 2: "equality-delete-fil
 
 
 def _canon(location: str) -> str:
-    from engine.iceberg.table import canonical
+    from lakesweep.engine.iceberg.table import canonical
 
     return canonical(location)
 
@@ -180,9 +180,9 @@ def _plan(table, *, now_ms: int, options, read=None) -> CleanupPlan:
 def _refuse_future_expiry(table, now_ms: int) -> None:
     """Apply refuses an expiry as of a time the clock has not reached (``AssertNowReached``: Iceberg's rule
     would expire, as of then, snapshots that it keeps now): say so now, not at apply."""
-    from engine.errors import PlanRejected
-    from engine.paimon.requirements import AssertNowReached
-    from engine.timeutil import format_time_ms, wall_clock_ms
+    from lakesweep.engine.errors import PlanRejected
+    from lakesweep.engine.paimon.requirements import AssertNowReached
+    from lakesweep.engine.timeutil import format_time_ms, wall_clock_ms
 
     if AssertNowReached(now_ms).problems(table):
         raise PlanRejected(f"--now {format_time_ms(now_ms)} is after the current time {format_time_ms(wall_clock_ms())}"

@@ -32,19 +32,19 @@ import re
 from dataclasses import dataclass
 from typing import Any, Iterable, Mapping, Sequence
 
-from engine.errors import PlanRejected
-from engine.fileio import FileInfo
-from engine.listing import check_listing_complete
-from engine.iceberg.kinds import ORPHAN_PHASES, OrphanKind
-from engine.iceberg.hidden import below_root, hidden_partition_prefixes, is_hidden
-from engine.iceberg.neighbours import table_roots
-from engine.iceberg.requirements import AssertOrphansUnreferenced, plan_requirements
-from engine.paimon.requirements import AssertNowReached
-from engine.neighbours import Neighbour, refuse_shared_storage
-from engine.plan import Action, CleanupPlan, OptionValue, canonical_actions, summarize
-from planner.iceberg.common import relative_to, scope_base
-from planner.paimon.options import ORPHAN_FORCE_BELOW_MS
-from planner.plan_kind import Maintained, PlanDescription, PlanKind, hours, refuse_future_now, utc
+from lakesweep.engine.errors import PlanRejected
+from lakesweep.engine.fileio import FileInfo
+from lakesweep.engine.listing import check_listing_complete
+from lakesweep.engine.iceberg.kinds import ORPHAN_PHASES, OrphanKind
+from lakesweep.engine.iceberg.hidden import below_root, hidden_partition_prefixes, is_hidden
+from lakesweep.engine.iceberg.neighbours import table_roots
+from lakesweep.engine.iceberg.requirements import AssertOrphansUnreferenced, plan_requirements
+from lakesweep.engine.paimon.requirements import AssertNowReached
+from lakesweep.engine.neighbours import Neighbour, refuse_shared_storage
+from lakesweep.engine.plan import Action, CleanupPlan, OptionValue, canonical_actions, summarize
+from lakesweep.planner.iceberg.common import relative_to, scope_base
+from lakesweep.planner.paimon.options import ORPHAN_FORCE_BELOW_MS
+from lakesweep.planner.plan_kind import Maintained, PlanDescription, PlanKind, hours, refuse_future_now, utc
 
 DEFAULT_OLDER_THAN = "3 d"
 _VERSION = re.compile(r"^(?:v)?(\d+)(?:[-.].*)?\.metadata\.json$")
@@ -72,8 +72,8 @@ class IcebergOrphanOptions:
 def resolve_orphan_options(table_options: Mapping[str, str], *, older_than: str | None = None, force: bool = False,
                            **_) -> IcebergOrphanOptions:
     """``older_than``: a duration back from the plan's now (default ``3 d``, Iceberg's) or an instant."""
-    from engine.timeutil import parse_duration_ms, parse_time_ms
-    from planner.paimon.options import _UNIT_DURATION
+    from lakesweep.engine.timeutil import parse_duration_ms, parse_time_ms
+    from lakesweep.planner.paimon.options import _UNIT_DURATION
 
     text = DEFAULT_OLDER_THAN if older_than is None else str(older_than).strip()
     if _UNIT_DURATION.match(text):
@@ -111,7 +111,7 @@ def metadata_to_read(table, listed: Iterable[FileInfo]) -> list[str]:
     whether ``plan_iceberg_orphans`` keeps them: in a metadata directory, not current or in the log, and
     with a version above the log's oldest. The caller reads them (``engine.iceberg.table.metadata_table_uuid``)
     and hands the result in as ``metadata_owners``."""
-    from engine.iceberg.table import canonical
+    from lakesweep.engine.iceberg.table import canonical
 
     logged = set(table.metadata_files())
     oldest = _oldest_logged(table)
@@ -143,8 +143,8 @@ def plan_iceberg_orphans(table, listed: Iterable[FileInfo], *, now_ms: int, opti
     the catalog (``engine.iceberg.neighbours.catalog_neighbours``); one storing files in this table's roots
     refuses the plan (``SharedStorage``). Asks the store for the modification time of each file the current
     state reads that ``listed`` misses (``check_listing_complete``)."""
-    from engine.iceberg.reachability import all_referenced, current_references
-    from engine.iceberg.table import canonical
+    from lakesweep.engine.iceberg.reachability import all_referenced, current_references
+    from lakesweep.engine.iceberg.table import canonical
 
     if not table.gc_enabled():
         raise PlanRejected(f"Iceberg table {table.identifier} has gc.enabled=false: Iceberg refuses to remove "
@@ -241,8 +241,8 @@ class OrphanRead:
 def _read(table, *, now_ms: int, options) -> OrphanRead:
     """List first, then plan: what the metadata names is read after the listing, so a file committed
     while listing is seen as used."""
-    from engine.iceberg.neighbours import catalog_neighbours
-    from engine.iceberg.table import metadata_table_uuid
+    from lakesweep.engine.iceberg.neighbours import catalog_neighbours
+    from lakesweep.engine.iceberg.table import metadata_table_uuid
 
     options.cutoff_ms(now_ms)  # refuse a bad --older-than before listing a large table
     refuse_future_now(table, now_ms, "orphans")  # apply would refuse the plan: say so before listing

@@ -12,13 +12,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Mapping
 
-from engine.errors import PlanRejected
-from engine.iceberg.kinds import REWRITE_PHASES, RewriteKind
-from engine.iceberg.requirements import plan_requirements
-from engine.plan import Action, CleanupPlan, OptionValue, canonical_actions, summarize
-from planner.iceberg.common import refuse_unwritable, relative_to, scope_base
-from planner.iceberg.common import cannot_maintain
-from planner.plan_kind import Maintained, PlanDescription, PlanKind
+from lakesweep.engine.errors import PlanRejected
+from lakesweep.engine.iceberg.kinds import REWRITE_PHASES, RewriteKind
+from lakesweep.engine.iceberg.requirements import plan_requirements
+from lakesweep.engine.plan import Action, CleanupPlan, OptionValue, canonical_actions, summarize
+from lakesweep.planner.iceberg.common import refuse_unwritable, relative_to, scope_base
+from lakesweep.planner.iceberg.common import cannot_maintain
+from lakesweep.planner.plan_kind import Maintained, PlanDescription, PlanKind
 
 DEFAULT_MIN_MANIFESTS = 5
 

@@ -33,19 +33,19 @@ from __future__ import annotations
 
 import dataclasses
 
-from engine.errors import MetadataNotFound, TableFormatError
-from engine.fileio import join
-from engine.paimon.kinds import CHANGELOG_KIND_OF, CHANGELOG_PHASES, ActionKind, ChangelogKind
-from engine.paimon.model import FileKind, Snapshot
-from engine.paimon.requirements import changelog_requirements
-from engine.paimon.state import snapshot_digest, table_identity
-from engine.paimon.table import PaimonTable
-from engine.plan import Action, CleanupPlan, canonical_actions, summarize
-from planner.paimon.expire import _Notes, _Planner, _previous_tag, find_skipping_tags
-from planner.paimon.guard import assert_unreachable
-from planner.paimon.options import ExpireOptions
-from planner.paimon.options import resolve_expire_options
-from planner.plan_kind import PlanDescription, PlanKind
+from lakesweep.engine.errors import MetadataNotFound, TableFormatError
+from lakesweep.engine.fileio import join
+from lakesweep.engine.paimon.kinds import CHANGELOG_KIND_OF, CHANGELOG_PHASES, ActionKind, ChangelogKind
+from lakesweep.engine.paimon.model import FileKind, Snapshot
+from lakesweep.engine.paimon.requirements import changelog_requirements
+from lakesweep.engine.paimon.state import snapshot_digest, table_identity
+from lakesweep.engine.paimon.table import PaimonTable
+from lakesweep.engine.plan import Action, CleanupPlan, canonical_actions, summarize
+from lakesweep.planner.paimon.expire import _Notes, _Planner, _previous_tag, find_skipping_tags
+from lakesweep.planner.paimon.guard import assert_unreachable
+from lakesweep.planner.paimon.options import ExpireOptions
+from lakesweep.planner.paimon.options import resolve_expire_options
+from lakesweep.planner.plan_kind import PlanDescription, PlanKind
 
 
 def changelog_range(table: PaimonTable, *, now_ms: int, opts: ExpireOptions, min_next: int | None) -> tuple[int, int, str] | None:
@@ -142,7 +142,7 @@ def plan_changelog(table: PaimonTable, *, now_ms: int, options: ExpireOptions) -
                 hint=end, schema_id=table.schema.id, branches=table.branch_names(),
                 tags={t.name: t.snapshot.id for t in tags}, consumers=consumers, changelogs=changelogs)
     if not requirements:
-        from engine.paimon.requirements import AssertTableIdentity
+        from lakesweep.engine.paimon.requirements import AssertTableIdentity
 
         requirements = (AssertTableIdentity(table_identity(table), table.location, table.branch),)
     actions = canonical_actions([_as_changelog_kind(a) for a in planner.actions])

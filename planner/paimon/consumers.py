@@ -11,15 +11,15 @@ the others), but the plan pins each candidate's content and time: apply keeps a 
 
 from __future__ import annotations
 
-from engine.paimon.kinds import CONSUMER_PHASES, ConsumerKind
-from engine.paimon.requirements import consumer_digest, consumer_requirements
-from engine.paimon.state import table_identity
-from engine.paimon.table import CONSUMER_PREFIX, PaimonTable
-from engine.plan import Action, CleanupPlan, canonical_actions, summarize
-from engine.timeutil import format_time_ms
-from planner.paimon.options import ConsumerOptions
-from planner.paimon.options import resolve_consumer_options
-from planner.plan_kind import PlanDescription, PlanKind, refuse_future_now, utc
+from lakesweep.engine.paimon.kinds import CONSUMER_PHASES, ConsumerKind
+from lakesweep.engine.paimon.requirements import consumer_digest, consumer_requirements
+from lakesweep.engine.paimon.state import table_identity
+from lakesweep.engine.paimon.table import CONSUMER_PREFIX, PaimonTable
+from lakesweep.engine.plan import Action, CleanupPlan, canonical_actions, summarize
+from lakesweep.engine.timeutil import format_time_ms
+from lakesweep.planner.paimon.options import ConsumerOptions
+from lakesweep.planner.paimon.options import resolve_consumer_options
+from lakesweep.planner.plan_kind import PlanDescription, PlanKind, refuse_future_now, utc
 
 
 def plan_consumers(table: PaimonTable, *, now_ms: int, options: ConsumerOptions) -> CleanupPlan:

@@ -12,18 +12,18 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
-from engine.errors import MetadataNotFound, TableFormatError
-from engine.fileio import join
-from engine.paimon.model import FileKind, FileSource, ManifestEntry, Snapshot, Tag
-from engine.plan import Action, CleanupPlan, canonical_actions, summarize
-from engine.paimon.kinds import EXPIRE_PHASES, PARTITIONED_KINDS, ActionKind
-from engine.paimon.requirements import expire_requirements
-from engine.paimon.table import PaimonTable
-from engine.paimon.state import snapshot_pins, table_fingerprint, table_identity
-from planner.paimon.guard import assert_unreachable
-from planner.paimon.options import INT_MAX, TIME_RULE_OWN, ExpireOptions
-from planner.paimon.options import resolve_expire_options
-from planner.plan_kind import Maintained, PlanDescription, PlanKind
+from lakesweep.engine.errors import MetadataNotFound, TableFormatError
+from lakesweep.engine.fileio import join
+from lakesweep.engine.paimon.model import FileKind, FileSource, ManifestEntry, Snapshot, Tag
+from lakesweep.engine.plan import Action, CleanupPlan, canonical_actions, summarize
+from lakesweep.engine.paimon.kinds import EXPIRE_PHASES, PARTITIONED_KINDS, ActionKind
+from lakesweep.engine.paimon.requirements import expire_requirements
+from lakesweep.engine.paimon.table import PaimonTable
+from lakesweep.engine.paimon.state import snapshot_pins, table_fingerprint, table_identity
+from lakesweep.planner.paimon.guard import assert_unreachable
+from lakesweep.planner.paimon.options import INT_MAX, TIME_RULE_OWN, ExpireOptions
+from lakesweep.planner.paimon.options import resolve_expire_options
+from lakesweep.planner.plan_kind import Maintained, PlanDescription, PlanKind
 
 
 @dataclass

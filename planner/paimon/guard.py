@@ -14,10 +14,10 @@ from __future__ import annotations
 
 from typing import AbstractSet, Callable, Sequence
 
-from engine.errors import PlannerInvariantViolated, PlanRejected, TableFormatError
-from engine.plan import Action, Verb
-from engine.paimon.reachability import first_reachable, reachable_paths  # noqa: F401  (reachable_paths re-exported)
-from engine.paimon.table import PaimonTable
+from lakesweep.engine.errors import PlannerInvariantViolated, PlanRejected, TableFormatError
+from lakesweep.engine.plan import Action, Verb
+from lakesweep.engine.paimon.reachability import first_reachable, reachable_paths  # noqa: F401  (re-exported)
+from lakesweep.engine.paimon.table import PaimonTable
 
 
 def planned_paths(table: PaimonTable, actions: Sequence[Action]) -> dict[str, Action]:

@@ -10,10 +10,10 @@ import re
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Sequence
 
-from engine.errors import PlanRejected
-from engine.paimon.paths import PATH_SHAPING_OPTIONS
-from engine.plan import OptionValue
-from engine.timeutil import format_time_ms, parse_duration_ms
+from lakesweep.engine.errors import PlanRejected
+from lakesweep.engine.paimon.paths import PATH_SHAPING_OPTIONS
+from lakesweep.engine.plan import OptionValue
+from lakesweep.engine.timeutil import format_time_ms, parse_duration_ms
 
 INT_MIN = -(2**31)
 INT_MAX = 2**31 - 1
@@ -264,8 +264,8 @@ def resolve_orphan_options(
     ``empty_dirs``: also plan the removal of the directories the plan's deletes leave empty. ``lister``:
     lists the table instead of the store walk (``--spark``: ``spark`` is its master), writing a plain
     inventory file; not with ``inventory``."""
-    from engine.fileio import normalize_location
-    from engine.timeutil import parse_time_ms
+    from lakesweep.engine.fileio import normalize_location
+    from lakesweep.engine.timeutil import parse_time_ms
 
     if overrides:
         raise PlanRejected(f"--option {sorted(overrides)[0]} is not an orphan-cleaning option; orphan "
@@ -309,7 +309,7 @@ class PartitionOptions:
 
     def extractor(self):
         """The partition time extractor of ``values-time`` (Paimon's ``PartitionTimeExtractor``)."""
-        from engine.paimon.partition_time import PartitionTimeExtractor
+        from lakesweep.engine.paimon.partition_time import PartitionTimeExtractor
 
         return PartitionTimeExtractor(pattern=self.timestamp_pattern, formatter=self.timestamp_formatter)
 
@@ -456,7 +456,7 @@ def resolve_tag_options(table_options: Mapping[str, str], *, overrides: Mapping[
     Each tag's own time retained always applies."""
     from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-    from engine.timeutil import parse_time_ms
+    from lakesweep.engine.timeutil import parse_time_ms
 
     overrides = dict(overrides or {})
     known = {"tag.num-retained-max"}

@@ -19,21 +19,21 @@ from collections import defaultdict
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Mapping, Sequence, Sized
 
-from engine.errors import PlannerInvariantViolated
-from engine.listing import check_listing_complete
-from engine.paimon.kinds import ORPHAN_PHASES, OrphanKind
-from engine.neighbours import Neighbour, refuse_shared_storage
-from engine.paimon.layout import Layout, is_orphan_empty_dir, orphan_dir_segments
-from engine.paimon.neighbours import nested_neighbour, table_roots
-from engine.paimon.orphans import ListedDirs, ListedFile, expected_in_listing, read_used_names
-from engine.paimon.reachability import first_reachable
-from engine.paimon.requirements import orphan_requirements
-from engine.paimon.state import table_identity
-from engine.paimon.table import PaimonTable
-from engine.plan import Action, CleanupPlan, canonical_actions, summarize
-from planner.paimon.options import OrphanOptions
-from planner.paimon.options import resolve_orphan_options
-from planner.plan_kind import Maintained, PlanDescription, PlanKind, hours, refuse_future_now, utc
+from lakesweep.engine.errors import PlannerInvariantViolated
+from lakesweep.engine.listing import check_listing_complete
+from lakesweep.engine.paimon.kinds import ORPHAN_PHASES, OrphanKind
+from lakesweep.engine.neighbours import Neighbour, refuse_shared_storage
+from lakesweep.engine.paimon.layout import Layout, is_orphan_empty_dir, orphan_dir_segments
+from lakesweep.engine.paimon.neighbours import nested_neighbour, table_roots
+from lakesweep.engine.paimon.orphans import ListedDirs, ListedFile, expected_in_listing, read_used_names
+from lakesweep.engine.paimon.reachability import first_reachable
+from lakesweep.engine.paimon.requirements import orphan_requirements
+from lakesweep.engine.paimon.state import table_identity
+from lakesweep.engine.paimon.table import PaimonTable
+from lakesweep.engine.plan import Action, CleanupPlan, canonical_actions, summarize
+from lakesweep.planner.paimon.options import OrphanOptions
+from lakesweep.planner.paimon.options import resolve_orphan_options
+from lakesweep.planner.plan_kind import Maintained, PlanDescription, PlanKind, hours, refuse_future_now, utc
 
 
 def _bucket_of(rel: str, layout: Layout) -> tuple[str | None, int | None]:
@@ -232,10 +232,10 @@ class OrphanRead:
 def _read(table, *, now_ms: int, options) -> OrphanRead:
     """List first, then plan: the listing is made (or the inventory was) before anything says which files
     are used (#3074)."""
-    from engine.listing import InventoryScan
-    from engine.paimon.neighbours import paimon_neighbours
-    from engine.paimon.orphans import list_orphan_candidates
-    from engine.paimon.paths import external_roots
+    from lakesweep.engine.listing import InventoryScan
+    from lakesweep.engine.paimon.neighbours import paimon_neighbours
+    from lakesweep.engine.paimon.orphans import list_orphan_candidates
+    from lakesweep.engine.paimon.paths import external_roots
 
     options.threshold_ms(now_ms)  # refuse a bad --older-than before listing a large table
     refuse_future_now(table, now_ms, "orphans")  # apply would refuse the plan: say so before listing
@@ -260,7 +260,7 @@ def _plan(table, *, now_ms: int, options, read: OrphanRead) -> CleanupPlan:
 
 def describe_orphans(plan: CleanupPlan) -> PlanDescription:
     """An orphan cleaning: the threshold, and what was kept (used, too young, no modification time)."""
-    from engine.timeutil import MAX_TIME_MS, MIN_TIME_MS
+    from lakesweep.engine.timeutil import MAX_TIME_MS, MIN_TIME_MS
 
     stats = plan.stats
     at = plan.scope.get("older_than_ms")

@@ -20,18 +20,18 @@ from __future__ import annotations
 import datetime as _dt
 from typing import Any
 
-from engine.errors import PlanRejected
-from engine.paimon.kinds import PARTITION_PHASES, PartitionKind
-from engine.paimon.model import FileKind
-from engine.paimon.partition import decode_binary_row, partition_path, partition_spec
-from engine.paimon.requirements import partition_files_digest, partition_requirements
-from engine.paimon.state import table_identity
-from engine.paimon.table import PaimonTable
-from engine.plan import Action, CleanupPlan, canonical_actions, summarize
-from planner.paimon.options import STRATEGY_VALUES_TIME, PartitionOptions
-from engine.units import human_bytes
-from planner.paimon.options import resolve_partition_options
-from planner.plan_kind import Maintained, PlanDescription, PlanKind, refuse_future_now
+from lakesweep.engine.errors import PlanRejected
+from lakesweep.engine.paimon.kinds import PARTITION_PHASES, PartitionKind
+from lakesweep.engine.paimon.model import FileKind
+from lakesweep.engine.paimon.partition import decode_binary_row, partition_path, partition_spec
+from lakesweep.engine.paimon.requirements import partition_files_digest, partition_requirements
+from lakesweep.engine.paimon.state import table_identity
+from lakesweep.engine.paimon.table import PaimonTable
+from lakesweep.engine.plan import Action, CleanupPlan, canonical_actions, summarize
+from lakesweep.planner.paimon.options import STRATEGY_VALUES_TIME, PartitionOptions
+from lakesweep.engine.units import human_bytes
+from lakesweep.planner.paimon.options import resolve_partition_options
+from lakesweep.planner.plan_kind import Maintained, PlanDescription, PlanKind, refuse_future_now
 
 _EPOCH = _dt.datetime(1970, 1, 1)
 
@@ -185,7 +185,7 @@ def _partition_time(p: _Partition, values: tuple, keys, types, extractor, name: 
             warnings.append(f"partition {name} has no file creation time: it is never expired by update-time")
             return None
         return naive_millis(p.created)
-    from engine.paimon.partition_time import UnparseablePartition
+    from lakesweep.engine.paimon.partition_time import UnparseablePartition
 
     try:
         return extractor.extract(list(keys), values, types)

@@ -22,19 +22,19 @@ import datetime as _dt
 import re
 from typing import Any
 
-from engine.errors import PlanRejected, PlannerInvariantViolated
-from engine.fileio import join
-from engine.paimon.kinds import TAG_PHASES, TagKind
-from engine.paimon.reachability import holder_files, holders
-from engine.paimon.requirements import tag_requirements
-from engine.paimon.state import snapshot_digest, table_identity
-from engine.paimon.tag_expiry import branch_origins, frees_files, tag_snapshot_files
-from engine.paimon.table import PaimonTable
-from engine.plan import Action, CleanupPlan, canonical_actions, summarize
-from planner.paimon.options import TagOptions
-from planner.paimon.partitions import local_time
-from planner.paimon.options import resolve_tag_options
-from planner.plan_kind import PlanDescription, PlanKind, refuse_future_now
+from lakesweep.engine.errors import PlanRejected, PlannerInvariantViolated
+from lakesweep.engine.fileio import join
+from lakesweep.engine.paimon.kinds import TAG_PHASES, TagKind
+from lakesweep.engine.paimon.reachability import holder_files, holders
+from lakesweep.engine.paimon.requirements import tag_requirements
+from lakesweep.engine.paimon.state import snapshot_digest, table_identity
+from lakesweep.engine.paimon.tag_expiry import branch_origins, frees_files, tag_snapshot_files
+from lakesweep.engine.paimon.table import PaimonTable
+from lakesweep.engine.plan import Action, CleanupPlan, canonical_actions, summarize
+from lakesweep.planner.paimon.options import TagOptions
+from lakesweep.planner.paimon.partitions import local_time
+from lakesweep.planner.paimon.options import resolve_tag_options
+from lakesweep.planner.plan_kind import PlanDescription, PlanKind, refuse_future_now
 
 
 def tag_create_time(create: tuple[int, ...] | None) -> _dt.datetime | None:

@@ -10,7 +10,7 @@ REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 def spark():
     # Executors import test helpers (the faulty FileIO) from the repository.
     os.environ["PYTHONPATH"] = REPO + (os.pathsep + os.environ["PYTHONPATH"] if os.environ.get("PYTHONPATH") else "")
-    from applier.spark_exec import spark_session
+    from lakesweep.applier.spark_exec import spark_session
 
     session = spark_session("local[2]")
     yield session
@@ -19,7 +19,7 @@ def spark():
 
 @pytest.fixture
 def recorder(tmp_path):
-    from journal.duckdb_store import DuckDBRecorder
+    from lakesweep.journal.duckdb_store import DuckDBRecorder
 
     r = DuckDBRecorder(str(tmp_path / "journal.duckdb"))
     yield r

@@ -4,16 +4,16 @@ import os
 
 import pytest
 
-from applier.apply import apply_plan, dry_run_plan, resume
-from applier.local import apply_locally
-from engine.errors import PlanRejected, StalePlan
-from engine.plan import Action, CleanupPlan, canonical_actions
-from engine.paimon.kinds import ActionKind
-from engine.plan_io import plan_from_bytes, plan_to_bytes
-from engine.paimon.table import PaimonTable
-from journal.audit import list_files
-from journal.events import FileOutcome
-from journal.queries import incomplete_applies
+from lakesweep.applier.apply import apply_plan, dry_run_plan, resume
+from lakesweep.applier.local import apply_locally
+from lakesweep.engine.errors import PlanRejected, StalePlan
+from lakesweep.engine.plan import Action, CleanupPlan, canonical_actions
+from lakesweep.engine.paimon.kinds import ActionKind
+from lakesweep.engine.plan_io import plan_from_bytes, plan_to_bytes
+from lakesweep.engine.paimon.table import PaimonTable
+from lakesweep.journal.audit import list_files
+from lakesweep.journal.events import FileOutcome
+from lakesweep.journal.queries import incomplete_applies
 from tests.applier.conftest import copy_table
 from tests.planner.conftest import make_plan
 from tests.support import pypaimon_tables as pt

@@ -4,10 +4,10 @@ import os
 
 import pytest
 
-from applier.apply import DriverExecutor, apply_plan, applied_before, dry_run_plan
-from engine.errors import JournalConflict, PlanRejected, StalePlan
-from engine.plan import CleanupPlan
-from journal.events import ApplyStarted
+from lakesweep.applier.apply import DriverExecutor, apply_plan, applied_before, dry_run_plan
+from lakesweep.engine.errors import JournalConflict, PlanRejected, StalePlan
+from lakesweep.engine.plan import CleanupPlan
+from lakesweep.journal.events import ApplyStarted
 from tests.planner.conftest import make_plan
 from tests.support.table_builder import ADD, DELETE, E, TableBuilder
 

@@ -17,17 +17,17 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from applier.apply import DriverExecutor, apply_plan
-from cli.main import app
-from engine.errors import PlanRejected, StalePlan
-from engine.paimon.kinds import ChangelogKind
-from engine.paimon.table import PaimonTable, open_table
-from engine.paimon.verify import verify_table
-from engine.plan import Action, canonical_actions
-from engine.plan_io import read_plan
-from journal.duckdb_store import DuckDBRecorder
-from planner.paimon.changelog import plan_changelog
-from planner.kinds import plan_kind
+from lakesweep.applier.apply import DriverExecutor, apply_plan
+from lakesweep.cli.main import app
+from lakesweep.engine.errors import PlanRejected, StalePlan
+from lakesweep.engine.paimon.kinds import ChangelogKind
+from lakesweep.engine.paimon.table import PaimonTable, open_table
+from lakesweep.engine.paimon.verify import verify_table
+from lakesweep.engine.plan import Action, canonical_actions
+from lakesweep.engine.plan_io import read_plan
+from lakesweep.journal.duckdb_store import DuckDBRecorder
+from lakesweep.planner.paimon.changelog import plan_changelog
+from lakesweep.planner.kinds import plan_kind
 from tests.planner.conftest import FAR_FUTURE, expire
 from tests.support.table_builder import ADD, DELETE, E, TableBuilder
 

@@ -6,12 +6,11 @@ import time
 
 import pytest
 
-from applier.spark_exec import (
-    CREDENTIAL_ENV, LOOPBACK_DRIVER, check_master_reachable, forward_credentials, session_conf, standalone_masters,
-)
-from engine.errors import SparkUnavailable
-from engine.plan_io import write_plan
-from journal.duckdb_store import DuckDBRecorder
+from lakesweep.applier.spark_exec import (CREDENTIAL_ENV, LOOPBACK_DRIVER, check_master_reachable, forward_credentials,
+                                          session_conf, standalone_masters)
+from lakesweep.engine.errors import SparkUnavailable
+from lakesweep.engine.plan_io import write_plan
+from lakesweep.journal.duckdb_store import DuckDBRecorder
 from tests.applier.test_preflight import lakesweep
 from tests.planner.conftest import make_plan
 from tests.support import pypaimon_tables as pt

@@ -12,9 +12,9 @@ import time
 
 import pytest
 
-from applier.apply import DriverExecutor, apply_plan
-from engine.paimon.commit import PaimonCommitter
-from journal.duckdb_store import DuckDBRecorder
+from lakesweep.applier.apply import DriverExecutor, apply_plan
+from lakesweep.engine.paimon.commit import PaimonCommitter
+from lakesweep.journal.duckdb_store import DuckDBRecorder
 from tests.applier.test_partitions_apply import overwrite_snapshots_by, plan_drop, snapshot_ids
 from tests.applier.test_safety import Lake
 
@@ -77,7 +77,7 @@ def test_the_second_of_two_simultaneous_applies_finds_the_first_ones_commit(tmp_
 
 def test_a_writers_commit_to_a_dropped_partition_still_refuses_the_plan(tmp_path):
     """The lookup done again finds no commit of the plan: the refusal stands."""
-    from engine.errors import StalePlan
+    from lakesweep.engine.errors import StalePlan
 
     lake = Lake(tmp_path / "wh")
     for dt in ("a", "b", "a", "c"):

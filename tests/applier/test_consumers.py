@@ -14,15 +14,15 @@ import time
 import pytest
 from typer.testing import CliRunner
 
-from applier.apply import DriverExecutor, apply_plan
-from cli.main import app
-from engine.errors import PlanRejected
-from engine.paimon.kinds import ConsumerKind
-from engine.paimon.table import open_table
-from engine.plan import Action, canonical_actions
-from journal.duckdb_store import DuckDBRecorder
-from planner.paimon.consumers import plan_consumers
-from planner.paimon.options import resolve_consumer_options
+from lakesweep.applier.apply import DriverExecutor, apply_plan
+from lakesweep.cli.main import app
+from lakesweep.engine.errors import PlanRejected
+from lakesweep.engine.paimon.kinds import ConsumerKind
+from lakesweep.engine.paimon.table import open_table
+from lakesweep.engine.plan import Action, canonical_actions
+from lakesweep.journal.duckdb_store import DuckDBRecorder
+from lakesweep.planner.paimon.consumers import plan_consumers
+from lakesweep.planner.paimon.options import resolve_consumer_options
 from tests.support.table_builder import ADD, E, TableBuilder
 
 DAY = 86_400_000

@@ -9,14 +9,15 @@ import sys
 
 import pytest
 
-from applier.apply import resume
-from applier.local import apply_locally
-from engine.plan_io import write_plan
-from journal.duckdb_store import DuckDBRecorder
-from journal.events import FileOutcome
+from lakesweep.applier.apply import resume
+from lakesweep.applier.local import apply_locally
+from lakesweep.engine.plan_io import write_plan
+from lakesweep.journal.duckdb_store import DuckDBRecorder
+from lakesweep.journal.events import FileOutcome
 from tests.applier.conftest import REPO, copy_table
 from tests.planner.conftest import make_plan
 from tests.support.table_builder import ADD, DELETE, E, TableBuilder, all_files
+from tests.support.processes import LAKESWEEP
 
 STAGES = ("before-journal", "after-journal")
 
@@ -46,7 +47,7 @@ def crash_then_resume(tmp_path, seed: int, stage: str, after: int, spark):
     journal = str(tmp_path / "j.duckdb")
     env = dict(os.environ, LAKESWEEP_TEST_CRASH=f"{stage}:{after}", PYTHONPATH=REPO)
     proc = subprocess.run(
-        [sys.executable, "-m", "cli", "apply", plan_file, "--journal", journal, "--master", "local[1]", "-o", "json"],
+        [*LAKESWEEP, "apply", plan_file, "--journal", journal, "--master", "local[1]", "-o", "json"],
         env=env, capture_output=True, text=True, timeout=300,
     )
     n = len(plan.actions)
@@ -103,7 +104,7 @@ def test_second_process_on_the_same_journal_gets_a_clear_error(tmp_path):
     try:
         assert holder.stdout.readline().strip() == "ready"
         before = all_files(b.root)
-        proc = subprocess.run([sys.executable, "-m", "cli", "apply", plan_file, "--journal", journal],
+        proc = subprocess.run([sys.executable, "-m", "lakesweep.cli", "apply", plan_file, "--journal", journal],
                               env=dict(os.environ, PYTHONPATH=REPO), capture_output=True, text=True, timeout=120)
         assert proc.returncode == 1
         assert f"is in use by another lakesweep process (pid {holder.pid})" in proc.stderr
@@ -123,7 +124,7 @@ def test_concurrent_applies_of_the_same_plan_with_separate_journals(tmp_path):
     plan_file = str(tmp_path / "plan.parquet")
     write_plan(plan, plan_file)
     env = dict(os.environ, PYTHONPATH=REPO)
-    procs = [subprocess.Popen([sys.executable, "-m", "cli", "apply", plan_file, "--journal", str(tmp_path / f"j{i}.duckdb"),
+    procs = [subprocess.Popen([*LAKESWEEP, "apply", plan_file, "--journal", str(tmp_path / f"j{i}.duckdb"),
                                "--master", "local[1]", "-o", "json"], env=env, stdout=subprocess.PIPE,
                               stderr=subprocess.PIPE, text=True) for i in range(2)]
     outs = [p.communicate(timeout=300) for p in procs]
@@ -146,8 +147,8 @@ def test_an_apply_killed_before_it_started_is_reported_by_name_and_started_by_it
 
     from typer.testing import CliRunner
 
-    from cli.main import app
-    from engine.plan_io import read_plan
+    from lakesweep.cli.main import app
+    from lakesweep.engine.plan_io import read_plan
     from tests.support import pypaimon_tables as pt
 
     runner = CliRunner()
@@ -160,7 +161,7 @@ def test_an_apply_killed_before_it_started_is_reported_by_name_and_started_by_it
     before = all_files(w.path)
     journal = str(tmp_path / "j.duckdb")
     env = dict(os.environ, LAKESWEEP_TEST_CRASH="before-start:1", PYTHONPATH=REPO)
-    proc = subprocess.run([sys.executable, "-m", "cli", "apply", plan_file, "--journal", journal, "--master", "local[1]"],
+    proc = subprocess.run([*LAKESWEEP, "apply", plan_file, "--journal", journal, "--master", "local[1]"],
                           env=env, capture_output=True, text=True, timeout=300)
     assert proc.returncode == -signal.SIGKILL, proc.stderr[-2000:]  # the plan is recorded; the apply never started
     assert all_files(w.path) == before

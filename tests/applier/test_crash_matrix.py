@@ -27,11 +27,11 @@ from typing import Callable
 
 import pytest
 
-from applier.apply import DriverExecutor, actions_by_phase, apply_plan, resume
-from engine.plan import CleanupPlan, PhaseMode, commit_id
-from engine.plan_io import write_plan
-from journal.duckdb_store import DuckDBRecorder
-from journal.events import FileOutcome
+from lakesweep.applier.apply import DriverExecutor, actions_by_phase, apply_plan, resume
+from lakesweep.engine.plan import CleanupPlan, PhaseMode, commit_id
+from lakesweep.engine.plan_io import write_plan
+from lakesweep.journal.duckdb_store import DuckDBRecorder
+from lakesweep.journal.events import FileOutcome
 from tests.applier.conftest import REPO
 from tests.iceberg.conftest import lake  # noqa: F401  (a fixture: the Iceberg twins' catalog)
 
@@ -66,7 +66,7 @@ class PaimonSubject:
 
     def commits(self, root: str, plan: CleanupPlan, phase: int) -> list[int]:
         """The snapshots committed under the plan's commit user (Paimon's partition drop commits one)."""
-        from engine.paimon.table import open_table
+        from lakesweep.engine.paimon.table import open_table
 
         t = open_table(root)
         d = os.path.join(root, "snapshot")
@@ -101,7 +101,7 @@ def pypaimon_rows(warehouse: str):
 def engine_rows(root: str):
     """Every snapshot's live data files and every tag's snapshot, as lakesweep's Paimon reader sees them (the
     builder's data files are placeholders no engine can scan)."""
-    from engine.paimon.table import open_table
+    from lakesweep.engine.paimon.table import open_table
 
     t = open_table(root)
     out = {}
@@ -205,7 +205,7 @@ class IcebergSubject:
         self._ident = {self.root: "ns.t", self.twin: "ns.twin"}
 
     def _location(self, ident: str) -> str:
-        from engine.iceberg.table import canonical
+        from lakesweep.engine.iceberg.table import canonical
 
         return canonical(self.lake.table(ident).metadata.location)
 
@@ -240,14 +240,14 @@ class IcebergSubject:
                 "new": kinds(now - before), "unneeded": kinds(now - needed_files(table))}
 
     def target(self, root: str, path: str) -> str:
-        from engine.iceberg.table import canonical
+        from lakesweep.engine.iceberg.table import canonical
 
         return canonical(path) if "://" in path or path.startswith("/") else os.path.join(root, path)
 
     def commits(self, root: str, plan: CleanupPlan, phase: int) -> list[int | None]:
         """The snapshots carrying the phase's commit id. Expiry adds no snapshot: [None] when the expired
         snapshots are gone (that it took one metadata commit, the log's length in ``state`` shows)."""
-        from engine.iceberg.requirements import COMMIT_ID_PROPERTY
+        from lakesweep.engine.iceberg.requirements import COMMIT_ID_PROPERTY
 
         table = self.lake.table(self._ident[root])
         if plan.kind == "expire":
@@ -283,7 +283,7 @@ def _now_ms() -> int:
 
 
 def iceberg_expire(lake):
-    from planner.iceberg.expire import plan_iceberg_expire, resolve_expire_options
+    from lakesweep.planner.iceberg.expire import plan_iceberg_expire, resolve_expire_options
     from tests.iceberg.conftest import write_history
 
     def make(view):
@@ -293,8 +293,8 @@ def iceberg_expire(lake):
 
 
 def iceberg_orphans(lake):
-    from planner.iceberg.orphans import resolve_orphan_options
-    from planner.kinds import plan_kind
+    from lakesweep.planner.iceberg.orphans import resolve_orphan_options
+    from lakesweep.planner.kinds import plan_kind
     from tests.iceberg.conftest import write_history
     from tests.iceberg.test_orphans import stray
 
@@ -312,7 +312,7 @@ def iceberg_orphans(lake):
 
 
 def iceberg_rewrite(lake):
-    from planner.iceberg.rewrite_manifests import plan_rewrite_manifests, resolve_rewrite_options
+    from lakesweep.planner.iceberg.rewrite_manifests import plan_rewrite_manifests, resolve_rewrite_options
     from tests.iceberg.conftest import write_history
 
     def make(view):
@@ -322,7 +322,7 @@ def iceberg_rewrite(lake):
 
 
 def iceberg_compact(lake):
-    from planner.iceberg.compact import plan_compact, resolve_compact_options
+    from lakesweep.planner.iceberg.compact import plan_compact, resolve_compact_options
     from tests.iceberg.conftest import write_history
 
     def make(view):

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from applier.spark_exec import execute_rows, task_row
-from engine.fileio import ArrowFileIO
-from engine.plan import Action
-from engine.paimon.kinds import ActionKind
+from lakesweep.applier.spark_exec import execute_rows, task_row
+from lakesweep.engine.fileio import ArrowFileIO
+from lakesweep.engine.plan import Action
+from lakesweep.engine.paimon.kinds import ActionKind
 
 
 def _table(tmp_path, n: int, missing: set[int]):

@@ -9,8 +9,8 @@ import uuid
 
 import pytest
 
-from engine.fileio import fileio_for, join
-from engine.paimon.writer import MetadataWriter
+from lakesweep.engine.fileio import fileio_for, join
+from lakesweep.engine.paimon.writer import MetadataWriter
 from tests.support import pypaimon_tables as pt
 from tests.support.commit_race import (apply_losing_snapshot_9, assert_the_retry_left_only_its_own_manifests,
                                        plan_drop)

@@ -9,15 +9,15 @@ from dataclasses import replace
 
 import pytest
 
-from applier.apply import DriverExecutor, apply_plan
-from engine.errors import StalePlan
-from engine.paimon.kinds import ActionKind, OrphanKind
-from engine.paimon.orphans import list_orphan_candidates
-from engine.paimon.requirements import AssertTableIdentity
-from engine.paimon.table import open_table
-from engine.plan import Action
-from planner.paimon.options import resolve_orphan_options
-from planner.paimon.orphans import plan_orphans
+from lakesweep.applier.apply import DriverExecutor, apply_plan
+from lakesweep.engine.errors import StalePlan
+from lakesweep.engine.paimon.kinds import ActionKind, OrphanKind
+from lakesweep.engine.paimon.orphans import list_orphan_candidates
+from lakesweep.engine.paimon.requirements import AssertTableIdentity
+from lakesweep.engine.paimon.table import open_table
+from lakesweep.engine.plan import Action
+from lakesweep.planner.paimon.options import resolve_orphan_options
+from lakesweep.planner.paimon.orphans import plan_orphans
 from tests.applier.test_safety import Lake, forge, plan_for, refused_events
 from tests.planner.test_orphans import NOW, age, junk
 from tests.support.table_builder import all_files

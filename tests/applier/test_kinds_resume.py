@@ -11,15 +11,15 @@ import time
 
 import pytest
 
-from applier.apply import DriverExecutor, apply_plan, resume
-from engine.paimon.table import open_table
-from engine.plan_io import write_plan
-from journal.duckdb_store import DuckDBRecorder
-from planner.paimon.changelog import plan_changelog
-from planner.paimon.consumers import plan_consumers
-from planner.kinds import plan_kind
-from planner.paimon.options import resolve_consumer_options, resolve_tag_options
-from planner.paimon.tags import plan_tags
+from lakesweep.applier.apply import DriverExecutor, apply_plan, resume
+from lakesweep.engine.paimon.table import open_table
+from lakesweep.engine.plan_io import write_plan
+from lakesweep.journal.duckdb_store import DuckDBRecorder
+from lakesweep.planner.paimon.changelog import plan_changelog
+from lakesweep.planner.paimon.consumers import plan_consumers
+from lakesweep.planner.kinds import plan_kind
+from lakesweep.planner.paimon.options import resolve_consumer_options, resolve_tag_options
+from lakesweep.planner.paimon.tags import plan_tags
 from tests.applier.conftest import REPO, copy_table
 from tests.planner.conftest import FAR_FUTURE, expire
 from tests.support.table_builder import ADD, DELETE, E, TableBuilder, all_files
@@ -96,7 +96,7 @@ def test_a_killed_apply_resumes_to_the_same_table(tmp_path, kind):
     write_plan(plan, plan_file)
     journal = str(tmp_path / "j.duckdb")
     env = dict(os.environ, LAKESWEEP_TEST_CRASH="after-journal:1", PYTHONPATH=REPO)
-    proc = subprocess.run([sys.executable, "-m", "cli", "apply", plan_file, "--journal", journal,
+    proc = subprocess.run([sys.executable, "-m", "lakesweep.cli", "apply", plan_file, "--journal", journal,
                            "--master", "local[1]", "-o", "json"], env=env, capture_output=True, text=True, timeout=300)
     assert proc.returncode == -signal.SIGKILL, proc.stderr[-2000:]
     with DuckDBRecorder(journal) as rec:

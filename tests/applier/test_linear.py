@@ -15,18 +15,18 @@ from collections import Counter
 
 import pytest
 
-import applier.phases
-import engine.plan
-from engine.paths import resolve_action_path
-from applier.apply import DriverExecutor, apply_plan, resume
-from engine.fileio import MemoryFileIO
-from engine.paimon.paths import external_roots
-from engine.plan import CleanupPlan
-from engine.paimon.kinds import ActionKind, Phase
-from engine.paimon.table import open_table
-from journal.duckdb_store import DuckDBRecorder
-from planner.paimon.expire import plan_expire
-from planner.paimon.options import resolve_expire_options
+import lakesweep.applier.phases
+import lakesweep.engine.plan
+from lakesweep.engine.paths import resolve_action_path
+from lakesweep.applier.apply import DriverExecutor, apply_plan, resume
+from lakesweep.engine.fileio import MemoryFileIO
+from lakesweep.engine.paimon.paths import external_roots
+from lakesweep.engine.plan import CleanupPlan
+from lakesweep.engine.paimon.kinds import ActionKind, Phase
+from lakesweep.engine.paimon.table import open_table
+from lakesweep.journal.duckdb_store import DuckDBRecorder
+from lakesweep.planner.paimon.expire import plan_expire
+from lakesweep.planner.paimon.options import resolve_expire_options
 from tests.support.table_builder import ADD, DELETE, E, TableBuilder
 
 FILES_PER_COMMIT = 91  # with the commit's manifest lists, snapshot and directories: ~100 actions per commit
@@ -158,16 +158,16 @@ def run(tmp_path, commits: int) -> dict:
 
     apply_counts, resume_counts = Counter(), Counter()
     counts = apply_counts  # where the hashing below is counted
-    original_row = engine.plan.action_json
+    original_row = lakesweep.engine.plan.action_json
 
     def counted_row(a):
         counts["action rows hashed"] += 1
         return original_row(a)
 
-    engine.plan.action_json = counted_row
+    lakesweep.engine.plan.action_json = counted_row
     # Journal every task batch (500), as small as the driver phases do, so a crash halfway through the
     # data files leaves about half of them journaled at both sizes.
-    bulk_batch, applier.phases._BULK_JOURNAL_BATCH = applier.phases._BULK_JOURNAL_BATCH, 500
+    bulk_batch, lakesweep.applier.phases._BULK_JOURNAL_BATCH = lakesweep.applier.phases._BULK_JOURNAL_BATCH, 500
     try:
         CountedActions.counts = fileio.counts = apply_counts
         with counting_journal(journal, apply_counts) as recorder:
@@ -181,8 +181,8 @@ def run(tmp_path, commits: int) -> dict:
         with counting_journal(journal, resume_counts) as recorder:
             [report] = resume(recorder, fileio=fileio, executor=DriverExecutor())
     finally:
-        engine.plan.action_json = original_row
-        applier.phases._BULK_JOURNAL_BATCH = bulk_batch
+        lakesweep.engine.plan.action_json = original_row
+        lakesweep.applier.phases._BULK_JOURNAL_BATCH = bulk_batch
 
     # The resumed apply finished the plan: every planned deletion is gone, everything else is still there.
     assert (report.state, report.resumed) == ("COMPLETED", True)

@@ -29,7 +29,7 @@ TODAY = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d")  # a p
 
 
 def cli(*args) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "cli", *args], env=dict(os.environ, PYTHONPATH=REPO),
+    return subprocess.run([sys.executable, "-m", "lakesweep.cli", *args], env=dict(os.environ, PYTHONPATH=REPO),
                           capture_output=True, text=True, timeout=600)
 
 

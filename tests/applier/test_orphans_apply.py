@@ -11,16 +11,16 @@ import pyarrow as pa
 import pytest
 from typer.testing import CliRunner
 
-from applier.apply import DriverExecutor, apply_plan, dry_run_plan
-from cli.main import app
-from engine.errors import PlanRejected, StalePlan
-from engine.paimon.requirements import CLOCK_SKEW_MS, AssertNowReached
-from engine.paimon.table import open_table
-from engine.plan_io import read_plan
-from journal.duckdb_store import DuckDBRecorder
-from planner.paimon.orphans import plan_orphans
-from planner.paimon.options import resolve_orphan_options
-from engine.paimon.orphans import list_orphan_candidates
+from lakesweep.applier.apply import DriverExecutor, apply_plan, dry_run_plan
+from lakesweep.cli.main import app
+from lakesweep.engine.errors import PlanRejected, StalePlan
+from lakesweep.engine.paimon.requirements import CLOCK_SKEW_MS, AssertNowReached
+from lakesweep.engine.paimon.table import open_table
+from lakesweep.engine.plan_io import read_plan
+from lakesweep.journal.duckdb_store import DuckDBRecorder
+from lakesweep.planner.paimon.orphans import plan_orphans
+from lakesweep.planner.paimon.options import resolve_orphan_options
+from lakesweep.engine.paimon.orphans import list_orphan_candidates
 from tests.applier.test_safety import SCHEMA, Lake
 from tests.planner.test_orphans import NOW, age, junk
 from tests.support.table_builder import all_files

@@ -10,16 +10,16 @@ import pytest
 from pypaimon import CatalogFactory, Schema
 from typer.testing import CliRunner
 
-from applier.apply import DriverExecutor, apply_plan
-from cli.main import app
-from engine.errors import SharedStorage
-from engine.neighbours import Neighbour, refuse_shared_storage, within
-from journal.duckdb_store import DuckDBRecorder
+from lakesweep.applier.apply import DriverExecutor, apply_plan
+from lakesweep.cli.main import app
+from lakesweep.engine.errors import SharedStorage
+from lakesweep.engine.neighbours import Neighbour, refuse_shared_storage, within
+from lakesweep.journal.duckdb_store import DuckDBRecorder
 from tests.applier.test_orphans_apply import JUNK, lake  # noqa: F401 - the fixture
 from tests.applier.test_safety import SCHEMA
-from engine.paimon.table import open_table
-from planner.kinds import plan_kind
-from planner.paimon.options import resolve_orphan_options
+from lakesweep.engine.paimon.table import open_table
+from lakesweep.planner.kinds import plan_kind
+from lakesweep.planner.paimon.options import resolve_orphan_options
 from tests.planner.test_orphans import NOW
 from tests.support.table_builder import all_files
 

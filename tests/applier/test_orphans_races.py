@@ -10,12 +10,12 @@ import shutil
 import pyarrow as pa
 import pytest
 
-from applier.apply import DriverExecutor, apply_plan
-from engine.paimon.orphans import list_orphan_candidates
-from engine.paimon.table import open_table
-from journal.memory_store import MemoryRecorder
-from planner.paimon.options import resolve_orphan_options
-from planner.paimon.orphans import plan_orphans
+from lakesweep.applier.apply import DriverExecutor, apply_plan
+from lakesweep.engine.paimon.orphans import list_orphan_candidates
+from lakesweep.engine.paimon.table import open_table
+from lakesweep.journal.memory_store import MemoryRecorder
+from lakesweep.planner.paimon.options import resolve_orphan_options
+from lakesweep.planner.paimon.orphans import plan_orphans
 from tests.applier.test_safety import SCHEMA, Lake
 from tests.planner.test_orphans import NOW, age, junk
 from tests.planner.test_orphans_property import every_reachable_path

@@ -16,16 +16,16 @@ import time
 
 import pytest
 
-import engine.paimon.drop as drop_module
-from applier.apply import DriverExecutor, apply_plan, dry_run_plan, resume
-from engine.errors import PlanRejected, StalePlan
-from engine.paimon.table import open_table
-from engine.paimon.verify import verify_table
-from engine.plan import canonical_actions
-from engine.timeutil import system_zone
-from journal.duckdb_store import DuckDBRecorder
-from planner.paimon.options import resolve_partition_options
-from planner.paimon.partitions import plan_partitions
+import lakesweep.engine.paimon.drop as drop_module
+from lakesweep.applier.apply import DriverExecutor, apply_plan, dry_run_plan, resume
+from lakesweep.engine.errors import PlanRejected, StalePlan
+from lakesweep.engine.paimon.table import open_table
+from lakesweep.engine.paimon.verify import verify_table
+from lakesweep.engine.plan import canonical_actions
+from lakesweep.engine.timeutil import system_zone
+from lakesweep.journal.duckdb_store import DuckDBRecorder
+from lakesweep.planner.paimon.options import resolve_partition_options
+from lakesweep.planner.paimon.partitions import plan_partitions
 from tests.applier.test_safety import Lake
 
 pytestmark = pytest.mark.java
@@ -175,7 +175,7 @@ def test_a_crash_after_the_commit_is_resumed_without_a_second_commit(tmp_path, p
         raise _Crash()
 
     with DuckDBRecorder(tmp_path / "j.duckdb") as recorder:
-        monkeypatch.setattr("engine.paimon.commit.drop_partitions", crashing)
+        monkeypatch.setattr("lakesweep.engine.paimon.commit.drop_partitions", crashing)
         with pytest.raises(_Crash):
             apply_plan(plan, recorder, executor=DriverExecutor())
         monkeypatch.undo()
@@ -227,7 +227,7 @@ def test_an_edited_plan_that_leaves_out_a_file_of_a_dropped_partition_commits_no
 
 
 def test_a_null_and_an_empty_partition_that_share_a_name_are_dropped_together(tmp_path):
-    from planner.paimon.options import resolve_partition_options as resolve
+    from lakesweep.planner.paimon.options import resolve_partition_options as resolve
     from tests.support.table_builder import ADD, E, TableBuilder
 
     b = TableBuilder(str(tmp_path / "t"), partition_keys=("f0", "f1"), partition_types=("STRING", "STRING"),

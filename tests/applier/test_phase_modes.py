@@ -15,10 +15,11 @@ from dataclasses import dataclass
 
 import pytest
 
-from applier.apply import DriverExecutor, apply_plan, dry_run_plan, resume
-from engine.errors import LakesweepError, PlanRejected
-from engine.plan import Action, ActionCheck, PhaseMode, PhaseSpec, Verb, canonical_actions, commit_id, requirement
-from journal.duckdb_store import DuckDBRecorder
+from lakesweep.applier.apply import DriverExecutor, apply_plan, dry_run_plan, resume
+from lakesweep.engine.errors import LakesweepError, PlanRejected
+from lakesweep.engine.plan import (Action, ActionCheck, PhaseMode, PhaseSpec, Verb, canonical_actions, commit_id,
+                                   requirement)
+from lakesweep.journal.duckdb_store import DuckDBRecorder
 from tests.applier.test_safety import Lake, history, plan_for
 from tests.support.table_builder import all_files
 

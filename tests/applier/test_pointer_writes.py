@@ -10,13 +10,13 @@ from pathlib import Path
 
 import pytest
 
-from applier.apply import DriverExecutor, apply_plan, dry_run_plan
-from engine.errors import StalePlan
-from engine.fileio import fileio_for
-from engine.paimon.kinds import ActionKind
-from engine.paimon.verify import HINT, verify_table
-from engine.paimon.table import open_table
-from engine.plan import Action
+from lakesweep.applier.apply import DriverExecutor, apply_plan, dry_run_plan
+from lakesweep.engine.errors import StalePlan
+from lakesweep.engine.fileio import fileio_for
+from lakesweep.engine.paimon.kinds import ActionKind
+from lakesweep.engine.paimon.verify import HINT, verify_table
+from lakesweep.engine.paimon.table import open_table
+from lakesweep.engine.plan import Action
 from tests.applier.test_safety import Lake, forge, plan_for, refused_events
 
 
@@ -86,7 +86,7 @@ def test_a_forged_hint_cannot_skip_snapshots_the_plan_does_not_delete(tmp_path, 
 
 
 def test_an_honest_expiry_writes_its_hint_and_a_second_apply_finds_it_written(tmp_path, recorder):
-    from journal.duckdb_store import DuckDBRecorder
+    from lakesweep.journal.duckdb_store import DuckDBRecorder
 
     lake = twelve(tmp_path)
     plan = plan_for(lake.root, retain_min=2)

@@ -9,10 +9,10 @@ import sys
 
 import pytest
 
-from applier.spark_exec import PythonChoice, executor_python, master_on_this_machine
-from engine.plan_io import write_plan
-from engine.paimon.table import PaimonTable
-from journal.duckdb_store import DuckDBRecorder
+from lakesweep.applier.spark_exec import PythonChoice, executor_python, master_on_this_machine
+from lakesweep.engine.plan_io import write_plan
+from lakesweep.engine.paimon.table import PaimonTable
+from lakesweep.journal.duckdb_store import DuckDBRecorder
 from tests.applier.conftest import REPO
 from tests.planner.conftest import make_plan
 from tests.support import pypaimon_tables as pt
@@ -55,7 +55,7 @@ def lakesweep(*args, cwd, path=None, extra_env=None):
     if path is not None:
         env["PATH"] = path
     env.update(extra_env or {})
-    return subprocess.run([sys.executable, "-m", "cli", *map(str, args)], cwd=cwd, env=env,
+    return subprocess.run([sys.executable, "-m", "lakesweep.cli", *map(str, args)], cwd=cwd, env=env,
                           capture_output=True, text=True, timeout=600)
 
 

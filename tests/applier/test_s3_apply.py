@@ -5,10 +5,10 @@ import uuid
 
 from typer.testing import CliRunner
 
-from applier.apply import apply_plan
-from applier.local import apply_locally
-from cli.main import app
-from engine.plan_io import read_plan
+from lakesweep.applier.apply import apply_plan
+from lakesweep.applier.local import apply_locally
+from lakesweep.cli.main import app
+from lakesweep.engine.plan_io import read_plan
 from tests.applier.conftest import copy_table
 from tests.planner.conftest import make_plan
 from tests.support import pypaimon_tables as pt

@@ -7,14 +7,14 @@ import uuid
 import pytest
 from typer.testing import CliRunner
 
-from applier.apply import apply_plan
-from applier.executors import DriverExecutor, SparkExecutor
-from applier.spark_exec import tasks_for
-from cli.main import app
-from engine.plan import PhaseMode, Verb
-from engine.plan_io import read_plan
-from engine.s3_bulk import RequestBudget
-from journal.events import FileOutcome, RequestsThrottled
+from lakesweep.applier.apply import apply_plan
+from lakesweep.applier.executors import DriverExecutor, SparkExecutor
+from lakesweep.applier.spark_exec import tasks_for
+from lakesweep.cli.main import app
+from lakesweep.engine.plan import PhaseMode, Verb
+from lakesweep.engine.plan_io import read_plan
+from lakesweep.engine.s3_bulk import RequestBudget
+from lakesweep.journal.events import FileOutcome, RequestsThrottled
 from tests.support import pypaimon_tables as pt
 from tests.support.s3_proxy import faulty_s3
 from tests.support.seaweed import upload_tree
@@ -107,7 +107,7 @@ def test_show_prints_the_requests_an_apply_sends_and_their_time_at_the_budget(tm
     assert r.exit_code == 0, r.output
     bulk = [a for a in plan.actions if a.verb is Verb.DELETE_FILE and plan.phases[a.phase - 1].mode == PhaseMode.BULK]
     ordered = [a for a in plan.actions if a.verb is Verb.DELETE_FILE and a not in bulk]
-    from engine.s3_bulk import estimate_requests
+    from lakesweep.engine.s3_bulk import estimate_requests
 
     writes = [a for a in plan.actions if a.verb is Verb.WRITE_FILE]
     gets = sum(a.source is not None for a in writes)

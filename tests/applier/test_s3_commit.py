@@ -10,14 +10,14 @@ import uuid
 
 import pytest
 
-from applier.apply import DriverExecutor, apply_plan
-from engine.errors import AtomicCreateUnsupported, PlanRejected
-from engine.fileio import fileio_for, join
-from engine.paimon.partition import decode_binary_row
-from engine.paimon.table import open_table
-from engine.paimon.writer import MetadataWriter
-from engine.s3_conditional import forget_probes
-from journal.duckdb_store import DuckDBRecorder
+from lakesweep.applier.apply import DriverExecutor, apply_plan
+from lakesweep.engine.errors import AtomicCreateUnsupported, PlanRejected
+from lakesweep.engine.fileio import fileio_for, join
+from lakesweep.engine.paimon.partition import decode_binary_row
+from lakesweep.engine.paimon.table import open_table
+from lakesweep.engine.paimon.writer import MetadataWriter
+from lakesweep.engine.s3_conditional import forget_probes
+from lakesweep.journal.duckdb_store import DuckDBRecorder
 from tests.support import pypaimon_tables as pt
 from tests.support.commit_race import (apply_losing_snapshot_9, assert_the_retry_left_only_its_own_manifests,
                                        plan_drop)

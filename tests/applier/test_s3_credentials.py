@@ -11,7 +11,7 @@ import uuid
 
 import pytest
 
-from applier.local import apply_locally
+from lakesweep.applier.local import apply_locally
 from tests.applier.conftest import copy_table
 from tests.planner.conftest import make_plan
 from tests.support import pypaimon_tables as pt
@@ -34,7 +34,7 @@ def cli(*args, env, cwd):
     os.makedirs(tmp, exist_ok=True)
     base.update(SPARK_LOCAL_IP="127.0.0.1", TMPDIR=tmp, HOME=os.path.join(cwd, "home"),
                 AWS_EC2_METADATA_DISABLED="true")
-    return subprocess.run([sys.executable, "-m", "cli", *map(str, args)], cwd=cwd, env={**base, **env},
+    return subprocess.run([sys.executable, "-m", "lakesweep.cli", *map(str, args)], cwd=cwd, env={**base, **env},
                           capture_output=True, timeout=600)
 
 

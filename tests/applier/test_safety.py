@@ -15,18 +15,18 @@ import pytest
 from pypaimon import CatalogFactory, Schema
 from pypaimon.common.identifier import Identifier
 
-import applier.phases as phases_mod
-import planner.paimon.expire as expire_mod
-from applier.apply import apply_plan, dry_run_plan, resume
-from engine.errors import PlanRejected, StalePlan, UnsupportedTable
-from engine.plan import Action, CleanupPlan, canonical_actions
-from engine.paimon.kinds import ActionKind
-from engine.paimon.requirements import AssertSnapshotsPresent
-from engine.paimon.table import open_table
-from journal.events import FileOutcome
-from journal.queries import incomplete_applies
-from planner.paimon.expire import plan_expire
-from planner.paimon.options import resolve_expire_options
+import lakesweep.applier.phases as phases_mod
+import lakesweep.planner.paimon.expire as expire_mod
+from lakesweep.applier.apply import apply_plan, dry_run_plan, resume
+from lakesweep.engine.errors import PlanRejected, StalePlan, UnsupportedTable
+from lakesweep.engine.plan import Action, CleanupPlan, canonical_actions
+from lakesweep.engine.paimon.kinds import ActionKind
+from lakesweep.engine.paimon.requirements import AssertSnapshotsPresent
+from lakesweep.engine.paimon.table import open_table
+from lakesweep.journal.events import FileOutcome
+from lakesweep.journal.queries import incomplete_applies
+from lakesweep.planner.paimon.expire import plan_expire
+from lakesweep.planner.paimon.options import resolve_expire_options
 from tests.support.table_builder import all_files
 
 SCHEMA = pa.schema([("id", pa.int64()), ("dt", pa.string())])
@@ -260,8 +260,8 @@ def test_external_data_files_in_uri_form_are_deleted_where_they_are(tmp_path, sp
 
 
 def test_a_spark_session_that_cannot_start_leaves_no_unfinished_apply(tmp_path, spark, recorder):
-    from engine.plan_io import write_plan
-    from journal.duckdb_store import DuckDBRecorder
+    from lakesweep.engine.plan_io import write_plan
+    from lakesweep.journal.duckdb_store import DuckDBRecorder
 
     lake = Lake(tmp_path / "wh")
     history(lake)
@@ -282,7 +282,7 @@ def test_a_spark_session_that_cannot_start_leaves_no_unfinished_apply(tmp_path, 
 
 
 def test_a_completed_plan_applied_again_with_another_journal_is_recognized(tmp_path, spark, recorder):
-    from journal.duckdb_store import DuckDBRecorder
+    from lakesweep.journal.duckdb_store import DuckDBRecorder
 
     lake = Lake(tmp_path / "wh")
     history(lake)

@@ -9,12 +9,12 @@ import pyarrow.parquet as pq
 import pytest
 from typer.testing import CliRunner
 
-from applier.listing import list_on_spark, task_directories
-from cli.main import app
-from engine.errors import PlanRejected
-from engine.paimon.orphans import ListedDirs, list_orphan_candidates
-from engine.paimon.table import open_table
-from engine.plan_io import read_plan
+from lakesweep.applier.listing import list_on_spark, task_directories
+from lakesweep.cli.main import app
+from lakesweep.engine.errors import PlanRejected
+from lakesweep.engine.paimon.orphans import ListedDirs, list_orphan_candidates
+from lakesweep.engine.paimon.table import open_table
+from lakesweep.engine.plan_io import read_plan
 from tests.applier.test_orphans_apply import JUNK, KEPT, lake  # noqa: F401  (the fixture)
 from tests.planner.test_orphans import junk
 

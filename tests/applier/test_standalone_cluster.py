@@ -11,11 +11,11 @@ from dataclasses import dataclass
 import pytest
 
 import pyspark
-from engine.plan import Verb
-from engine.plan_io import read_plan, write_plan
-from engine.paimon.table import PaimonTable
-from journal.audit import list_files
-from journal.duckdb_store import DuckDBRecorder
+from lakesweep.engine.plan import Verb
+from lakesweep.engine.plan_io import read_plan, write_plan
+from lakesweep.engine.paimon.table import PaimonTable
+from lakesweep.journal.audit import list_files
+from lakesweep.journal.duckdb_store import DuckDBRecorder
 from tests.applier.conftest import REPO
 from tests.applier.test_s3_credentials import SECRET, cli, files_holding, shared_files, table_on_s3
 from tests.planner.conftest import make_plan
@@ -84,7 +84,7 @@ def test_apply_on_a_standalone_master_and_worker(cluster, tmp_path):
     journal = str(tmp_path / "j.duckdb")
     env = dict(os.environ, PYTHONPATH=REPO, PYSPARK_PYTHON=sys.executable, SPARK_LOCAL_IP="127.0.0.1")
     proc = subprocess.run(
-        [sys.executable, "-m", "cli", "apply", plan_file, "--journal", journal, "--master", cluster.url,
+        [sys.executable, "-m", "lakesweep.cli", "apply", plan_file, "--journal", journal, "--master", cluster.url,
          "--conf", "spark.executor.memory=512m", "--conf", "spark.cores.max=1", "-o", "json"],
         env=env, capture_output=True, text=True, timeout=600,
     )

@@ -19,15 +19,15 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
-import applier.phases as phases_mod
-from applier.apply import apply_plan, resume
-from engine.errors import PlanRejected
-from engine.plan import Action, canonical_actions
-from engine.paimon.kinds import ActionKind
-from engine.paimon.requirements import AssertTableIdentity
-from engine.paimon.table import PaimonTable
-from journal.memory_store import MemoryRecorder
-from planner.paimon.guard import reachable_paths
+import lakesweep.applier.phases as phases_mod
+from lakesweep.applier.apply import apply_plan, resume
+from lakesweep.engine.errors import PlanRejected
+from lakesweep.engine.plan import Action, canonical_actions
+from lakesweep.engine.paimon.kinds import ActionKind
+from lakesweep.engine.paimon.requirements import AssertTableIdentity
+from lakesweep.engine.paimon.table import PaimonTable
+from lakesweep.journal.memory_store import MemoryRecorder
+from lakesweep.planner.paimon.guard import reachable_paths
 from tests.planner.conftest import make_plan
 from tests.support.table_builder import ADD, DELETE, E, TableBuilder, all_files
 

@@ -13,15 +13,15 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from applier.apply import DriverExecutor, apply_plan
-from cli.main import app
-from engine.errors import PlanRejected, StalePlan
-from engine.paimon.kinds import TagKind
-from engine.paimon.table import open_table
-from engine.plan import Action, canonical_actions
-from journal.duckdb_store import DuckDBRecorder
-from planner.paimon.options import resolve_tag_options
-from planner.paimon.tags import plan_tags
+from lakesweep.applier.apply import DriverExecutor, apply_plan
+from lakesweep.cli.main import app
+from lakesweep.engine.errors import PlanRejected, StalePlan
+from lakesweep.engine.paimon.kinds import TagKind
+from lakesweep.engine.paimon.table import open_table
+from lakesweep.engine.plan import Action, canonical_actions
+from lakesweep.journal.duckdb_store import DuckDBRecorder
+from lakesweep.planner.paimon.options import resolve_tag_options
+from lakesweep.planner.paimon.tags import plan_tags
 
 pytestmark = pytest.mark.java
 

@@ -10,15 +10,15 @@ import time
 
 import pytest
 
-from applier.apply import DriverExecutor, apply_plan, resume
-from engine.errors import PlanRejected, StalePlan
-from engine.paimon.kinds import TagKind
-from engine.paimon.table import open_table
-from engine.paimon.verify import verify_table
-from engine.plan import Action, canonical_actions
-from journal.duckdb_store import DuckDBRecorder
-from planner.paimon.options import resolve_tag_options
-from planner.paimon.tags import plan_tags
+from lakesweep.applier.apply import DriverExecutor, apply_plan, resume
+from lakesweep.engine.errors import PlanRejected, StalePlan
+from lakesweep.engine.paimon.kinds import TagKind
+from lakesweep.engine.paimon.table import open_table
+from lakesweep.engine.paimon.verify import verify_table
+from lakesweep.engine.plan import Action, canonical_actions
+from lakesweep.journal.duckdb_store import DuckDBRecorder
+from lakesweep.planner.paimon.options import resolve_tag_options
+from lakesweep.planner.paimon.tags import plan_tags
 from tests.applier.test_tags import branch_from_tag
 from tests.planner.conftest import expire
 from tests.support.faulty_fileio import FaultyFileIO

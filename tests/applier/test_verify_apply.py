@@ -10,13 +10,13 @@ import shutil
 
 from typer.testing import CliRunner
 
-from applier.apply import DriverExecutor, apply_plan
-from applier.phases import NoProgress
-from cli.main import app
-from engine.paimon.reachability import reachable_paths
-from engine.paimon.table import open_table
-from journal.duckdb_store import DuckDBRecorder
-from journal.projection import project
+from lakesweep.applier.apply import DriverExecutor, apply_plan
+from lakesweep.applier.phases import NoProgress
+from lakesweep.cli.main import app
+from lakesweep.engine.paimon.reachability import reachable_paths
+from lakesweep.engine.paimon.table import open_table
+from lakesweep.journal.duckdb_store import DuckDBRecorder
+from lakesweep.journal.projection import project
 from tests.applier.test_safety import Lake, history, plan_for
 
 
@@ -106,7 +106,7 @@ def test_journal_plans_tells_whether_the_table_was_whole_after_the_apply(tmp_pat
     lake = Lake(tmp_path / "wh")
     history(lake)
     plan = plan_for(lake.root, retain_min=1, retain_max=2)
-    from journal.audit import list_plans
+    from lakesweep.journal.audit import list_plans
 
     with DuckDBRecorder(tmp_path / "j.duckdb") as recorder:
         recorder.record_plan(plan, recorded_ms=1)

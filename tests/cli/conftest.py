@@ -3,7 +3,7 @@ import io
 import pytest
 from rich.console import Console
 
-from cli import render
+from lakesweep.cli import render
 
 
 @pytest.fixture

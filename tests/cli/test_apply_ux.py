@@ -10,11 +10,11 @@ import sys
 import pytest
 from typer.testing import CliRunner
 
-import applier.executors
-from applier.spark_exec import session_conf
-from cli.main import app
-from engine.errors import SparkUnavailable
-from engine.plan_io import read_plan
+import lakesweep.applier.executors
+from lakesweep.applier.spark_exec import session_conf
+from lakesweep.cli.main import app
+from lakesweep.engine.errors import SparkUnavailable
+from lakesweep.engine.plan_io import read_plan
 from tests.support import pypaimon_tables as pt
 
 runner = CliRunner()
@@ -38,7 +38,7 @@ def sessions(monkeypatch):
         asked.append((master, dict(conf or {}), on_ui))
         raise SparkUnavailable(f"no Spark in this test; {consequence}")
 
-    monkeypatch.setattr(applier.executors, "start_session", no_spark)
+    monkeypatch.setattr(lakesweep.applier.executors, "start_session", no_spark)
     return asked
 
 
@@ -116,7 +116,7 @@ def test_a_finished_plan_says_when_it_was_applied_and_again_runs_it(table, tmp_p
     journal = tmp_path / "j.duckdb"
     os.remove(a_deleted_file(table, plan))
     # a whole process, as a user runs it: one that already has a Spark session (the suite's) keeps its UI off
-    looked = subprocess.run([sys.executable, "-m", "cli", "apply", str(plan), "--dry-run", "--check-files",
+    looked = subprocess.run([sys.executable, "-m", "lakesweep.cli", "apply", str(plan), "--dry-run", "--check-files",
                              "--spark-ui", "--master", "local[1]", "-o", "json"],
                             capture_output=True, text=True, timeout=300)
     assert looked.returncode == 0, looked.stderr

@@ -57,8 +57,7 @@ def _project_copy(dest: Path) -> Path:
     dest.mkdir(parents=True)
     shutil.copy2(REPO / "pyproject.toml", dest)
     shutil.copy2(REPO / pyproject["project"]["readme"], dest)
-    includes = pyproject["tool"]["setuptools"]["packages"]["find"]["include"]
-    tops = {p.split("*")[0].split(".")[0] for p in includes}
+    tops = {name.split(".")[1] for name in pyproject["tool"]["setuptools"]["packages"]}
     for top in sorted(tops):
         shutil.copytree(REPO / top, dest / top, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
     return dest

@@ -8,7 +8,7 @@ import sys
 import pytest
 from typer.testing import CliRunner
 
-from cli.main import app
+from lakesweep.cli.main import app
 from tests.support import pypaimon_tables as pt
 
 runner = CliRunner()
@@ -118,7 +118,7 @@ def test_show_refuses_a_non_plan(tmp_path):
 def test_console_script_runs_the_demo_end_to_end(tmp_path):
     env = dict(os.environ)
     r = subprocess.run(
-        [sys.executable, "-m", "cli", "demo", "--dir", str(tmp_path / "demo"), "--output", "json"],
+        [sys.executable, "-m", "lakesweep.cli", "demo", "--dir", str(tmp_path / "demo"), "--output", "json"],
         capture_output=True, text=True, env=env, timeout=300,
     )
     assert r.returncode == 0, r.stderr

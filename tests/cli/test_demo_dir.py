@@ -8,9 +8,9 @@ import sys
 import pytest
 from typer.testing import CliRunner
 
-from cli.demo import DEMO_MARKER, DEMO_OUTPUTS, prepare_demo_dir
-from cli.main import app
-from engine.errors import ForeignDirectory
+from lakesweep.cli.demo import DEMO_MARKER, DEMO_OUTPUTS, prepare_demo_dir
+from lakesweep.cli.main import app
+from lakesweep.engine.errors import ForeignDirectory
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -125,7 +125,7 @@ def test_a_directory_where_the_demo_writes_a_file_is_refused(tmp_path):
 
 def _demo(directory):
     proc = subprocess.run(
-        [sys.executable, "-m", "cli", "demo", "--dir", str(directory), "--output", "json"],
+        [sys.executable, "-m", "lakesweep.cli", "demo", "--dir", str(directory), "--output", "json"],
         capture_output=True, text=True, env=dict(os.environ, PYTHONPATH=REPO), timeout=300,
     )
     assert proc.returncode == 0, proc.stderr[-3000:]

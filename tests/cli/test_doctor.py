@@ -11,9 +11,9 @@ import uuid
 import pytest
 from typer.testing import CliRunner
 
-from applier.doctor import JOURNAL_FIX, check_java, check_table
-from cli.main import app
-from engine.s3_conditional import forget_probes
+from lakesweep.applier.doctor import JOURNAL_FIX, check_java, check_table
+from lakesweep.cli.main import app
+from lakesweep.engine.s3_conditional import forget_probes
 from tests.applier.test_preflight import lakesweep, stand_in_path, words
 from tests.support import pypaimon_tables as pt
 from tests.support.s3_proxy import header_dropping_proxy

@@ -14,7 +14,7 @@ import uuid
 
 import pytest
 
-from applier.local import apply_locally
+from lakesweep.applier.local import apply_locally
 from tests.applier.conftest import copy_table
 from tests.planner.conftest import make_plan
 from tests.support import pypaimon_tables as pt
@@ -28,7 +28,7 @@ REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 
 
 def lakesweep(*args) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "cli", *map(str, args)], capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "lakesweep.cli", *map(str, args)], capture_output=True, text=True,
                           cwd=REPO, env=dict(os.environ, PYTHONPATH=REPO), timeout=600)
 
 
@@ -51,8 +51,8 @@ def download_tree(url: str, hdfs_root: str, local_root: str) -> None:
 
 def planned(plan_path, table: str) -> set[str]:
     """The files a plan deletes, relative to the table root."""
-    from engine.plan import Verb
-    from engine.plan_io import read_plan
+    from lakesweep.engine.plan import Verb
+    from lakesweep.engine.plan_io import read_plan
 
     return {a.path[len(table) + 1:] if a.path.startswith(table + "/") else a.path
             for a in read_plan(str(plan_path)).actions if a.verb is Verb.DELETE_FILE}

@@ -10,9 +10,9 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from cli.app import handle_errors
-from cli.main import app
-from journal.duckdb_store import DuckDBRecorder
+from lakesweep.cli.app import handle_errors
+from lakesweep.cli.main import app
+from lakesweep.journal.duckdb_store import DuckDBRecorder
 from tests.support import pypaimon_tables as pt
 
 runner = CliRunner()
@@ -26,7 +26,7 @@ def run(*args, **env):
 
 def lakesweep(*args, timeout=120, **env):
     """The command as a user runs it: a new interpreter, ``python -m cli``."""
-    return subprocess.run([sys.executable, "-m", "cli", *map(str, args)], capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "lakesweep.cli", *map(str, args)], capture_output=True, text=True,
                           timeout=timeout, cwd=REPO, env={**os.environ, **env})
 
 
@@ -87,7 +87,7 @@ def test_a_journal_inside_the_plans_table_is_refused_before_it_is_created(table,
 
 
 def test_resume_refuses_a_journal_inside_a_table_it_applied_to(table, plan_file):
-    from engine.plan_io import read_plan
+    from lakesweep.engine.plan_io import read_plan
 
     journal = os.path.join(table.path, "journal.duckdb")
     with DuckDBRecorder(journal) as recorder:  # as an older lakesweep could have left it
@@ -99,7 +99,7 @@ def test_resume_refuses_a_journal_inside_a_table_it_applied_to(table, plan_file)
 
 
 def test_an_export_inside_a_journaled_table_is_refused(table, plan_file, tmp_path):
-    from engine.plan_io import read_plan
+    from lakesweep.engine.plan_io import read_plan
 
     journal = tmp_path / "j.duckdb"
     with DuckDBRecorder(journal) as recorder:
@@ -166,12 +166,11 @@ def test_version_prints_the_installed_distribution_s_version():
 
 
 def test_an_unexpected_exception_is_an_internal_error_with_a_hint(table, monkeypatch):
-    import engine.paimon.inspect
-
+    import lakesweep.engine.paimon.inspect
     def broken(t):
         raise RuntimeError("the summary went\nwrong")
 
-    monkeypatch.setattr(engine.paimon.inspect, "inspect_table", broken)
+    monkeypatch.setattr(lakesweep.engine.paimon.inspect, "inspect_table", broken)
     r = run("inspect", table.path)
     assert r.exit_code == 2
     assert one_error_line(r.stderr) == f"internal error: RuntimeError: the summary went wrong; {BUG_HINT}"
@@ -388,7 +387,7 @@ def test_a_journal_under_a_regular_file_is_one_clear_error(plan_file, tmp_path):
 
 
 def test_an_export_under_a_regular_file_is_one_clear_error(plan_file, tmp_path):
-    from engine.plan_io import read_plan
+    from lakesweep.engine.plan_io import read_plan
 
     journal = tmp_path / "j.duckdb"
     with DuckDBRecorder(journal) as recorder:
@@ -439,7 +438,7 @@ def test_a_journal_or_export_that_is_a_fifo_is_refused_instead_of_hanging(plan_f
         r = lakesweep(*args, timeout=60)
         assert r.returncode == 1, r.stderr
         assert one_error_line(r.stderr) == f"error: journal {fifo} is not a regular file"
-    from engine.plan_io import read_plan
+    from lakesweep.engine.plan_io import read_plan
 
     journal = tmp_path / "j.duckdb"
     with DuckDBRecorder(journal) as recorder:
@@ -450,8 +449,8 @@ def test_a_journal_or_export_that_is_a_fifo_is_refused_instead_of_hanging(plan_f
 
 
 def test_an_output_inside_an_hdfs_table_is_refused_and_one_outside_it_is_not(tmp_path):
-    from cli.app import refuse_inside_table
-    from engine.errors import PlanRejected
+    from lakesweep.cli.app import refuse_inside_table
+    from lakesweep.engine.errors import PlanRejected
 
     table = "hdfs://nn:8020/wh/db.db/t"
     with pytest.raises(PlanRejected) as e:

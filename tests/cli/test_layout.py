@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from cli.output import JsonOutput, Output, OutputFormat, TextOutput, output_for
+from lakesweep.cli.output import JsonOutput, Output, OutputFormat, TextOutput, output_for
 
 REPO = Path(__file__).resolve().parents[2]
 CLI = REPO / "cli"
@@ -27,7 +27,7 @@ def _imported_modules(path: Path) -> set[str]:
 
 
 def test_only_the_entry_point_imports_cli_main():
-    importers = sorted(p.name for p in CLI.glob("*.py") if "cli.main" in _imported_modules(p))
+    importers = sorted(p.name for p in CLI.glob("*.py") if "lakesweep.cli.main" in _imported_modules(p))
     assert importers == ["__main__.py"]
 
 
@@ -36,10 +36,11 @@ def test_the_planner_does_not_import_cli():
         assert not any(m == "cli" or m.startswith("cli.") for m in _imported_modules(p)), p
 
 
-@pytest.mark.parametrize("module", ["cli.app", "cli.plan_cmds", "cli.apply_cmds", "cli.journal_cmds", "cli.doctor",
-                                    "cli.demo", "cli.output", "cli.render"])
+@pytest.mark.parametrize("module", ["app", "plan_cmds", "apply_cmds", "journal_cmds", "doctor", "demo", "output",
+                                    "render"])
 def test_each_cli_module_imports_first_in_a_new_interpreter(module):
-    r = subprocess.run([sys.executable, "-c", f"import {module}"], capture_output=True, text=True, timeout=120,
+    r = subprocess.run([sys.executable, "-c", f"import lakesweep.cli.{module}"], capture_output=True, text=True,
+                       timeout=120,
                        env=dict(os.environ, PYTHONPATH=str(REPO)))
     assert r.returncode == 0, r.stderr
 

@@ -13,10 +13,11 @@ import time
 
 import pytest
 
-from journal.audit import list_plans
-from journal.duckdb_store import DuckDBRecorder, writer_pid
+from lakesweep.journal.audit import list_plans
+from lakesweep.journal.duckdb_store import DuckDBRecorder, writer_pid
 from tests.applier.conftest import REPO
 from tests.support.table_builder import all_files
+from tests.support.processes import LAKESWEEP
 
 pytestmark = pytest.mark.spark
 
@@ -24,8 +25,8 @@ ORPHANS = 30_000
 
 READER = """
 import json, os, sys, time
-from journal.audit import list_plans
-from journal.duckdb_store import DuckDBRecorder
+from lakesweep.journal.audit import list_plans
+from lakesweep.journal.duckdb_store import DuckDBRecorder
 journal, stop = sys.argv[1], sys.argv[2]
 seen, failures = [], []
 while not os.path.exists(stop):
@@ -45,12 +46,12 @@ print(json.dumps({"seen": seen, "failures": failures}))
 
 
 def lakesweep(*args, **kw) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "cli", *map(str, args)], env=dict(os.environ, PYTHONPATH=REPO),
+    return subprocess.Popen([*LAKESWEEP, *map(str, args)], env=dict(os.environ, PYTHONPATH=REPO),
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **kw)
 
 
 def run_cli(*args, timeout=120) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "cli", *map(str, args)], env=dict(os.environ, PYTHONPATH=REPO),
+    return subprocess.run([*LAKESWEEP, *map(str, args)], env=dict(os.environ, PYTHONPATH=REPO),
                           capture_output=True, text=True, timeout=timeout)
 
 

@@ -14,11 +14,11 @@ import pyarrow.parquet as pq
 import pytest
 from typer.testing import CliRunner
 
-from applier.apply import DriverExecutor, apply_plan
-from cli.main import app
-from engine.paimon.table import open_table
-from engine.plan_io import read_plan
-from journal.duckdb_store import DuckDBRecorder
+from lakesweep.applier.apply import DriverExecutor, apply_plan
+from lakesweep.cli.main import app
+from lakesweep.engine.paimon.table import open_table
+from lakesweep.engine.plan_io import read_plan
+from lakesweep.journal.duckdb_store import DuckDBRecorder
 from tests.applier.test_safety import SCHEMA, Lake
 from tests.planner.test_orphans import NOW, age, junk
 from tests.support.seaweed import list_tree, upload_tree

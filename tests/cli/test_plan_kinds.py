@@ -7,10 +7,10 @@ import json
 import pytest
 from typer.testing import CliRunner
 
-from cli import render
-from cli.main import app
-from engine.plan_io import read_plan
-from planner.kinds import KINDS, PlanDescription, describe_plan, plan_kind
+from lakesweep.cli import render
+from lakesweep.cli.main import app
+from lakesweep.engine.plan_io import read_plan
+from lakesweep.planner.kinds import KINDS, PlanDescription, describe_plan, plan_kind
 from tests.support import pypaimon_tables as pt
 
 NOW = "2100-01-01T00:00:00Z"
@@ -30,7 +30,7 @@ def make_plan(table, tmp_path, *args):
 
 
 def test_the_registry_names_every_kind_whose_actions_paimon_defines():
-    from engine.paimon.kinds import PLAN_KINDS
+    from lakesweep.engine.paimon.kinds import PLAN_KINDS
 
     assert list(KINDS) == list(PLAN_KINDS) and {"expire", "orphans", "partitions"} <= set(KINDS)
     assert plan_kind("orphans", "paimon").name == "orphans"
@@ -113,9 +113,9 @@ def test_a_description_is_printed_as_text_not_markup(table, tmp_path, printed, m
 
 
 def test_make_plan_runs_any_registered_kind_with_its_own_options(table, tmp_path, monkeypatch, capsys):
-    from cli.output import OutputFormat
-    from cli.plan_cmds import make_plan
-    from planner.kinds import PlanKind
+    from lakesweep.cli.output import OutputFormat
+    from lakesweep.cli.plan_cmds import make_plan
+    from lakesweep.planner.kinds import PlanKind
 
     seen = {}
     expire = KINDS["expire"]

@@ -16,10 +16,10 @@ import threading
 
 import pytest
 
-from engine.paimon.table import open_table
-from planner.paimon.expire import plan_expire
-from engine.timeutil import parse_time_ms
-from planner.paimon.options import resolve_expire_options
+from lakesweep.engine.paimon.table import open_table
+from lakesweep.planner.paimon.expire import plan_expire
+from lakesweep.engine.timeutil import parse_time_ms
+from lakesweep.planner.paimon.options import resolve_expire_options
 from tests.support import pypaimon_tables as pt
 
 LAKESWEEP = os.path.join(os.path.dirname(sys.executable), "lakesweep")
@@ -107,7 +107,7 @@ class Counter:
 
 
 def test_plan_on_a_terminal_shows_the_manifests_it_read(table, tmp_path):
-    from cli.render import human_bytes
+    from lakesweep.cli.render import human_bytes
 
     counted = Counter()
     t = open_table(table.path, on_read=counted)
@@ -217,7 +217,7 @@ def test_resume_with_json_on_a_terminal_prints_only_json(table, tmp_path):
 
 
 def test_the_plan_total_grows_with_what_is_named_and_ends_at_what_was_read():
-    from cli.progress import MetadataReadProgress
+    from lakesweep.cli.progress import MetadataReadProgress
 
     reads = MetadataReadProgress()
     task = reads.bar.tasks[0]
@@ -238,7 +238,7 @@ def test_the_plan_total_grows_with_what_is_named_and_ends_at_what_was_read():
 def test_rate_columns_average_over_the_elapsed_time():
     from rich.progress import Progress
 
-    from cli.progress import RateColumn
+    from lakesweep.cli.progress import RateColumn
 
     bar = Progress()
     task_id = bar.add_task("x", total=10, files=300, bytes=3 * 1024 * 1024)

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from cli.main import app
+from lakesweep.cli.main import app
 from tests.support import pypaimon_tables as pt
 
 ROOT = Path(__file__).resolve().parents[2]

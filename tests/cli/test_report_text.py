@@ -1,8 +1,8 @@
 """The apply report for people: a column for each outcome some phase has (deleted and failed always),
 known outcomes by a short label, others by their own name; the summary line counts every outcome."""
 
-from applier.apply import ApplyReport
-from cli import render
+from lakesweep.applier.apply import ApplyReport
+from lakesweep.cli import render
 
 
 def _header(text: str) -> list[str]:

@@ -12,13 +12,13 @@ import pytest
 from rich.console import Console
 from typer.testing import CliRunner
 
-from applier.apply import ApplyReport
-from applier.spark_exec import _forward_stderr
-from cli import render
-from cli.humanize import duration, option_value, short_ids
-from cli.main import app
-from engine.timeutil import format_time_ms
-from journal.duckdb_store import DuckDBRecorder
+from lakesweep.applier.apply import ApplyReport
+from lakesweep.applier.spark_exec import _forward_stderr
+from lakesweep.cli import render
+from lakesweep.cli.humanize import duration, option_value, short_ids
+from lakesweep.cli.main import app
+from lakesweep.engine.timeutil import format_time_ms
+from lakesweep.journal.duckdb_store import DuckDBRecorder
 from tests.journal.builders import ACTIONS, completed, make_plan, phase_done, record, started
 
 runner = CliRunner()
@@ -110,7 +110,7 @@ def test_the_summary_line_leaves_out_outcomes_that_did_not_happen(printed):
 def test_plan_options_wrap_at_the_terminal_indented_with_no_limit_in_words(width):
     read = width(80)
     plan = make_plan()
-    from planner.paimon.options import OptionValue
+    from lakesweep.planner.paimon.options import OptionValue
 
     plan = dataclasses.replace(plan, options={"snapshot.num-retained.max": OptionValue(2**31 - 1, "default"),
                                               "partition.expiration-time": OptionValue(60_480_000_000, "table"),
@@ -212,7 +212,7 @@ def test_durations_and_options_are_humanized():
 
 
 def test_plan_descriptions_give_sizes_in_binary_units():
-    from planner.kinds import describe_plan
+    from lakesweep.planner.kinds import describe_plan
 
     plan = dataclasses.replace(make_plan(), kind="partitions", scope={
         "snapshot": 8, "strategy": "values-time", "cutoff": "2024-12-25 23:13:25", "time_zone": "Etc/UTC",

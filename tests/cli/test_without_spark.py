@@ -9,13 +9,14 @@ import os
 import subprocess
 import sys
 
-from applier.apply import DriverExecutor, apply_plan
-from engine.plan_io import read_plan
-from journal.duckdb_store import DuckDBRecorder
+from lakesweep.applier.apply import DriverExecutor, apply_plan
+from lakesweep.engine.plan_io import read_plan
+from lakesweep.journal.duckdb_store import DuckDBRecorder
 from tests.cli.test_input_errors import REPO, tree
 from tests.support import pypaimon_tables as pt
 
-NO_PYSPARK = "import sys; sys.modules['pyspark'] = None; from cli.main import main; sys.argv[0] = 'lakesweep'; main()"
+NO_PYSPARK = ("import sys; sys.modules['pyspark'] = None; from lakesweep.cli.main import main; "
+              "sys.argv[0] = 'lakesweep'; main()")
 MISSING = ("pyspark is not installed, and this runs on Spark: install it with  pip install 'lakesweep[spark]'  "
            "(plan, show, verify, inspect and journal work without it)")
 

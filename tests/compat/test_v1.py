@@ -22,8 +22,8 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from cli.main import app
-from engine.plan_io import read_plan
+from lakesweep.cli.main import app
+from lakesweep.engine.plan_io import read_plan
 
 HERE = Path(__file__).parent / "v1"
 FIXTURE_ROOT = Path("/tmp/lakesweep-fixture-v1")
@@ -141,8 +141,8 @@ def test_a_version_1_journal_answers_file_queries(v1_journal):
 
 
 def test_a_version_1_journal_replays_every_apply(v1_journal):
-    from journal.duckdb_store import DuckDBRecorder
-    from journal.projection import RunStatus, project
+    from lakesweep.journal.duckdb_store import DuckDBRecorder
+    from lakesweep.journal.projection import RunStatus, project
 
     with DuckDBRecorder(str(v1_journal)) as recorder:
         first = project(recorder.events(plan_id=PLAN_ID))

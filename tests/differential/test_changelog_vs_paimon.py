@@ -20,13 +20,13 @@ import time
 
 import pytest
 
-from applier.apply import DriverExecutor, apply_plan
-from engine.paimon.manifests import parse_manifest_list
-from engine.paimon.table import open_table
-from engine.paimon.verify import verify_table
-from journal.duckdb_store import DuckDBRecorder
-from planner.paimon.changelog import plan_changelog
-from planner.kinds import plan_kind
+from lakesweep.applier.apply import DriverExecutor, apply_plan
+from lakesweep.engine.paimon.manifests import parse_manifest_list
+from lakesweep.engine.paimon.table import open_table
+from lakesweep.engine.paimon.verify import verify_table
+from lakesweep.journal.duckdb_store import DuckDBRecorder
+from lakesweep.planner.paimon.changelog import plan_changelog
+from lakesweep.planner.kinds import plan_kind
 from tests.support.paimon_java import HarnessError
 
 pytestmark = pytest.mark.java

@@ -9,8 +9,8 @@ import os
 
 import pytest
 
-from engine.paimon.table import open_table
-from planner.paimon.options import TIME_RULE_OWN
+from lakesweep.engine.paimon.table import open_table
+from lakesweep.planner.paimon.options import TIME_RULE_OWN
 from tests.differential.test_expire_vs_paimon import run_history
 from tests.differential.test_orphans_vs_paimon import (  # noqa: F401 (bases is a fixture)
     BASES, Junk, bases, bucket_dirs, copy_of, now_ms, partition_of, plan_for,

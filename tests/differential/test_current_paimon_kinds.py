@@ -17,14 +17,14 @@ import time
 
 import pytest
 
-from applier.apply import DriverExecutor, apply_plan
-from engine.errors import PlanRejected
-from engine.paimon.table import open_table
-from engine.paimon.verify import verify_table
-from engine.timeutil import system_zone
-from journal.duckdb_store import DuckDBRecorder
-from planner.paimon.options import resolve_partition_options
-from planner.paimon.partitions import local_time, plan_partitions
+from lakesweep.applier.apply import DriverExecutor, apply_plan
+from lakesweep.engine.errors import PlanRejected
+from lakesweep.engine.paimon.table import open_table
+from lakesweep.engine.paimon.verify import verify_table
+from lakesweep.engine.timeutil import system_zone
+from lakesweep.journal.duckdb_store import DuckDBRecorder
+from lakesweep.planner.paimon.options import resolve_partition_options
+from lakesweep.planner.paimon.partitions import local_time, plan_partitions
 from tests.differential import test_changelog_vs_paimon as changelog
 from tests.differential import test_partitions_vs_paimon as partitions
 from tests.differential import test_tags_vs_paimon as tags
@@ -371,9 +371,9 @@ def expire_both(current_paimon, ours: str, *, retain: int, older_than_ms: int):
     EARLIEST hints must be the same. Returns the plan."""
     # 1.4.2 expires a snapshot by its own time; the successor rule lakesweep follows by default is master's
     # (2.0, not on Maven Central): lakesweep runs with --time-rule own here, as in test_current_paimon.py
-    from applier.local import apply_locally
-    from planner.paimon.expire import plan_expire
-    from planner.paimon.options import TIME_RULE_OWN, resolve_expire_options
+    from lakesweep.applier.local import apply_locally
+    from lakesweep.planner.paimon.expire import plan_expire
+    from lakesweep.planner.paimon.options import TIME_RULE_OWN, resolve_expire_options
     from tests.differential.test_expire_vs_paimon import hint, tree
 
     theirs = ours + "-theirs"

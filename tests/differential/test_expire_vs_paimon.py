@@ -16,11 +16,11 @@ import shutil
 
 import pytest
 
-from applier.local import apply_locally
-from engine.paimon.table import open_table
-from engine.paimon.verify import verify_table
-from planner.paimon.expire import plan_expire
-from planner.paimon.options import TIME_RULE_OWN, resolve_expire_options
+from lakesweep.applier.local import apply_locally
+from lakesweep.engine.paimon.table import open_table
+from lakesweep.engine.paimon.verify import verify_table
+from lakesweep.planner.paimon.expire import plan_expire
+from lakesweep.planner.paimon.options import TIME_RULE_OWN, resolve_expire_options
 
 pytestmark = pytest.mark.java
 

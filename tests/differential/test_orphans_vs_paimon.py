@@ -21,11 +21,11 @@ import time
 
 import pytest
 
-from engine.errors import PlanRejected
-from engine.paimon.orphans import list_orphan_candidates, used_names
-from engine.paimon.table import open_table
-from planner.paimon.options import resolve_orphan_options
-from planner.paimon.orphans import plan_orphans
+from lakesweep.engine.errors import PlanRejected
+from lakesweep.engine.paimon.orphans import list_orphan_candidates, used_names
+from lakesweep.engine.paimon.table import open_table
+from lakesweep.planner.paimon.options import resolve_orphan_options
+from lakesweep.planner.paimon.orphans import plan_orphans
 from tests.support.paimon_java import HarnessError
 
 pytestmark = pytest.mark.java

@@ -21,13 +21,13 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from applier.apply import DriverExecutor, apply_plan
-from engine.paimon.table import open_table
-from engine.paimon.verify import verify_table
-from engine.timeutil import system_zone
-from journal.duckdb_store import DuckDBRecorder
-from planner.paimon.options import resolve_partition_options
-from planner.paimon.partitions import _partitions, naive_millis, plan_partitions
+from lakesweep.applier.apply import DriverExecutor, apply_plan
+from lakesweep.engine.paimon.table import open_table
+from lakesweep.engine.paimon.verify import verify_table
+from lakesweep.engine.timeutil import system_zone
+from lakesweep.journal.duckdb_store import DuckDBRecorder
+from lakesweep.planner.paimon.options import resolve_partition_options
+from lakesweep.planner.paimon.partitions import _partitions, naive_millis, plan_partitions
 
 pytestmark = pytest.mark.java
 

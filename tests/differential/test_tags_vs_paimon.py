@@ -14,12 +14,12 @@ import time
 
 import pytest
 
-from applier.apply import DriverExecutor, apply_plan
-from engine.paimon.table import open_table
-from engine.paimon.verify import verify_table
-from journal.duckdb_store import DuckDBRecorder
-from planner.paimon.options import resolve_tag_options
-from planner.paimon.tags import plan_tags
+from lakesweep.applier.apply import DriverExecutor, apply_plan
+from lakesweep.engine.paimon.table import open_table
+from lakesweep.engine.paimon.verify import verify_table
+from lakesweep.journal.duckdb_store import DuckDBRecorder
+from lakesweep.planner.paimon.options import resolve_tag_options
+from lakesweep.planner.paimon.tags import plan_tags
 
 pytestmark = pytest.mark.java
 

@@ -5,9 +5,9 @@ import shutil
 
 import pytest
 
-from engine.errors import CorruptMetadata, PlanRejected
-import engine.paimon.table
-from engine.paimon.table import PaimonTable, open_table
+from lakesweep.engine.errors import CorruptMetadata, PlanRejected
+import lakesweep.engine.paimon.table
+from lakesweep.engine.paimon.table import PaimonTable, open_table
 
 
 def _make_branch(table_path: str, name: str) -> str:
@@ -35,12 +35,12 @@ def _make_branch(table_path: str, name: str) -> str:
     ],
 )
 def test_names_paimon_or_the_file_system_would_misread_are_refused(name, problem):
-    assert engine.paimon.table.branch_name_problem(name) == problem
+    assert lakesweep.engine.paimon.table.branch_name_problem(name) == problem
 
 
 @pytest.mark.parametrize("name", ["b1", "dev-2024", "x.y", "1a", "release 1", "\u00fcber", "..a"])
 def test_ordinary_names_are_branches(name):
-    assert engine.paimon.table.branch_name_problem(name) is None
+    assert lakesweep.engine.paimon.table.branch_name_problem(name) is None
 
 
 @pytest.mark.parametrize("name, problem", [("../../..", "it contains '/'"), ("..", "it is '..'"),

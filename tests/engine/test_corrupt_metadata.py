@@ -12,8 +12,8 @@ import shutil
 import fastavro
 import pytest
 
-from engine.errors import CorruptMetadata
-from engine.paimon.table import PaimonTable, open_table
+from lakesweep.engine.errors import CorruptMetadata
+from lakesweep.engine.paimon.table import PaimonTable, open_table
 
 
 def _snapshot_path(table, sid):
@@ -87,8 +87,8 @@ def test_a_schema_whose_json_id_differs_from_its_file_name_names_the_file(append
 
 
 def test_planning_stops_on_a_mismatched_id_instead_of_deleting_the_latest_snapshot(append_table):
-    from planner.paimon.expire import plan_expire
-    from planner.paimon.options import resolve_expire_options
+    from lakesweep.planner.paimon.expire import plan_expire
+    from lakesweep.planner.paimon.options import resolve_expire_options
 
     path = _snapshot_path(append_table, 2)
     _edit_json(path, id=append_table.latest)

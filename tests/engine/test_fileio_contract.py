@@ -5,8 +5,8 @@ import pickle
 
 import pytest
 
-from engine.errors import InvalidLocation, StorageError
-from engine.fileio import ArrowFileIO, DeleteOutcome, MemoryFileIO, join, normalize_location
+from lakesweep.engine.errors import InvalidLocation, StorageError
+from lakesweep.engine.fileio import ArrowFileIO, DeleteOutcome, MemoryFileIO, join, normalize_location
 
 
 @pytest.fixture(params=["local", "memory", "s3", pytest.param("hdfs", marks=pytest.mark.java)])
@@ -16,14 +16,14 @@ def fio(request, tmp_path):
     if request.param == "hdfs":
         import uuid
 
-        from engine.fileio import fileio_for
+        from lakesweep.engine.fileio import fileio_for
 
         root = f"{request.getfixturevalue('hdfs')}/contract-{uuid.uuid4().hex[:8]}"
         return fileio_for(root), root
     if request.param == "s3":
         import uuid
 
-        from engine.fileio import fileio_for
+        from lakesweep.engine.fileio import fileio_for
 
         request.getfixturevalue("s3_env")
         s3 = request.getfixturevalue("s3")

@@ -9,9 +9,9 @@ import uuid
 
 import pytest
 
-from engine.errors import InvalidLocation, StorageError
-from engine.fileio import fileio_for, is_filesystem_root, join, normalize_location
-from engine.hdfs_fileio import HdfsFileIO
+from lakesweep.engine.errors import InvalidLocation, StorageError
+from lakesweep.engine.fileio import fileio_for, is_filesystem_root, join, normalize_location
+from lakesweep.engine.hdfs_fileio import HdfsFileIO
 
 
 def test_an_hdfs_location_is_served_by_the_file_io_of_its_namenode():

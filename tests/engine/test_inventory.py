@@ -9,9 +9,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from engine.errors import PlanRejected
-from engine.fileio import MemoryFileIO
-from engine.listing import Inventory, ListedFile, read_inventory
+from lakesweep.engine.errors import PlanRejected
+from lakesweep.engine.fileio import MemoryFileIO
+from lakesweep.engine.listing import Inventory, ListedFile, read_inventory
 
 T0 = 1_700_000_000_000  # 2023-11-14T22:13:20Z
 UTC = dt.timezone.utc

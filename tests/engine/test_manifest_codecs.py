@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import pytest
 
-from engine.paimon.inspect import inspect_table
-from engine.paimon.table import open_table
+from lakesweep.engine.paimon.inspect import inspect_table
+from lakesweep.engine.paimon.table import open_table
 from tests.differential.test_expire_vs_paimon import run_history
 from tests.support.avro_metadata import HEADER_CODEC, metadata_codecs, metadata_files, record_count
 from tests.support.paimon_java import MANIFEST_CODECS

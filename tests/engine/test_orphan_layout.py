@@ -7,11 +7,11 @@ import dataclasses
 
 import pytest
 
-from engine.errors import PlanRejected
-from engine.paimon.kinds import ORPHAN_PHASES, ActionKind, OrphanKind
-from engine.paimon.layout import Layout, check_action_kind, orphan_kind_of
-from engine.paimon.table import open_table
-from engine.plan import Action, CleanupPlan
+from lakesweep.engine.errors import PlanRejected
+from lakesweep.engine.paimon.kinds import ORPHAN_PHASES, ActionKind, OrphanKind
+from lakesweep.engine.paimon.layout import Layout, check_action_kind, orphan_kind_of
+from lakesweep.engine.paimon.table import open_table
+from lakesweep.engine.plan import Action, CleanupPlan
 from tests.support import pypaimon_tables as pt
 
 

@@ -6,17 +6,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from engine.errors import UnsupportedTable
-from engine.paimon.partition import (
-    BinaryRowError,
-    FloatValue,
-    decode_binary_row,
-    escape_path_name,
-    java_float_str,
-    partition_path,
-    partition_spec,
-)
-from engine.paimon.types import parse_type
+from lakesweep.engine.errors import UnsupportedTable
+from lakesweep.engine.paimon.partition import (BinaryRowError, FloatValue, decode_binary_row, escape_path_name,
+                                               java_float_str, partition_path, partition_spec)
+from lakesweep.engine.paimon.types import parse_type
 from tests.support.binary_row import encode_binary_row
 
 

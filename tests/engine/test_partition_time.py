@@ -10,10 +10,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from engine.errors import PlanRejected
-from engine.paimon.partition import TimestampValue
-from engine.paimon.partition_time import PartitionTimeExtractor, UnparseablePartition, java_value_string
-from engine.paimon.types import DataType
+from lakesweep.engine.errors import PlanRejected
+from lakesweep.engine.paimon.partition import TimestampValue
+from lakesweep.engine.paimon.partition_time import PartitionTimeExtractor, UnparseablePartition, java_value_string
+from lakesweep.engine.paimon.types import DataType
 
 
 def T(text: str) -> dt.datetime:

@@ -9,11 +9,11 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from engine.errors import PlanRejected
-from engine.plan import Action, CleanupPlan, OptionValue, action_json, action_row, canonical_actions
-from engine.paimon.kinds import EXPIRE_PHASES, ActionKind
-from engine.paimon.requirements import expire_requirements
-from engine.plan_io import HEADER_KEY, ID_KEY, plan_from_bytes, plan_to_bytes, read_plan, write_plan
+from lakesweep.engine.errors import PlanRejected
+from lakesweep.engine.plan import Action, CleanupPlan, OptionValue, action_json, action_row, canonical_actions
+from lakesweep.engine.paimon.kinds import EXPIRE_PHASES, ActionKind
+from lakesweep.engine.paimon.requirements import expire_requirements
+from lakesweep.engine.plan_io import HEADER_KEY, ID_KEY, plan_from_bytes, plan_to_bytes, read_plan, write_plan
 
 REQUIREMENTS = expire_requirements(
     identity="schema:x", location="/wh/t", branch="main", begin=1, end=4, hint=4, deletes=True, schema_id=0,

@@ -3,9 +3,9 @@ observer changes nothing about what is read or planned."""
 
 import os
 
-from engine.paimon.table import open_table
-from planner.paimon.expire import plan_expire
-from planner.paimon.options import resolve_expire_options
+from lakesweep.engine.paimon.table import open_table
+from lakesweep.planner.paimon.expire import plan_expire
+from lakesweep.planner.paimon.options import resolve_expire_options
 
 MANIFEST_FILES = ("manifest list", "manifest", "index manifest")
 NOW = 4102444800000  # 2100-01-01

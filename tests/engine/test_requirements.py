@@ -4,18 +4,12 @@ import json
 
 import pytest
 
-from engine.errors import PlanRejected
-from engine.plan import decode_requirement
-from engine.paimon.requirements import (
-    AssertBranches,
-    AssertConsumersOutside,
-    AssertSchemaId,
-    AssertSnapshotsPresent,
-    AssertTableIdentity,
-    AssertTagsBelow,
-    expire_requirements,
-)
-from engine.plan_io import plan_from_bytes, plan_from_header, plan_to_bytes
+from lakesweep.engine.errors import PlanRejected
+from lakesweep.engine.plan import decode_requirement
+from lakesweep.engine.paimon.requirements import (AssertBranches, AssertConsumersOutside, AssertSchemaId,
+                                                  AssertSnapshotsPresent, AssertTableIdentity, AssertTagsBelow,
+                                                  expire_requirements)
+from lakesweep.engine.plan_io import plan_from_bytes, plan_from_header, plan_to_bytes
 
 from tests.engine.test_plan_io import SAMPLE, make
 

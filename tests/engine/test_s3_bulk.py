@@ -4,9 +4,9 @@ import uuid
 
 import pytest
 
-from engine.errors import StorageError
-from engine.fileio import ArrowFileIO, DeleteOutcome
-from engine.s3_bulk import RateLimiter, RequestBudget, estimate_requests
+from lakesweep.engine.errors import StorageError
+from lakesweep.engine.fileio import ArrowFileIO, DeleteOutcome
+from lakesweep.engine.s3_bulk import RateLimiter, RequestBudget, estimate_requests
 from tests.support.s3_proxy import faulty_s3
 from tests.support.seaweed import list_tree
 

@@ -2,8 +2,8 @@
 
 import pickle
 
-from applier.doctor import _s3_settings
-from engine.fileio import ArrowFileIO, fileio_for, profile_region, s3_properties_from_env
+from lakesweep.applier.doctor import _s3_settings
+from lakesweep.engine.fileio import ArrowFileIO, fileio_for, profile_region, s3_properties_from_env
 
 KEYS = {"AWS_ACCESS_KEY_ID": "AKIDEXAMPLE", "AWS_SECRET_ACCESS_KEY": "wJalr-known-secret", "AWS_SESSION_TOKEN": "tok-1"}
 

@@ -5,9 +5,9 @@ import shutil
 
 import pytest
 
-from engine.errors import CorruptMetadata, MetadataNotFound, UnsupportedTable
-from engine.paimon.inspect import inspect_table
-from engine.paimon.table import PaimonTable, open_table
+from lakesweep.engine.errors import CorruptMetadata, MetadataNotFound, UnsupportedTable
+from lakesweep.engine.paimon.inspect import inspect_table
+from lakesweep.engine.paimon.table import PaimonTable, open_table
 from tests.support import pypaimon_tables as pt
 
 

@@ -7,9 +7,9 @@ import os
 
 import pytest
 
-from engine.paimon.reachability import reachable_paths
-from engine.paimon.table import open_table
-from engine.paimon.verify import GAP, HINT, MISSING, SIZE, UNREADABLE, verify_table
+from lakesweep.engine.paimon.reachability import reachable_paths
+from lakesweep.engine.paimon.table import open_table
+from lakesweep.engine.paimon.verify import GAP, HINT, MISSING, SIZE, UNREADABLE, verify_table
 from tests.applier.test_safety import Lake
 
 
@@ -156,7 +156,7 @@ def test_only_limits_the_check_to_the_given_locations(lake):
 
 
 def test_a_snapshot_an_expiry_takes_during_the_walk_is_no_damage(lake, monkeypatch):
-    from engine.paimon.table import PaimonTable
+    from lakesweep.engine.paimon.table import PaimonTable
 
     read = PaimonTable.snapshot
 
@@ -171,7 +171,7 @@ def test_a_snapshot_an_expiry_takes_during_the_walk_is_no_damage(lake, monkeypat
 
 
 def test_a_snapshot_gone_between_two_others_is_missing(lake, monkeypatch):
-    from engine.paimon.table import PaimonTable
+    from lakesweep.engine.paimon.table import PaimonTable
 
     read = PaimonTable.snapshot
 

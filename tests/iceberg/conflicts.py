@@ -21,10 +21,10 @@ import pyarrow as pa
 from pyiceberg.table import StaticTable
 from pyiceberg.typedef import Record
 
-from applier.apply import DriverExecutor, apply_plan
-from engine.errors import LakesweepError
-from engine.iceberg.table import IcebergTable, canonical
-from journal.duckdb_store import DuckDBRecorder
+from lakesweep.applier.apply import DriverExecutor, apply_plan
+from lakesweep.engine.errors import LakesweepError
+from lakesweep.engine.iceberg.table import IcebergTable, canonical
+from lakesweep.journal.duckdb_store import DuckDBRecorder
 from tests.iceberg.conftest import CATALOG, SCHEMA, SPEC, Lake, files_on_disk, needed_files
 from tests.iceberg.java_twins import java_catalog, put_aside
 from tests.support import iceberg_files
@@ -185,16 +185,16 @@ def lakesweep_plan(operation: str, cutoff_ms: int):
     view = IcebergTable(CATALOG, IDENT)
     now = int(time.time() * 1000)
     if operation == "expire":
-        from planner.iceberg.expire import plan_iceberg_expire, resolve_expire_options
+        from lakesweep.planner.iceberg.expire import plan_iceberg_expire, resolve_expire_options
 
         return plan_iceberg_expire(view, now_ms=now, options=resolve_expire_options(
             view.options, older_than=str(cutoff_ms), retain_last=1))
     if operation == "rewrite-manifests":
-        from planner.iceberg.rewrite_manifests import plan_rewrite_manifests, resolve_rewrite_options
+        from lakesweep.planner.iceberg.rewrite_manifests import plan_rewrite_manifests, resolve_rewrite_options
 
         return plan_rewrite_manifests(view, now_ms=now, options=resolve_rewrite_options(view.options,
                                                                                          min_manifests=2))
-    from planner.iceberg.compact import plan_compact, resolve_compact_options
+    from lakesweep.planner.iceberg.compact import plan_compact, resolve_compact_options
 
     return plan_compact(view, now_ms=now, options=resolve_compact_options(view.options, min_input_files=2))
 

@@ -18,7 +18,7 @@ from pyiceberg.schema import Schema  # noqa: E402
 from pyiceberg.transforms import IdentityTransform  # noqa: E402
 from pyiceberg.types import LongType, NestedField, StringType  # noqa: E402
 
-from engine.iceberg.table import IcebergTable, canonical  # noqa: E402
+from lakesweep.engine.iceberg.table import IcebergTable, canonical  # noqa: E402
 
 CATALOG = "lsice"
 SCHEMA = Schema(NestedField(1, "id", LongType(), required=False), NestedField(2, "region", StringType(), required=False))

@@ -22,12 +22,12 @@ from contextlib import contextmanager
 
 from pyiceberg.catalog.sql import SqlCatalog
 
-from applier.apply import DriverExecutor, apply_plan
-from engine.iceberg.table import IcebergTable, canonical
-from journal.duckdb_store import DuckDBRecorder
-from planner.iceberg.expire import plan_iceberg_expire, resolve_expire_options
-from planner.iceberg.orphans import resolve_orphan_options
-from planner.kinds import plan_kind
+from lakesweep.applier.apply import DriverExecutor, apply_plan
+from lakesweep.engine.iceberg.table import IcebergTable, canonical
+from lakesweep.journal.duckdb_store import DuckDBRecorder
+from lakesweep.planner.iceberg.expire import plan_iceberg_expire, resolve_expire_options
+from lakesweep.planner.iceberg.orphans import resolve_orphan_options
+from lakesweep.planner.kinds import plan_kind
 from tests.iceberg.conftest import CATALOG, SCHEMA, SPEC, Lake, batch, rows_by_snapshot
 
 DAY_MS = 86_400_000
@@ -249,11 +249,11 @@ def manifest_counts(lake: Lake, ident: str) -> dict[int, int]:
 def run_lakesweep(lake: Lake, tmp_path, kind: str, ident: str, **flags):
     view = IcebergTable(CATALOG, ident)
     if kind == "rewrite-manifests":
-        from planner.iceberg.rewrite_manifests import plan_rewrite_manifests, resolve_rewrite_options
+        from lakesweep.planner.iceberg.rewrite_manifests import plan_rewrite_manifests, resolve_rewrite_options
 
         p = plan_rewrite_manifests(view, now_ms=now_ms(), options=resolve_rewrite_options(view.options, **flags))
     else:
-        from planner.iceberg.compact import plan_compact, resolve_compact_options
+        from lakesweep.planner.iceberg.compact import plan_compact, resolve_compact_options
 
         p = plan_compact(view, now_ms=now_ms(), options=resolve_compact_options(view.options, **flags))
     assert p.actions

@@ -7,7 +7,7 @@ import os
 import pytest
 from typer.testing import CliRunner
 
-from cli.main import app
+from lakesweep.cli.main import app
 from tests.iceberg.conftest import CATALOG, write_history
 
 
@@ -65,7 +65,7 @@ def test_show_and_dry_run_of_an_iceberg_plan(lake, out, tmp_path):
 def test_verify_an_iceberg_table_finds_a_missing_data_file(lake):
     import json
 
-    from engine.iceberg.table import canonical
+    from lakesweep.engine.iceberg.table import canonical
 
     t = write_history(lake)
     runner = CliRunner()

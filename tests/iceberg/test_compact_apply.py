@@ -13,15 +13,15 @@ import pyarrow as pa
 import pytest
 from typer.testing import CliRunner
 
-from applier.apply import DriverExecutor, apply_plan, dry_run_plan, resume
-from engine.errors import StalePlan
-from engine.iceberg.commit import IcebergCommitter
-from engine.iceberg.compaction import DELETES_NOT_APPLIED
-from engine.iceberg.requirements import COMMIT_ID_PROPERTY
-from engine.iceberg.table import IcebergTable, canonical
-from journal.duckdb_store import DuckDBRecorder
-from journal.events import OutputWritten
-from planner.iceberg.compact import plan_compact, resolve_compact_options
+from lakesweep.applier.apply import DriverExecutor, apply_plan, dry_run_plan, resume
+from lakesweep.engine.errors import StalePlan
+from lakesweep.engine.iceberg.commit import IcebergCommitter
+from lakesweep.engine.iceberg.compaction import DELETES_NOT_APPLIED
+from lakesweep.engine.iceberg.requirements import COMMIT_ID_PROPERTY
+from lakesweep.engine.iceberg.table import IcebergTable, canonical
+from lakesweep.journal.duckdb_store import DuckDBRecorder
+from lakesweep.journal.events import OutputWritten
+from lakesweep.planner.iceberg.compact import plan_compact, resolve_compact_options
 from tests.iceberg.conftest import CATALOG, SCHEMA, SPEC, files_on_disk, missing, rows_by_snapshot
 from tests.support import iceberg_files, iceberg_tables
 
@@ -348,7 +348,7 @@ def pq_id(path):
 
 
 def test_plan_compact_on_the_command_line_with_json_output(lake, tmp_path):
-    from cli.main import app
+    from lakesweep.cli.main import app
 
     six_files(lake)
     out = str(tmp_path / "p.parquet")

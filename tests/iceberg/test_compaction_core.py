@@ -20,17 +20,11 @@ from pyiceberg.schema import Schema
 from pyiceberg.transforms import IdentityTransform
 from pyiceberg.types import StringType
 
-from engine.errors import CorruptMetadata, MetadataNotFound, PlanRejected
-from engine.iceberg.compaction import (
-    DELETES_NOT_APPLIED,
-    NO_CURRENT_SNAPSHOT,
-    NO_ELIGIBLE_FILES,
-    pack,
-    plan_bins,
-    target_file_size,
-)
-from engine.iceberg.compaction_merge import merge_bin, output_location
-from engine.iceberg.table import IcebergTable, canonical
+from lakesweep.engine.errors import CorruptMetadata, MetadataNotFound, PlanRejected
+from lakesweep.engine.iceberg.compaction import (DELETES_NOT_APPLIED, NO_CURRENT_SNAPSHOT, NO_ELIGIBLE_FILES, pack,
+                                                 plan_bins, target_file_size)
+from lakesweep.engine.iceberg.compaction_merge import merge_bin, output_location
+from lakesweep.engine.iceberg.table import IcebergTable, canonical
 from tests.iceberg.conftest import SCHEMA, SPEC
 from tests.iceberg.test_seaweedfs import BUCKET, history, mini, sw  # noqa: F401 (mini, sw: fixtures)
 from tests.iceberg.test_seaweedfs import CATALOG as SEAWEED_CATALOG

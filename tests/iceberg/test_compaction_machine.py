@@ -18,12 +18,12 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
-from applier.apply import DriverExecutor, apply_plan
-from engine.errors import LakesweepError
-from engine.iceberg.table import IcebergTable
-from engine.plan import CleanupPlan
-from journal.duckdb_store import DuckDBRecorder
-from planner.iceberg.compact import plan_compact, resolve_compact_options
+from lakesweep.applier.apply import DriverExecutor, apply_plan
+from lakesweep.engine.errors import LakesweepError
+from lakesweep.engine.iceberg.table import IcebergTable
+from lakesweep.engine.plan import CleanupPlan
+from lakesweep.journal.duckdb_store import DuckDBRecorder
+from lakesweep.planner.iceberg.compact import plan_compact, resolve_compact_options
 from tests.iceberg.conftest import SCHEMA, SPEC
 from tests.support import iceberg_files
 

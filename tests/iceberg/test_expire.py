@@ -8,14 +8,14 @@ import os
 
 import pytest
 
-from applier.apply import DriverExecutor, apply_plan, dry_run_plan, resume
-from engine.errors import PlanRejected, StalePlan
-from engine.iceberg.commit import IcebergCommitter, backoff_s
-from engine.iceberg.kinds import ExpireKind
-from engine.iceberg.table import canonical
-from engine.plan import Action, CleanupPlan, canonical_actions
-from journal.duckdb_store import DuckDBRecorder
-from planner.iceberg.expire import plan_iceberg_expire, resolve_expire_options
+from lakesweep.applier.apply import DriverExecutor, apply_plan, dry_run_plan, resume
+from lakesweep.engine.errors import PlanRejected, StalePlan
+from lakesweep.engine.iceberg.commit import IcebergCommitter, backoff_s
+from lakesweep.engine.iceberg.kinds import ExpireKind
+from lakesweep.engine.iceberg.table import canonical
+from lakesweep.engine.plan import Action, CleanupPlan, canonical_actions
+from lakesweep.journal.duckdb_store import DuckDBRecorder
+from lakesweep.planner.iceberg.expire import plan_iceberg_expire, resolve_expire_options
 from tests.iceberg.conftest import files_on_disk, missing, needed_files, rows_by_snapshot, write_history
 
 def plan(view, *, now=None, **flags):
@@ -270,7 +270,7 @@ def test_a_commit_the_catalog_refuses_is_retried_with_backoff_after_the_plan_is_
 
 
 def test_retries_stop_at_max_commit_retries_and_nothing_is_committed(lake, monkeypatch):
-    from engine.errors import LakesweepError
+    from lakesweep.engine.errors import LakesweepError
     from pyiceberg.exceptions import CommitFailedException
 
     write_history(lake)
@@ -319,7 +319,7 @@ def test_a_tag_created_after_apply_read_the_table_keeps_its_snapshot_in_the_comm
 def test_the_catalog_itself_refuses_a_commit_when_a_ref_appeared_after_the_last_check(lake):
     from pyiceberg.exceptions import CommitFailedException
 
-    from engine.iceberg.commit import _assert_refs_exactly
+    from lakesweep.engine.iceberg.commit import _assert_refs_exactly
 
     t = write_history(lake)
     refs = {n: r.snapshot_id for n, r in t.metadata.refs.items()}
@@ -376,7 +376,7 @@ def test_a_commit_that_keeps_failing_stops_the_apply_before_any_file_is_deleted(
     write_history(lake)
     p = plan(lake.view(), older_than="0 s", max_commit_retries=1)
     before = files_on_disk(lake.table())
-    monkeypatch.setattr("engine.iceberg.commit.time.sleep", lambda s: None)
+    monkeypatch.setattr("lakesweep.engine.iceberg.commit.time.sleep", lambda s: None)
 
     def always_lose(catalog, *args, **kwargs):
         raise CommitFailedException("Table has been updated by another process")
@@ -390,7 +390,7 @@ def test_a_commit_that_keeps_failing_stops_the_apply_before_any_file_is_deleted(
 
 
 def test_planning_tells_its_observer_every_manifest_list_and_manifest_it_reads_once(lake):
-    from engine.iceberg.table import IcebergTable
+    from lakesweep.engine.iceberg.table import IcebergTable
     from tests.iceberg.conftest import CATALOG
 
     class Seen:

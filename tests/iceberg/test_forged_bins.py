@@ -10,8 +10,8 @@ import dataclasses
 
 import pytest
 
-from engine.errors import PlanRejected
-from engine.plan import CleanupPlan
+from lakesweep.engine.errors import PlanRejected
+from lakesweep.engine.plan import CleanupPlan
 from tests.iceberg.conftest import files_on_disk
 from tests.iceberg.test_live_compaction import apply, bin_of, current_rows, data_files, partitioned, plan, \
     position_delete

@@ -15,13 +15,13 @@ import os
 import pytest
 from typer.testing import CliRunner
 
-from applier.apply import DriverExecutor, apply_plan
-from cli.main import app
-from engine.errors import PlanRejected
-from journal.audit import list_maintenance
-from journal.duckdb_store import DuckDBRecorder
-from planner.iceberg.compact import plan_compact, resolve_compact_options
-from planner.iceberg.rewrite_manifests import plan_rewrite_manifests, resolve_rewrite_options
+from lakesweep.applier.apply import DriverExecutor, apply_plan
+from lakesweep.cli.main import app
+from lakesweep.engine.errors import PlanRejected
+from lakesweep.journal.audit import list_maintenance
+from lakesweep.journal.duckdb_store import DuckDBRecorder
+from lakesweep.planner.iceberg.compact import plan_compact, resolve_compact_options
+from lakesweep.planner.iceberg.rewrite_manifests import plan_rewrite_manifests, resolve_rewrite_options
 from tests.iceberg.conftest import CATALOG, files_on_disk, write_history
 from tests.iceberg.test_expire import plan as plan_expire
 from tests.iceberg.test_maintain import as_format_v3, maintain
@@ -81,7 +81,7 @@ def test_a_plan_made_before_the_table_became_v3_is_refused_by_apply_before_anyth
 
 
 def test_the_cli_apply_refuses_a_commit_plan_on_a_v3_table_with_exit_1(lake, tmp_path):
-    from engine.plan_io import write_plan
+    from lakesweep.engine.plan_io import write_plan
 
     write_history(lake)
     plan_file = str(tmp_path / "p.parquet")
@@ -135,10 +135,10 @@ def test_maintain_maintains_the_v2_table_and_runs_only_orphans_on_the_v3_one(lak
 def test_resume_of_an_apply_left_applying_on_a_v3_table_ends_it_refused(lake, tmp_path):
     """An apply an older lakesweep left APPLYING (it died at the commit) is refused by resume before anything, and
     ends: the table is no longer 'still being worked on'."""
-    from applier.apply import resume
-    from journal.events import ApplyStarted
-    from journal.projection import PlanStatus
-    from journal.queries import plan_state
+    from lakesweep.applier.apply import resume
+    from lakesweep.journal.events import ApplyStarted
+    from lakesweep.journal.projection import PlanStatus
+    from lakesweep.journal.queries import plan_state
 
     write_history(lake)
     p = plan_expire(lake.view(), older_than="0 s")
@@ -157,7 +157,7 @@ def test_resume_of_an_apply_left_applying_on_a_v3_table_ends_it_refused(lake, tm
 
 def test_maintain_over_a_v3_table_a_table_whose_plan_cannot_be_written_and_healthy_ones_goes_on(lake, tmp_path):
     """Each table's failure or refusal is that table's result; the healthy tables are maintained all the same."""
-    from applier.maintain import discover
+    from lakesweep.applier.maintain import discover
 
     for name in ("ns.a", "ns.blocked", "ns.c", "ns.v3"):
         write_history(lake, name, appends=3, churn=False)

@@ -8,9 +8,9 @@ from dataclasses import replace
 
 import pytest
 
-from engine.errors import PlanRejected
-from engine.iceberg.requirements import AssertGcEnabled
-from journal.duckdb_store import DuckDBRecorder
+from lakesweep.engine.errors import PlanRejected
+from lakesweep.engine.iceberg.requirements import AssertGcEnabled
+from lakesweep.journal.duckdb_store import DuckDBRecorder
 from tests.iceberg.conftest import files_on_disk, write_history
 from tests.iceberg.test_expire import apply
 from tests.iceberg.test_expire import plan as plan_expire

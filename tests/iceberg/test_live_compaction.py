@@ -9,13 +9,13 @@ import collections
 import pyarrow as pa
 import pytest
 
-from applier.apply import DriverExecutor, apply_plan
-from engine.iceberg import commit as iceberg_commit
-from engine.iceberg.commit import IcebergCommitter
-from engine.iceberg.table import canonical
-from journal.duckdb_store import DuckDBRecorder
-from journal.events import OutputOrphaned
-from planner.iceberg.compact import plan_compact, resolve_compact_options
+from lakesweep.applier.apply import DriverExecutor, apply_plan
+from lakesweep.engine.iceberg import commit as iceberg_commit
+from lakesweep.engine.iceberg.commit import IcebergCommitter
+from lakesweep.engine.iceberg.table import canonical
+from lakesweep.journal.duckdb_store import DuckDBRecorder
+from lakesweep.journal.events import OutputOrphaned
+from lakesweep.planner.iceberg.compact import plan_compact, resolve_compact_options
 from tests.iceberg.conftest import SCHEMA, SPEC, missing
 from tests.support import iceberg_files
 

@@ -18,11 +18,12 @@ import time
 import pyarrow as pa
 import pytest
 
-from journal.audit import list_maintenance
-from journal.duckdb_store import DuckDBRecorder
+from lakesweep.journal.audit import list_maintenance
+from lakesweep.journal.duckdb_store import DuckDBRecorder
 from tests.applier.conftest import REPO
 from tests.iceberg.conftest import CATALOG, SCHEMA
 from tests.support.streaming_writer import WriterProcess
+from tests.support.processes import LAKESWEEP
 
 pytest.importorskip("pyiceberg")
 
@@ -34,7 +35,7 @@ WRITER_START = 100_000  # the writer's first id
 
 def cli(*args, timeout=600) -> subprocess.CompletedProcess:
     env = dict(os.environ, PYTHONPATH=REPO)
-    return subprocess.run([sys.executable, "-m", "cli", *args], env=env, capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "lakesweep.cli", *args], env=env, capture_output=True, text=True,
                           timeout=timeout)
 
 
@@ -155,7 +156,7 @@ def test_maintain_every_makes_progress_on_a_table_being_written_in_every_cycle(l
     journal = str(tmp_path / "j.duckdb")
     with writing(lake, tmp_path) as w:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "cli", "maintain", "--catalog", CATALOG, "--journal", journal, "--every", "1 s",
+            [*LAKESWEEP, "maintain", "--catalog", CATALOG, "--journal", journal, "--every", "1 s",
              "--snapshot-retention-hours", "0", "--max-snapshots-to-keep", "5", "--min-manifests-to-rewrite", "2",
              "--min-input-files", "2", "--master", "local[1]"],
             env=dict(os.environ, PYTHONPATH=REPO), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)

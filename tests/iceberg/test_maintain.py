@@ -14,14 +14,15 @@ import time
 import pytest
 from typer.testing import CliRunner
 
-from applier.apply import DriverExecutor
-from applier.maintain import Maintenance, Thresholds, discover, parse_operations
-from cli.main import app
-from engine.errors import PlanRejected
-from journal.audit import list_maintenance, list_plans
-from journal.duckdb_store import DuckDBRecorder
+from lakesweep.applier.apply import DriverExecutor
+from lakesweep.applier.maintain import Maintenance, Thresholds, discover, parse_operations
+from lakesweep.cli.main import app
+from lakesweep.engine.errors import PlanRejected
+from lakesweep.journal.audit import list_maintenance, list_plans
+from lakesweep.journal.duckdb_store import DuckDBRecorder
 from tests.applier.conftest import REPO
 from tests.iceberg.conftest import CATALOG, rows_by_snapshot, write_history
+from tests.support.processes import LAKESWEEP
 
 pytest.importorskip("pyiceberg")
 
@@ -129,10 +130,10 @@ def test_a_dry_run_writes_every_plan_and_applies_nothing(tables, tmp_path):
 
 @pytest.mark.spark
 def test_a_table_with_an_unfinished_apply_is_not_picked_up_again(tables, tmp_path):
-    from planner.kinds import plan_kind
+    from lakesweep.planner.kinds import plan_kind
 
-    from engine.iceberg.table import IcebergTable
-    from engine.plan_io import write_plan
+    from lakesweep.engine.iceberg.table import IcebergTable
+    from lakesweep.engine.plan_io import write_plan
 
     view = IcebergTable(CATALOG, "ns.items")
     entry = plan_kind("expire", "iceberg")
@@ -140,7 +141,7 @@ def test_a_table_with_an_unfinished_apply_is_not_picked_up_again(tables, tmp_pat
     plan_file = str(tmp_path / "p.parquet")
     write_plan(p, plan_file)
     env = dict(os.environ, LAKESWEEP_TEST_CRASH="before-journal:1", PYTHONPATH=REPO)
-    proc = subprocess.run([sys.executable, "-m", "cli", "apply", plan_file, "--journal", str(tmp_path / "j.duckdb"),
+    proc = subprocess.run([*LAKESWEEP, "apply", plan_file, "--journal", str(tmp_path / "j.duckdb"),
                            "--master", "local[1]"], env=env, capture_output=True, text=True, timeout=300)
     assert proc.returncode == -signal.SIGKILL, proc.stderr[-2000:]
     run, rec = maintain(tmp_path, table_filter="items", operations=("expire", "orphans"))
@@ -170,7 +171,7 @@ def test_the_command_reports_partial_success_and_the_journal_lists_it(tables, tm
 def test_every_repeats_until_sigterm_and_stops_cleanly(tables, tmp_path):
     env = dict(os.environ, PYTHONPATH=REPO)
     journal = str(tmp_path / "j.duckdb")
-    proc = subprocess.Popen([sys.executable, "-m", "cli", "maintain", "--catalog", CATALOG, "--journal", journal,
+    proc = subprocess.Popen([*LAKESWEEP, "maintain", "--catalog", CATALOG, "--journal", journal,
                              "--operations", "rewrite-manifests", "--min-manifests-to-rewrite", "2", "--every", "1 s"],
                             env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.time() + 120
@@ -239,7 +240,7 @@ def test_a_table_with_a_230_character_name_is_maintained(lake, tmp_path):
 
 
 def test_two_tables_whose_names_read_alike_get_their_own_plan_files(lake, tmp_path):
-    from engine.plan_io import read_plan
+    from lakesweep.engine.plan_io import read_plan
 
     write_history(lake, "ns.t x", appends=3, churn=False)
     write_history(lake, "ns.t_x", appends=3, churn=False)
@@ -298,7 +299,7 @@ def as_format_v3(lake, ident) -> None:
 
 
 def test_an_internal_error_on_one_table_is_journaled_as_its_result_and_the_run_goes_on(lake, tmp_path, monkeypatch):
-    from engine.iceberg.commit import IcebergCommitter
+    from lakesweep.engine.iceberg.commit import IcebergCommitter
 
     write_history(lake, "ns.a", appends=3, churn=False)
     write_history(lake, "ns.b", appends=3, churn=False)
@@ -321,9 +322,9 @@ def test_an_internal_error_on_one_table_is_journaled_as_its_result_and_the_run_g
 
 
 def test_default_retention_is_each_engines_own_the_same_as_plan():
-    from applier.maintain import TableRef, _flags
-    from planner.iceberg.expire import resolve_expire_options
-    from planner.kinds import plan_kind
+    from lakesweep.applier.maintain import TableRef, _flags
+    from lakesweep.planner.iceberg.expire import resolve_expire_options
+    from lakesweep.planner.kinds import plan_kind
 
     iceberg, paimon = TableRef("iceberg", "ns", "t"), TableRef("paimon", "db", "t")
     expire = resolve_expire_options({}, **_flags(iceberg, "expire", {}, Thresholds()))

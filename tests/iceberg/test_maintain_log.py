@@ -18,17 +18,18 @@ import pytest
 from rich.console import Console
 from typer.testing import CliRunner
 
-from applier.maintain import parse_operations
-from cli import render
-from cli.main import app
-from cli.humanize import elapsed
-from cli.maintain_cmds import JsonLinesLog, render_summary
-from engine.timeutil import iso_time_ms
-from engine.errors import JournalError
-from engine.plan_io import read_plan
+from lakesweep.applier.maintain import parse_operations
+from lakesweep.cli import render
+from lakesweep.cli.main import app
+from lakesweep.cli.humanize import elapsed
+from lakesweep.cli.maintain_cmds import JsonLinesLog, render_summary
+from lakesweep.engine.timeutil import iso_time_ms
+from lakesweep.engine.errors import JournalError
+from lakesweep.engine.plan_io import read_plan
 from tests.applier.conftest import REPO
 from tests.iceberg.conftest import CATALOG, write_history
 from tests.iceberg.test_maintain import maintain
+from tests.support.processes import LAKESWEEP
 
 ISO = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$")
 
@@ -152,7 +153,7 @@ def test_the_summary_shows_files_bytes_and_duration_per_operation(tables, tmp_pa
 
 
 def _human(n):
-    from cli.render import human_bytes
+    from lakesweep.cli.render import human_bytes
 
     return human_bytes(n)
 
@@ -191,7 +192,7 @@ def test_the_journal_is_read_by_another_process_while_maintain_writes_it(tables,
     def read_now(event):  # another process reads the journal while this run holds it
         if event["event"] != "operation":
             return
-        done = subprocess.run([sys.executable, "-m", "cli", "journal", "maintenance", "--journal", str(journal),
+        done = subprocess.run([*LAKESWEEP, "journal", "maintenance", "--journal", str(journal),
                                "-o", "json"], env=dict(os.environ, PYTHONPATH=REPO), capture_output=True, text=True,
                               timeout=120)
         assert done.returncode == 0, done.stderr

@@ -6,10 +6,11 @@ from __future__ import annotations
 
 import pytest
 
-from engine.errors import PlanRejected
-from engine.fileio import FileInfo
-from engine.iceberg.table import canonical
-from planner.iceberg.orphans import metadata_to_read, metadata_version, plan_iceberg_orphans, resolve_orphan_options
+from lakesweep.engine.errors import PlanRejected
+from lakesweep.engine.fileio import FileInfo
+from lakesweep.engine.iceberg.table import canonical
+from lakesweep.planner.iceberg.orphans import (metadata_to_read, metadata_version, plan_iceberg_orphans,
+                                               resolve_orphan_options)
 
 NOW = 10 * 86_400_000
 OLD = 1_000

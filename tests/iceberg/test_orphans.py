@@ -10,15 +10,15 @@ import os
 import pytest
 from typer.testing import CliRunner
 
-from applier.apply import DriverExecutor, apply_plan
-from cli.main import app
-from engine.errors import PlanRejected, StalePlan
-from engine.iceberg.kinds import OrphanKind
-from engine.iceberg.table import canonical
-from engine.plan import Action
-from journal.duckdb_store import DuckDBRecorder
-from planner.iceberg.orphans import resolve_orphan_options
-from planner.kinds import plan_kind
+from lakesweep.applier.apply import DriverExecutor, apply_plan
+from lakesweep.cli.main import app
+from lakesweep.engine.errors import PlanRejected, StalePlan
+from lakesweep.engine.iceberg.kinds import OrphanKind
+from lakesweep.engine.iceberg.table import canonical
+from lakesweep.engine.plan import Action
+from lakesweep.journal.duckdb_store import DuckDBRecorder
+from lakesweep.planner.iceberg.orphans import resolve_orphan_options
+from lakesweep.planner.kinds import plan_kind
 from tests.iceberg.conftest import CATALOG, batch, files_on_disk, missing, needed_files, rows_by_snapshot, write_history
 from tests.iceberg.test_expire import _edited
 
@@ -238,7 +238,7 @@ def test_a_table_under_the_table_location_refuses_the_plan(lake, tmp_path):
 
 
 def test_gc_disabled_is_refused(lake):
-    from engine.errors import PlanRejected
+    from lakesweep.engine.errors import PlanRejected
 
     write_history(lake, properties={"gc.enabled": "false"})
     with pytest.raises(PlanRejected, match="gc.enabled=false"):
@@ -271,7 +271,7 @@ def test_the_cli_plans_shows_applies_and_journals_iceberg_orphans(lake, tmp_path
 def test_an_edited_cut_off_less_than_an_hour_ago_is_refused_at_apply(lake, tmp_path):
     import dataclasses
 
-    from engine.iceberg.requirements import AssertOrphansUnreferenced
+    from lakesweep.engine.iceberg.requirements import AssertOrphansUnreferenced
 
     t = write_history(lake)
     a = stray(t, "data/a.parquet")

@@ -9,10 +9,10 @@ import os
 
 import pytest
 
-from applier.apply import DriverExecutor, apply_plan
-from engine.iceberg.table import IcebergTable, canonical
-from journal.duckdb_store import DuckDBRecorder
-from planner.kinds import plan_kind
+from lakesweep.applier.apply import DriverExecutor, apply_plan
+from lakesweep.engine.iceberg.table import IcebergTable, canonical
+from lakesweep.journal.duckdb_store import DuckDBRecorder
+from lakesweep.planner.kinds import plan_kind
 from tests.support import iceberg_files, iceberg_tables as it
 
 BUILDERS = {"churn": it.churn, "position": it.position_deletes, "equality": it.equality_deletes,

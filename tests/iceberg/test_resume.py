@@ -12,11 +12,11 @@ import time
 
 import pytest
 
-from applier.apply import DriverExecutor, resume
-from engine.plan_io import write_plan
-from journal.duckdb_store import DuckDBRecorder
-from planner.iceberg.expire import plan_iceberg_expire, resolve_expire_options
-from planner.iceberg.rewrite_manifests import plan_rewrite_manifests, resolve_rewrite_options
+from lakesweep.applier.apply import DriverExecutor, resume
+from lakesweep.engine.plan_io import write_plan
+from lakesweep.journal.duckdb_store import DuckDBRecorder
+from lakesweep.planner.iceberg.expire import plan_iceberg_expire, resolve_expire_options
+from lakesweep.planner.iceberg.rewrite_manifests import plan_rewrite_manifests, resolve_rewrite_options
 from tests.applier.conftest import REPO
 from tests.iceberg.conftest import files_on_disk, missing, needed_files, rows_by_snapshot, write_history
 
@@ -27,7 +27,7 @@ def killed_apply(plan, tmp_path, crash: str) -> str:
     write_plan(plan, plan_file)
     journal = str(tmp_path / "j.duckdb")
     env = dict(os.environ, LAKESWEEP_TEST_CRASH=crash, PYTHONPATH=REPO)
-    proc = subprocess.run([sys.executable, "-m", "cli", "apply", plan_file, "--journal", journal,
+    proc = subprocess.run([sys.executable, "-m", "lakesweep.cli", "apply", plan_file, "--journal", journal,
                            "--master", "local[1]", "-o", "json"], env=env, capture_output=True, text=True, timeout=300)
     assert proc.returncode == -signal.SIGKILL, proc.stderr[-2000:]
     return journal

@@ -9,7 +9,7 @@ from types import SimpleNamespace
 
 from hypothesis import given, strategies as st
 
-from engine.iceberg.retention import expire_rule
+from lakesweep.engine.iceberg.retention import expire_rule
 
 LONG_MAX = (1 << 63) - 1
 

@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import pytest
 
-from applier.apply import DriverExecutor, apply_plan
-from engine.errors import StalePlan
-from engine.iceberg.commit import IcebergCommitter
-from engine.iceberg.requirements import COMMIT_ID_PROPERTY
-from journal.duckdb_store import DuckDBRecorder
-from planner.iceberg.rewrite_manifests import plan_rewrite_manifests, resolve_rewrite_options
+from lakesweep.applier.apply import DriverExecutor, apply_plan
+from lakesweep.engine.errors import StalePlan
+from lakesweep.engine.iceberg.commit import IcebergCommitter
+from lakesweep.engine.iceberg.requirements import COMMIT_ID_PROPERTY
+from lakesweep.journal.duckdb_store import DuckDBRecorder
+from lakesweep.planner.iceberg.rewrite_manifests import plan_rewrite_manifests, resolve_rewrite_options
 from tests.iceberg.conftest import SCHEMA, SPEC, batch, missing, rows_by_snapshot, write_history
 
 
@@ -162,7 +162,7 @@ def test_a_commit_the_catalog_refuses_leaves_no_written_manifest_behind(lake, mo
 
     from pyiceberg.exceptions import CommitFailedException
 
-    from engine.errors import LakesweepError
+    from lakesweep.engine.errors import LakesweepError
     from tests.iceberg.conftest import files_on_disk
 
     write_history(lake, appends=6, churn=False)
@@ -183,8 +183,8 @@ def test_a_commit_the_catalog_refuses_leaves_no_written_manifest_behind(lake, mo
 def test_on_the_command_line_a_plan_the_live_table_left_nothing_of_exits_1_and_says_why(lake, tmp_path):
     from typer.testing import CliRunner
 
-    from cli.main import app
-    from engine.plan_io import write_plan
+    from lakesweep.cli.main import app
+    from lakesweep.engine.plan_io import write_plan
 
     write_history(lake, appends=6, churn=False)
     p = plan(lake.view())

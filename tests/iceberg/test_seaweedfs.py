@@ -10,10 +10,10 @@ from typing import Iterator
 import pyarrow as pa
 import pytest
 
-from applier.apply import DriverExecutor, apply_plan
-from engine.iceberg.table import IcebergTable, canonical
-from journal.duckdb_store import DuckDBRecorder
-from planner.kinds import plan_kind
+from lakesweep.applier.apply import DriverExecutor, apply_plan
+from lakesweep.engine.iceberg.table import IcebergTable, canonical
+from lakesweep.journal.duckdb_store import DuckDBRecorder
+from lakesweep.planner.kinds import plan_kind
 from tests.iceberg.conftest import SCHEMA, SPEC, needed_files as needed
 from tests.support.seaweed_iceberg import WeedMini, create_table_bucket, run_iceberg_maintenance, weed_mini
 
@@ -187,8 +187,8 @@ def test_beside_seaweedfs_worker_compaction_merges_the_same_files_into_as_many_o
 
 @pytest.mark.spark
 def test_maintain_on_the_rest_catalog_over_s3(sw, tmp_path):
-    from applier.maintain import Maintenance, Thresholds
-    from journal.audit import list_maintenance
+    from lakesweep.applier.maintain import Maintenance, Thresholds
+    from lakesweep.journal.audit import list_maintenance
 
     appends_only(sw, "mnt")
     before = rows_of(sw.load_table("mnt.t"))

@@ -10,11 +10,11 @@ import pyarrow as pa
 import pytest
 from typer.testing import CliRunner
 
-from applier.apply import DriverExecutor, apply_plan
-from cli.main import app
-from engine.errors import PlanRejected, SharedStorage
-from engine.iceberg.table import canonical
-from journal.duckdb_store import DuckDBRecorder
+from lakesweep.applier.apply import DriverExecutor, apply_plan
+from lakesweep.cli.main import app
+from lakesweep.engine.errors import PlanRejected, SharedStorage
+from lakesweep.engine.iceberg.table import canonical
+from lakesweep.journal.duckdb_store import DuckDBRecorder
 from tests.iceberg.conftest import CATALOG, SCHEMA, batch, files_on_disk, needed_files, write_history
 from tests.iceberg.test_orphans import apply, old, plan, pq_write, stray
 

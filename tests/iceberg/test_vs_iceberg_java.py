@@ -14,7 +14,7 @@ import os
 import pyarrow as pa
 import pytest
 
-from engine.iceberg.table import canonical
+from lakesweep.engine.iceberg.table import canonical
 from tests.iceberg.conftest import Lake, write_history
 from tests.iceberg.java_twins import (
     CURRENT_CRC, DAY_MS, after_commit, age_every_file, assert_iceberg_java_counts_every_snapshot,

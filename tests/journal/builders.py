@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from engine.plan import Action, CleanupPlan, canonical_actions
-from engine.paimon.kinds import EXPIRE_PHASES, ActionKind
-from engine.paimon.requirements import AssertTableIdentity
+from lakesweep.engine.plan import Action, CleanupPlan, canonical_actions
+from lakesweep.engine.paimon.kinds import EXPIRE_PHASES, ActionKind
+from lakesweep.engine.paimon.requirements import AssertTableIdentity
 
-from journal.events import ApplyCompleted, ApplyStarted, FileOutcome, FileRecord, PhaseCompleted
+from lakesweep.journal.events import ApplyCompleted, ApplyStarted, FileOutcome, FileRecord, PhaseCompleted
 
 TABLE = "/t"
 IDENTITY = "schema:abc"

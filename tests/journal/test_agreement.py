@@ -8,15 +8,15 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
-from engine.errors import JournalError
+from lakesweep.engine.errors import JournalError
 
-from journal.audit import list_files, list_plans
-from journal.duckdb_store import DuckDBRecorder
-from journal.events import ApplyFailed, ApplyRefused, FileOutcome, allowed_outcomes
-from journal.memory_store import MemoryRecorder
-from journal.projection import project
-from journal.queries import incomplete_applies, plan_done_actions
-from journal.rules import FileQuery
+from lakesweep.journal.audit import list_files, list_plans
+from lakesweep.journal.duckdb_store import DuckDBRecorder
+from lakesweep.journal.events import ApplyFailed, ApplyRefused, FileOutcome, allowed_outcomes
+from lakesweep.journal.memory_store import MemoryRecorder
+from lakesweep.journal.projection import project
+from lakesweep.journal.queries import incomplete_applies, plan_done_actions
+from lakesweep.journal.rules import FileQuery
 from tests.journal.builders import ACTIONS, completed, make_plan, phase_done, record, started
 
 _SETTINGS = settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -13,13 +13,13 @@ import duckdb
 import pyarrow.parquet as pq
 import pytest
 
-from engine.errors import JournalConflict, JournalError
+from lakesweep.engine.errors import JournalConflict, JournalError
 
-from journal.audit import export_files, list_files, run_query
-from journal import duckdb_store
-from journal.duckdb_store import DuckDBRecorder, default_journal_path
-from journal.projection import RunStatus
-from journal.queries import project_apply
+from lakesweep.journal.audit import export_files, list_files, run_query
+from lakesweep.journal import duckdb_store
+from lakesweep.journal.duckdb_store import DuckDBRecorder, default_journal_path
+from lakesweep.journal.projection import RunStatus
+from lakesweep.journal.queries import project_apply
 from tests.applier.conftest import REPO
 from tests.journal.builders import completed, make_plan, phase_done, record, started
 
@@ -101,7 +101,7 @@ def test_a_journal_from_a_newer_lakesweep_is_refused(journal):
 
 HOLD_WRITER = """
 import sys, time
-from journal.duckdb_store import DuckDBRecorder
+from lakesweep.journal.duckdb_store import DuckDBRecorder
 r = DuckDBRecorder(sys.argv[1])
 print('ready', flush=True)
 time.sleep(60)

@@ -10,31 +10,15 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from engine.errors import JournalError
-from engine.paimon.kinds import ActionKind
-from engine.plan import Verb
+from lakesweep.engine.errors import JournalError
+from lakesweep.engine.paimon.kinds import ActionKind
+from lakesweep.engine.plan import Verb
 
-from journal.events import (
-    EVENT_TYPES,
-    ApplyCompleted,
-    ApplyFailed,
-    ApplyRefused,
-    ApplyStarted,
-    FileOutcome,
-    FileRecord,
-    Committed,
-    MetadataWritten,
-    OutputOrphaned,
-    OutputWritten,
-    PhaseCompleted,
-    PlanRecorded,
-    RequestsThrottled,
-    allowed_outcomes,
-    decode,
-    upcast,
-    Verified,
-)
-from journal.globs import glob_literal, glob_regex
+from lakesweep.journal.events import (EVENT_TYPES, ApplyCompleted, ApplyFailed, ApplyRefused, ApplyStarted, FileOutcome,
+                                      FileRecord, Committed, MetadataWritten, OutputOrphaned, OutputWritten,
+                                      PhaseCompleted, PlanRecorded, RequestsThrottled, allowed_outcomes, decode, upcast,
+                                      Verified)
+from lakesweep.journal.globs import glob_literal, glob_regex
 from tests.journal.builders import make_plan
 
 PLAN = make_plan()

@@ -8,10 +8,10 @@ import os
 import duckdb
 import pytest
 
-from engine.errors import JournalError
+from lakesweep.engine.errors import JournalError
 
-from journal.audit import export_files
-from journal.duckdb_store import DuckDBRecorder
+from lakesweep.journal.audit import export_files
+from lakesweep.journal.duckdb_store import DuckDBRecorder
 from tests.journal.builders import make_plan, record, started
 
 PLAN = make_plan()
@@ -81,7 +81,7 @@ def test_an_export_that_cannot_be_written_is_a_journal_error(journal, tmp_path):
 
 
 def test_recorded_tables_lists_each_table_once(journal):
-    from journal.audit import recorded_tables
+    from lakesweep.journal.audit import recorded_tables
 
     with DuckDBRecorder(journal) as r:
         r.record_plan(PLAN, recorded_ms=5)
@@ -99,7 +99,7 @@ def _journal_without_tables(path) -> None:
 def test_a_journal_without_lakesweeps_tables_is_read_as_empty(journal, tmp_path):
     import pyarrow.parquet as pq
 
-    from journal.audit import recorded_tables
+    from lakesweep.journal.audit import recorded_tables
 
     _journal_without_tables(journal)
     assert recorded_tables(journal) == []

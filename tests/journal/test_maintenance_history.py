@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from journal.audit import run_query
-from journal.duckdb_store import DuckDBRecorder
-from journal.events import ApplyFailed, ApplyRefused, MaintenanceOutcome, MaintenanceResult
-from journal.memory_store import MemoryRecorder
-from journal.rules import HISTORY_COLUMNS
+from lakesweep.journal.audit import run_query
+from lakesweep.journal.duckdb_store import DuckDBRecorder
+from lakesweep.journal.events import ApplyFailed, ApplyRefused, MaintenanceOutcome, MaintenanceResult
+from lakesweep.journal.memory_store import MemoryRecorder
+from lakesweep.journal.rules import HISTORY_COLUMNS
 from tests.journal import builders as b
 
 V1 = Path(__file__).parents[1] / "compat" / "v1" / "journal-v1.duckdb"

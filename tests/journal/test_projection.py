@@ -6,10 +6,10 @@ import dataclasses
 
 import pytest
 
-from engine.errors import JournalError
+from lakesweep.engine.errors import JournalError
 
-from journal.events import ApplyFailed, ApplyRefused, Committed, FileOutcome, MetadataWritten, Verified
-from journal.projection import PlanStatus, RunState, RunStatus, plan_status, project
+from lakesweep.journal.events import ApplyFailed, ApplyRefused, Committed, FileOutcome, MetadataWritten, Verified
+from lakesweep.journal.projection import PlanStatus, RunState, RunStatus, plan_status, project
 from tests.journal.builders import completed, make_plan, phase_done, record, started
 
 PLAN = make_plan()

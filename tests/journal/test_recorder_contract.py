@@ -8,25 +8,19 @@ import fnmatch
 import pyarrow.parquet as pq
 import pytest
 
-from engine.errors import JournalConflict, JournalError
-from engine.plan import Action
-from engine.paimon.kinds import ActionKind, Phase
+from lakesweep.engine.errors import JournalConflict, JournalError
+from lakesweep.engine.plan import Action
+from lakesweep.engine.paimon.kinds import ActionKind, Phase
 
-from journal.audit import count_files, export_files, list_events, list_files, list_plans
-from journal.duckdb_store import DuckDBRecorder
-from journal.events import (
-    ApplyFailed,
-    ApplyRefused,
-    ApplyStarted,
-    FileOutcome,
-    MetadataWritten,
-    PlanRecorded,
-)
-from journal.memory_store import MemoryRecorder
-from journal.projection import PlanStatus, RunStatus
-from journal.queries import incomplete_applies, plan_done_actions, plan_state, project_apply, unfinished_apply
-from journal.recorder import StoredEvent
-from journal.rules import FILE_COLUMNS
+from lakesweep.journal.audit import count_files, export_files, list_events, list_files, list_plans
+from lakesweep.journal.duckdb_store import DuckDBRecorder
+from lakesweep.journal.events import (ApplyFailed, ApplyRefused, ApplyStarted, FileOutcome, MetadataWritten,
+                                      PlanRecorded)
+from lakesweep.journal.memory_store import MemoryRecorder
+from lakesweep.journal.projection import PlanStatus, RunStatus
+from lakesweep.journal.queries import incomplete_applies, plan_done_actions, plan_state, project_apply, unfinished_apply
+from lakesweep.journal.recorder import StoredEvent
+from lakesweep.journal.rules import FILE_COLUMNS
 from tests.journal.builders import ACTIONS, completed, make_plan, phase_done, record, started
 
 PLAN = make_plan()

@@ -6,11 +6,11 @@ import duckdb
 import pyarrow as pa
 import pytest
 
-from journal import rules
-from journal.duckdb_store import DuckDBRecorder
-from journal.events import ApplyFailed, FileOutcome, PlanRecorded
-from journal.memory_store import MemoryRecorder
-from journal.recorder import Recorder
+from lakesweep.journal import rules
+from lakesweep.journal.duckdb_store import DuckDBRecorder
+from lakesweep.journal.events import ApplyFailed, FileOutcome, PlanRecorded
+from lakesweep.journal.memory_store import MemoryRecorder
+from lakesweep.journal.recorder import Recorder
 from tests.journal.builders import make_plan, record, started
 
 PLAN = make_plan()

@@ -1,10 +1,10 @@
 import pytest
 
-from applier.local import apply_locally
-from engine.paimon.paths import external_roots
-from engine.paimon.table import open_table
-from planner.paimon.expire import plan_expire
-from planner.paimon.options import resolve_expire_options
+from lakesweep.applier.local import apply_locally
+from lakesweep.engine.paimon.paths import external_roots
+from lakesweep.engine.paimon.table import open_table
+from lakesweep.planner.paimon.expire import plan_expire
+from lakesweep.planner.paimon.options import resolve_expire_options
 
 FAR_FUTURE = 10**15
 

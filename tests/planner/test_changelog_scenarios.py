@@ -9,13 +9,13 @@ import os
 
 import pytest
 
-from applier.local import apply_locally
-from engine.errors import MetadataNotFound
-from engine.paimon.paths import external_roots
-from engine.paimon.table import PaimonTable, open_table
-from engine.paimon.verify import verify_table
-from planner.paimon.changelog import plan_changelog
-from planner.kinds import plan_kind
+from lakesweep.applier.local import apply_locally
+from lakesweep.engine.errors import MetadataNotFound
+from lakesweep.engine.paimon.paths import external_roots
+from lakesweep.engine.paimon.table import PaimonTable, open_table
+from lakesweep.engine.paimon.verify import verify_table
+from lakesweep.planner.paimon.changelog import plan_changelog
+from lakesweep.planner.kinds import plan_kind
 from tests.planner.conftest import FAR_FUTURE, expire
 from tests.support.table_builder import ADD, DELETE, E, all_files
 

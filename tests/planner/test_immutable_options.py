@@ -3,11 +3,11 @@ table's files through them. The same value is accepted."""
 
 import pytest
 
-from engine.errors import PlanRejected
-from engine.paimon.kinds import ActionKind
-from engine.paimon.table import open_table
-from planner.paimon.expire import plan_expire
-from planner.paimon.options import resolve_expire_options
+from lakesweep.engine.errors import PlanRejected
+from lakesweep.engine.paimon.kinds import ActionKind
+from lakesweep.engine.paimon.table import open_table
+from lakesweep.planner.paimon.expire import plan_expire
+from lakesweep.planner.paimon.options import resolve_expire_options
 from tests.support import pypaimon_tables as pt
 
 # A changelog lifecycle longer than the snapshots' (decoupled), as in the issue: snapshot expiry then

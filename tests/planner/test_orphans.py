@@ -8,14 +8,14 @@ import time
 
 import pytest
 
-import engine.paimon.orphans as orphans_mod
-from engine.errors import PlanRejected
-from engine.paimon.kinds import OrphanKind
-from engine.paimon.orphans import ListedFile, list_orphan_candidates
-from engine.paimon.reachability import reachable_paths
-from engine.paimon.table import open_table
-from planner.paimon.options import resolve_orphan_options
-from planner.paimon.orphans import plan_orphans
+import lakesweep.engine.paimon.orphans as orphans_mod
+from lakesweep.engine.errors import PlanRejected
+from lakesweep.engine.paimon.kinds import OrphanKind
+from lakesweep.engine.paimon.orphans import ListedFile, list_orphan_candidates
+from lakesweep.engine.paimon.reachability import reachable_paths
+from lakesweep.engine.paimon.table import open_table
+from lakesweep.planner.paimon.options import resolve_orphan_options
+from lakesweep.planner.paimon.orphans import plan_orphans
 from tests.applier.test_safety import Lake
 
 DAY = 86_400_000

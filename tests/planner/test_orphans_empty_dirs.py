@@ -7,16 +7,16 @@ import os
 
 import pytest
 
-from applier.apply import DriverExecutor, apply_plan
-from engine.errors import PlanRejected
-from engine.paimon.kinds import OrphanKind
-from engine.paimon.layout import Layout, check_action_kind
-from engine.paimon.table import open_table
-from engine.plan import Action
-from journal.duckdb_store import DuckDBRecorder
-from planner.paimon.options import OptionValue, resolve_orphan_options
-from planner.paimon.orphans import plan_orphans
-from engine.paimon.orphans import list_orphan_candidates
+from lakesweep.applier.apply import DriverExecutor, apply_plan
+from lakesweep.engine.errors import PlanRejected
+from lakesweep.engine.paimon.kinds import OrphanKind
+from lakesweep.engine.paimon.layout import Layout, check_action_kind
+from lakesweep.engine.paimon.table import open_table
+from lakesweep.engine.plan import Action
+from lakesweep.journal.duckdb_store import DuckDBRecorder
+from lakesweep.planner.paimon.options import OptionValue, resolve_orphan_options
+from lakesweep.planner.paimon.orphans import plan_orphans
+from lakesweep.engine.paimon.orphans import list_orphan_candidates
 from tests.applier.test_safety import Lake
 from tests.planner.test_orphans import NOW, age, junk
 

@@ -7,8 +7,8 @@ import os
 
 import pytest
 
-from engine.errors import PlanRejected
-from engine.paimon.table import open_table
+from lakesweep.engine.errors import PlanRejected
+from lakesweep.engine.paimon.table import open_table
 from tests.planner.conftest import expire
 from tests.planner.test_orphans import age, junk, plan
 

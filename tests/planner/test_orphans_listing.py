@@ -8,11 +8,11 @@ import os
 
 import pytest
 
-from engine.errors import PlanRejected
-from engine.paimon.orphans import ListedFile, list_orphan_candidates
-from engine.paimon.table import open_table
-from planner.paimon.options import resolve_orphan_options
-from planner.paimon.orphans import plan_orphans
+from lakesweep.engine.errors import PlanRejected
+from lakesweep.engine.paimon.orphans import ListedFile, list_orphan_candidates
+from lakesweep.engine.paimon.table import open_table
+from lakesweep.planner.paimon.options import resolve_orphan_options
+from lakesweep.planner.paimon.orphans import plan_orphans
 from tests.planner.test_orphans import NOW, age, junk
 from tests.support.table_builder import ADD, E, TableBuilder
 
@@ -114,8 +114,8 @@ def test_another_table_inside_a_listed_directory_is_refused_either_way(table, ho
 @pytest.mark.parametrize("holder", ["tmp/copy", "data/dt=a/hr=1/bucket-0/sub", "<ext>/dt=a/hr=1/bucket-0/sub"])
 def test_another_table_outside_the_listed_directories_but_under_a_root_is_refused_either_way(table, holder):
     # issue 31: a table nested anywhere under the table's roots shares its storage, listed directory or not
-    from engine.errors import SharedStorage
-    from planner.kinds import plan_kind
+    from lakesweep.engine.errors import SharedStorage
+    from lakesweep.planner.kinds import plan_kind
 
     root, ext = table
     holder = holder.replace("<ext>", ext) if holder.startswith("<ext>") else os.path.join(root, holder)
@@ -168,8 +168,7 @@ def test_empty_directories_under_the_path_directory_and_an_external_root(table):
 def test_a_listing_is_read_once_after_the_used_set_and_streamed(table, monkeypatch):
     """The planner takes a listing already made and reads it once, after the used set (so an inventory
     scan can stream it a batch at a time)."""
-    import planner.paimon.orphans as planner_mod
-
+    import lakesweep.planner.paimon.orphans as planner_mod
     root, _ = table
     t = open_table(root)
     events = []

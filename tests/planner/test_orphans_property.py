@@ -24,15 +24,15 @@ import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
-from applier.apply import DriverExecutor, apply_plan
-from engine.errors import MetadataNotFound
-from engine.paimon.orphans import ListedFile, list_orphan_candidates
-from engine.paimon.reachability import first_reachable, reachable_paths
-from engine.paimon.table import open_table
-from engine.timeutil import parse_duration_ms
-from journal.memory_store import MemoryRecorder
-from planner.paimon.options import resolve_orphan_options
-from planner.paimon.orphans import plan_orphans
+from lakesweep.applier.apply import DriverExecutor, apply_plan
+from lakesweep.engine.errors import MetadataNotFound
+from lakesweep.engine.paimon.orphans import ListedFile, list_orphan_candidates
+from lakesweep.engine.paimon.reachability import first_reachable, reachable_paths
+from lakesweep.engine.paimon.table import open_table
+from lakesweep.engine.timeutil import parse_duration_ms
+from lakesweep.journal.memory_store import MemoryRecorder
+from lakesweep.planner.paimon.options import resolve_orphan_options
+from lakesweep.planner.paimon.orphans import plan_orphans
 from tests.applier.test_safety import Lake
 from tests.planner.conftest import expire as lakesweep_expire
 from tests.planner.test_orphans import NOW

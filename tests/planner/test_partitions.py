@@ -7,12 +7,12 @@ import datetime as dt
 
 import pytest
 
-from engine.errors import PlanRejected
-from engine.paimon.kinds import PartitionKind
-from engine.paimon.table import open_table
-from engine.plan_io import plan_to_bytes
-from planner.paimon.options import resolve_partition_options
-from planner.paimon.partitions import plan_partitions
+from lakesweep.engine.errors import PlanRejected
+from lakesweep.engine.paimon.kinds import PartitionKind
+from lakesweep.engine.paimon.table import open_table
+from lakesweep.engine.plan_io import plan_to_bytes
+from lakesweep.planner.paimon.options import resolve_partition_options
+from lakesweep.planner.paimon.partitions import plan_partitions
 from tests.support.table_builder import ADD, DELETE, E, TableBuilder
 
 DAY = 86_400_000

@@ -8,9 +8,9 @@ import tempfile
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from engine.plan_io import plan_to_bytes
-from engine.paimon.table import PaimonTable
-from planner.paimon.guard import reachable_paths
+from lakesweep.engine.plan_io import plan_to_bytes
+from lakesweep.engine.paimon.table import PaimonTable
+from lakesweep.planner.paimon.guard import reachable_paths
 from tests.planner.conftest import expire, make_plan
 from tests.support.table_builder import ADD, DELETE, E, TableBuilder
 

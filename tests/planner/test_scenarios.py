@@ -9,13 +9,13 @@ import time
 
 import pytest
 
-from applier.local import apply_locally
-from engine.errors import CorruptMetadata, MetadataNotFound, PlanRejected, TableFormatError
-from engine.fileio import ArrowFileIO
-from engine.paimon.kinds import ActionKind
-from engine.paimon.table import PaimonTable
-from planner.paimon.expire import plan_expire
-from planner.paimon.options import resolve_expire_options
+from lakesweep.applier.local import apply_locally
+from lakesweep.engine.errors import CorruptMetadata, MetadataNotFound, PlanRejected, TableFormatError
+from lakesweep.engine.fileio import ArrowFileIO
+from lakesweep.engine.paimon.kinds import ActionKind
+from lakesweep.engine.paimon.table import PaimonTable
+from lakesweep.planner.paimon.expire import plan_expire
+from lakesweep.planner.paimon.options import resolve_expire_options
 from tests.planner.conftest import FAR_FUTURE, expire, make_plan
 from tests.support.table_builder import ADD, DELETE, E, all_files
 
@@ -241,7 +241,7 @@ def test_expire_limit_counts_ids(builder):
 
 
 def test_a_backlog_beyond_the_expire_limit_is_counted_and_said(builder):
-    from planner.kinds import describe_plan
+    from lakesweep.planner.kinds import describe_plan
 
     b = builder()
     for i in range(10):

@@ -22,18 +22,18 @@ import pyarrow as pa
 import pytest
 from pypaimon import CatalogFactory
 
-import engine.fileio as fileio_mod
-from applier.apply import DriverExecutor, apply_plan
-from engine.errors import CorruptMetadata, InvalidLocation, PlanRejected, SharedStorage
-from engine.iceberg.table import canonical
-from engine.paimon.orphans import ListedFile, list_orphan_candidates
-from engine.paimon.reachability import reachable_paths
-from engine.paimon.table import PaimonTable, open_table
-from journal.duckdb_store import DuckDBRecorder
-from planner.iceberg.orphans import resolve_orphan_options as resolve_iceberg_orphan_options
-from planner.kinds import plan_kind
-from planner.paimon.options import resolve_orphan_options
-from planner.paimon.orphans import plan_orphans
+import lakesweep.engine.fileio as fileio_mod
+from lakesweep.applier.apply import DriverExecutor, apply_plan
+from lakesweep.engine.errors import CorruptMetadata, InvalidLocation, PlanRejected, SharedStorage
+from lakesweep.engine.iceberg.table import canonical
+from lakesweep.engine.paimon.orphans import ListedFile, list_orphan_candidates
+from lakesweep.engine.paimon.reachability import reachable_paths
+from lakesweep.engine.paimon.table import PaimonTable, open_table
+from lakesweep.journal.duckdb_store import DuckDBRecorder
+from lakesweep.planner.iceberg.orphans import resolve_orphan_options as resolve_iceberg_orphan_options
+from lakesweep.planner.kinds import plan_kind
+from lakesweep.planner.paimon.options import resolve_orphan_options
+from lakesweep.planner.paimon.orphans import plan_orphans
 from tests.applier.test_safety import Lake
 from tests.iceberg.conftest import SCHEMA as ICE_SCHEMA, files_on_disk, missing, rows_by_snapshot, write_history
 from tests.iceberg.test_orphans import old, stray
@@ -285,7 +285,7 @@ def test_iceberg_7710_an_expiry_between_listing_and_planning_leaves_the_live_fil
     """apache/paimon#7710 for Iceberg: pyiceberg's own ``expire_snapshots`` commits between lakesweep's
     listing and its read of the metadata. The used set is the expired table's (never empty): the expired
     snapshots' own files are planned, every file the current snapshot reads stays."""
-    from engine.iceberg.table import IcebergTable
+    from lakesweep.engine.iceberg.table import IcebergTable
 
     t = write_history(ice)
     age_iceberg(t)

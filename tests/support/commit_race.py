@@ -7,15 +7,15 @@ import json
 import time
 from typing import Callable, Iterable
 
-import engine.paimon.drop as drop_module
-from applier.apply import DriverExecutor, apply_plan
-from engine.fileio import fileio_for, join
-from engine.paimon.table import open_table
-from engine.paimon.verify import verify_table
-from engine.timeutil import system_zone
-from journal.duckdb_store import DuckDBRecorder
-from planner.paimon.options import resolve_partition_options
-from planner.paimon.partitions import plan_partitions
+import lakesweep.engine.paimon.drop as drop_module
+from lakesweep.applier.apply import DriverExecutor, apply_plan
+from lakesweep.engine.fileio import fileio_for, join
+from lakesweep.engine.paimon.table import open_table
+from lakesweep.engine.paimon.verify import verify_table
+from lakesweep.engine.timeutil import system_zone
+from lakesweep.journal.duckdb_store import DuckDBRecorder
+from lakesweep.planner.paimon.options import resolve_partition_options
+from lakesweep.planner.paimon.partitions import plan_partitions
 
 
 def plan_drop(location: str):

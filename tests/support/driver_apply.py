@@ -12,10 +12,10 @@ import sys
 
 
 def main(plan_file: str, journal: str) -> int:
-    import applier.phases as phases
-    from applier.apply import DriverExecutor, apply_plan
-    from engine.plan_io import read_plan
-    from journal.duckdb_store import DuckDBRecorder
+    import lakesweep.applier.phases as phases
+    from lakesweep.applier.apply import DriverExecutor, apply_plan
+    from lakesweep.engine.plan_io import read_plan
+    from lakesweep.journal.duckdb_store import DuckDBRecorder
 
     phases._DRIVER_BATCH = 1
     phases._BULK_JOURNAL_BATCH = 1

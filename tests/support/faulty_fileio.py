@@ -8,8 +8,8 @@ import hashlib
 import os
 import time
 
-from engine.errors import StorageError
-from engine.fileio import ArrowFileIO, DeleteOutcome
+from lakesweep.engine.errors import StorageError
+from lakesweep.engine.fileio import ArrowFileIO, DeleteOutcome
 
 
 class FaultyFileIO(ArrowFileIO):

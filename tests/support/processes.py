@@ -1,8 +1,13 @@
-"""Helpers for the servers tests start (Spark master and worker, SeaweedFS)."""
+"""Helpers for the processes tests start: the CLI as a user runs it, and servers (Spark master and worker,
+SeaweedFS)."""
 
 from __future__ import annotations
 
 import subprocess
+import sys
+
+# lakesweep as a new process: the console script's module, run by this interpreter
+LAKESWEEP = (sys.executable, "-m", "lakesweep.cli")
 
 
 def stop(*procs: subprocess.Popen, timeout: float = 20) -> None:

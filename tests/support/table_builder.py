@@ -18,8 +18,8 @@ import uuid as _uuid
 import zlib
 from dataclasses import dataclass, field
 
-from engine.paimon.writer import (INDEX_MANIFEST_SCHEMA, MANIFEST_LIST_SCHEMA, MANIFEST_SCHEMA, avro_bytes,
-                                  snapshot_bytes)
+from lakesweep.engine.paimon.writer import (INDEX_MANIFEST_SCHEMA, MANIFEST_LIST_SCHEMA, MANIFEST_SCHEMA, avro_bytes,
+                                            snapshot_bytes)
 from tests.support.binary_row import encode_binary_row
 
 ADD, DELETE = 0, 1
@@ -232,7 +232,7 @@ class TableBuilder:
                     json.dumps({"nextSnapshot": next_snapshot}).encode())
 
     def delta_manifest_names(self, snapshot_id: int) -> list[str]:
-        from engine.paimon.table import PaimonTable
+        from lakesweep.engine.paimon.table import PaimonTable
 
         t = PaimonTable(self.root)
         return [m.file_name for m in t.manifest_list(self.snapshots[snapshot_id]["deltaManifestList"])]

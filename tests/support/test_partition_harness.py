@@ -16,7 +16,7 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from engine.timeutil import system_zone
+from lakesweep.engine.timeutil import system_zone
 from tests.support.paimon_java import JVM_OPTIONS, JVM_QUIET_OPTIONS, Harness, HarnessError, ensure_harness
 
 pytestmark = pytest.mark.java

@@ -15,7 +15,7 @@ import typer.main
 from typer._click import core as click
 from typer.testing import CliRunner
 
-from cli.main import app
+from lakesweep.cli.main import app
 
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "usage"
 BEGIN, END = "<!-- params:begin -->", "<!-- params:end -->"

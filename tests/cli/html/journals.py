@@ -4,9 +4,9 @@ over two tables."""
 
 from __future__ import annotations
 
-from engine.plan import CleanupPlan
-from journal.events import (ApplyCompleted, ApplyFailed, ApplyRefused, ApplyStarted, FileOutcome, FileRecord,
-                            MaintenanceOutcome, MaintenanceResult)
+from lakesweep.engine.plan import CleanupPlan
+from lakesweep.journal.events import (ApplyCompleted, ApplyFailed, ApplyRefused, ApplyStarted, FileOutcome, FileRecord,
+                                      MaintenanceOutcome, MaintenanceResult)
 
 DAY_MS = 86_400_000
 T0 = 1_767_225_600_000  # 2026-01-01T00:00:00Z

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from typer.testing import CliRunner
 
-from cli.main import app
+from lakesweep.cli.main import app
 from tests.support import pypaimon_tables as pt
 
 NOW = "2100-01-01T00:00:00Z"

@@ -4,9 +4,9 @@ resumed, refused and maintained, as one page that headless chromium loads with n
 import pytest
 from typer.testing import CliRunner
 
-from cli.main import app
-from engine.plan_io import read_plan
-from journal.duckdb_store import DuckDBRecorder
+from lakesweep.cli.main import app
+from lakesweep.engine.plan_io import read_plan
+from lakesweep.journal.duckdb_store import DuckDBRecorder
 from tests.cli.html import journals, plans
 from tests.cli.html.conftest import Elements
 from tests.support import browser

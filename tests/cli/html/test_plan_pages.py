@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from cli.main import app
-from engine.plan_io import read_plan
+from lakesweep.cli.main import app
+from lakesweep.engine.plan_io import read_plan
 from tests.cli.html import plans
 from tests.cli.html.conftest import Elements
 from tests.support import browser
@@ -51,7 +51,7 @@ def test_the_plan_page_loads_with_no_error_and_no_request(pages, screenshots, na
 
 
 def test_every_page_names_its_plan_and_what_it_does(pages, plan_files):
-    from planner.kinds import describe_plan
+    from lakesweep.planner.kinds import describe_plan
 
     for name in NAMES:
         plan = read_plan(str(plan_files[name]))
@@ -127,7 +127,7 @@ def test_a_compaction_draws_each_bin_before_and_after(pages, plan_files):
 
 
 def test_text_from_the_plan_is_escaped_so_it_cannot_load_anything(plan_files, tmp_path, screenshots):
-    from cli.html.plan_page import plan_html
+    from lakesweep.cli.html.plan_page import plan_html
 
     plan = read_plan(str(plan_files["paimon-orphans"]))
     hostile = '<img src="http://127.0.0.1:9/x.png"><script>console.error("boom")</script>'
