@@ -1,13 +1,11 @@
 """Applying a plan: check its requirements, then run its phases in order and journal every outcome.
 
-One loop for every plan kind: the requirements (and the checks every plan gets: paths where their kind
-of file lives, nothing still used) → ``ApplyStarted`` → each phase by its mode (``bulk`` on Spark,
-``ordered`` on the driver, ``merge`` one Spark task per group, ``commit`` once on the driver), re-checked
-against the live table before it starts → ``ApplyCompleted``.
-A phase that still has failures after retries stops the apply (``ApplyFailed``); ``resume`` finishes it
-later from the journal alone. A dry run is the same loop with a probe that only looks, journaling
-nothing; without ``check_files`` (the CLI's default) it does not look at the files either (no Spark) and
-counts what the plan and the live table's metadata say. The checks that need only metadata come before Spark is asked to start.
+One loop for every plan kind: the requirements (and the checks every plan gets: paths where their kind of
+file lives, nothing still used) → ``ApplyStarted`` → each phase by its mode, re-checked against the live
+table before it starts → ``ApplyCompleted``. A phase that still has failures after retries stops the apply
+(``ApplyFailed``); ``resume`` finishes it later from the journal alone. A dry run is the same loop with a
+probe that only looks, journaling nothing; without ``check_files`` (the CLI's default) it looks at no file
+(no Spark) and counts what the plan and the metadata say. See docs/design/apply.md#the-apply-loop.
 """
 
 from __future__ import annotations

@@ -1,13 +1,11 @@
 """Orphan cleaning's listing on Spark: a directory per task, the files streamed back into a Parquet file.
 
-The driver works out the directories ``engine.paimon.orphans.ListedDirs`` names: the metadata
-directories, and the bucket directories found by listing only the partition levels of each data tree
-(directory entries, no file statuses). Each bucket and metadata directory is then one Spark task, which
-lists it with the table's FileIO and returns the files orphan cleaning may delete there, and any other
-table's ``schema/schema-<n>`` inside it. The driver takes the results with ``toLocalIterator`` and writes
-them a batch at a time into a plain-form inventory (``path``, ``size``, ``mtime_ms``), so it never holds
-every file status at once; the planner then reads that file as it reads an inventory. The listing is
-complete (the job finished, the file closed) before anything reads which files the table uses (#3074).
+The driver works out the directories ``engine.paimon.orphans.ListedDirs`` names (listing only the partition
+levels of each data tree); each bucket and metadata directory is one Spark task, which lists it with the
+table's FileIO and returns the files orphan cleaning may delete there and any other table's
+``schema/schema-<n>``. The driver writes them a batch at a time into a plain-form inventory, so it never
+holds every file status at once; the planner reads that file as an inventory. The listing is complete
+before anything reads which files the table uses (#3074; docs/design/listing.md#listing-on-spark).
 """
 
 from __future__ import annotations

@@ -1,14 +1,10 @@
 """Running one phase of a plan by its mode, and tallying what it did.
 
-``bulk``: the actions run as Spark tasks (or wherever the ``BulkExecutor`` runs them), in any order,
-and their results come back in batches. ``ordered``: one action after another on the driver, in plan
-order (deepest directories first, snapshots ascending, a pointer written last). A dry run runs the same
-phases through a probe that only looks: a file to delete that exists would be DELETED, a missing one
-ALREADY_ABSENT, a file to write WRITTEN.
-
-``merge``: groups of actions (an Iceberg compaction bin's inputs), each group one task that writes one
-file; the file is journaled (``OutputWritten``) before its group's actions are journaled WRITTEN, so an
-action done always has its output on record.
+``bulk``: Spark tasks (or wherever the ``BulkExecutor`` runs them), in any order, results back in batches.
+``ordered``: one action after another on the driver, in plan order. ``merge``: groups of actions, each group
+one task that writes one file, journaled (``OutputWritten``) before its actions are journaled WRITTEN. A dry
+run runs the same phases through a probe that only looks: a file to delete that exists would be DELETED, a
+missing one ALREADY_ABSENT, a file to write WRITTEN. See docs/design/apply.md#phases.
 """
 
 from __future__ import annotations

@@ -1,17 +1,10 @@
 """Progress on stderr, for people at a terminal.
 
-Drawn only for text output when stderr is a terminal (rich's ``Console.is_terminal``): with
-``--output json``, in a pipe or in CI nothing extra is printed.
-
-* ``plan expire`` (``MetadataReadProgress``): a bar over the manifest files (manifest lists, manifests,
-  index manifests) read so far out of those named so far by the snapshots, tags and manifest lists read.
-  The total grows while planning discovers the snapshots in range; when planning ends, files named but
-  never needed (a kept snapshot's manifests) are dropped from it. Beside it: every metadata file read,
-  their bytes, and the rates.
-* ``apply``, ``resume`` and ``demo`` (``RichProgress``): a bar per phase with files, bytes and rates.
-
-Rates are files/s and bytes/s averaged over the time since the bar started (a finished phase keeps
-its own average).
+Drawn only for text output when stderr is a terminal (rich's ``Console.is_terminal``): with ``--output json``,
+in a pipe or in CI nothing extra is printed. ``plan expire`` (``MetadataReadProgress``): a bar over the
+manifest files read so far out of those named so far, whose total grows while planning discovers snapshots;
+``apply``, ``resume`` and ``demo`` (``RichProgress``): a bar per phase with files, bytes and rates, averaged
+since the bar started. How the totals are counted: docs/design/apply.md#progress.
 """
 
 from __future__ import annotations

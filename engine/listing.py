@@ -1,24 +1,11 @@
 """A listing of files as a value, made by listing the store or read from an inventory.
 
-An inventory is one or more Parquet files, in either of two forms (each file may be in either):
-
-* **S3 Inventory's own** (``bucket``, ``key``, ``size``, ``last_modified_date``): each row is the object
-  ``s3://<bucket>/<key>``. Keys are taken as written (S3 Inventory URL-encodes keys only in CSV); a key
-  ending in ``/`` is a folder marker, not a file. With ``is_latest`` (an inventory of all versions) only
-  current versions count (a null is not known to be current); with ``is_delete_marker``, delete markers
-  are left out.
-* **plain** (``path``, ``size``, and ``mtime_ms`` or ``last_modified``): ``path`` is the file's full
-  location (``/abs/path``, ``file:/abs/path``, ``s3://bucket/key``), ``mtime_ms`` its modification time
-  in epoch milliseconds.
-
-Types: strings for ``bucket``, ``key`` and ``path``; any integer for ``size`` and ``mtime_ms``; a
-timestamp of any unit for ``last_modified_date`` and ``last_modified`` (one without a time zone is read as
-UTC, as S3 writes it); booleans for ``is_latest`` and ``is_delete_marker``. A missing or ill-typed column,
-a row without a location, and an ``mtime_ms`` before 2000 (seconds taken for milliseconds would make every
-file look decades old) raise ``PlanRejected`` naming the file, and the column or row. A null size or
-modification time is kept as unknown (``None``).
-
-The files are read in batches (``iter_batches``), keeping only the rows under the given roots.
+An inventory is one or more Parquet files, each in S3 Inventory's own form (``bucket``, ``key``, ``size``,
+``last_modified_date``, optionally ``is_latest`` and ``is_delete_marker``) or in the plain form (``path``,
+``size``, and ``mtime_ms`` or ``last_modified``). A missing or ill-typed column, a row without a location and
+an ``mtime_ms`` before 2000 raise ``PlanRejected`` naming the file; a null size or modification time is
+unknown (``None``). Only the rows under the given roots are kept. The forms, the types and why:
+docs/design/listing.md.
 """
 
 from __future__ import annotations

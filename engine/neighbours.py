@@ -1,16 +1,11 @@
 """A table's neighbourhood: the other tables that could store files where its orphan cleaning lists.
 
-Orphan cleaning deletes what the table's own metadata does not name under its roots (its location and
-the write paths its properties name). A file another table wrote there looks unused, so any other table
-whose location, data path or metadata path lies in, contains or equals one of those roots refuses the
-plan, and apply refuses it again (apache/iceberg#17213: two tables at one location).
-
-Locations are compared by whole segments: ``/ns/t`` holds ``/ns/t/data`` but not ``/ns/t_2``
-(apache/iceberg#17448). Both sides are in the canonical form of their format (``file:///x`` is ``/x``,
-``s3a://`` is ``s3://``), as the formats' readers give them.
-
-Which tables are neighbours is read by each format (``engine.iceberg.neighbours``,
-``engine.paimon.neighbours``); this module only compares values, so the planners can check them.
+Any other table whose location, data path or metadata path lies in, contains or equals one of the table's
+roots (its location and the write paths its properties name) refuses the plan, and apply refuses it again
+(apache/iceberg#17213). Locations are compared by whole segments (apache/iceberg#17448), in the canonical
+form of their format. Which tables are neighbours is read by each format (``engine.iceberg.neighbours``,
+``engine.paimon.neighbours``); this module only compares values, so the planners can check them. Why:
+docs/design/listing.md#the-neighbourhood.
 """
 
 from __future__ import annotations

@@ -1,15 +1,11 @@
 """The CleanupPlan: a reviewed list of actions plus the requirements under which they are safe.
 
-A plan is plain data and names no table format's internals: it has a kind (``expire``...), a format
-(``paimon``), the table, ``now``, options with their sources, a kind-specific ``scope``, typed
-``requirements`` (each checks itself against the live table at apply time), the ``phases`` the kind
-declares (each with a mode), the actions and stats. Its id is a hash of its canonical content, so a
-changed byte changes the id and apply refuses it. Actions are sorted canonically (phase, then the
-kind's order) and numbered from 0; that number is the action's stable id.
-
-An action has a small closed ``verb`` (what apply does to its path) and an open ``kind`` label (what it
-is, for review and audit). A format's action kinds may carry their verb and default phase (Paimon's do,
-``engine.paimon.kinds.ActionKind``), so ``Action(ActionKind.DATA_FILE, path)`` needs neither.
+A plan is plain data and names no table format's internals: kind, format, table, ``now``, options with their
+sources, a kind-specific ``scope``, typed ``requirements`` (each checks itself against the live table at
+apply time), the ``phases`` the kind declares, the actions and stats. Its id is a hash of its canonical
+content, so a changed byte changes the id and apply refuses it. Actions are sorted canonically (phase, then
+the kind's order) and numbered from 0, their stable id. An action has a closed ``verb`` (what apply does to
+its path) and an open ``kind`` label (what it is); see docs/design/apply.md#the-plan.
 """
 
 from __future__ import annotations

@@ -1,14 +1,10 @@
 """Bulk deletes on S3 with each key's own outcome, under a request budget (AIMD on ``503 SlowDown``).
 
-pyarrow.fs has no DeleteObjects, so bulk deletes go through botocore, the core of AWS's own Python SDK:
-it is kept by AWS, signs for every S3-compatible store, reads credentials from the usual chain
-(environment, ``AWS_PROFILE``, instance roles) and parses DeleteObjects' per-key Deleted and Error lists.
-Its own retries are off: every retry is ours, so throttling is seen, counted and slowed for.
-
-DeleteObjects reports an absent key as deleted. So the keys of a batch are first found with one LIST per
-directory prefix; those not listed are ``ALREADY_ABSENT`` and are not sent. A key listed and then removed
-by someone else before our DeleteObjects is ``DELETED``: it was there when listed and is gone after our
-request, and no S3 request can tell who removed it in between.
+Bulk deletes go through botocore with its own retries off: every retry is ours, so throttling is seen,
+counted and slowed for. The keys of a batch are first found with one LIST per directory prefix; those not
+listed are ``ALREADY_ABSENT`` and are not sent (DeleteObjects reports an absent key as deleted); a key listed
+and then removed by someone else before our DeleteObjects is ``DELETED``. Why botocore, and why the LIST:
+docs/design/apply.md#bulk-deletes-on-s3.
 """
 
 from __future__ import annotations

@@ -1,20 +1,11 @@
 """The journal in a DuckDB file, readable while it is written.
 
-DuckDB lets one process open a database file for writing, and then refuses every other process, readers
-included: an IOException "Could not set lock on file ... Conflicting lock is held in <exe> (PID n)",
-straight away (no waiting). Several processes may open it read-only together when none writes. So that
-the journal can be read while an apply or ``maintain`` writes it:
-
-* the one writer holds the journal's writer lock, ``fcntl.flock`` on ``<journal>.lock`` (which holds its
-  pid), for as long as its recorder is open: a second writer is refused at once with ``JournalConflict``;
-* the writer opens the DuckDB file only for each read or write batch (open, one transaction, close, which
-  checkpoints), so that readers can open it read-only between batches; a reader holds it for its whole
-  read, which is therefore one consistent state of the journal;
-* either side waits, briefly and bounded, for the other to close the file (``READ_WAIT_S``,
-  ``WRITE_WAIT_S``), then raises ``JournalConflict`` naming the pid that holds it.
-
-Inside one process DuckDB would share the database between connections, so a second writer on the same
-file is refused here too.
+DuckDB lets one process open a database file for writing and refuses every other process, readers included.
+So the one writer holds the journal's writer lock (``fcntl.flock`` on ``<journal>.lock``, holding its pid)
+for as long as its recorder is open, and opens the DuckDB file only for each read or write batch; readers
+open it read-only between batches. Either side waits, briefly and bounded (``READ_WAIT_S``,
+``WRITE_WAIT_S``), then raises ``JournalConflict`` naming the pid that holds it; a second writer, in this
+process or another, is refused at once. Why: docs/design/journal-store.md#one-writer-readers-while-it-writes.
 """
 
 from __future__ import annotations

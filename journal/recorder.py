@@ -1,24 +1,11 @@
 """The journal's recorder: its public contract, and the narrow storage interface behind it.
 
-``Recorder`` holds the contract: an append-only, sequence-numbered log of events, the actions of every
-recorded plan, and per-file records. Its public methods are written here, once:
-
-* the writes check what is written (a plan id that arrives with other content, a transition the
-  projection refuses, a file record that does not match its plan) and then store rows;
-* the queries run the rules of ``journal.rules`` through the storage's ``_select``.
-
-A storage implements only the abstract, underscored methods: insert and load a plan, append and select
-event rows, insert and select file records, run a rules query over its relations, close. The twins are
-``DuckDBRecorder`` (journal/duckdb_store.py) and ``MemoryRecorder`` (journal/memory_store.py); one
-contract test class runs against both (tests/journal/test_recorder_contract.py).
-
-Sequence numbers are shared by events and file records, so together they give one total order.
-
-A recorder is the journal's only writer (the DuckDB file lock, one recorder per file in a process), so
-it keeps what it has checked: the plans it recorded or verified, and the state of every apply whose
-events it read or wrote. Appending a batch therefore costs in proportion to the batch, however long the
-journal already is. The storage primitives bypass the checks and these caches (tests use them to write
-raw rows).
+``Recorder`` holds the contract, written once: an append-only, sequence-numbered log of events (sequence
+numbers shared with file records: one total order), the actions of every recorded plan, and per-file
+records. Writes check what is written before storing rows; queries run ``journal.rules``. A storage
+implements only the abstract, underscored methods; the twins are ``DuckDBRecorder`` and ``MemoryRecorder``,
+and one contract test class runs against both. A recorder is the journal's only writer, so it caches what
+it has checked: appending a batch costs in proportion to the batch (docs/design/journal-store.md).
 """
 
 from __future__ import annotations

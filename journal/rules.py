@@ -3,21 +3,9 @@
 Both recorders answer the same questions with the same statements: ``DuckDBRecorder`` runs them on its
 tables, ``MemoryRecorder`` on Arrow tables built from its rows in a private in-memory DuckDB. A rule is a
 function ``rule(select, ...)``; ``select(sql, params)`` runs one query against a storage and returns its
-rows as tuples. A new outcome, filter or column is one edit here, not one per storage.
-
-The relations, named and typed as the DuckDB tables are (``RELATIONS``):
-
-* ``events``: every event row; ``payload`` is its JSON text;
-* ``plan_actions``: every action of every recorded plan;
-* ``file_records``: every file record, each attempt.
-
-The rules:
-
-* An action's outcome in one apply is that of its latest record there (highest ``seq``).
-* Over a plan's applies, an outcome in ``STICKY_OUTCOMES`` by any apply stays: a later idempotent
-  re-apply that found the file absent does not un-delete it. Otherwise the latest record counts.
-* An action is done (resume skips it) when its latest record is not in ``RETRY_OUTCOMES``.
-* File rows join each record with its plan's table (location and identity) and its action's snapshot.
+rows as tuples. The relations are ``events``, ``plan_actions`` and ``file_records`` (``RELATIONS``); an
+action's outcome is its latest record's, except that a sticky one stays (``STICKY_OUTCOMES``), and it is
+done unless that is one to retry (``RETRY_OUTCOMES``). The rules: docs/design/journal-store.md#the-rules.
 """
 
 from __future__ import annotations

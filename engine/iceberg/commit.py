@@ -1,41 +1,12 @@
 """Committing Iceberg plans through pyiceberg: a transaction whose requirements the catalog checks.
 
-* **Expiry** commits pyiceberg's ``RemoveSnapshotsUpdate`` for the planned snapshots (and
-  ``RemoveSnapshotRefUpdate`` for the refs past their age), under ``AssertRefSnapshotId`` for every ref the
-  plan relied on: a tag or branch created or moved since planning fails the commit in the catalog itself.
-* **Manifest rewriting** commits a ``replace`` snapshot made by a pyiceberg snapshot producer
-  (``_RewriteManifests``): one data manifest per partition spec with every live entry as EXISTING (its
-  snapshot id and sequence numbers kept), the delete manifests carried over, under the same requirements.
-  Its summary carries ``lakesweep.commit-id``, which is how a resumed apply finds it.
-* **Compaction** commits a ``replace`` snapshot (``compact_commit.ReplaceDataFiles``): each bin's inputs
-  DELETED, its output ADDED (as the merge phase journaled it), the delete manifests the plan drops left
-  out, under the same requirements and with the same commit id. Before each attempt the inputs are read
-  again from the live head: a bin with an input no longer live is left out (its actions DROPPED, its
-  output an orphan), and then every delete manifest is carried over.
-
-**On a table that keeps being written** (the default), every attempt works from a fresh read of the table,
-and the plan is the upper bound of what it does, as Iceberg's own actions commit on top of concurrent
-appends (``RemoveSnapshots`` re-applies itself to the refreshed metadata; ``RewriteManifests`` and
-``RewriteDataFiles`` validate what changed since their starting snapshot):
-
-* an expiry expires the planned snapshots that the retention rule still lets go on the live table; a
-  planned snapshot the live table keeps (a tag or branch created or moved since planning) is kept and
-  reported (``kept``), and so are, later, the files only it holds;
-* a manifest rewrite rewrites the planned manifests still in the live head and carries every other
-  manifest of the head over (those added since planning included); a planned manifest no longer in the
-  head leaves the rewrite (``left_out``);
-* a compaction leaves out a bin whose inputs are no longer all live, or to whose inputs a delete
-  committed since the plan's snapshot may apply (a position delete naming an input, an equality delete of
-  its partition). Its outputs carry the plan snapshot's data sequence number (Iceberg's
-  ``use-starting-sequence-number``), so a later equality delete still applies to their rows.
-
-Each commit is sent under the refs as this attempt read them, so a commit made in between fails it in
-the catalog, and the next attempt starts from a fresh read. ``strict`` keeps the plan's own view
-instead: any change to the refs since planning refuses the plan (``StalePlan``).
-
-A commit the catalog refuses (``CommitFailedException``) is retried after a backoff of 50 ms, doubling, at
-most 5 s, up to ``max_commit_retries`` times (``attempts`` counts them). pyiceberg's own retry, which
-rebuilds a producer on the new head without lakesweep's checks, is not used.
+Expiry commits ``RemoveSnapshotsUpdate`` (and ``RemoveSnapshotRefUpdate``); manifest rewriting and compaction
+commit a ``replace`` snapshot carrying ``lakesweep.commit-id``; each under ``AssertRefSnapshotId`` for every
+ref. By default every attempt works from a fresh read of the table and the plan is the upper bound of what
+it does (what no longer holds on the live table is left out and reported); ``strict`` refuses the plan
+(``StalePlan``) on any change to the refs since planning. A commit the catalog refuses is retried after a
+backoff, up to ``max_commit_retries`` times; pyiceberg's own retry is not used. The rules and why:
+docs/design/iceberg.md#commits.
 """
 
 from __future__ import annotations

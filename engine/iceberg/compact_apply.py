@@ -3,11 +3,9 @@ data: the bins in the plan's ``scope`` (``scope_bins`` / ``bins_from_scope``), o
 (``BinTask``, run by ``run_bin`` in a Spark task), and an output as the journal keeps it
 (``output_record`` / ``output_data_file``).
 
-A plan's scope is JSON: partition values are stored with their type (``str``, ``int``, ``float`` by its
-hex form, ``bool``, ``bytes`` and ``decimal`` as text, ``uuid``), so the bins read back equal to those
-``compaction.plan_bins`` found. An output's column statistics are stored with their field ids as text and
-their bounds as hex; ``output_data_file`` builds the pyiceberg ``DataFile`` from them, as
-``MergedFile.data_file`` does from the merge's own result.
+The scope is JSON: partition values are stored with their type, so the bins read back equal to those
+``compaction.plan_bins`` found; an output's statistics are stored with their field ids as text and their
+bounds as hex (docs/design/iceberg-compaction.md#the-plan-and-the-journal).
 """
 
 from __future__ import annotations

@@ -1,18 +1,9 @@
 """A pyiceberg snapshot producer that replaces data files by compacted ones (``replace``), as Iceberg's
-``RewriteFiles`` commits a compaction:
-
-* each data manifest of the head that lists a replaced file is rewritten: the replaced files as DELETED
-  entries (this snapshot's id, their sequence numbers kept), every other live entry as EXISTING with its
-  snapshot id and sequence numbers; DELETED entries of the old manifest are dropped; a manifest that lists
-  no replaced file is carried over unchanged;
-* the outputs are ADDED in one manifest per partition spec, with the data sequence number of the snapshot
-  the plan compacted (Iceberg's ``use-starting-sequence-number``): no delete the merge applied or left
-  behind applies to them, and an equality delete committed since still does (without it they inherit
-  the new snapshot's, as in v1 tables);
-* a delete manifest the plan drops (every delete file in it applied only to replaced files, whose rows
-  the outputs hold without the deleted ones) is left out; the others are carried over unchanged.
-
-The rows a scan of the new snapshot returns are those of the head it replaces.
+``RewriteFiles`` commits a compaction: each manifest that lists a replaced file is rewritten with it DELETED,
+the outputs are ADDED with the data sequence number of the snapshot the plan compacted (Iceberg's
+``use-starting-sequence-number``), and a delete manifest the plan drops is left out; every other manifest is
+carried over unchanged. The rows a scan of the new snapshot returns are those of the head it replaces.
+The entries in detail: docs/design/iceberg-compaction.md#the-commit.
 """
 
 from __future__ import annotations

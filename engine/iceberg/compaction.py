@@ -1,64 +1,11 @@
 """Iceberg data-file compaction, its core: which small data files merge into which output (the bins), and
 which delete files each bin must apply (``plan_bins``); merging one bin is ``compaction_merge.merge_bin``.
 
-The rules, and where they come from:
-
-* **Candidates** (SeaweedFS ``weed/worker/tasks/iceberg/compact.go``, ``buildCompactionBins``): the live
-  (ADDED or EXISTING) entries of the current snapshot's data manifests whose file is Parquet (any case,
-  as DuckDB writes ``parquet``) and strictly smaller than the target size. They are grouped by partition
-  spec id *and* partition value, so files of different specs never share a bin; within a group they
-  keep manifest-list order, then entry order.
-* **Thresholds**: ``min_input_files`` (default 5) is the fewest files a bin may have; SeaweedFS raises
-  anything below 2 to 2 (``buildCompactionBins``), lakesweep refuses it. ``target_bytes`` defaults to
-  256 MiB (``target_file_size_mb`` times 1024 * 1024, ``config.go``); the table property
-  ``write.target-file-size-bytes``, when a positive integer, overrides it, as SeaweedFS's
-  ``resolveTableConfig`` does with its default ``table_properties_override=true``
-  (``table_config.go``); see ``target_file_size``.
-* **Bins** (``buildCompactionBins`` and ``splitOversizedBin``): a group with fewer than
-  ``min_input_files`` files is left alone. A group whose total size is at most the target is one bin.
-  A larger group is split: its files sorted largest first (lakesweep's sort is stable, so equal sizes
-  keep manifest order; Go's ``sort.Slice`` leaves their order unspecified), then packed next-fit: a new
-  sub-bin starts when the current one is not empty and the next file would take it past the target.
-  Sub-bins with at least ``min_input_files`` files are kept; the files of the others are placed one by
-  one, best-fit, into the kept sub-bin with the least room left that still holds them within the
-  target (the first such on a tie); a file that fits nowhere is left alone. Bins are ordered by spec id,
-  then partition (its path text), sub-bins in packing order; a bin's index is its place in that order.
-
-  The seed's example (20 files of 30 MB, target 256 MB) gives, by this rule: files 1-8 (240 MB),
-  files 9-16 (240 MB), and files 17-20 left alone (4 files, below ``min_input_files`` 5, and none fits
-  in a kept bin: 240 + 30 > 256). The seed's prose ("files 9-15", "16-20 left alone if fewer than
-  min_input_files") does not follow from any rule in ``compact.go``: five files are not fewer than
-  five, and a bin of files 9-15 (210 MB) would still have room for file 16. lakesweep follows the code.
-* **Skips**, with SeaweedFS's messages: ``no current snapshot``; any delete manifest in the current
-  snapshot while ``apply_deletes`` is off: ``compaction skipped: delete manifests present and
-  apply_deletes is disabled``; no bin: ``no files eligible for compaction``.
-* **Which deletes apply** (Iceberg spec, ``format/spec.md``, "Scan Planning"): a *position* delete
-  file applies to a data file whose path equals a ``file_path`` in it, whose data sequence number is
-  *less than or equal to* the delete's, and whose partition (spec id and values) equals the delete's;
-  an *equality* delete file applies to a data file whose data sequence number is *strictly less* than
-  the delete's and whose partition equals the delete's, or to every partition when the delete's spec is
-  unpartitioned. SeaweedFS applies every delete of the snapshot to every bin, whatever its partition
-  and sequence number; that would drop a row re-added after an equality delete, so lakesweep follows
-  the spec. Paths are compared after ``resolve_location``: ``file:///x`` is ``/x``, ``s3a://`` is
-  ``s3://``, and a relative path is relative to the table location (SeaweedFS's
-  ``normalizeIcebergPath``, ``filer_io.go``, for references written relative to the table).
-  Deletion vectors (Puffin) and delete files in another format than Parquet are refused.
-* **Delete manifests after the commit**: SeaweedFS drops them all when every data file of the table
-  was compacted and carries them all otherwise. lakesweep decides per manifest, as the issue asks: a
-  delete manifest is dropped when each of its live delete files applies (by the rules above) to at
-  least one data file and only to data files that a bin compacts; otherwise it is carried over. A
-  manifest with no live entry is carried over. Carrying a delete over is always safe: the merged files
-  no longer have the old paths, and they are committed with the data sequence number of the snapshot the
-  plan compacted, which no delete the merge saw is strictly above, so no equality delete applies to them
-  twice (a later one still applies, as Iceberg's ``use-starting-sequence-number`` intends).
-* **At apply** (``check_bins``): the bins the plan stores are checked against the live table's entries
-  before anything is merged, so an edited plan cannot re-file rows or forge deletes.
-
-Reading: the manifest list and manifests are read through pyiceberg with the view's ``io`` (the view's
-own ``FileRef`` lacks record counts, sequence numbers and partition records); the position delete files
-of partitions that a bin compacts are read (their ``file_path`` column only) through the view's lakesweep
-``fileio`` to know which data files they name (a position delete elsewhere cannot be consumed, so its
-manifest is carried over unread). Anything that cannot be read raises with its path; nothing is guessed.
+Candidates, thresholds, bins and skip messages follow SeaweedFS's maintenance worker (``compact.go``:
+``buildCompactionBins``, ``splitOversizedBin``); which deletes apply follows the Iceberg spec's scan planning,
+not SeaweedFS; a delete manifest is dropped only when each of its delete files applies only to compacted
+files. ``check_bins`` checks the plan's bins against the live table at apply. Anything that cannot be read
+raises with its path. The rules and where they come from: docs/design/iceberg-compaction.md.
 """
 
 from __future__ import annotations

@@ -1,33 +1,11 @@
 """Merging one compaction bin (``engine.iceberg.compaction``): read its Parquet data files, drop the rows its
 delete files delete, write one Parquet file, and return what a pyiceberg ``DataFile`` needs.
 
-``merge_bin`` is a plain function of picklable values (the bin's ``InputFile`` / ``DeleteRef`` values, a
-pyiceberg ``Schema``, lakesweep's ``FileIO``, strings and mappings), so it runs inside a Spark task; it
-opens no catalog. Every file goes through the ``FileIO``, local or S3.
-
-* Rows: each input is read whole (inputs are small files, below the target size) and projected by field
-  id onto ``schema`` as pyiceberg's scan projects them (``pyiceberg.io.pyarrow._to_requested_schema``:
-  columns the file lacks are null, or the partition value of an identity-partitioned column, types are
-  promoted); a file without field ids is read through the table's ``schema.name-mapping.default``.
-  Rows keep their order: input by input, position by position. A file whose row count differs from its
-  manifest's ``record_count`` is refused.
-* Position deletes: a row goes when a position delete file that applies (``pos``, and ``file_path``
-  resolved as ``compaction.resolve_location`` resolves it) names it, i.e. the input's data sequence
-  number is at most the delete's.
-* Equality deletes: a row goes when, for an equality delete file whose data sequence number is strictly
-  greater than the input's, the row's values of the file's ``equality_ids`` equal those of one of its
-  rows (``null`` equals ``null``, as the spec's "Equality Delete Files" says). Files with different
-  equality field sets are checked each with its own set. Equality fields must be top-level columns of
-  ``schema``.
-* Output: the rows written as pyiceberg writes a data file (``pyiceberg.io.pyarrow.write_file``): the
-  schema with its field ids in the Parquet schema, column names sanitized as pyiceberg sanitizes them,
-  the table's Parquet writer properties, row groups of ``write.parquet.row-group-limit`` rows. The file
-  is built in memory and written in one ``write_atomic``: it exists whole or not at all. Its statistics
-  come from pyiceberg's ``data_file_statistics_from_parquet_metadata`` under the table's metrics modes.
-  A bin whose every row is deleted writes nothing (``MergedFile.written`` is false).
-* Name: ``output_location`` builds ``<data root>/<partition path>/compact-<plan id>-<bin index>.parquet``,
-  the data root being ``write.data.path`` or ``<table location>/data`` (pyiceberg's simple location
-  provider; the object-storage layout is not used), so a resumed apply finds the outputs it wrote.
+``merge_bin`` is a plain function of picklable values, so it runs inside a Spark task; it opens no catalog,
+and every file goes through the ``FileIO``. Rows are projected as pyiceberg's scan projects them and keep
+their order; deletes apply by Iceberg's sequence-number rules; the output is written as pyiceberg writes a
+data file, in one ``write_atomic``, at ``output_location`` (``compact-<plan id>-<bin index>.parquet``); a
+bin whose every row is deleted writes nothing. The rules: docs/design/iceberg-compaction.md#merging-a-bin.
 """
 
 from __future__ import annotations

@@ -1,17 +1,9 @@
 """Iceberg's action kinds: each kind's verb, phase and order, for each plan kind.
 
-Snapshot expiry commits first (``RemoveSnapshots``: the expired snapshots and the refs past their
-``max-ref-age-ms`` leave the metadata), then deletes what only the expired snapshots reached: data and
-delete files, then manifests, then manifest lists and statistics files. Files are deleted only after
-the commit that unreferenced them has succeeded; a crash between phases leaves files no metadata names,
-which a resumed apply deletes.
-
-Orphan removal deletes files under the table location that no metadata reaches, in one bulk phase.
-Manifest rewriting only commits: the old manifests stay until expiry frees them.
-
-Compaction merges each bin's inputs into one new file (a merge phase, one Spark task per bin), then
-commits one ``replace`` snapshot: the inputs DELETED, the outputs ADDED. The inputs stay until expiry
-frees them.
+Snapshot expiry commits first (``RemoveSnapshots``), then deletes what only the expired snapshots reached:
+data and delete files, then manifests, then manifest lists and statistics files. Orphan removal deletes in
+one bulk phase. Manifest rewriting only commits. Compaction merges each bin (one Spark task per bin), then
+commits one ``replace`` snapshot. Why this order: docs/design/iceberg.md#the-order-of-deletes.
 """
 
 from __future__ import annotations

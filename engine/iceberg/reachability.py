@@ -1,11 +1,10 @@
 """What an Iceberg table's metadata reaches, and the gate that keeps apply from deleting any of it.
 
-Two readings, as Iceberg's own cleanups read them:
+Two readings, as Iceberg's own cleanups read them (docs/design/iceberg.md#reading-a-table):
 
-* **expiry** (``ReachableFileCleanup``): a data or delete file is still needed while a *live* entry (ADDED
-  or EXISTING) of a retained snapshot's manifest names it; a DELETED entry records that the snapshot no
-  longer reads it. Manifests, manifest lists and statistics files are needed while a retained snapshot
-  names them.
+* **expiry** (``ReachableFileCleanup``): a data or delete file is needed while a *live* entry (ADDED or
+  EXISTING) of a retained snapshot's manifest names it; manifests, manifest lists and statistics files while
+  a retained snapshot names them.
 * **orphans** (``DeleteOrphanFiles``): a file is used while any snapshot's metadata names it in any entry,
   or it is the current metadata file or one its metadata log keeps. Keeping more is the safe side.
 """

@@ -1,13 +1,12 @@
 """Iceberg's snapshot retention rule (``org.apache.iceberg.RemoveSnapshots#internalApply``), read by the
 planner to plan an expiry and by apply to check that a plan expires nothing the rule keeps.
 
-1. Refs: ``main`` is always kept; another branch or tag is kept while its snapshot is no older than its
+1. Refs: ``main`` is always kept; another ref is kept while its snapshot is no older than its
    ``max-ref-age-ms`` (else the default); a ref whose snapshot is missing is removed.
-2. Each kept branch keeps its head's ancestors while fewer than its ``min-snapshots-to-keep`` are kept or
-   the ancestor is no older than ``now - max-snapshot-age-ms`` (the ref's own values, else the defaults),
-   and stops at the first ancestor that is neither.
-3. Each kept ref's snapshot is kept; a snapshot no kept ref reaches (a branch's ancestors, a tag's
-   snapshot) is kept while it is no older than the cut-off. Every other snapshot expires.
+2. Each kept branch keeps its head's ancestors while fewer than ``min-snapshots-to-keep`` are kept or the
+   ancestor is no older than ``now - max-snapshot-age-ms``, and stops at the first that is neither.
+3. Each kept ref's snapshot is kept; a snapshot no kept ref reaches is kept while it is no older than the
+   cut-off. Every other snapshot expires (docs/design/iceberg.md#snapshot-expiry).
 """
 
 from __future__ import annotations

@@ -1,13 +1,11 @@
 """An Iceberg table as lakesweep reads it: its catalog entry, its metadata, and what each snapshot reaches.
 
 Catalogs, metadata files, manifest lists and manifests are read through pyiceberg (``lakesweep[iceberg]``);
-lakesweep adds only what pyiceberg does not keep: the files each snapshot reaches, by location, with the
-manifests read once per view family (a manifest never changes once written) and every read failure
-raised with the path that could not be read.
-
-Locations are compared in one canonical form (``canonical``): ``file:///x`` is ``/x``, and ``s3a://`` and
-``s3n://`` are ``s3://`` (Iceberg's ``equal_schemes`` default). A table is named ``namespace.table`` in a
-catalog named as pyiceberg names catalogs (``.pyiceberg.yaml`` or ``PYICEBERG_CATALOG__<NAME>__*``).
+lakesweep adds the files each snapshot reaches, by location, with the manifests read once per view family
+(a manifest never changes once written) and every read failure raised with the path that could not be read.
+Locations are compared in one canonical form (``canonical``: ``file:///x`` is ``/x``, ``s3a://`` and
+``s3n://`` are ``s3://``, Iceberg's ``equal_schemes`` default). A table is named ``namespace.table`` in a
+catalog named as pyiceberg names them (``.pyiceberg.yaml`` or ``PYICEBERG_CATALOG__<NAME>__*``).
 """
 
 from __future__ import annotations

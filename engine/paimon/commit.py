@@ -2,14 +2,8 @@
 
 The commit user is ``lakesweep-<plan id>`` and the commit identifier the phase number: both come from
 the commit id the applier derives from the plan (``engine.plan.commit_id``), so any apply of the same
-plan, first or resumed, commits under the same pair and finds a commit it made before.
-
-Why not pypaimon: its commit (``FileStoreCommit.drop_partitions``, pypaimon 2.1) reads the table's
-manifests with a reader that requires the ``_VALUE_STATS_COLS`` field, which Paimon before 1.0 does not
-write (a ``KeyError`` on every table Paimon 0.9 wrote); it drops whatever the partitions hold at commit
-time, not the files a reviewed plan names; and it publishes a snapshot by checking for the file and then
-renaming, which two processes can both pass. This writer keeps each entry in the schema it was written
-in, refuses a drop whose partitions changed, and creates the snapshot file only if it is absent.
+plan, first or resumed, commits under the same pair and finds a commit it made before. Why this writer
+and not pypaimon's ``FileStoreCommit``: docs/design/paimon.md#partition-expiry.
 """
 
 from __future__ import annotations

@@ -1,25 +1,11 @@
-"""Dropping partitions of a Paimon table as one OVERWRITE commit.
+"""Dropping partitions of a Paimon table as one OVERWRITE commit (``FileStoreCommitImpl#dropPartitions``).
 
-Paimon drops a partition by committing, not by deleting: ``FileStoreCommitImpl#dropPartitions`` writes a
-snapshot of kind OVERWRITE whose delta marks every live file of the partitions DELETE and whose index
-manifest no longer lists their index files. Nothing is deleted; snapshot expiry removes the files once
-no retained snapshot, tag or branch holds them.
-
-``drop_partitions`` does the same, attempt by attempt, on the latest snapshot as it is at each attempt:
-
-* it first looks for a snapshot this commit already made (same commit user and identifier): a commit
-  that crashed before its caller heard of it is found, never made twice (Java's duplicate check);
-* it scans the live files of the partitions and refuses (``PartitionsChanged``) when they are not the
-  files the caller expects: a plan drops what it showed, or nothing;
-* it writes the DELETE manifests, the manifest lists and the index manifest, and publishes
-  ``snapshot-<latest+1>`` only if no snapshot has that id, then the ``LATEST`` hint;
-* when another commit took the id first it removes what it wrote and tries again from a fresh scan, a
-  bounded number of times with Paimon's backoff.
-
-Each DELETE entry is the ADD record it cancels with ``_KIND`` 1, written with the Avro schema and codec
-of the manifest that added it, and each new manifest carries the partition statistics of that manifest
-(a range covering a subset of its partitions is still a correct range for pruning). The new base list
-holds the previous base and delta manifests unmerged.
+``drop_partitions`` marks every live file of the partitions DELETE in a snapshot of kind OVERWRITE; nothing
+is deleted. Each attempt works on the latest snapshot as it is then: it finds a snapshot this commit already
+made (same commit user and identifier) instead of making it twice, refuses (``PartitionsChanged``) when the
+partitions' live files are not those the caller expects, publishes ``snapshot-<latest+1>`` only if no
+snapshot has that id, and when another commit took the id removes what it wrote and tries again, a bounded
+number of times. How entries and manifests are written: docs/design/paimon-tables.md#partition-drop-commits.
 """
 
 from __future__ import annotations

@@ -1,14 +1,8 @@
 """Paimon's action kinds: each kind's verb, phase and order within its phase, for each plan kind.
 
-Expiry deletes in Java's order with a barrier between phases (``ExpireSnapshotsImpl#expireUntil``):
-data and extra files, changelog files, empty directories, metadata (manifests, lists, index files,
-statistics), changelog metadata (decoupled lifecycle), snapshot files in ascending id, and the
-EARLIEST hint last.
-
-Orphan cleaning deletes as ``LocalOrphanFilesClean#clean`` does: first the stray files of the snapshot
-and changelog directories, then the unused files of the data, manifest, index and statistics
-directories. Java orders nothing within either step (one parallel batch each); nothing refers to an
-orphan, so no order among them is safer than another.
+Expiry deletes in Java's order with a barrier between phases (``ExpireSnapshotsImpl#expireUntil``); orphan
+cleaning deletes as ``LocalOrphanFilesClean#clean`` does, the stray files of the snapshot and changelog
+directories first. The orders and why: docs/design/paimon-tables.md#the-order-of-deletes.
 """
 
 from __future__ import annotations

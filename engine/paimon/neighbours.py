@@ -1,13 +1,10 @@
 """A Paimon table's neighbourhood: the other tables of its warehouse, and any table found under its roots.
 
-* the warehouse: a table laid out as Paimon's filesystem catalog lays tables out
-  (``<warehouse>/<database>.db/<table>``) has every other table of that warehouse as a neighbour, with its
-  location and its ``data-file.external-paths`` (read from its latest schema): one whose external path
-  points into this table's location has its files there, and they would all look unused;
-* under the roots: another Paimon table's ``schema/schema-<n>`` or an Iceberg ``*.metadata.json`` found
-  anywhere under the table location or one of its external paths (``nested_neighbour``), other than the
-  table's own schema directories (main's and each branch's) and, when the table writes Iceberg-compatible
-  metadata to its location (``metadata.iceberg.storage``), its ``metadata/`` directory.
+* the warehouse: every other table of a filesystem-catalog warehouse (``<warehouse>/<database>.db/<table>``),
+  with its location and its ``data-file.external-paths``, read from its latest schema;
+* under the roots: another Paimon table's ``schema/schema-<n>`` or an Iceberg ``*.metadata.json`` found under
+  the table location or an external path (``nested_neighbour``), other than the table's own schema
+  directories and its Iceberg-compatible ``metadata/`` directory (docs/design/listing.md#the-neighbourhood).
 
 A neighbour that cannot be read raises, so nothing is deleted on a neighbourhood that could not be seen.
 """

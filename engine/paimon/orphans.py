@@ -1,16 +1,11 @@
 """What orphan cleaning reads of a Paimon table: the files it may delete, listed first, and the names the
 table uses, read after (``LocalOrphanFilesClean``).
 
-``ListedDirs`` is the one rule for where orphan cleaning looks: the directories Java lists
-(``OrphanFilesClean#listPaimonFileDirs`` and ``#cleanSnapshotDir``), and in them the files
-``engine.paimon.layout.orphan_kind_of`` accepts, so apply accepts every path it lets through.
-``list_orphan_candidates`` is the only code that lists data directories, and it walks exactly these; a
-listing made elsewhere (an inventory) is held to the same rule by the planner. The planner gets the
-listing as a value: listing before the used set is read is what keeps a file written and committed in
-between from looking unused (Paimon #3074).
-
-``used_names`` is every file name reachable from every snapshot, tag and changelog of every branch.
-Matching is by bare file name, as in Java: a candidate is kept if anything anywhere names it.
+``ListedDirs`` is the one rule for where orphan cleaning looks (the directories Java lists, and in them the
+files ``engine.paimon.layout.orphan_kind_of`` accepts); ``list_orphan_candidates`` is the only code that
+lists data directories. ``used_names`` is every file name reachable from every snapshot, tag and changelog
+of every branch, matched by bare file name as in Java. Why the listing comes first (Paimon #3074):
+docs/design/paimon.md#orphan-files.
 """
 
 from __future__ import annotations
@@ -159,10 +154,11 @@ def used_names(table: PaimonTable) -> UsedNames:
     Fails closed where Java tolerates: a snapshot, tag or changelog that exists but cannot be read, and
     a manifest list, manifest or index manifest they name that is missing or unreadable, raise
     ``TableFormatError`` naming it. Some absences are normal and tolerated, as Paimon's expiry makes them:
-    a tag's changelog list (tags do not protect changelog files, L-2), and a retained changelog's base or
-    delta list (``engine.paimon.reachability.changelog_reachable_files``) and index manifest (expiry keeps
-    the index manifests of the end snapshot and the tags only; Java reads it "if it exists"). A snapshot
-    or changelog file listed but gone when read was expired meanwhile: skipped, as in Java.
+    a tag's changelog list (tags do not hold changelog files: ``ExpireSnapshotsImpl``), and a retained
+    changelog's base or delta list (``engine.paimon.reachability.changelog_reachable_files``) and index
+    manifest (expiry keeps the index manifests of the end snapshot and the tags only; Java reads it "if it
+    exists"). A snapshot or changelog file listed but gone when read was expired meanwhile: skipped, as in
+    Java.
     """
     names: set[str] = set()
     manifests: set[str] = set()

@@ -1,25 +1,11 @@
 """A partition's time from its values, as Paimon's ``PartitionTimeExtractor`` reads it.
 
-* The text: with no ``timestamp-pattern``, the first partition value; else the pattern with each
-  ``$key`` replaced by its value, the longest key first (Paimon 0.9 replaced in key order, so ``$dt``
-  clobbered ``$dt1``).
-* With no ``timestamp-formatter``, Paimon's own lenient formatter: ``yyyy-M-d``, optionally followed by
-  `` H:m:s`` and a fraction, resolved leniently (``2023-13-01`` is 2024-01-01); a date-time if it parses as
-  one, else a date at midnight.
-* With a formatter, Java's ``DateTimeFormatter.ofPattern(formatter, Locale.ROOT)``: strict parsing
-  (adjacent numbers share digits as Java's adjacent value parsing shares them, so ``yyyyMMdd`` reads
-  ``20230101``) and the SMART resolver (a day-of-month past the month's end is clamped to it, one past 31 is
-  refused); ``LocalDateTime.parse``, else ``LocalDate.parse`` at midnight. Only numeric patterns are read
-  (``y u M d D H m s S``, quoted literals, other punctuation, optional sections); a pattern with any other
-  letter is refused rather than approximated.
-* A value that does not parse (or is null) is ``UnparseablePartition``: the partition is skipped, never
-  expired.
-
-Typed values are the text of the Java object Paimon's ``RowDataToObjectArrayConverter`` gives (0.9, 1.4.2
-and master alike): a DATE is its number of days since 1970 (``19358``), which the default formatter does not
-read, so values-time keeps DATE partitions; a TIMESTAMP is ``LocalDateTime#toString`` (``2023-01-01T10:00``);
-an INT its digits. (#6664 read DATE and TIMESTAMP values as their own time; it was reverted the day it was
-merged and is in no release.)
+The text is the first partition value, or the ``timestamp-pattern`` with each ``$key`` replaced by its value,
+the longest key first. With no ``timestamp-formatter`` it is parsed with Paimon's own lenient formatter, with
+one as Java's ``DateTimeFormatter.ofPattern(formatter, Locale.ROOT)`` (strict, SMART resolver; only numeric
+patterns, any other letter refused). A value that does not parse (or is null) is ``UnparseablePartition``:
+the partition is skipped, never expired. Typed values are read as the text of the Java object Paimon gives.
+The rules in full: docs/design/paimon.md#partition-times.
 """
 
 from __future__ import annotations

@@ -1,17 +1,11 @@
 """What a Paimon table still needs: the files reachable from what it keeps.
 
-Holders are everything whose files must survive any expiry of one branch:
-
-* the branch's latest snapshot and the plan's end snapshot (with their changelog files); for apply's gate
-  (``every_snapshot``), every snapshot of the branch the plan does not delete: a file can live entirely
-  between the end and the latest (added at one snapshot, overwritten at the next);
-* every tag of the branch;
-* every retained changelog of the branch (``changelog/changelog-N``, decoupled lifecycle);
-* every snapshot and tag of every other branch, and of main when the branch is not main. Branch data
-  shares the main table's directories, and Paimon's own expiry does not look across branches (#6272).
-
-The planner's guard and apply's re-check both use these holders, so what is protected at plan time is
-exactly what is re-checked against the live table before each destructive phase.
+The holders, for an expiry of one branch: the branch's latest snapshot and the plan's end snapshot (with
+their changelog files), or for apply's gate (``every_snapshot``) every snapshot the plan does not delete;
+every tag of the branch; every retained changelog; every snapshot and tag of every other branch (main's
+included). The planner's guard and apply's re-check both use these holders, so what is protected at plan time
+is exactly what is re-checked before each destructive phase. Why each one holds:
+docs/design/paimon-tables.md#holders.
 """
 
 from __future__ import annotations
@@ -80,9 +74,9 @@ def added_files(table: PaimonTable, snapshot: Snapshot) -> dict[str, int | None]
     extra files its own commit added.
 
     Exact when the snapshot before it is checked too: a snapshot's base list is its predecessor's live
-    set, so every file live in it is live in the predecessor or added by its delta (spec I2, contiguous
-    lifetimes; a compaction's upgrade is an ADD in the same delta). Reads one delta's entries instead of
-    merging the whole live set of every retained snapshot."""
+    set, so every file live in it is live in the predecessor or added by its delta (a compaction's upgrade
+    is an ADD in the same delta; docs/design/paimon-tables.md#contiguous-lifetimes). Reads one delta's
+    entries instead of merging the whole live set of every retained snapshot."""
     paths = table.paths
     out = snapshot_files(table, snapshot, with_changelog=True)
     for m in table.data_manifests(snapshot):

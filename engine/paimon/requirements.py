@@ -1,14 +1,11 @@
 """What a Paimon plan requires of the live table, as typed requirements (``engine.plan.Requirement``).
 
-Orphan cleaning's (``orphan_requirements``): the table; ``AssertNowReached``, that the time the plan
-judged files' ages against is not ahead of the clock; and ``AssertUnreferenced``, which re-reads before
-each phase what every snapshot, tag, changelog and branch uses now, and skips each candidate that has
-become used since planning (a writer's commit, a new tag or branch).
-
-Snapshot expiry's set (spec B-1): later snapshots committed by writers never make a plan stale; what
-does is anything that changes what the plan's range protects: the table itself, its schema, its
-branches, tags below the end, consumers reading inside the range, and the planned snapshots (present,
-with the content the plan read).
+Orphan cleaning's (``orphan_requirements``): the table; ``AssertNowReached`` (the plan's time is not ahead
+of the clock); and ``AssertUnreferenced``, which re-reads before each phase what every snapshot, tag,
+changelog and branch uses now and skips each candidate that has become used since planning. Snapshot
+expiry's: what the plan's range protects (the table, its schema, its branches, tags below the end,
+consumers reading inside the range, the planned snapshots as read); snapshots committed later never make a
+plan stale (docs/design/paimon-tables.md#what-a-plan-requires).
 """
 
 from __future__ import annotations

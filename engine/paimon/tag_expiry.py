@@ -1,17 +1,11 @@
 """What a tag's expiry may free, for the tag planner and for apply's gate alike.
 
-Paimon's ``TagManager#deleteTag`` frees files only when the tag's snapshot file is gone, and then only
-what the neighbouring tags and the earliest snapshot do not hold. lakesweep frees a tag's files only when
-its snapshot is also older than the branch's earliest snapshot. A data file, manifest, index file or
-statistics file lives in one unbroken run of a branch's snapshots (it is added once and deleted once; a
-manifest, index file or statistics file that is replaced is never brought back), so a file that a tag
-below the earliest snapshot holds is held by a retained snapshot only if the earliest one holds it too:
-checking the earliest snapshot (and the latest, every remaining tag, retained changelog and branch) is
-checking them all. A snapshot missing inside ``[earliest, latest]`` (a gap) gives no such guarantee: its
-neighbours may hold its files, so its tags go alone.
-
-A tag a branch was created from (the branch holds a copy of it: same name, same snapshot) is kept: Paimon
-deletes it, and snapshot expiry can then break the branch (#6272).
+A tag's files are freed only when its snapshot file is gone and the snapshot is older than the branch's
+earliest snapshot, and then only what the earliest and latest snapshots, every remaining tag, retained
+changelog and branch do not hold (Paimon's ``TagManager#deleteTag`` looks at the neighbouring tags and the
+earliest snapshot only). A tag on a snapshot missing inside ``[earliest, latest]`` goes without its files; a
+tag a branch was created from is kept (Paimon #6272). Why checking the earliest snapshot is checking them
+all: docs/design/paimon-tables.md#contiguous-lifetimes.
 """
 
 from __future__ import annotations
@@ -38,8 +32,8 @@ def frees_files(table: PaimonTable, snapshot_id: int, earliest: int | None) -> b
 def tag_snapshot_files(table: PaimonTable, snapshot: Snapshot) -> dict[str, tuple[TagKind, int | None]]:
     """Every file a tag's snapshot holds, full path -> (kind, the size its metadata records or None): data
     and extra files, data manifests, the manifest lists and index manifest, index files, statistics. Not
-    its changelog: tags do not protect changelog files (L-2), and tag deletion leaves them to changelog
-    expiry."""
+    its changelog: tags do not protect changelog files (``ExpireSnapshotsImpl#expireUntil``), and tag deletion
+    leaves them to changelog expiry."""
     paths = table.paths
     out: dict[str, tuple[TagKind, int | None]] = {
         p: (TagKind.TAG_DATA_FILE, size) for p, size in reachable_files(table, snapshot, with_changelog=False).items()}

@@ -2,22 +2,10 @@
 the size the metadata records; the hints agree with the files; and what its directories hold that nothing
 references.
 
-``verify_table`` reads and lists; it changes nothing. What it walks, per branch (main first):
-
-* every snapshot from the earliest to the latest, as Paimon resolves them (hints first, ``SnapshotManager``),
-  with its changelog files; snapshot files below the EARLIEST hint are not part of the table and
-  are only noted;
-* every tag (without changelog files: tags do not keep them, L-2);
-* every retained changelog (``changelog/changelog-N``).
-
-A file is missing when no listing of its directory shows it. A problem makes the table not whole: a
-missing or wrongly sized file, metadata that cannot be read, a gap between earliest and latest, a LATEST
-hint ahead of the newest snapshot (readers would look for a snapshot that does not exist), a hint that
-names a snapshot that does not exist (a stale plan wrote ``EARLIEST=1`` over a later expiry's ``11``).
-A LATEST hint that lags an existing snapshot is only noted: Paimon lists the directory then.
-
-With ``only``, just those locations are checked for existence and size (what an apply touched); the
-walk is the same, and metadata it cannot read, gaps and hints are problems all the same.
+``verify_table`` reads and lists; it changes nothing. It walks each branch (main first): every snapshot from
+the earliest to the latest as Paimon resolves them, every tag and every retained changelog. With ``only``,
+just those locations are checked for existence and size (what an apply touched); the walk is the same.
+What is a problem and what is only noted: docs/design/paimon-tables.md#verify.
 """
 
 from __future__ import annotations

@@ -1,14 +1,10 @@
 """Writing Paimon metadata: Avro manifests, manifest lists and index manifests, snapshot JSON and hints.
 
-Files are written the way Paimon writes them (``ManifestFile``, ``ManifestList``, ``IndexManifestFile``,
-``SnapshotManager#commitLatestHint``): an Avro object container file per manifest with ``_VERSION`` 2
-(index manifests 1), named ``<prefix>-<uuid>-<n>``, a snapshot JSON of version 3. A snapshot is published
-only if its file does not exist yet (``FileIO.create_if_absent``), then the ``LATEST`` hint is written:
-the commit protocol of Paimon's ``RenamingSnapshotCommit``.
-
-A writer that copies entries out of existing files writes them with the Avro schema and codec they were
-read with (``AvroFile``): a table written by Paimon 0.9 gets 0.9's manifest records back, a table written
-by a later Paimon keeps the fields that version added.
+Files are written as Paimon writes them (``ManifestFile``, ``ManifestList``, ``IndexManifestFile``,
+``SnapshotManager#commitLatestHint``). A snapshot is published only if its file does not exist yet
+(``FileIO.create_if_absent``), then the ``LATEST`` hint is written, as Paimon's ``RenamingSnapshotCommit``.
+Entries copied out of existing files are written with the Avro schema and codec they were read with
+(``AvroFile``). Versions, names and why: docs/design/paimon-tables.md#partition-drop-commits.
 """
 
 from __future__ import annotations

@@ -1,13 +1,11 @@
 """Iceberg data-file compaction: the current snapshot's small Parquet data files, merged bin by bin into one
-file each (``engine.iceberg.compaction``: bins, deletes, the fate of delete manifests), then replaced by
-the outputs in one ``replace`` commit. Skipped, with SeaweedFS's messages, as ``plan_bins`` skips.
+file each (``engine.iceberg.compaction``), then replaced by the outputs in one ``replace`` commit. Skipped,
+with SeaweedFS's messages, as ``plan_bins`` skips.
 
 The plan holds two actions per input file, both with ``bucket`` = its bin's index and ``partition`` = the
-bin's partition path: ``compact-input`` (phase 1, merge it into the bin's output) and ``compact-replace``
-(phase 2, replace it in the commit). Its ``scope`` holds the bins (inputs with their sizes, row counts and
-sequence numbers, the position and equality deletes each applies) and each delete manifest's fate. An
-output is named at apply time from the plan id and its bin (``compaction_merge.output_location``): a
-plan cannot name a file after its own id.
+bin's partition path: ``compact-input`` (phase 1, merge) and ``compact-replace`` (phase 2, commit). Its
+``scope`` holds the bins and each delete manifest's fate. An output is named at apply time from the plan id
+and its bin (``compaction_merge.output_location``): a plan cannot name a file after its own id.
 """
 
 from __future__ import annotations

@@ -1,16 +1,9 @@
 """Iceberg snapshot expiry, planned as Iceberg's ``RemoveSnapshots`` decides and ``ReachableFileCleanup``
-deletes (``org.apache.iceberg.RemoveSnapshots#internalApply``):
-
-1. Refs: ``main`` is always kept; another branch or tag is kept while its snapshot is no older than its
-   ``max-ref-age-ms`` (table default ``history.expire.max-ref-age-ms``, unlimited); the rest are removed.
-2. Each kept branch keeps its head's ancestors while fewer than ``min-snapshots-to-keep`` are kept or the
-   ancestor is no older than ``now - max-snapshot-age-ms`` (the ref's own values first, then
-   ``--retain-last`` / ``--older-than``, then the table's ``history.expire.*``, then 1 and 5 days).
-3. Each kept ref's snapshot is kept; a snapshot no kept ref reaches is kept while it is no older than
-   the cut-off. Every other snapshot expires.
-4. After the commit: the manifest lists of expired snapshots; the manifests only they list; the data and
-   delete files that only those manifests name live (``ManifestFiles.readPaths``: live entries); and
-   the statistics and partition-statistics files only expired snapshots had.
+deletes: which snapshots expire is ``engine.iceberg.retention`` (the ref's own values first, then
+``--retain-last`` / ``--older-than``, then the table's ``history.expire.*``, then 1 and 5 days). After the
+commit: the manifest lists of expired snapshots; the manifests only they list; the data and delete files
+that only those manifests name live (``ManifestFiles.readPaths``); and the statistics and
+partition-statistics files only expired snapshots had (docs/design/iceberg.md#snapshot-expiry).
 """
 
 from __future__ import annotations

@@ -1,29 +1,11 @@
 """Iceberg orphan removal, planned as Iceberg's ``DeleteOrphanFiles`` decides, failing closed where it would
-guess:
-
-* used: every location the metadata names (``engine.iceberg.reachability.all_referenced``): the current
-  metadata file and its metadata log, every snapshot's manifest list, manifests, data and delete files
-  of any entry status, and every statistics and partition-statistics file;
-* a candidate is a listed file under the table location (or a write path its properties name) that is not
-  used, older than the cut-off; a file of unknown age is kept;
-* a ``*.metadata.json`` that is neither current nor in the metadata log is an orphan, as in Iceberg, subject
-  to the age guard, unless it is this table's metadata (it parses, with the same ``table-uuid``) with a
-  version above the log's oldest (or none its name tells): some REST catalogs leave history out of the
-  log. A file that does not parse, or names another table, is never kept for being "new". The planner
-  reads no file: which files the rule asks about is ``metadata_to_read``, and what they hold is handed
-  in (``metadata_owners``); ``version-hint.text`` is always kept;
-* locations are compared after ``s3a://``/``s3n://`` are read as ``s3://``; a candidate whose path a used
-  location spells with another bucket refuses the plan (Iceberg's ``prefix_mismatch_mode=ERROR``);
-* another table's metadata under the table location refuses the plan (the foreign-table guard);
-* so does another table of the catalog (``neighbours``, read by the caller: ``engine.iceberg.neighbours``)
-  whose location or write path lies in, contains or equals the table location or one of its write paths,
-  compared by whole segments (apache/iceberg#17213, #17448).
-* a listing that misses a file the current state reads (under a listed root, modified before the cut-off)
-  is incomplete and refuses the plan, as zamboni aborts; an empty listing plans nothing.
-* hidden paths are never candidates, as Iceberg's ``PartitionAwareHiddenPathFilter`` walks them: a file
-  whose name, or one of whose directories below its root, starts with ``_`` or ``.`` (Hadoop's checksum
-  sidecars, ``_SUCCESS``, a running write's ``.spark-staging-*``), unless that directory is a partition of
-  a field whose own name starts so (``_cat=x``).
+guess. Used: every location the metadata names (``engine.iceberg.reachability.all_referenced``). A candidate
+is a listed file under the table location (or a write path its properties name) that is not used and older
+than the cut-off; hidden paths never are. A ``*.metadata.json`` of this table above the log's oldest is kept.
+The plan is refused on a bucket mismatch (``prefix_mismatch_mode=ERROR``), another table's metadata under
+the location, a catalog neighbour whose paths overlap (apache/iceberg#17213, #17448), or a listing that
+misses a file the current state reads. The planner reads no file: ``metadata_to_read`` says which, and
+``metadata_owners`` is handed in. The rules: docs/design/iceberg.md#orphan-removal.
 """
 
 from __future__ import annotations

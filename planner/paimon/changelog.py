@@ -1,32 +1,12 @@
 """Decoupled changelog expiry planning with Apache Paimon's semantics (``ExpireChangelogImpl``,
-``ChangelogDeletion``).
+``ChangelogDeletion``), as Paimon master does.
 
-When changelogs outlive snapshots (``changelog.num-retained.*`` or ``changelog.time-retained`` above the
-snapshot settings), snapshot expiry leaves a ``changelog/changelog-<id>`` file for every snapshot it
-expires, and keeps what a streaming reader of it needs: its changelog list and files, or (``changelog-
-producer=none``) its base and delta lists and the APPEND-sourced files its delta deleted. This planner
-expires those changelogs as Paimon master does:
-
-* the range: from the earliest changelog up to the first changelog at or after
-  ``max(latest snapshot - retain-max + 1, earliest changelog)`` that is younger than the time retained,
-  bounded by ``latest snapshot - retain-min + 1``, the oldest consumer's next snapshot, the expire limit
-  and the newest changelog (never deleted); nothing when that is not past the earliest changelog (#7923);
-* each changelog in it: with a changelog list, every file the list adds and the list's manifests; without
-  one, the files its delta deleted (a tag before it keeps its files) and the delta and base lists that
-  still exist, with their manifests; never what the skipping set holds (the tags inside the range, the
-  changelog at its end and the earliest snapshot); index manifests and statistics are not touched;
-* then the changelog files in ascending id, the directories that leaves empty (only with
-  ``snapshot.clean-empty-directories``, as Java's ``cleanEmptyDirectories``) and the changelog EARLIEST
-  hint.
-
-Metadata that cannot be read stops planning, naming the file; with ``skip_unreadable`` the planner keeps
-what depends on it as master does (an unreadable changelog list or manifest leaks the files it names, a
-delta that cannot be read keeps its data files, a tag before a changelog that cannot be read keeps that
-changelog whole, its file included). The plan is then held to the guard: nothing it deletes is reachable
-from the latest or earliest snapshot, a tag, a changelog it keeps or another branch.
-
-Where 0.9 differs (it read every list of every changelog and ran both data branches, bug #7429; it has no
-#7923 guard) docs/design/paimon.md says so. Reads no clock.
+The range runs from the earliest changelog to a bound set by the retained counts and time, the oldest
+consumer and the newest changelog (never deleted). Each changelog in it gives the files its changelog list
+adds, or without one the files its delta deleted and its remaining lists, never what the skipping set
+holds; then the changelog files, the directories left empty and the EARLIEST hint. Metadata that cannot be
+read stops planning (``skip_unreadable``: kept as master keeps it); the plan is held to the guard. Reads no
+clock. The rules, and where 0.9 differs: docs/design/paimon.md#decoupled-changelog-expiry.
 """
 
 from __future__ import annotations

@@ -1,13 +1,10 @@
 """The guard beyond Paimon: no planned path may be reachable from what the table keeps.
 
-Reachable = everything the holders of ``engine.paimon.reachability`` reference: the latest snapshot, the plan's
-end snapshot, every tag, every retained changelog, and every other branch's snapshots and tags (main's
-too, for a branch plan). Tags do not protect changelog files in Paimon (L-2), so a tag's changelog list
-is not counted.
-
-A hit on the plan's own branch is a planner bug: ``PlannerInvariantViolated``. A hit on another branch
-is a table state Paimon itself would break (a branch built on a tag or snapshot of main, #6272): the
-plan is refused with ``PlanRejected``. Either way no action is ever silently dropped.
+Reachable = everything the holders of ``engine.paimon.reachability`` reference, a tag's changelog list
+excepted (docs/design/paimon-tables.md#tags-do-not-hold-changelog-files). A hit on the plan's own branch is
+a planner bug: ``PlannerInvariantViolated``. A hit on another branch is a table state Paimon itself would
+break (a branch built on a tag or snapshot of main, #6272): the plan is refused with ``PlanRejected``.
+Either way no action is ever silently dropped.
 """
 
 from __future__ import annotations

@@ -1,15 +1,11 @@
 """Orphan-file cleaning planning with Apache Paimon's semantics (``LocalOrphanFilesClean#clean``).
 
-``plan_orphans(table, listing, now_ms=..., options=...)`` lists nothing: ``listing`` is the value
-``engine.paimon.orphans.list_orphan_candidates`` returned, or an inventory scan, made before the planner
-reads which files the table uses (Paimon #3074). It holds only what it does not find used. Of the listed files, those modified before the threshold are candidates; the
-stray files of snapshot and changelog directories are planned as they are, the others unless a file of
-their name is used by any snapshot, tag or changelog of any branch. Reads no clock, writes nothing.
-
-Another table storing files where the table's orphan cleaning lists refuses the plan (``SharedStorage``):
-a neighbour the caller read (``engine.paimon.neighbours.paimon_neighbours``) whose location or external
-path lies in, contains or equals the table location or one of its external paths, and another table's
-``schema/schema-<n>`` or an Iceberg ``*.metadata.json`` in the listing.
+``plan_orphans(table, listing, now_ms=..., options=...)`` lists nothing: ``listing`` was made before the
+planner reads which files the table uses (Paimon #3074). Of the listed files, those modified before the
+threshold are candidates: the stray files of snapshot and changelog directories as they are, the others
+unless a file of their name is used by any snapshot, tag or changelog of any branch. Another table storing
+files where orphan cleaning lists refuses the plan (``SharedStorage``; docs/design/listing.md). Reads no
+clock, writes nothing.
 """
 
 from __future__ import annotations

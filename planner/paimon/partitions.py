@@ -1,18 +1,11 @@
 """Partition expiry planning with Apache Paimon's semantics (``NormalPartitionExpire``).
 
-``plan_partitions(table, now_ms=..., options=...)`` reads the live files of the table's latest snapshot,
-groups them by partition (Paimon's partition entries: ADD and DELETE entries merged, kept while they
-hold a file) and expires a partition when the cut-off, ``now - expiration-time`` as a local date-time in
-the plan's time zone, is strictly after the partition's time:
-
-* ``values-time``: the time its values say, through the timestamp pattern and formatter; a value that
-  does not parse is skipped with a warning, never expired;
-* ``update-time``: the newest ``_CREATION_TIME`` among its ADD and DELETE entries (a writer's local
-  date-time).
-
-The expired partitions are sorted by their values joined with commas and the first ``max-expires`` are
-dropped. The plan lists every live data file of each as one ``drop-data-file`` action of a single
-commit phase: apply marks them all DELETE in one OVERWRITE snapshot. Nothing is deleted. Reads no clock.
+``plan_partitions(table, now_ms=..., options=...)`` reads the live files of the latest snapshot, groups them
+by partition and expires a partition when the cut-off (``now - expiration-time`` as a local date-time in the
+plan's time zone) is strictly after its time: by ``values-time`` what its values say, by ``update-time`` the
+newest ``_CREATION_TIME`` of its entries. The first ``max-expires`` by their comma-joined values are dropped:
+every live data file as one ``drop-data-file`` action of a single commit phase. Nothing is deleted. Reads no
+clock. The rules: docs/design/paimon.md#partition-expiry.
 """
 
 from __future__ import annotations

@@ -1,19 +1,11 @@
 """Tag expiry planning with Apache Paimon's semantics: which tags go, and what goes with them.
 
-Which tags: those named (``--tag``, Paimon's ``delete_tag``); those whose own time retained has passed
-(``TagTimeExpire``: the tag's creation time plus the ``tagTimeRetained`` it was created with, against
-the local now); those created before ``--older-than`` (master's ``TagTimeExpire#withOlderThanTime``: a tag
-that does not record both a creation time and a time retained is judged by its file's modification time);
-and with ``tag.num-retained-max``, the oldest automatically created tags beyond that many snapshots
-(``TagAutoCreation``: only tags whose names the table's tag period would make count). Tags a branch was
-created from are kept, with a note (Paimon #6272).
-
-What goes with them (``TagManager#deleteTag``, ``TagDeletion``): the tag files; and for each snapshot whose
-file is already gone, which is older than the earliest snapshot (``engine.paimon.tag_expiry``) and whose
-every tag goes, the data, extra and index files, manifests, manifest lists and statistics its tags held
-that nothing left holds: not the earliest or latest snapshot, another tag, a retained changelog, or any
-snapshot or tag of another branch (Java looks at the neighbouring tags and the earliest snapshot only, and
-at no branch). Changelog files are never touched. Reads no clock.
+Which: those named (``--tag``, ``delete_tag``); those whose own time retained has passed (``TagTimeExpire``);
+those created before ``--older-than`` (``TagTimeExpire#withOlderThanTime``); with ``tag.num-retained-max``,
+the oldest automatically created tags beyond that many (``TagAutoCreation``). Tags a branch was created from
+are kept, with a note (#6272). What goes with them (``TagManager#deleteTag``, ``TagDeletion``): the tag
+files, and the files of their snapshots that ``engine.paimon.tag_expiry`` frees and nothing left holds.
+Changelog files are never touched. Reads no clock. The rules: docs/design/paimon.md#tag-expiry.
 """
 
 from __future__ import annotations
