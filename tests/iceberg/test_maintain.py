@@ -15,7 +15,7 @@ import pytest
 from typer.testing import CliRunner
 
 from lakesweep.applier.apply import DriverExecutor
-from lakesweep.applier.maintain import Maintenance, Thresholds, discover, parse_operations
+from lakesweep.maintain import Maintenance, Thresholds, discover, parse_operations
 from lakesweep.cli.main import app
 from lakesweep.engine.errors import PlanRejected
 from lakesweep.journal.audit import list_maintenance, list_plans
@@ -322,7 +322,8 @@ def test_an_internal_error_on_one_table_is_journaled_as_its_result_and_the_run_g
 
 
 def test_default_retention_is_each_engines_own_the_same_as_plan():
-    from lakesweep.applier.maintain import TableRef, _flags
+    from lakesweep.maintain.run import _flags
+    from lakesweep.maintain.selection import TableRef
     from lakesweep.planner.iceberg.expire import resolve_expire_options
     from lakesweep.planner.kinds import plan_kind
 
