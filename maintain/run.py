@@ -33,10 +33,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from lakesweep.engine.errors import JournalError, LakesweepError, PlanRejected, StorageError
+from lakesweep.engine.errors import JournalConflict, JournalError, LakesweepError, PlanRejected, StorageError
 from lakesweep.engine.plan import CleanupPlan, Verb
 from lakesweep.engine.plan_io import write_plan
-from lakesweep.journal.events import MaintenanceOutcome, MaintenanceResult
+from lakesweep.journal.events import MaintenanceOutcome, MaintenanceResult, run_stream
 from lakesweep.journal.projection import PlanStatus
 from lakesweep.journal.queries import plan_state
 from lakesweep.journal.recorder import Recorder
@@ -150,15 +150,20 @@ class Maintenance:
     say: Callable[[str], None] = lambda text: None
     # Each event as a plain dict: "event", "run_id", "time_ms" (epoch ms, the clock's), and its fields.
     log: Callable[[dict], None] = lambda event: None
+    # The key of the run's stream in the journal (``run_stream``). Random, not derived from the run's
+    # inputs as a plan id is: two runs of the same scope are two occurrences, each with its own results.
     run_id: str = field(default_factory=lambda: uuid.uuid4().hex[:12])
 
     def run(self, *, every_ms: int | None = None, stop: threading.Event | None = None) -> RunReport:
         """One cycle, or (``every_ms``) one every interval until ``stop`` is set. A plans directory that
-        cannot be one is refused (``PlanRejected``) before anything runs.
+        cannot be one (``PlanRejected``) and a run id the journal already holds (``JournalConflict``) are
+        refused before anything runs.
 
         ``log`` gets ``run_started`` first and ``run_finished`` last, also when the run stops on an error
         (its ``error`` says which; it is None otherwise)."""
         check_plans_dir(self.plans_dir)
+        if self.recorder.events(plan_id=run_stream(self.run_id)):
+            raise JournalConflict(f"maintain run {self.run_id} is already in the journal; give this run another id")
         stop = stop or threading.Event()
         report = RunReport(self.run_id)
         started = self.clock()
@@ -203,11 +208,11 @@ class Maintenance:
 
     def _record(self, report, cycle, ref, op, outcome, message, plan=None, plan_file=None, apply_id=None, *,
                 started_ms=None, files=0, size=0):
-        plan_id = plan.plan_id if plan is not None else f"maintain:{self.run_id}"
         now = self.clock()
         self.recorder.append([MaintenanceResult(
             run_id=self.run_id, cycle=cycle, table=ref.label, operation=op, outcome=outcome, message=message,
-            plan_id=plan_id, recorded_ms=now, plan_file=plan_file, applied_by=apply_id)])
+            plan_id=plan.plan_id if plan is not None else None, recorded_ms=now, plan_file=plan_file,
+            applied_by=apply_id)])
         result = TableResult(ref.label, op, str(outcome), message, plan.plan_id if plan else None, files=files,
                              bytes=size, duration_ms=0 if started_ms is None else now - started_ms)
         report.results.append(result)
