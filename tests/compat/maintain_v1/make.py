@@ -2,7 +2,8 @@
 maintenance results had a stream of their own (``MaintenanceResult`` v1, kept in its plan's stream, or in
 ``maintain:<run id>`` when it had no plan), and the outputs that journal gave then (``expected.json``).
 
-Run once, from the repository root, with the lakesweep of that time: ``python -m tests.compat.maintain_v1.make``.
+Run once, from the repository root, at the commit that added it (the lakesweep of that time, whose maintain
+lived in ``applier/maintain.py``): ``python -m tests.compat.maintain_v1.make``.
 The tables live under ``/tmp/lakesweep-fixture-maintain`` while it runs; only the journal is kept.
 """
 
