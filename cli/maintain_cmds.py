@@ -79,7 +79,7 @@ def maintain_cmd(
 
     Thresholds take SeaweedFS's maintenance worker's names; retention defaults are each engine's own, the
     same as 'lakesweep plan' uses, and a table's own properties win."""
-    from lakesweep.applier.maintain import Maintenance, Thresholds, check_plans_dir, parse_operations
+    from lakesweep.maintain import Maintenance, Thresholds, check_plans_dir, parse_operations
     from lakesweep.engine.errors import PlanRejected
     from lakesweep.engine.timeutil import parse_duration_ms
     from lakesweep.journal.duckdb_store import DuckDBRecorder

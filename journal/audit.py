@@ -199,7 +199,5 @@ def list_maintenance(recorder: Recorder, *, run_id: str | None = None) -> list[d
     rows = []
     for ev in recorder.events():
         if isinstance(ev, MaintenanceResult) and (run_id is None or ev.run_id == run_id):
-            row = ev.to_payload()
-            row["plan_id"] = None if ev.plan_id.startswith("maintain:") else ev.plan_id
-            rows.append(row)
+            rows.append(ev.to_payload())
     return rows

@@ -36,6 +36,8 @@ _SMALL_BATCH = 64  # rows; larger batches go through Arrow
 READ_WAIT_S = 5.0
 WRITE_WAIT_S = 120.0
 
+# events.plan_id holds each event's stream key (``Event.stream_id``): a plan's id, or a maintain run's
+# ``maintain:<run id>``.
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key VARCHAR PRIMARY KEY, value VARCHAR NOT NULL);
 CREATE TABLE IF NOT EXISTS events (
@@ -341,9 +343,9 @@ class DuckDBRecorder(Recorder):
                 "SELECT plan_id FROM events WHERE event_type = 'PlanRecorded' ORDER BY seq").fetchall()]
 
     def _insert_plan(self, row, actions):
-        self._check_writable(f"record plan {row.plan_id}")
-        rows = [rules.action_row(row.plan_id, a) for a in actions]
-        with self._session(), self._transaction(f"record plan {row.plan_id}"):
+        self._check_writable(f"record plan {row.stream_id}")
+        rows = [rules.action_row(row.stream_id, a) for a in actions]
+        with self._session(), self._transaction(f"record plan {row.stream_id}"):
             seqs = self._insert_events([row])
             self._insert_rows("plan_actions", rows)
         self._seq = seqs[-1]
@@ -368,7 +370,7 @@ class DuckDBRecorder(Recorder):
         seqs = self._next(len(rows))
         self._con.executemany(
             "INSERT INTO events VALUES (?, ?, ?, ?, ?, ?, ?)",
-            [[s, r.event_type, r.schema_version, r.plan_id, r.apply_id, json.dumps(r.payload, sort_keys=True),
+            [[s, r.event_type, r.schema_version, r.stream_id, r.apply_id, json.dumps(r.payload, sort_keys=True),
               r.time_ms] for s, r in zip(seqs, rows)])
         return seqs
 

@@ -37,6 +37,12 @@ class Event:
         """The apply this event belongs to (None for plan-level events)."""
         return getattr(self, "apply_id", None)
 
+    @property
+    def stream_id(self) -> str:
+        """The key of the stream the event belongs to: its plan's id (a plan and its applies), or
+        ``run_stream(run_id)`` for a maintain run. Stored in the events table's ``plan_id`` column."""
+        return getattr(self, "plan_id")
+
     def to_payload(self) -> dict[str, Any]:
         """The event as JSON-ready data (current schema version)."""
         return {f.name: _plain(getattr(self, f.name)) for f in dataclasses.fields(self)}
@@ -375,14 +381,25 @@ class MaintenanceOutcome(enum.StrEnum):
     FAILED = "failed"  # planning or applying failed (the message says how); the run went on
 
 
+RUN_STREAM = "maintain:"  # the stream of a maintain run is keyed "maintain:<run id>"; no plan id starts so
+
+
+def run_stream(run_id: str) -> str:
+    """The stream key of maintain run ``run_id``."""
+    return RUN_STREAM + run_id
+
+
 @dataclass(frozen=True, slots=True)
 class MaintenanceResult(Event):
-    """One operation of a ``lakesweep maintain`` run on one table. ``plan_id`` is the operation's plan, or
-    ``maintain:<run id>`` when there is none (skipped before planning, or planning failed); it belongs to no
-    apply, so it never changes a plan's state."""
+    """One operation of a ``lakesweep maintain`` run on one table, in the run's own stream
+    (``run_stream(run_id)``). ``plan_id`` is the operation's plan, None when there is none (skipped before
+    planning, or planning failed); the result belongs to no apply, so it never changes a plan's state.
+
+    v1 was kept in its plan's stream: its ``plan_id`` was the plan's, or ``maintain:<run id>`` when there
+    was none, which upcasts to None. A v1 row stays where it was written; its event reads as v2."""
 
     EVENT_TYPE: ClassVar[str] = "MaintenanceResult"
-    SCHEMA_VERSION: ClassVar[int] = 1
+    SCHEMA_VERSION: ClassVar[int] = 2
     TIME_FIELD: ClassVar[str] = "recorded_ms"
 
     run_id: str
@@ -391,16 +408,24 @@ class MaintenanceResult(Event):
     operation: str
     outcome: MaintenanceOutcome
     message: str
-    plan_id: str
     recorded_ms: int
+    plan_id: str | None = None
     plan_file: str | None = None
     applied_by: str | None = None  # the apply id, when the plan was applied
 
     def __post_init__(self):
         _require_id("run_id", self.run_id)
-        _require_id("plan_id", self.plan_id)
+        if self.plan_id is not None:
+            _require_id("plan_id", self.plan_id)
+            if self.plan_id.startswith(RUN_STREAM):
+                raise ValueError(f"plan_id {self.plan_id!r} names a run's stream, not a plan; a result without a "
+                                 "plan has plan_id None")
         if type(self.outcome) is not MaintenanceOutcome:
             object.__setattr__(self, "outcome", MaintenanceOutcome(self.outcome))
+
+    @property
+    def stream_id(self) -> str:
+        return run_stream(self.run_id)
 
 
 EVENT_TYPES: dict[str, type[Event]] = {
@@ -417,6 +442,11 @@ def _v1_counts(p: dict) -> dict:
     return out
 
 
+def _v1_plan_id(plan_id: str) -> str | None:
+    """A v1 ``MaintenanceResult``'s plan id: ``maintain:<run id>`` stood for "no plan"."""
+    return None if plan_id.startswith(RUN_STREAM) else plan_id
+
+
 _V1_COUNTERS = {"deleted": "DELETED", "already_absent": "ALREADY_ABSENT", "failed": "FAILED", "written": "WRITTEN",
                 "kept": "KEPT_NOT_EMPTY"}
 
@@ -425,6 +455,7 @@ _UPCASTERS: dict[tuple[str, int], Callable[[dict], dict]] = {
     ("ApplyStarted", 1): lambda p: {**p, "master": None},
     ("PhaseCompleted", 1): _v1_counts,
     ("ApplyCompleted", 1): _v1_counts,
+    ("MaintenanceResult", 1): lambda p: {**p, "plan_id": _v1_plan_id(p["plan_id"])},
 }
 
 # Event types of earlier releases that now are another type: name -> (its last version, the new type, the

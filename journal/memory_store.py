@@ -54,26 +54,26 @@ class MemoryRecorder(Recorder):
 
     def _insert_plan(self, row, actions):
         self._append_rows([row])
-        self._plans[row.plan_id] = tuple(actions)
+        self._plans[row.stream_id] = tuple(actions)
         self._stale.add("plan_actions")
 
     def _load_plan(self, plan_id):
         if plan_id not in self._plans:
             return None
-        row = next(r for r in self._rows if r.plan_id == plan_id and r.event_type == PlanRecorded.EVENT_TYPE)
+        row = next(r for r in self._rows if r.stream_id == plan_id and r.event_type == PlanRecorded.EVENT_TYPE)
         return decode(row.event_type, row.schema_version, row.payload), self._plans[plan_id]
 
     def _append_rows(self, rows):
         self._check_open()
-        stored = [StoredEvent(r.event_type, r.schema_version, r.plan_id, r.apply_id, json.loads(json.dumps(r.payload)),
-                              r.time_ms) for r in rows]
+        stored = [StoredEvent(r.event_type, r.schema_version, r.stream_id, r.apply_id,
+                              json.loads(json.dumps(r.payload)), r.time_ms) for r in rows]
         seqs = self._next(len(stored))
         self._rows.extend(dataclasses.replace(r, seq=s) for r, s in zip(stored, seqs))
         self._stale.add("events")
         return seqs
 
     def _event_rows(self, plan_id, apply_id):
-        return [r for r in self._rows if (plan_id is None or r.plan_id == plan_id)
+        return [r for r in self._rows if (plan_id is None or r.stream_id == plan_id)
                 and (apply_id is None or r.apply_id == apply_id)]
 
     def _insert_files(self, records):
@@ -96,7 +96,7 @@ class MemoryRecorder(Recorder):
 
     def _relation(self, name: str) -> pa.Table:
         if name == "events":
-            rows = [(r.seq, r.event_type, r.schema_version, r.plan_id, r.apply_id,
+            rows = [(r.seq, r.event_type, r.schema_version, r.stream_id, r.apply_id,
                      json.dumps(r.payload, sort_keys=True), r.time_ms) for r in self._rows]
         elif name == "plan_actions":
             rows = [rules.action_row(pid, a) for pid, actions in self._plans.items() for a in actions]

@@ -25,11 +25,12 @@ from lakesweep.journal.rules import FileQuery
 
 @dataclass(frozen=True, slots=True)
 class StoredEvent:
-    """An event as stored: type, schema version, JSON payload. ``seq`` is None until it is appended."""
+    """An event as stored: type, schema version, the key of its stream (``Event.stream_id``; the events
+    table's ``plan_id`` column), JSON payload. ``seq`` is None until it is appended."""
 
     event_type: str
     schema_version: int
-    plan_id: str
+    stream_id: str
     apply_id: str | None
     payload: dict[str, Any]
     time_ms: int
@@ -37,7 +38,7 @@ class StoredEvent:
 
     @staticmethod
     def of(event: Event) -> "StoredEvent":
-        return StoredEvent(event.EVENT_TYPE, event.SCHEMA_VERSION, event.plan_id, event.event_apply_id,
+        return StoredEvent(event.EVENT_TYPE, event.SCHEMA_VERSION, event.stream_id, event.event_apply_id,
                            event.to_payload(), event.time_ms)
 
 
@@ -177,7 +178,8 @@ class Recorder(abc.ABC):
                                f"plan {ev.plan_id} has {recorded[0].n_actions}")
 
     def events(self, *, plan_id: str | None = None, apply_id: str | None = None) -> list[Event]:
-        """Events in sequence order, upcast to the current schema versions; filters combine with AND."""
+        """Events in sequence order, upcast to the current schema versions; filters combine with AND.
+        ``plan_id`` selects a stream by its key: a plan's id, or a maintain run's (``events.run_stream``)."""
         self._check_open()
         return [decode(r.event_type, r.schema_version, r.payload) for r in self._event_rows(plan_id, apply_id)]
 

@@ -317,7 +317,8 @@ files AS (SELECT apply_id, sum(n) AS records, count(*) AS actions_recorded,
           GROUP BY apply_id),
 maint AS (SELECT payload ->> '$.run_id' AS run_id, payload ->> '$.applied_by' AS applied_by,
                  payload ->> '$.table' AS tbl, payload ->> '$.operation' AS operation,
-                 payload ->> '$.outcome' AS outcome, payload ->> '$.message' AS message, plan_id, seq,
+                 payload ->> '$.outcome' AS outcome, payload ->> '$.message' AS message,
+                 payload ->> '$.plan_id' AS plan_id, seq,
                  CAST(payload ->> '$.recorded_ms' AS BIGINT) AS at_ms, CAST(payload ->> '$.cycle' AS BIGINT) AS cycle
           FROM events WHERE event_type = 'MaintenanceResult'),
 applies AS (

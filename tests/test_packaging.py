@@ -1,4 +1,4 @@
-"""The wheel's package list: every package of the five product folders installs under ``lakesweep.``."""
+"""The wheel's package list: every package of the six product folders installs under ``lakesweep.``."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from pathlib import Path
 from tests.cli.test_bare_install import tomllib
 
 ROOT = Path(__file__).resolve().parent.parent
-LAYERS = ("engine", "planner", "journal", "applier", "cli")
+LAYERS = ("engine", "planner", "journal", "applier", "maintain", "cli")
 
 
 def test_pyproject_lists_every_package_of_the_tree_under_lakesweep():

@@ -157,7 +157,7 @@ def test_resume_of_an_apply_left_applying_on_a_v3_table_ends_it_refused(lake, tm
 
 def test_maintain_over_a_v3_table_a_table_whose_plan_cannot_be_written_and_healthy_ones_goes_on(lake, tmp_path):
     """Each table's failure or refusal is that table's result; the healthy tables are maintained all the same."""
-    from lakesweep.applier.maintain import discover
+    from lakesweep.maintain import discover
 
     for name in ("ns.a", "ns.blocked", "ns.c", "ns.v3"):
         write_history(lake, name, appends=3, churn=False)

@@ -15,11 +15,12 @@ import pytest
 from typer.testing import CliRunner
 
 from lakesweep.applier.apply import DriverExecutor
-from lakesweep.applier.maintain import Maintenance, Thresholds, discover, parse_operations
+from lakesweep.maintain import Maintenance, Thresholds, discover, parse_operations
 from lakesweep.cli.main import app
-from lakesweep.engine.errors import PlanRejected
+from lakesweep.engine.errors import JournalConflict, PlanRejected
 from lakesweep.journal.audit import list_maintenance, list_plans
 from lakesweep.journal.duckdb_store import DuckDBRecorder
+from lakesweep.journal.events import MaintenanceResult, run_stream
 from tests.applier.conftest import REPO
 from tests.iceberg.conftest import CATALOG, rows_by_snapshot, write_history
 from tests.support.processes import LAKESWEEP
@@ -87,6 +88,9 @@ def test_a_run_applies_in_order_records_each_result_and_goes_on_after_a_failure(
     assert messages[("ns.orders", "expire")].startswith("expired 11 snapshot(s), deleted ")  # compaction added one
     assert "gc.enabled=false" in messages[("ops.events", "expire")]
     assert sum(p["state"] == "APPLIED" for p in plans) == 7
+    with DuckDBRecorder(tmp_path / "j.duckdb", read_only=True) as rec:  # the run's results, in its own stream
+        assert [e.to_payload() for e in rec.events(plan_id=run_stream(report.run_id))] == rows
+        assert not [e for p in plans for e in rec.events(plan_id=p["plan_id"]) if isinstance(e, MaintenanceResult)]
     after = tables.table("ns.orders")
     kept = {s.snapshot_id for s in after.metadata.snapshots}
     assert {k: v for k, v in rows_by_snapshot(after).items() if k in before} == {k: before[k] for k in kept if k in before}
@@ -106,6 +110,17 @@ def test_detection_skips_with_the_workers_messages(tables, tmp_path):
         ("expire", "skipped", "no snapshot to expire (3 snapshot(s), retention kept them all)"),
         ("rewrite-manifests", "skipped", "only 3 data manifests, below threshold of 5")]
     assert all(r["plan_id"] is None for r in rows)
+
+
+def test_a_run_id_the_journal_already_holds_is_refused_before_anything_runs(tables, tmp_path):
+    run, rec = maintain(tmp_path, table_filter="items", operations=("rewrite-manifests",), run_id="nightly1")
+    with rec:
+        run.run()
+        again = Maintenance(rec, str(tmp_path / "plans"), catalog=CATALOG, executor=DriverExecutor(), run_id="nightly1")
+        with pytest.raises(JournalConflict, match="^maintain run nightly1 is already in the journal; give this run "
+                                                  "another id$"):
+            again.run()
+        assert [(r["table"], r["outcome"]) for r in list_maintenance(rec)] == [("iceberg:lsice/ns.items", "applied")]
 
 
 def test_a_tables_own_retention_property_wins_over_the_threshold(lake, tmp_path):
@@ -322,7 +337,8 @@ def test_an_internal_error_on_one_table_is_journaled_as_its_result_and_the_run_g
 
 
 def test_default_retention_is_each_engines_own_the_same_as_plan():
-    from lakesweep.applier.maintain import TableRef, _flags
+    from lakesweep.maintain.run import _flags
+    from lakesweep.maintain.selection import TableRef
     from lakesweep.planner.iceberg.expire import resolve_expire_options
     from lakesweep.planner.kinds import plan_kind
 

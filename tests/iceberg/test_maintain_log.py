@@ -18,7 +18,7 @@ import pytest
 from rich.console import Console
 from typer.testing import CliRunner
 
-from lakesweep.applier.maintain import parse_operations
+from lakesweep.maintain import parse_operations
 from lakesweep.cli import render
 from lakesweep.cli.main import app
 from lakesweep.cli.humanize import elapsed

@@ -15,9 +15,9 @@ from lakesweep.engine.paimon.kinds import ActionKind
 from lakesweep.engine.plan import Verb
 
 from lakesweep.journal.events import (EVENT_TYPES, ApplyCompleted, ApplyFailed, ApplyRefused, ApplyStarted, FileOutcome,
-                                      FileRecord, Committed, MetadataWritten, OutputOrphaned, OutputWritten,
-                                      PhaseCompleted, PlanRecorded, RequestsThrottled, allowed_outcomes, decode, upcast,
-                                      Verified)
+                                      FileRecord, Committed, MaintenanceResult, MetadataWritten, OutputOrphaned,
+                                      OutputWritten, PhaseCompleted, PlanRecorded, RequestsThrottled, allowed_outcomes,
+                                      decode, run_stream, upcast, Verified)
 from lakesweep.journal.globs import glob_literal, glob_regex
 from tests.journal.builders import make_plan
 
@@ -84,6 +84,30 @@ def test_v1_counters_upcast_to_count_maps():
 def test_a_v1_hint_written_is_read_as_metadata_written():
     v1 = {"apply_id": "a1", "plan_id": "p", "value": 6, "written_ms": 7}
     assert decode("HintWritten", 1, v1) == MetadataWritten("a1", "p", "write-earliest-hint", None, 6, 7)
+
+
+def test_a_maintenance_result_is_in_its_runs_stream_and_names_its_plan_apart():
+    applied = MaintenanceResult("r1", 1, "paimon:/t", "expire", "applied", "expired 3 snapshot(s)", 9,
+                                plan_id=PLAN.plan_id, plan_file="/plans/p.parquet", applied_by="a1")
+    skipped = MaintenanceResult("r1", 1, "paimon:/t", "orphans", "skipped", "no orphan files to remove", 10)
+    assert applied.stream_id == skipped.stream_id == run_stream("r1") == "maintain:r1"
+    assert [e.stream_id for e in EVENTS] == [PLAN.plan_id] * len(EVENTS)
+    assert (applied.plan_id, skipped.plan_id) == (PLAN.plan_id, None)
+    for event in (applied, skipped):
+        assert decode("MaintenanceResult", 2, json.loads(json.dumps(event.to_payload()))) == event
+    with pytest.raises(ValueError, match="plan_id 'maintain:r1' names a run's stream, not a plan"):
+        MaintenanceResult("r1", 1, "paimon:/t", "orphans", "skipped", "m", 10, plan_id="maintain:r1")
+
+
+def test_a_v1_maintenance_result_reads_with_its_plan_or_none_for_the_runs_stand_in():
+    v1 = {"run_id": "r1", "cycle": 1, "table": "paimon:/t", "operation": "orphans", "outcome": "skipped",
+          "message": "no orphan files to remove", "plan_id": "maintain:r1", "recorded_ms": 10, "plan_file": None,
+          "applied_by": None}
+    assert upcast("MaintenanceResult", 1, v1) == {**v1, "plan_id": None}
+    assert decode("MaintenanceResult", 1, v1) == MaintenanceResult("r1", 1, "paimon:/t", "orphans", "skipped",
+                                                                   "no orphan files to remove", 10)
+    applied = {**v1, "operation": "expire", "outcome": "applied", "plan_id": PLAN.plan_id, "applied_by": "a1"}
+    assert decode("MaintenanceResult", 1, applied).plan_id == PLAN.plan_id
 
 
 def test_each_verb_has_its_outcomes():

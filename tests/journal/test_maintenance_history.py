@@ -7,19 +7,21 @@ from pathlib import Path
 
 import pytest
 
-from lakesweep.journal.audit import run_query
+from lakesweep.journal.audit import list_maintenance, run_query
 from lakesweep.journal.duckdb_store import DuckDBRecorder
-from lakesweep.journal.events import ApplyFailed, ApplyRefused, MaintenanceOutcome, MaintenanceResult
+from lakesweep.journal.events import ApplyFailed, ApplyRefused, MaintenanceOutcome, MaintenanceResult, run_stream
 from lakesweep.journal.memory_store import MemoryRecorder
+from lakesweep.journal.recorder import StoredEvent
 from lakesweep.journal.rules import HISTORY_COLUMNS
 from tests.journal import builders as b
 
 V1 = Path(__file__).parents[1] / "compat" / "v1" / "journal-v1.duckdb"
 
 
-def fill(recorder):
+def fill(recorder, *, results_as_v1=False):
     """A completed apply, a failed one and its second apply, a killed one, a refusal before any apply, and a
-    maintain run that applied one plan and skipped another operation."""
+    maintain run that applied one plan and skipped another operation (``results_as_v1``: its results as
+    lakesweep wrote them before they had a stream of their own)."""
     one, two = b.make_plan(), b.make_plan(now_ms=2)
     three = b.make_plan(table="/other", identity="schema:other")
     for p in (one, two, three):
@@ -36,12 +38,17 @@ def fill(recorder):
                            b.record(two, two.actions[0], apply_id="f2", time_ms=62)])
     recorder.append([b.started(three, "k1", started_ms=70)])
     recorder.append([ApplyRefused(plan_id=three.plan_id, reason="stale: tag t moved", refused_ms=80)])
-    recorder.append([MaintenanceResult(run_id="r1", cycle=1, table="paimon:/t", operation="expire",
-                                       outcome=MaintenanceOutcome.APPLIED, message="applied", plan_id=one.plan_id,
-                                       recorded_ms=31, applied_by="a1"),
-                     MaintenanceResult(run_id="r1", cycle=1, table="paimon:/t", operation="orphans",
-                                       outcome=MaintenanceOutcome.SKIPPED, message="no orphan files",
-                                       plan_id="maintain:r1", recorded_ms=32)])
+    results = [MaintenanceResult(run_id="r1", cycle=1, table="paimon:/t", operation="expire",
+                                 outcome=MaintenanceOutcome.APPLIED, message="applied", plan_id=one.plan_id,
+                                 recorded_ms=31, applied_by="a1"),
+               MaintenanceResult(run_id="r1", cycle=1, table="paimon:/t", operation="orphans",
+                                 outcome=MaintenanceOutcome.SKIPPED, message="no orphan files", recorded_ms=32)]
+    if results_as_v1:  # v1: in the plan's stream, or in "maintain:<run id>", which stood in as the plan id
+        rows = [{**r.to_payload(), "plan_id": r.plan_id or "maintain:r1"} for r in results]
+        recorder._append_rows([StoredEvent("MaintenanceResult", 1, row["plan_id"], None, row, row["recorded_ms"])
+                               for row in rows])
+    else:
+        recorder.append(results)
     return one, two, three
 
 
@@ -80,6 +87,24 @@ def test_both_recorders_give_the_same_history_and_filters():
         assert [r["run_id"] for r in db.maintenance_history(since_ms=45)] == ["f1", "f2", "k1",
                                                                                db.maintenance_history()[-1]["run_id"]]
         assert {r["table_location"] for r in db.maintenance_history(table="/other")} == {"/other"}
+
+
+@pytest.mark.parametrize("make", [lambda: DuckDBRecorder(":memory:"), MemoryRecorder], ids=["duckdb", "memory"])
+def test_results_in_their_runs_stream_show_as_results_in_plan_streams_did(make):
+    with make() as old, make() as new:
+        one, _, _ = fill(old, results_as_v1=True)
+        fill(new)
+        assert new.maintenance_history() == old.maintenance_history()
+        assert list_maintenance(new) == list_maintenance(old) == [
+            {"run_id": "r1", "cycle": 1, "table": "paimon:/t", "operation": "expire", "outcome": "applied",
+             "message": "applied", "plan_id": one.plan_id, "recorded_ms": 31, "plan_file": None, "applied_by": "a1"},
+            {"run_id": "r1", "cycle": 1, "table": "paimon:/t", "operation": "orphans", "outcome": "skipped",
+             "message": "no orphan files", "plan_id": None, "recorded_ms": 32, "plan_file": None, "applied_by": None}]
+        assert [e.operation for e in new.events(plan_id=run_stream("r1"))] == ["expire", "orphans"]
+        assert [e.EVENT_TYPE for e in new.events(plan_id=one.plan_id)] == [
+            "PlanRecorded", "ApplyStarted", "ApplyCompleted"]
+        assert [e.operation for e in old.events(plan_id=run_stream("r1"))] == ["orphans"]  # v1 rows stay put
+        assert [e.EVENT_TYPE for e in old.events(plan_id=one.plan_id)][-1] == "MaintenanceResult"
 
 
 def test_the_view_drills_down_to_the_file_records(tmp_path):

@@ -93,7 +93,7 @@ def write_journal(recorder, plans: dict[str, CleanupPlan]) -> dict[str, str]:
         (iceberg, "compact", MaintenanceOutcome.SKIPPED, "no bin has 5 files", None, None),
     ]
     recorder.append([MaintenanceResult(run_id="run1", cycle=1, table=tbl, operation=op, outcome=outcome,
-                                       message=msg, plan_id=pid or "maintain:run1", recorded_ms=t + 30_000 + i,
+                                       message=msg, plan_id=pid, recorded_ms=t + 30_000 + i,
                                        applied_by=by)
                      for i, (tbl, op, outcome, msg, pid, by) in enumerate(results)])
     return {"completed": "ok1", "failed": "fail1", "again": "again1", "resumed": "crash1", "killed": "killed1",

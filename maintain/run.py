@@ -23,7 +23,6 @@ maintenance worker: compact, expire, orphans, rewrite-manifests (Paimon: expire,
 
 from __future__ import annotations
 
-import fnmatch
 import hashlib
 import os
 import re
@@ -32,12 +31,12 @@ import time
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Sequence
+from typing import Callable
 
-from lakesweep.engine.errors import JournalError, LakesweepError, PlanRejected, StorageError
+from lakesweep.engine.errors import JournalConflict, JournalError, LakesweepError, PlanRejected, StorageError
 from lakesweep.engine.plan import CleanupPlan, Verb
 from lakesweep.engine.plan_io import write_plan
-from lakesweep.journal.events import MaintenanceOutcome, MaintenanceResult
+from lakesweep.journal.events import MaintenanceOutcome, MaintenanceResult, run_stream
 from lakesweep.journal.projection import PlanStatus
 from lakesweep.journal.queries import plan_state
 from lakesweep.journal.recorder import Recorder
@@ -46,138 +45,10 @@ from lakesweep.planner.kinds import describe_plan, kinds_of, plan_kind
 
 from lakesweep.applier.executors import SparkExecutor
 
+from lakesweep.maintain.report import RunReport, TableResult
+from lakesweep.maintain.selection import ALL_OPERATIONS, CANONICAL, TableRef, Thresholds, detect, discover
 
-def _canonical(fmt: str) -> tuple[str, ...]:
-    """The kinds ``maintain`` runs on a table of format ``fmt``, in the worker's canonical order."""
-    entries = sorted((e.maintain.order, e.name) for e in kinds_of(fmt).values() if e.maintain is not None)
-    return tuple(name for _, name in entries)
-
-
-CANONICAL = {"iceberg": _canonical("iceberg"), "paimon": _canonical("paimon")}
-# The worker's operation names, as ``--operations`` accepts them too.
-ALIASES = {"expire_snapshots": "expire", "remove_orphans": "orphans", "rewrite_manifests": "rewrite-manifests"}
-ALL_OPERATIONS = tuple(name for _, name in sorted({(e.maintain.order, e.name) for fmt in CANONICAL
-                                                   for e in kinds_of(fmt).values() if e.maintain is not None}))
 _FILE_VERBS = frozenset({Verb.DELETE_FILE, Verb.DELETE_EMPTY_DIR, Verb.WRITE_FILE, Verb.MERGE})  # not commits
-
-
-@dataclass(frozen=True)
-class Thresholds:
-    """The worker's thresholds (SeaweedFS ``weed/worker/tasks/iceberg/config.go``). Retention left at None is
-    each engine's own default, as ``plan`` uses it: Iceberg keeps 1 snapshot and 5 days
-    (``history.expire.*``) and orphans older than 3 days; Paimon its ``snapshot.*`` options and orphans
-    older than 1 day. SeaweedFS's own defaults (5 snapshots, 168 h, 72 h) are not used unless given."""
-
-    max_snapshots_to_keep: int | None = None
-    snapshot_retention_hours: int | None = None
-    orphan_older_than_hours: int | None = None
-    min_manifests_to_rewrite: int = 5
-    max_commit_retries: int = 5
-    target_file_size_mb: int = 256  # a table's write.target-file-size-bytes wins
-    min_input_files: int = 5
-    apply_deletes: bool = True
-
-
-@dataclass(frozen=True, order=True)
-class TableRef:
-    format: str  # "iceberg" or "paimon"
-    namespace: str
-    table: str
-    location: str | None = None  # a Paimon table's directory
-    catalog: str | None = None  # an Iceberg table's catalog
-
-    @property
-    def name(self) -> str:
-        return f"{self.namespace}.{self.table}"
-
-    @property
-    def label(self) -> str:
-        return f"iceberg:{self.catalog}/{self.name}" if self.format == "iceberg" else f"paimon:{self.location}"
-
-
-@dataclass
-class TableResult:
-    """One operation on one table. ``files`` and ``bytes``: applied, the files deleted or written and the
-    bytes reclaimed; planned (a dry run), the files the plan deletes or writes and the bytes it would
-    reclaim; 0 when nothing was planned or applied. ``duration_ms``: from planning to the end of the apply
-    (0 for what detection skipped, which reads each table once for all its operations)."""
-
-    table: str
-    operation: str
-    outcome: str
-    message: str
-    plan_id: str | None = None
-    files: int = 0
-    bytes: int = 0
-    duration_ms: int = 0
-
-
-@dataclass
-class RunReport:
-    run_id: str
-    cycles: int = 0
-    results: list[TableResult] = field(default_factory=list)
-
-    @property
-    def failed(self) -> int:
-        return sum(r.outcome == MaintenanceOutcome.FAILED for r in self.results)
-
-    def counts(self) -> dict[str, int]:
-        """Operations by outcome."""
-        counts: dict[str, int] = {}
-        for r in self.results:
-            counts[r.outcome] = counts.get(r.outcome, 0) + 1
-        return counts
-
-    def to_json(self) -> dict:
-        return {"run_id": self.run_id, "cycles": self.cycles, "counts": self.counts(),
-                "results": [vars(r) for r in self.results]}
-
-
-def parse_operations(text: str, fmt: str | None = None) -> tuple[str, ...]:
-    """``all`` or a comma-separated list (lakesweep's names or the worker's), in canonical order whatever
-    the order given."""
-    names = [n.strip() for n in str(text).split(",") if n.strip()]
-    if not names:
-        raise PlanRejected("--operations is empty: give 'all' or a list such as 'expire,orphans'")
-    if names == ["all"]:
-        chosen = set(ALL_OPERATIONS)
-    else:
-        chosen = set()
-        for n in names:
-            op = ALIASES.get(n, n)
-            if op not in ALL_OPERATIONS:
-                raise PlanRejected(f"unknown operation {n!r}: use all, or some of {', '.join(ALL_OPERATIONS)} "
-                                   f"(or the worker's names {', '.join(ALIASES)})")
-            chosen.add(op)
-    return tuple(op for op in ALL_OPERATIONS if op in chosen)
-
-
-def _globs(text: str | None) -> list[str]:
-    return [g.strip() for g in (text or "").split(",") if g.strip()]
-
-
-def in_scope(name: str, globs: Sequence[str]) -> bool:
-    return not globs or any(fnmatch.fnmatchcase(name, g) for g in globs)
-
-
-def discover(*, catalog: str | None, warehouse: str | None, namespace_filter: str | None = None,
-             table_filter: str | None = None) -> list[TableRef]:
-    """The tables in scope, sorted."""
-    ns_globs, table_globs = _globs(namespace_filter), _globs(table_filter)
-    refs: list[TableRef] = []
-    if catalog is not None:
-        from lakesweep.engine.iceberg.table import list_tables
-
-        for name in list_tables(catalog):
-            namespace, _, table = name.rpartition(".")
-            refs.append(TableRef("iceberg", namespace, table, catalog=catalog))
-    if warehouse is not None:
-        from lakesweep.engine.paimon.table import discover_tables
-
-        for db, table, location in discover_tables(warehouse):
-            refs.append(TableRef("paimon", db, table, location=location))
-    return sorted(r for r in refs if in_scope(r.namespace, ns_globs) and in_scope(r.table, table_globs))
 
 
 # ---- per operation: the plan's flags, and what to say --------------------------------------------------
@@ -212,22 +83,6 @@ def _skip_message(plan: CleanupPlan) -> str:
     if entry is not None and entry.maintain is not None and entry.maintain.nothing_message is not None:
         return entry.maintain.nothing_message
     return describe_plan(plan).scope
-
-
-# ---- detection ------------------------------------------------------------------------------------------
-
-def detect(view, ref: TableRef, ops: Sequence[str], th: Thresholds, now_ms: int) -> dict[str, str]:
-    """Operations the table does not need, each with the worker's message, from metadata alone (each
-    kind's ``Maintained.detect``)."""
-    skip: dict[str, str] = {}
-    for op in ops:
-        entry = kinds_of(ref.format).get(op)
-        if entry is None or entry.maintain is None or entry.maintain.detect is None:
-            continue
-        reason = entry.maintain.detect(view, th, now_ms)
-        if reason is not None:
-            skip[op] = reason
-    return skip
 
 
 # ---- the run ----------------------------------------------------------------------------------------------
@@ -295,15 +150,20 @@ class Maintenance:
     say: Callable[[str], None] = lambda text: None
     # Each event as a plain dict: "event", "run_id", "time_ms" (epoch ms, the clock's), and its fields.
     log: Callable[[dict], None] = lambda event: None
+    # The key of the run's stream in the journal (``run_stream``). Random, not derived from the run's
+    # inputs as a plan id is: two runs of the same scope are two occurrences, each with its own results.
     run_id: str = field(default_factory=lambda: uuid.uuid4().hex[:12])
 
     def run(self, *, every_ms: int | None = None, stop: threading.Event | None = None) -> RunReport:
         """One cycle, or (``every_ms``) one every interval until ``stop`` is set. A plans directory that
-        cannot be one is refused (``PlanRejected``) before anything runs.
+        cannot be one (``PlanRejected``) and a run id the journal already holds (``JournalConflict``) are
+        refused before anything runs.
 
         ``log`` gets ``run_started`` first and ``run_finished`` last, also when the run stops on an error
         (its ``error`` says which; it is None otherwise)."""
         check_plans_dir(self.plans_dir)
+        if self.recorder.events(plan_id=run_stream(self.run_id)):
+            raise JournalConflict(f"maintain run {self.run_id} is already in the journal; give this run another id")
         stop = stop or threading.Event()
         report = RunReport(self.run_id)
         started = self.clock()
@@ -348,11 +208,11 @@ class Maintenance:
 
     def _record(self, report, cycle, ref, op, outcome, message, plan=None, plan_file=None, apply_id=None, *,
                 started_ms=None, files=0, size=0):
-        plan_id = plan.plan_id if plan is not None else f"maintain:{self.run_id}"
         now = self.clock()
         self.recorder.append([MaintenanceResult(
             run_id=self.run_id, cycle=cycle, table=ref.label, operation=op, outcome=outcome, message=message,
-            plan_id=plan_id, recorded_ms=now, plan_file=plan_file, applied_by=apply_id)])
+            plan_id=plan.plan_id if plan is not None else None, recorded_ms=now, plan_file=plan_file,
+            applied_by=apply_id)])
         result = TableResult(ref.label, op, str(outcome), message, plan.plan_id if plan else None, files=files,
                              bytes=size, duration_ms=0 if started_ms is None else now - started_ms)
         report.results.append(result)
