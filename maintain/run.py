@@ -2,23 +2,10 @@
 operation planned, written, applied and its result journaled, in the canonical order of SeaweedFS's
 maintenance worker: compact, expire, orphans, rewrite-manifests (Paimon: expire, orphans, partitions).
 
-* **Scope**: ``namespace_filter`` and ``table_filter`` are comma-separated wildcards (``*`` and ``?``; blank:
-  all), as the worker's scope filters.
-* **Detection** reads metadata only (snapshots and their ages, the current manifest list, small-file counts
-  per partition from the manifests) and says which operations a table needs, with the worker's message for
-  those it does not (``no files eligible for compaction``, ``only N data manifests, below threshold of
-  M``); orphans cannot be seen without listing, so their plan decides.
-* **Thresholds** are the worker's names (``Thresholds``); retention defaults are each engine's own, as
-  ``plan`` uses them. A table's own properties win, as the worker's ``table_properties_override`` does: Iceberg's ``history.expire.min-snapshots-to-keep`` and
-  ``history.expire.max-snapshot-age-ms``; a Paimon table's ``snapshot.*`` and ``partition.*`` options.
-* **Each operation's result** is a ``MaintenanceResult`` in the journal (applied, skipped, planned in a dry
-  run, failed), and the applies are journaled as any apply is. A failure is recorded and the run goes on;
-  the run reports partial success.
-* **A table still being worked on** (an apply of one of its plans is unfinished in this journal) is skipped,
-  not picked up twice: ``lakesweep resume`` finishes it.
-* **Progress for schedulers**: ``Maintenance.log`` receives one plain dict per event (``run_started``,
-  ``cycle_started``, ``operation`` with its files, bytes and duration, ``run_finished``); ``lakesweep
-  maintain --log-file`` writes them as JSON lines.
+Detection reads metadata only and says which operations a table needs; thresholds are the worker's names
+(``Thresholds``) and a table's own properties win. Each operation's result is a ``MaintenanceResult`` in the
+journal; a failure is recorded and the run goes on; a table with an unfinished apply is skipped. Scope,
+detection, thresholds and the progress log: docs/design/maintain.md.
 """
 
 from __future__ import annotations
