@@ -2,17 +2,18 @@
 
 The driver works out the directories ``engine.paimon.orphans.ListedDirs`` names (listing only the partition
 levels of each data tree); each bucket and metadata directory is one Spark task, which lists it with the
-table's FileIO and returns the files orphan cleaning may delete there and any other table's
-``schema/schema-<n>``. The driver writes them a batch at a time into a plain-form inventory, so it never
-holds every file status at once; the planner reads that file as an inventory. The listing is complete
-before anything reads which files the table uses (#3074; docs/design/listing.md#listing-on-spark).
+table's FileIO a page at a time (on S3, ListObjectsV2 by its prefix) and returns each page's files orphan
+cleaning may delete as an Arrow batch, and any other table's ``schema/schema-<n>``. The driver writes the
+batches into a plain-form inventory as they come, with no Python object per file; the planner reads that
+file as an inventory. The listing is complete before anything reads which files the table uses (#3074;
+docs/design/listing.md#listing-on-spark).
 """
 
 from __future__ import annotations
 
 import posixpath
 from dataclasses import dataclass
-from typing import Callable
+from typing import Callable, Iterator
 
 from lakesweep.engine.errors import PlanRejected
 from lakesweep.engine.fileio import FileIO
@@ -50,7 +51,7 @@ def task_directories(table: PaimonTable, dirs: ListedDirs) -> list[str]:
         while level:
             below = []
             for d in level:
-                for f in table.fileio.list(d):
+                for f in (f for page in table.fileio.list_pages(d) for f in page):
                     if not f.is_dir:
                         continue
                     if d != table.location:
@@ -62,22 +63,36 @@ def task_directories(table: PaimonTable, dirs: ListedDirs) -> list[str]:
     return out
 
 
-def list_directory(fileio: FileIO, layout: Layout, location: str, directory: str) -> list[tuple]:
-    """Executor side: the files of ``directory`` orphan cleaning may delete, ``(path, size, mtime_ms)``,
-    and ``("schema", holder, file)`` for another table's schema file in a sub-directory ``schema``."""
-    out: list[tuple] = []
-    for f in fileio.list(directory):
-        if f.is_dir:
-            if directory != location and posixpath.basename(f.path) == "schema":
-                for g in fileio.list(f.path):
-                    if not g.is_dir and is_schema_file(posixpath.basename(g.path)):
-                        out.append(("schema", directory, g.path))
-                        break
-            continue
-        rel = f.path[len(location) + 1:] if f.path.startswith(location + "/") else f.path
-        if orphan_kind_of(layout, rel) is not None:
-            out.append((f.path, f.size, f.mtime_ms))
-    return out
+SCHEMA_FIELDS = (("path", "string"), ("size", "int64"), ("mtime_ms", "int64"))
+
+
+def list_directory(fileio: FileIO, layout: Layout, location: str, directory: str) -> Iterator[tuple]:
+    """Executor side, a listing page at a time: ``("files", ipc)``, the files of ``directory`` orphan
+    cleaning may delete as an Arrow IPC stream of ``path``, ``size``, ``mtime_ms``; and
+    ``("schema", holder, file)`` for another table's schema file in a sub-directory ``schema``."""
+    import pyarrow as pa
+
+    schema = pa.schema(list(SCHEMA_FIELDS))
+    for page in fileio.list_pages(directory):
+        paths, sizes, mtimes = [], [], []
+        for f in page:
+            if f.is_dir:
+                if directory != location and posixpath.basename(f.path) == "schema":
+                    for g in fileio.list(f.path):
+                        if not g.is_dir and is_schema_file(posixpath.basename(g.path)):
+                            yield ("schema", directory, g.path)
+                            break
+                continue
+            rel = f.path[len(location) + 1:] if f.path.startswith(location + "/") else f.path
+            if orphan_kind_of(layout, rel) is not None:
+                paths.append(f.path)
+                sizes.append(f.size)
+                mtimes.append(f.mtime_ms)
+        if paths:
+            sink = pa.BufferOutputStream()
+            with pa.ipc.new_stream(sink, schema) as writer:
+                writer.write_batch(pa.record_batch([paths, sizes, mtimes], schema=schema))
+            yield ("files", sink.getvalue().to_pybytes())
 
 
 def list_on_spark(table: PaimonTable, out: str, *, spark, master: str,
@@ -95,29 +110,26 @@ def list_on_spark(table: PaimonTable, out: str, *, spark, master: str,
     sc = spark.sparkContext
     forward_credentials(sc)
     sc.setJobGroup("lakesweep-list", f"lakesweep: listing {len(directories)} directories of {location}")
-    rdd = sc.parallelize(directories, max(1, len(directories))).map(
+    rdd = sc.parallelize(directories, max(1, len(directories))).flatMap(
         lambda d: list_directory(fileio, layout, location, d))
-    schema = pa.schema([("path", pa.string()), ("size", pa.int64()), ("mtime_ms", pa.int64())])
-    files = 0
-    batch: list[tuple] = []
+    schema = pa.schema(list(SCHEMA_FIELDS))
+    files = pending_rows = 0
+    pending: list = []  # record batches not yet written
     with pq.ParquetWriter(out, schema) as writer:
-        def flush():
-            writer.write_table(pa.Table.from_pylist(
-                [{"path": p, "size": s, "mtime_ms": m} for p, s, m in batch], schema=schema))
-            batch.clear()
-
-        for rows in rdd.toLocalIterator(prefetchPartitions=True):
-            for row in rows:
-                if row[0] == "schema":
-                    refuse_foreign_table(table, row[1], row[2])
-                batch.append(row)
-            if len(batch) >= batch_rows:
-                files += len(batch)
-                flush()
+        for item in rdd.toLocalIterator(prefetchPartitions=True):
+            if item[0] == "schema":
+                refuse_foreign_table(table, item[1], item[2])
+            batch = pa.ipc.open_stream(item[1]).read_all()
+            pending.append(batch)
+            pending_rows += batch.num_rows
+            if pending_rows >= batch_rows:
+                writer.write_table(pa.concat_tables(pending))
+                files += pending_rows
+                pending, pending_rows = [], 0
                 if on_files is not None:
                     on_files(files)
-        files += len(batch)
-        flush()
+        writer.write_table(pa.concat_tables(pending) if pending else schema.empty_table())
+        files += pending_rows
     return SparkListing(out, len(directories), files, master)
 
 

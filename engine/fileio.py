@@ -19,7 +19,7 @@ import threading
 import time
 import uuid
 from dataclasses import dataclass
-from typing import BinaryIO, Iterable, Mapping
+from typing import BinaryIO, Iterable, Iterator, Mapping
 
 from lakesweep.engine.errors import AtomicCreateUnsupported, InvalidLocation, StorageError
 
@@ -168,6 +168,13 @@ class FileIO(abc.ABC):
 
     @abc.abstractmethod
     def list(self, path: str, *, recursive: bool = False) -> list[FileInfo]: ...
+
+    def list_pages(self, path: str, *, recursive: bool = False) -> Iterator[list[FileInfo]]:
+        """``list`` a page at a time, for listings too large to hold: the same files (and, unless
+        ``recursive``, the same sub-directories) in pages, each sorted by path. Here one page; on S3 each
+        ListObjectsV2 response (``engine.s3_listing``)."""
+        found = self.list(path, recursive=recursive)
+        yield [f for f in found if not f.is_dir] if recursive else found
 
     @abc.abstractmethod
     def delete(self, path: str) -> DeleteOutcome: ...
@@ -415,6 +422,15 @@ class ArrowFileIO(FileIO):
                 return []
             raise StorageError(path, f"cannot list: {e}") from e
         return sorted((self._to_info(fi) for fi in infos), key=lambda f: f.path)
+
+    def list_pages(self, path: str, *, recursive: bool = False) -> Iterator[list[FileInfo]]:
+        if self.scheme != "s3":
+            yield from super().list_pages(path, recursive=recursive)
+            return
+        from lakesweep.engine.s3_listing import list_pages
+
+        self._native(path)  # an s3:// location, or ValueError
+        yield from list_pages(self._s3(), path, recursive=recursive)
 
     def delete(self, path: str) -> DeleteOutcome:
         from pyarrow import fs as pafs

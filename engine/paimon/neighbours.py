@@ -70,10 +70,11 @@ def nested_neighbours(table: PaimonTable, fileio: FileIO | None = None) -> list[
     io = fileio or table.fileio
     out = []
     for _, root in table_roots(table.location, table.options):
-        for f in io.list(root, recursive=True):
-            n = None if f.is_dir else nested_neighbour(table, f.path)
-            if n is not None:
-                out.append(n)
+        for page in io.list_pages(root, recursive=True):  # files only, a page at a time
+            for f in page:
+                n = nested_neighbour(table, f.path)
+                if n is not None:
+                    out.append(n)
     return out
 
 

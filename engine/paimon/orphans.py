@@ -91,15 +91,16 @@ def list_orphan_candidates(table: PaimonTable) -> tuple[ListedFile, ...]:
     def walk(directory: str, root: str | None) -> None:
         """List ``directory``; with a ``root``, go on into the partition and bucket directories of its
         data tree."""
-        for f in table.fileio.list(directory):
-            if not f.is_dir:
-                if dirs.kind_of(f.path) is not None:
-                    found.append(ListedFile(f.path, f.size, f.mtime_ms))
-                continue
-            if directory != table.location:
-                refuse_foreign(table, f)
-            if root is not None and dirs.in_tree(root, f.path):
-                walk(f.path, root)
+        for page in table.fileio.list_pages(directory):
+            for f in page:
+                if not f.is_dir:
+                    if dirs.kind_of(f.path) is not None:
+                        found.append(ListedFile(f.path, f.size, f.mtime_ms))
+                    continue
+                if directory != table.location:
+                    refuse_foreign(table, f)
+                if root is not None and dirs.in_tree(root, f.path):
+                    walk(f.path, root)
 
     for directory in dirs.metadata:
         walk(directory, None)

@@ -231,7 +231,8 @@ def _read(table, *, now_ms: int, options) -> OrphanRead:
     listed = []
     for root in [table.location, *table.external_roots()]:
         try:
-            listed += table.fileio.list(root, recursive=True)
+            for page in table.fileio.list_pages(root, recursive=True):  # on S3, ListObjectsV2 by prefix
+                listed += page
         except FileNotFoundError:
             continue
     view = table.refreshed()
