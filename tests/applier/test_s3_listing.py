@@ -111,3 +111,78 @@ def test_a_folder_marker_is_not_a_file(s3_env):
         (prefix + "/d/e", True), (prefix + "/d/f", False)]
     assert [f.path for p in io.list_pages(prefix, recursive=True) for f in p] == [prefix + "/d/f"]
     assert list(io.list_pages(prefix + "/none")) == [[]]  # one empty page
+
+
+ICEBERG_ORPHANS = ["data/region=eu/orphan-0.parquet", "data/region=zz/deep/er/orphan-1.parquet",
+                   "metadata/orphan-m.avro", "stray/x.bin"] + [f"data/region=many/orphan-{i:04d}.parquet"
+                                                                for i in range(MANY)]
+ICEBERG_HIDDEN = ["data/_SUCCESS", "data/region=eu/.part-0.parquet.crc", "data/.spark-staging-1/part-0.parquet",
+                  "metadata/_temporary/0/x"]
+
+
+def test_an_iceberg_table_on_s3_lists_and_plans_as_a_local_copy_of_its_tree(tmp_path, s3_env):
+    import pyarrow as pa
+    from pyarrow import fs as pafs
+    from pyiceberg.catalog.sql import SqlCatalog
+
+    from lakesweep.engine.errors import PlanRejected
+    from lakesweep.engine.fileio import FileInfo
+    from lakesweep.engine.iceberg.table import IcebergTable
+    from lakesweep.planner.iceberg.orphans import plan_iceberg_orphans
+    from tests.iceberg.conftest import SCHEMA, SPEC
+
+    catalog = SqlCatalog("s3list", uri=f"sqlite:///{tmp_path / 'catalog.db'}",
+                         warehouse=f"s3://{s3_env['bucket']}/ice-{uuid.uuid4().hex[:8]}",
+                         **{"s3.endpoint": s3_env["AWS_ENDPOINT_URL"], "s3.region": "us-east-1"})
+    catalog.create_namespace("ns")
+    written = catalog.create_table("ns.t", schema=SCHEMA, partition_spec=SPEC)
+    for i in range(3):
+        written.append(pa.table({"id": pa.array([i, i + 10], pa.int64()), "region": ["us", "eu"]}))
+    written.delete("region = 'us'")
+    view = IcebergTable("s3list", "ns.t", catalog=catalog)
+    native = view.location[len("s3://"):]
+    s3 = s3_env["fs"]
+
+    def put(rel: str) -> None:
+        with s3.open_output_stream(f"{native}/{rel}") as out:
+            out.write(b"junk")
+
+    with ThreadPoolExecutor(8) as pool:
+        list(pool.map(put, ICEBERG_ORPHANS + ICEBERG_HIDDEN))
+    copy = tmp_path / "copy"
+    pafs.copy_files(native, str(copy), source_filesystem=s3, destination_filesystem=pafs.LocalFileSystem())
+
+    time.sleep(1.1)  # S3 keeps modification times to the second
+    cut_ms = int(time.time() * 1000)
+    time.sleep(0.1)
+    now_ms = int(time.time() * 1000)
+    entry = plan_kind("orphans", "iceberg")
+    options = entry.resolve_options(view.options, older_than=str(cut_ms), force=True)
+    read = entry.read(view, now_ms=now_ms, options=options)
+    # the local listing of the copied tree, as the read step lists a local table
+    tree = {(f.path[len(str(copy)) + 1:], f.size) for p in fileio_for(str(copy)).list_pages(str(copy), recursive=True)
+            for f in p}
+    assert tree == local_tree(str(copy))
+    assert {(f.path[len(view.location) + 1:], f.size) for f in read.listed} == tree
+    assert len(tree) > MANY + 20
+
+    on_s3 = entry.plan(view, now_ms=now_ms, options=options, read=read)
+    # the local copy's listing, at the same locations, every file as old as the copied ones
+    at_home = [FileInfo(f"{view.location}/{rel}", size, cut_ms - 1000) for rel, size in sorted(tree)]
+    from_copy = plan_iceberg_orphans(read.view, at_home, now_ms=now_ms, options=options,
+                                     metadata_owners=read.metadata_owners, neighbours=read.neighbours)
+    assert [(a.kind, a.path, a.size) for a in on_s3.actions] == [(a.kind, a.path, a.size) for a in from_copy.actions]
+    assert sorted(a.path for a in on_s3.actions) == sorted(ICEBERG_ORPHANS)
+    assert on_s3.stats["kept"] == from_copy.stats["kept"] == {"young": 0, "unknown_age": 0, "newer_metadata": 0,
+                                                              "hidden": len(ICEBERG_HIDDEN)}
+
+    # a listing that misses a file the table reads, there since before the cut-off, is refused on S3 too
+    data = sorted((f for f in read.listed if "/data/region=eu/" in f.path and f.path.endswith(".parquet")
+                   and "orphan" not in f.path), key=lambda f: f.path)[0]
+    short = [f for f in read.listed if f.path != data.path]
+    try:
+        plan_iceberg_orphans(read.view, short, now_ms=now_ms, options=options, metadata_owners=read.metadata_owners)
+    except PlanRejected as e:
+        assert str(e).startswith(f"the listing is incomplete: it misses {data.path}, which ")
+    else:
+        raise AssertionError("an incomplete listing was planned")
