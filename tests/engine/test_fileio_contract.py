@@ -126,6 +126,20 @@ def test_list_direct_children_and_recursive(fio):
 def test_listing_a_missing_directory_is_empty(fio):
     io, root = fio
     assert io.list(join(root, "absent")) == []
+    assert [f for page in io.list_pages(join(root, "absent")) for f in page] == []
+
+
+def test_list_pages_lists_what_list_lists(fio):
+    io, root = fio
+    for name in ("b", "a", "sub/c", "sub/deeper/d"):
+        io.write_atomic(join(root, name), name.encode())
+    paged = [[(f.path, f.size, f.is_dir) for f in page] for page in io.list_pages(root)]
+    assert all(page == sorted(page) for page in paged)
+    assert sorted(f for page in paged for f in page) == [(f.path, f.size, f.is_dir) for f in io.list(root)]
+    recursive = sorted((f.path, f.size) for page in io.list_pages(root, recursive=True) for f in page)
+    assert recursive == [(f.path, f.size) for f in io.list(root, recursive=True) if not f.is_dir]
+    clone = pickle.loads(pickle.dumps(io)) if io.scheme != "memory" else io  # a client made for listing stays
+    assert [f.path for page in clone.list_pages(root, recursive=True) for f in page] == [p for p, _ in recursive]
 
 
 def test_delete_empty_dir_is_never_recursive(fio):
