@@ -1,15 +1,16 @@
 """``lakesweep inspect``, ``lakesweep plan KIND ...`` and ``lakesweep show``: reading a table, making a plan,
 reviewing it. Nothing here deletes anything.
 
-Each ``plan`` command declares its kind's own options and hands them to ``make_plan``, which does what
-every kind shares (the table, ``--out``, ``--now``, ``--option``, ``--branch``, progress, writing and
-showing the plan) through the kind's entry (``planner.kinds.plan_kind``). A new kind is its module with its
-entry, one line in ``planner/kinds.py`` and one command here.
+A ``plan`` command hands its kind's own options to ``make_plan``, which does what every kind shares (the
+table, ``--out``, ``--now``, ``--option``, ``--branch``, progress, writing and showing the plan) through the
+kind's entry (``planner.kinds.plan_kind``). Most commands are built from the options their entry declares
+(``PlanKind.command``); only those that span formats or need the CLI (a Spark listing) are written here.
 """
 
 from __future__ import annotations
 
 import contextlib
+import inspect as pyinspect
 import os
 import tempfile
 import time
@@ -17,16 +18,48 @@ from pathlib import Path
 from typing import List, Optional
 
 import typer
+from typer.core import TyperGroup
 
 from lakesweep.cli import render
 from lakesweep.cli.app import (ConfOpt, MasterOpt, OutputOpt, app, check_output_file, handle_errors, key_values,
-                               refuse_inside_table)
+                               name_metavars, refuse_inside_table)
 from lakesweep.cli.output import OutputFormat, output_for
 from lakesweep.cli.progress import progress_enabled
 
+
+
+class PlanGroup(TyperGroup):
+    """``lakesweep plan``: the commands written below, then one for each registry entry that declares its
+    command (``PlanKind.command``). Those are built when ``plan`` is used: other commands do not import the
+    planners."""
+
+    def _add_declared(self) -> None:
+        if getattr(self, "_declared_added", False):
+            return
+        self._declared_added = True
+        from lakesweep.planner.kinds import all_kinds
+
+        declared = typer.Typer(rich_markup_mode=None)
+        for entry in all_kinds():
+            if entry.command is not None and entry.name not in self.commands:
+                declared.command(entry.name, short_help=entry.command.short_help,
+                                 help=entry.command.help)(declared_command(entry))
+        for name, command in typer.main.get_group(declared).commands.items():
+            name_metavars(command)
+            self.add_command(command, name)
+
+    def list_commands(self, ctx):
+        self._add_declared()
+        return super().list_commands(ctx)
+
+    def get_command(self, ctx, cmd_name):
+        self._add_declared()
+        return super().get_command(ctx, cmd_name)
+
+
 plan_app = typer.Typer(help="Make a cleanup plan (nothing is deleted; review it with 'lakesweep show').",
                        short_help="Make a cleanup plan (nothing is deleted).",
-                       no_args_is_help=True)
+                       no_args_is_help=True, cls=PlanGroup)
 app.add_typer(plan_app, name="plan")
 
 # Options every plan command has.
@@ -100,6 +133,53 @@ def make_iceberg_plan(kind: str, *, catalog: str, table: str, out: Path, now: Op
         plan = entry.read_and_plan(t, now_ms=now_ms, options=options)
     write_plan(plan, str(out))
     output.plan_written(plan, str(out))
+
+
+IcebergTableArg = typer.Argument(..., help="The Iceberg table, namespace.table.")
+IcebergCatalogOpt = typer.Option(..., "--catalog", help="The table's Iceberg catalog, configured as pyiceberg "
+                                 "configures catalogs (.pyiceberg.yaml, or PYICEBERG_CATALOG__<NAME>__URI and "
+                                 "friends).")
+
+
+def declared_command(entry):
+    """The ``lakesweep plan`` command of ``entry`` (a ``PlanKind`` with a ``command``): the table, --out, its
+    format's options and the kind's own flags, handed to ``make_plan`` or ``make_iceberg_plan``."""
+    spec, iceberg = entry.command, entry.format == "iceberg"
+
+    def param(name: str, default, annotation) -> pyinspect.Parameter:
+        return pyinspect.Parameter(name, pyinspect.Parameter.KEYWORD_ONLY, default=default, annotation=annotation)
+
+    params = [param("table", IcebergTableArg if iceberg else TableArg, str), param("out", PlanOutOpt, Path)]
+    if iceberg:
+        params.append(param("catalog", IcebergCatalogOpt, str))
+    for f in spec.flags:
+        names = f.names or ("--" + f.name.replace("_", "-"),)
+        if f.type is list:
+            params.append(param(f.name, typer.Option([], *names, help=f.help), List[str]))
+        else:
+            annotation = bool if f.type is bool and f.default is not None else Optional[f.type]
+            params.append(param(f.name, typer.Option(f.default, *names, help=f.help), annotation))
+    if spec.branch is not None:
+        params.append(param("branch", typer.Option("main", help=spec.branch), str))
+    params.append(param("now", NowOpt, Optional[str]))
+    if not iceberg:
+        params.append(param("option", TableOptionOpt, List[str]))
+    params.append(param("fmt", OutputOpt, OutputFormat))
+
+    def command(**given) -> None:
+        flags = {f.name: (given[f.name] or None) if f.type is list else given[f.name] for f in spec.flags}
+        if spec.system_zone:
+            from lakesweep.engine.timeutil import system_zone
+
+            flags["system_zone"] = system_zone()
+        common = {"table": given["table"], "out": given["out"], "now": given["now"], "fmt": given["fmt"]}
+        if iceberg:
+            make_iceberg_plan(entry.name, catalog=given["catalog"], paimon_only={}, **common, **flags)
+        else:
+            make_plan(entry.name, option=given["option"], branch=given.get("branch", "main"), **common, **flags)
+
+    command.__signature__ = pyinspect.Signature(params)
+    return handle_errors(command)
 
 
 def _hours(value: Optional[int], flag: str) -> Optional[str]:
@@ -239,140 +319,6 @@ def _paimon_older_than(older_than: str, now: Optional[str], time_retained: Optio
     return str(now_ms), f"{now_ms - at} ms"
 
 
-@plan_app.command("partitions", short_help="Drop expired partitions (Paimon).")
-@handle_errors
-def plan_partitions_cmd(
-    table: str = TableArg,
-    out: Path = PlanOutOpt,
-    expiration_time: Optional[str] = typer.Option(None, help="Drop partitions older than this, e.g. '7 d', "
-                                                  "'36 h' (table: partition.expiration-time; required when the "
-                                                  "table does not set it)."),
-    strategy: Optional[str] = typer.Option(None, help="'values-time': a partition's time is what its values say; "
-                                           "'update-time': when its newest file was written "
-                                           "(partition.expiration-strategy, default values-time)."),
-    timestamp_formatter: Optional[str] = typer.Option(None, help="How to read a partition's time, a Java "
-                                                      "DateTimeFormatter pattern such as 'yyyyMMdd' "
-                                                      "(partition.timestamp-formatter; default: Paimon's "
-                                                      "lenient 'yyyy-M-d[ H:m:s]')."),
-    timestamp_pattern: Optional[str] = typer.Option(None, help="How partition values make a time text, e.g. "
-                                                    "'$dt $hour:00:00' (partition.timestamp-pattern; default: "
-                                                    "the first partition value)."),
-    max_expires: Optional[int] = typer.Option(None, help="Drop at most this many partitions "
-                                              "(partition.expiration-max-num, default 100)."),
-    time_zone: Optional[str] = typer.Option(None, help="The zone whose local time partition times are "
-                                            "compared with, as Paimon's JVM would (default: this machine's)."),
-    now: Optional[str] = NowOpt,
-    option: List[str] = TableOptionOpt,
-    fmt: OutputFormat = OutputOpt,
-):
-    """Plan the drop of expired partitions as Apache Paimon's expire_partitions would, and save the plan.
-
-    A partition expires when now minus --expiration-time, as a local time, is after the partition's time.
-    A value that cannot be read as a time is skipped, never dropped (the plan's warnings list it).
-    The plan lists every live file of each partition to drop. Apply drops them as Paimon does, by committing
-    one OVERWRITE snapshot that marks the files DELETE: nothing is deleted, time travel to older snapshots
-    still sees them, and snapshot expiry removes them later.
-
-    Nothing changes now. Review the plan with 'lakesweep show PLAN'."""
-    from lakesweep.engine.timeutil import system_zone
-
-    make_plan("partitions", table=table, out=out, now=now, option=option, branch="main", fmt=fmt,
-              expiration_time=expiration_time, strategy=strategy, timestamp_formatter=timestamp_formatter,
-              timestamp_pattern=timestamp_pattern, max_expires=max_expires, time_zone=time_zone,
-              system_zone=system_zone())
-
-
-@plan_app.command("consumers", short_help="Delete idle consumers (Paimon).")
-@handle_errors
-def plan_consumers_cmd(
-    table: str = TableArg,
-    out: Path = PlanOutOpt,
-    expiration_time: Optional[str] = typer.Option(None, help="Delete consumers not written for this long, e.g. "
-                                                  "'7 d' (table: consumer.expiration-time; required when the "
-                                                  "table does not set it)."),
-    branch: str = typer.Option("main", help="Branch whose consumers to expire."),
-    now: Optional[str] = NowOpt,
-    option: List[str] = TableOptionOpt,
-    fmt: OutputFormat = OutputOpt,
-):
-    """Plan the deletion of idle consumers as Apache Paimon's consumer.expiration-time does, and save the plan.
-
-    A consumer file records where a streaming reader will continue; snapshot expiry keeps every snapshot
-    from the oldest consumer's on. A consumer whose file was last written before now minus
-    --expiration-time is planned for deletion, whatever it holds. Apply deletes each only if it has not been
-    written since planning.
-
-    Nothing is deleted now. Review the plan with 'lakesweep show PLAN'."""
-    make_plan("consumers", table=table, out=out, now=now, option=option, branch=branch, fmt=fmt,
-              expiration_time=expiration_time)
-
-
-@plan_app.command("tags", short_help="Expire tags (Paimon).")
-@handle_errors
-def plan_tags_cmd(
-    table: str = TableArg,
-    out: Path = PlanOutOpt,
-    tag: List[str] = typer.Option([], "--tag", help="Delete this tag (repeatable), as Paimon's delete_tag does."),
-    older_than: Optional[str] = typer.Option(None, help="Also delete tags created before this: a duration back "
-                                             "from --now ('30 d') or a time (ISO-8601, read as UTC, or epoch ms). A "
-                                             "tag without a creation time is judged by its file's modification time."),
-    num_retained_max: Optional[int] = typer.Option(None, help="Keep at most this many snapshots' worth of "
-                                                   "automatically created tags, deleting the oldest "
-                                                   "(tag.num-retained-max; needs tag.automatic-creation)."),
-    time_zone: Optional[str] = typer.Option(None, help="The zone of the tags' creation times, as Paimon's JVM "
-                                            "wrote them (default: this machine's)."),
-    branch: str = typer.Option("main", help="Branch whose tags to expire."),
-    now: Optional[str] = NowOpt,
-    option: List[str] = TableOptionOpt,
-    fmt: OutputFormat = OutputOpt,
-):
-    """Plan the expiry of tags as Apache Paimon would delete them, and save the plan.
-
-    Every tag whose own time retained has passed goes, and those named with --tag, created before
-    --older-than, or beyond --num-retained-max. A tag whose snapshot is already expired takes with it the
-    files nothing else holds (no snapshot, other tag, retained changelog or branch). Tags a branch was created
-    from are kept.
-
-    Nothing is deleted now. Review the plan with 'lakesweep show PLAN'."""
-    from lakesweep.engine.timeutil import system_zone
-
-    make_plan("tags", table=table, out=out, now=now, option=option, branch=branch, fmt=fmt, names=tag or None,
-              older_than=older_than, num_retained_max=num_retained_max, time_zone=time_zone,
-              system_zone=system_zone())
-
-
-@plan_app.command("changelog", short_help="Expire decoupled changelogs (Paimon).")
-@handle_errors
-def plan_changelog_cmd(
-    table: str = TableArg,
-    out: Path = PlanOutOpt,
-    retain_min: Optional[int] = typer.Option(None, help="Keep at least this many newest changelogs "
-                                             "(changelog.num-retained.min, default: the snapshot setting)."),
-    retain_max: Optional[int] = typer.Option(None, help="Keep at most this many (changelog.num-retained.max)."),
-    time_retained: Optional[str] = typer.Option(None, help="Keep changelogs younger than this, e.g. '7 d' "
-                                                "(changelog.time-retained)."),
-    max_deletes: Optional[int] = typer.Option(None, help="Expire at most this many changelogs in one plan "
-                                              "(snapshot.expire.limit, default 50)."),
-    branch: str = typer.Option("main", help="Branch whose changelogs to expire."),
-    now: Optional[str] = NowOpt,
-    option: List[str] = TableOptionOpt,
-    skip_unreadable: bool = typer.Option(False, "--skip-unreadable", help="Do as Paimon does with unreadable "
-                                         "metadata: keep what depends on it and plan the rest (warnings list "
-                                         "it). Without it, planning stops and names the file."),
-    fmt: OutputFormat = OutputOpt,
-):
-    """Plan the expiry of decoupled changelogs as Apache Paimon would run it, and save the plan.
-
-    When changelogs outlive snapshots, snapshot expiry leaves changelog/changelog-<id> files and the files
-    streaming readers of them need; this plans their expiry with Paimon's changelog.num-retained.* and
-    changelog.time-retained arithmetic and deletion rules.
-
-    Nothing is deleted now. Review the plan with 'lakesweep show PLAN'."""
-    make_plan("changelog", table=table, out=out, now=now, option=option, branch=branch, fmt=fmt,
-              retain_min=retain_min, retain_max=retain_max, time_retained=time_retained, max_deletes=max_deletes,
-              skip_unreadable=skip_unreadable)
-
-
 @plan_app.command("orphans", short_help="Remove orphan files (Paimon, Iceberg).")
 @handle_errors
 def plan_orphans_cmd(
@@ -492,59 +438,3 @@ def _refuse_iceberg_only(given: dict) -> None:
     named = sorted(name for name, value in given.items() if value is not None)
     if named:
         raise PlanRejected(f"{named[0]} is an option of Iceberg tables: give the table's catalog with --catalog")
-
-
-@plan_app.command("rewrite-manifests", short_help="Rewrite data manifests (Iceberg).")
-@handle_errors
-def plan_rewrite_manifests_cmd(
-    table: str = typer.Argument(..., help="The Iceberg table, namespace.table."),
-    out: Path = PlanOutOpt,
-    catalog: str = typer.Option(..., "--catalog", help="The table's Iceberg catalog, configured as pyiceberg "
-                                "configures catalogs (.pyiceberg.yaml, or PYICEBERG_CATALOG__<NAME>__URI and friends)."),
-    min_manifests: Optional[int] = typer.Option(None, "--min-manifests", "--min-manifests-to-rewrite",
-                                                help="Rewrite only when the current snapshot has at least this "
-                                                "many data manifests (default 5)."),
-    max_commit_retries: Optional[int] = MaxCommitRetriesOpt,
-    now: Optional[str] = NowOpt,
-    fmt: OutputFormat = OutputOpt,
-):
-    """Plan the rewrite of an Iceberg table's data manifests: one manifest per partition spec, with every live
-    entry of the current snapshot, delete manifests carried over. Apply commits it as a 'replace' snapshot;
-    the old manifests stay until snapshot expiry frees them.
-
-    Skipped, with SeaweedFS's messages, when there is no current snapshot, fewer data manifests than
-    --min-manifests, or no data entries. Nothing is changed. Review the plan with 'lakesweep show PLAN'."""
-    make_iceberg_plan("rewrite-manifests", catalog=catalog, table=table, out=out, now=now, fmt=fmt, paimon_only={},
-                      min_manifests=min_manifests, max_commit_retries=max_commit_retries)
-
-
-@plan_app.command("compact", short_help="Compact small data files (Iceberg).")
-@handle_errors
-def plan_compact_cmd(
-    table: str = typer.Argument(..., help="The Iceberg table, namespace.table."),
-    out: Path = PlanOutOpt,
-    catalog: str = typer.Option(..., "--catalog", help="The table's Iceberg catalog, configured as pyiceberg "
-                                "configures catalogs (.pyiceberg.yaml, or PYICEBERG_CATALOG__<NAME>__URI and friends)."),
-    target_file_size_mb: Optional[int] = typer.Option(None, "--target-file-size-mb", help="Files smaller than this are merged, into files of at most "
-                                                      "this size (default 256; the table's "
-                                                      "write.target-file-size-bytes wins)."),
-    min_input_files: Optional[int] = typer.Option(None, "--min-input-files", help="The fewest files a bin merges "
-                                                  "(default 5, at least 2)."),
-    apply_deletes: Optional[bool] = typer.Option(None, "--apply-deletes/--no-apply-deletes", help="Apply position and "
-                                                 "equality deletes while merging (default); with --no-apply-deletes "
-                                                 "a table with delete files is skipped."),
-    max_commit_retries: Optional[int] = MaxCommitRetriesOpt,
-    now: Optional[str] = NowOpt,
-    fmt: OutputFormat = OutputOpt,
-):
-    """Plan the compaction of an Iceberg table's small Parquet data files: per partition, bins of at least
-    --min-input-files files, each merged into one file with its deleted rows dropped. Apply writes the merged
-    files (one Spark task per bin), then commits one 'replace' snapshot; the old files stay until snapshot
-    expiry frees them.
-
-    Skipped, with SeaweedFS's messages, when there is no current snapshot, when delete files exist and
-    --no-apply-deletes is given, or when no bin has enough files. Nothing is changed. Review the plan with
-    'lakesweep show PLAN'."""
-    make_iceberg_plan("compact", catalog=catalog, table=table, out=out, now=now, fmt=fmt, paimon_only={},
-                      target_file_size_mb=target_file_size_mb, min_input_files=min_input_files,
-                      apply_deletes=apply_deletes, max_commit_retries=max_commit_retries)

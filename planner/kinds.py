@@ -2,9 +2,10 @@
 ``maintain`` read.
 
 Each entry (``planner.plan_kind.PlanKind``) lives in its kind's own module, beside its planner
-(``planner/<format>/<kind>.py``, its ``KIND``); this module only collects them. Adding a kind is its module,
-one line here, and one short command in ``cli/plan_cmds.py``. What apply does differently for a kind lives
-in the format's own table (``engine/<format>/kinds.py``, ``PLAN_KIND_RULES``).
+(``planner/<format>/<kind>.py``, its ``KIND``, with its ``plan`` command's options); this module only
+collects them. Adding a kind is its module, one line here, and its action kinds and rules in the format's
+own table (``engine/<format>/kinds.py``, ``PLAN_KIND_RULES``), plus where their files live
+(``engine/paimon/layout.py`` for Paimon).
 """
 
 from __future__ import annotations
@@ -16,7 +17,8 @@ from lakesweep.planner.iceberg import compact, expire as iceberg_expire, orphans
 from lakesweep.planner.paimon import changelog, consumers, expire, orphans, partitions, tags
 from lakesweep.planner.plan_kind import PlanDescription, PlanKind
 
-__all__ = ["ICEBERG_KINDS", "KINDS", "PlanDescription", "PlanKind", "describe_plan", "kinds_of", "plan_kind"]
+__all__ = ["ICEBERG_KINDS", "KINDS", "PlanDescription", "PlanKind", "all_kinds", "describe_plan", "kinds_of",
+           "plan_kind"]
 
 KINDS: dict[str, PlanKind] = {k.name: k for k in (expire.KIND, orphans.KIND, partitions.KIND, consumers.KIND,
                                                     tags.KIND, changelog.KIND)}
@@ -28,6 +30,11 @@ _BY_FORMAT = {"paimon": KINDS, "iceberg": ICEBERG_KINDS}
 def kinds_of(fmt: str) -> Mapping[str, PlanKind]:
     """The entries of table format ``fmt``, by kind name (empty for a format lakesweep does not know)."""
     return _BY_FORMAT.get(fmt, {})
+
+
+def all_kinds() -> tuple[PlanKind, ...]:
+    """Every entry, format by format."""
+    return tuple(entry for kinds in _BY_FORMAT.values() for entry in kinds.values())
 
 
 def plan_kind(name: str, fmt: str) -> PlanKind:

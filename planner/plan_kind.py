@@ -52,6 +52,32 @@ class Maintained:
 
 
 @dataclass(frozen=True, slots=True)
+class PlanFlag:
+    """One option of a kind's ``lakesweep plan KIND`` command, handed to its option resolver as given (None,
+    or False for a flag, when not given)."""
+
+    name: str  # the resolver's keyword
+    type: type  # int, str, bool (a flag, or with ``default=None`` a --x/--no-x pair) or list (repeatable str)
+    help: str
+    names: tuple[str, ...] = ()  # the option's names; default: the keyword as --kebab-case
+    default: Any = None
+
+
+@dataclass(frozen=True, slots=True)
+class PlanCommand:
+    """The ``lakesweep plan KIND`` command of a kind with one format, built by the CLI from this entry:
+    the table (and for Iceberg --catalog), --out, ``flags``, --branch (when ``branch`` says what it
+    names), --now, --option (Paimon) and --output."""
+
+    short_help: str
+    help: str
+    flags: tuple[PlanFlag, ...] = ()
+    branch: str | None = None  # the --branch option's help; None: the kind plans the main branch only
+    # The resolver also takes ``system_zone``: the zone of the machine that plans, which the CLI reads.
+    system_zone: bool = False
+
+
+@dataclass(frozen=True, slots=True)
 class PlanKind:
     name: str
     # ``resolve_options(table_options, *, overrides, **flags)``: flags as the user gave them (None: not given)
@@ -67,6 +93,9 @@ class PlanKind:
     # (a listing, the other tables), read by the caller before planning and passed to ``plan`` as a value;
     # the checks that must come before a long listing run first. None: the planner needs nothing more.
     read: Callable[..., Any] | None = None
+    # Its ``lakesweep plan`` command; None: the CLI writes the command itself (a kind of several formats,
+    # or one whose options need the CLI: a Spark listing, arithmetic across options).
+    command: PlanCommand | None = None
 
     def read_and_plan(self, table, *, now_ms: int, options) -> CleanupPlan:
         """``read`` (when the kind has one), then ``plan`` with what it read: what a caller without a listing

@@ -5,6 +5,12 @@ from __future__ import annotations
 from typing import Sequence
 
 from lakesweep.engine.errors import PlanRejected
+from lakesweep.planner.plan_kind import PlanFlag
+
+# The option of every Iceberg kind that commits.
+MAX_COMMIT_RETRIES = PlanFlag("max_commit_retries", int, "Iceberg: how often apply retries a commit the catalog "
+                              "refused, after 50 ms, doubling, at most 5 s, re-checking the plan each time "
+                              "(default 5).")
 
 
 def scope_base(table) -> dict:

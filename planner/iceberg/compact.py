@@ -22,8 +22,8 @@ from lakesweep.engine.paimon.requirements import AssertNowReached
 from lakesweep.engine.plan import Action, CleanupPlan, OptionValue, canonical_actions, summarize
 from lakesweep.planner.iceberg.common import refuse_unwritable, relative_to, scope_base
 from lakesweep.engine.units import human_bytes
-from lakesweep.planner.iceberg.common import cannot_maintain
-from lakesweep.planner.plan_kind import Maintained, PlanDescription, PlanKind
+from lakesweep.planner.iceberg.common import MAX_COMMIT_RETRIES, cannot_maintain
+from lakesweep.planner.plan_kind import Maintained, PlanCommand, PlanDescription, PlanFlag, PlanKind
 
 
 @dataclass(frozen=True)
@@ -146,5 +146,23 @@ def _applied(plan: CleanupPlan, counts) -> str:
     return f"compacted {inputs} files into {len(bins)} (across {len(bins)} bins)"
 
 
+COMMAND = PlanCommand(
+    short_help="Compact small data files (Iceberg).",
+    help="Plan the compaction of an Iceberg table's small Parquet data files: per partition, bins of at least "
+         "--min-input-files files, each merged into one file with its deleted rows dropped. Apply writes the "
+         "merged files (one Spark task per bin), then commits one 'replace' snapshot; the old files stay until "
+         "snapshot expiry frees them.\n\n"
+         "Skipped, with SeaweedFS's messages, when there is no current snapshot, when delete files exist and "
+         "--no-apply-deletes is given, or when no bin has enough files. Nothing is changed. Review the plan with "
+         "'lakesweep show PLAN'.",
+    flags=(PlanFlag("target_file_size_mb", int, "Files smaller than this are merged, into files of at most this "
+                    "size (default 256; the table's write.target-file-size-bytes wins)."),
+           PlanFlag("min_input_files", int, "The fewest files a bin merges (default 5, at least 2)."),
+           PlanFlag("apply_deletes", bool, "Apply position and equality deletes while merging (default); with "
+                    "--no-apply-deletes a table with delete files is skipped.",
+                    ("--apply-deletes/--no-apply-deletes",)),
+           MAX_COMMIT_RETRIES))
+
 KIND = PlanKind("compact", resolve_options=resolve_compact_options, plan=_plan, describe=describe_compact,
-                format="iceberg", maintain=Maintained(order=10, flags=_flags, applied=_applied, detect=_detect))
+                format="iceberg", command=COMMAND,
+                maintain=Maintained(order=10, flags=_flags, applied=_applied, detect=_detect))

@@ -17,8 +17,8 @@ from lakesweep.engine.iceberg.kinds import REWRITE_PHASES, RewriteKind
 from lakesweep.engine.iceberg.requirements import plan_requirements
 from lakesweep.engine.plan import Action, CleanupPlan, OptionValue, canonical_actions, summarize
 from lakesweep.planner.iceberg.common import refuse_unwritable, relative_to, scope_base
-from lakesweep.planner.iceberg.common import cannot_maintain
-from lakesweep.planner.plan_kind import Maintained, PlanDescription, PlanKind
+from lakesweep.planner.iceberg.common import MAX_COMMIT_RETRIES, cannot_maintain
+from lakesweep.planner.plan_kind import Maintained, PlanCommand, PlanDescription, PlanFlag, PlanKind
 
 DEFAULT_MIN_MANIFESTS = 5
 
@@ -119,8 +119,19 @@ def _applied(plan: CleanupPlan, counts) -> str:
     return f"rewrote {sc['data_manifests']} manifests into {len(sc['specs'])} ({sc['entries']} entries)"
 
 
+COMMAND = PlanCommand(
+    short_help="Rewrite data manifests (Iceberg).",
+    help="Plan the rewrite of an Iceberg table's data manifests: one manifest per partition spec, with every live "
+         "entry of the current snapshot, delete manifests carried over. Apply commits it as a 'replace' snapshot; "
+         "the old manifests stay until snapshot expiry frees them.\n\n"
+         "Skipped, with SeaweedFS's messages, when there is no current snapshot, fewer data manifests than "
+         "--min-manifests, or no data entries. Nothing is changed. Review the plan with 'lakesweep show PLAN'.",
+    flags=(PlanFlag("min_manifests", int, "Rewrite only when the current snapshot has at least this many data "
+                    "manifests (default 5).", ("--min-manifests", "--min-manifests-to-rewrite")),
+           MAX_COMMIT_RETRIES))
+
 KIND = PlanKind("rewrite-manifests", resolve_options=resolve_rewrite_options, plan=_plan, describe=describe_rewrite,
-                format="iceberg",
+                format="iceberg", command=COMMAND,
                 maintain=Maintained(order=40, applied=_applied, detect=_detect,
                                     flags=lambda options, th: {"min_manifests": th.min_manifests_to_rewrite,
                                                                "max_commit_retries": th.max_commit_retries}))

@@ -25,7 +25,7 @@ from lakesweep.planner.paimon.expire import _Notes, _Planner, _previous_tag, fin
 from lakesweep.planner.paimon.guard import assert_unreachable
 from lakesweep.planner.paimon.options import ExpireOptions
 from lakesweep.planner.paimon.options import resolve_expire_options
-from lakesweep.planner.plan_kind import PlanDescription, PlanKind
+from lakesweep.planner.plan_kind import PlanCommand, PlanDescription, PlanFlag, PlanKind
 
 
 def changelog_range(table: PaimonTable, *, now_ms: int, opts: ExpireOptions, min_next: int | None) -> tuple[int, int, str] | None:
@@ -256,4 +256,23 @@ def describe_changelog(plan: CleanupPlan) -> PlanDescription:
                                  f"changelog EARLIEST hint to {end}")
 
 
-KIND = PlanKind("changelog", resolve_options=_resolve, plan=_plan, describe=describe_changelog, format="paimon")
+COMMAND = PlanCommand(
+    short_help="Expire decoupled changelogs (Paimon).",
+    help="Plan the expiry of decoupled changelogs as Apache Paimon would run it, and save the plan.\n\n"
+         "When changelogs outlive snapshots, snapshot expiry leaves changelog/changelog-<id> files and the files "
+         "streaming readers of them need; this plans their expiry with Paimon's changelog.num-retained.* and "
+         "changelog.time-retained arithmetic and deletion rules.\n\n"
+         "Nothing is deleted now. Review the plan with 'lakesweep show PLAN'.",
+    flags=(PlanFlag("retain_min", int, "Keep at least this many newest changelogs (changelog.num-retained.min, "
+                    "default: the snapshot setting)."),
+           PlanFlag("retain_max", int, "Keep at most this many (changelog.num-retained.max)."),
+           PlanFlag("time_retained", str, "Keep changelogs younger than this, e.g. '7 d' (changelog.time-retained)."),
+           PlanFlag("max_deletes", int, "Expire at most this many changelogs in one plan (snapshot.expire.limit, "
+                    "default 50)."),
+           PlanFlag("skip_unreadable", bool, "Do as Paimon does with unreadable metadata: keep what depends on it "
+                    "and plan the rest (warnings list it). Without it, planning stops and names the file.",
+                    default=False)),
+    branch="Branch whose changelogs to expire.")
+
+KIND = PlanKind("changelog", resolve_options=_resolve, plan=_plan, describe=describe_changelog, format="paimon",
+                command=COMMAND)

@@ -19,7 +19,8 @@ from lakesweep.engine.plan import Action, CleanupPlan, canonical_actions, summar
 from lakesweep.engine.timeutil import format_time_ms
 from lakesweep.planner.paimon.options import ConsumerOptions
 from lakesweep.planner.paimon.options import resolve_consumer_options
-from lakesweep.planner.plan_kind import PlanDescription, PlanKind, refuse_future_now, utc
+from lakesweep.planner.plan_kind import (PlanCommand, PlanDescription, PlanFlag, PlanKind, refuse_future_now,
+                                          utc)
 
 
 def plan_consumers(table: PaimonTable, *, now_ms: int, options: ConsumerOptions) -> CleanupPlan:
@@ -95,5 +96,18 @@ def describe_consumers(plan: CleanupPlan) -> PlanDescription:
                                  f"before {when}: snapshot expiry no longer waits for these readers")
 
 
+COMMAND = PlanCommand(
+    short_help="Delete idle consumers (Paimon).",
+    help="Plan the deletion of idle consumers as Apache Paimon's consumer.expiration-time does, and save the "
+         "plan.\n\n"
+         "A consumer file records where a streaming reader will continue; snapshot expiry keeps every snapshot "
+         "from the oldest consumer's on. A consumer whose file was last written before now minus "
+         "--expiration-time is planned for deletion, whatever it holds. Apply deletes each only if it has not "
+         "been written since planning.\n\n"
+         "Nothing is deleted now. Review the plan with 'lakesweep show PLAN'.",
+    flags=(PlanFlag("expiration_time", str, "Delete consumers not written for this long, e.g. '7 d' (table: "
+                    "consumer.expiration-time; required when the table does not set it)."),),
+    branch="Branch whose consumers to expire.")
+
 KIND = PlanKind("consumers", resolve_options=resolve_consumer_options, plan=_plan, describe=describe_consumers,
-                format="paimon")
+                format="paimon", command=COMMAND)

@@ -24,7 +24,8 @@ from lakesweep.engine.plan import Action, CleanupPlan, canonical_actions, summar
 from lakesweep.planner.paimon.options import STRATEGY_VALUES_TIME, PartitionOptions
 from lakesweep.engine.units import human_bytes
 from lakesweep.planner.paimon.options import resolve_partition_options
-from lakesweep.planner.plan_kind import Maintained, PlanDescription, PlanKind, refuse_future_now
+from lakesweep.planner.plan_kind import (Maintained, PlanCommand, PlanDescription, PlanFlag, PlanKind,
+                                          refuse_future_now)
 
 _EPOCH = _dt.datetime(1970, 1, 1)
 
@@ -262,7 +263,31 @@ def _applied(plan: CleanupPlan, counts) -> str:
     return f"dropped {len(plan.scope.get('partitions', ()))} partition(s)"
 
 
+COMMAND = PlanCommand(
+    short_help="Drop expired partitions (Paimon).",
+    help="Plan the drop of expired partitions as Apache Paimon's expire_partitions would, and save the plan.\n\n"
+         "A partition expires when now minus --expiration-time, as a local time, is after the partition's time. "
+         "A value that cannot be read as a time is skipped, never dropped (the plan's warnings list it). The plan "
+         "lists every live file of each partition to drop. Apply drops them as Paimon does, by committing one "
+         "OVERWRITE snapshot that marks the files DELETE: nothing is deleted, time travel to older snapshots "
+         "still sees them, and snapshot expiry removes them later.\n\n"
+         "Nothing changes now. Review the plan with 'lakesweep show PLAN'.",
+    flags=(PlanFlag("expiration_time", str, "Drop partitions older than this, e.g. '7 d', '36 h' (table: "
+                    "partition.expiration-time; required when the table does not set it)."),
+           PlanFlag("strategy", str, "'values-time': a partition's time is what its values say; 'update-time': "
+                    "when its newest file was written (partition.expiration-strategy, default values-time)."),
+           PlanFlag("timestamp_formatter", str, "How to read a partition's time, a Java DateTimeFormatter pattern "
+                    "such as 'yyyyMMdd' (partition.timestamp-formatter; default: Paimon's lenient "
+                    "'yyyy-M-d[ H:m:s]')."),
+           PlanFlag("timestamp_pattern", str, "How partition values make a time text, e.g. '$dt $hour:00:00' "
+                    "(partition.timestamp-pattern; default: the first partition value)."),
+           PlanFlag("max_expires", int, "Drop at most this many partitions (partition.expiration-max-num, "
+                    "default 100)."),
+           PlanFlag("time_zone", str, "The zone whose local time partition times are compared with, as Paimon's "
+                    "JVM would (default: this machine's).")),
+    system_zone=True)
+
 KIND = PlanKind("partitions", resolve_options=resolve_partition_options, plan=_plan, describe=describe_partitions,
-                format="paimon",
+                format="paimon", command=COMMAND,
                 maintain=Maintained(order=50, flags=_flags, applied=_applied,
                                     not_configured="partition.expiration-time is not set"))

@@ -26,7 +26,7 @@ from lakesweep.engine.plan import Action, CleanupPlan, canonical_actions, summar
 from lakesweep.planner.paimon.options import TagOptions
 from lakesweep.planner.paimon.partitions import local_time
 from lakesweep.planner.paimon.options import resolve_tag_options
-from lakesweep.planner.plan_kind import PlanDescription, PlanKind, refuse_future_now
+from lakesweep.planner.plan_kind import PlanCommand, PlanDescription, PlanFlag, PlanKind, refuse_future_now
 
 
 def tag_create_time(create: tuple[int, ...] | None) -> _dt.datetime | None:
@@ -217,4 +217,23 @@ def describe_tags(plan: CleanupPlan) -> PlanDescription:
                "that again before deleting any"))
 
 
-KIND = PlanKind("tags", resolve_options=resolve_tag_options, plan=_plan, describe=describe_tags, format="paimon")
+COMMAND = PlanCommand(
+    short_help="Expire tags (Paimon).",
+    help="Plan the expiry of tags as Apache Paimon would delete them, and save the plan.\n\n"
+         "Every tag whose own time retained has passed goes, and those named with --tag, created before "
+         "--older-than, or beyond --num-retained-max. A tag whose snapshot is already expired takes with it the "
+         "files nothing else holds (no snapshot, other tag, retained changelog or branch). Tags a branch was "
+         "created from are kept.\n\n"
+         "Nothing is deleted now. Review the plan with 'lakesweep show PLAN'.",
+    flags=(PlanFlag("names", list, "Delete this tag (repeatable), as Paimon's delete_tag does.", ("--tag",)),
+           PlanFlag("older_than", str, "Also delete tags created before this: a duration back from --now ('30 d') "
+                    "or a time (ISO-8601, read as UTC, or epoch ms). A tag without a creation time is judged by its "
+                    "file's modification time."),
+           PlanFlag("num_retained_max", int, "Keep at most this many snapshots' worth of automatically created "
+                    "tags, deleting the oldest (tag.num-retained-max; needs tag.automatic-creation)."),
+           PlanFlag("time_zone", str, "The zone of the tags' creation times, as Paimon's JVM wrote them (default: "
+                    "this machine's).")),
+    branch="Branch whose tags to expire.", system_zone=True)
+
+KIND = PlanKind("tags", resolve_options=resolve_tag_options, plan=_plan, describe=describe_tags, format="paimon",
+                command=COMMAND)

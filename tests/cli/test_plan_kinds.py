@@ -164,3 +164,30 @@ def test_plan_partitions_without_an_expiration_time_is_refused_with_exit_code_1(
     assert r.exit_code == 1
     assert "no expiration time: pass --expiration-time" in r.output
     assert not (tmp_path / "p.parquet").exists()
+
+
+def test_every_kind_of_the_registry_has_its_plan_command_and_the_declared_ones_are_built_from_their_entry():
+    from typer.main import get_command
+    from typer._click.core import Context
+
+    from lakesweep.planner.kinds import all_kinds
+
+    group = get_command(app).get_command(Context(get_command(app)), "plan")
+    ctx = Context(group)
+    assert group.list_commands(ctx) == ["expire", "orphans", "partitions", "consumers", "tags", "changelog",
+                                        "rewrite-manifests", "compact"]
+    assert {e.name for e in all_kinds()} == set(group.list_commands(ctx))
+    consumers = group.get_command(ctx, "consumers")
+    assert consumers.short_help == plan_kind("consumers", "paimon").command.short_help
+    assert [p.name for p in consumers.params] == ["table", "out", "expiration_time", "branch", "now", "option", "fmt"]
+    compact = group.get_command(ctx, "compact")
+    assert [p.opts for p in compact.params if p.name == "apply_deletes"] == [["--apply-deletes"]]
+
+
+def test_commands_other_than_plan_do_not_import_the_planners():
+    import subprocess
+    import sys
+
+    code = "import sys, lakesweep.cli.main; print(sorted(m for m in sys.modules if m.startswith('lakesweep.planner')))"
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert (r.returncode, r.stdout.strip()) == (0, "[]"), r.stderr

@@ -27,7 +27,9 @@ def commands() -> dict[str, click.Command]:
     found: dict[str, click.Command] = {}
 
     def walk(group: click.Command, prefix: list[str]) -> None:
-        for name, cmd in group.commands.items():
+        ctx = click.Context(group)
+        for name in group.list_commands(ctx):  # a group may build its commands when asked (``PlanGroup``)
+            cmd = group.get_command(ctx, name)
             if hasattr(cmd, "commands"):
                 walk(cmd, prefix + [name])
             else:
