@@ -282,15 +282,16 @@ def _plain_near(paths, roots: tuple[str, ...]):
     return near
 
 
-def check_listing_complete(fileio: FileIO, unseen: Iterable[tuple[str, str]], *, threshold_ms: int) -> None:
+def check_listing_complete(table, unseen: Iterable[tuple[str, str]], *, threshold_ms: int) -> None:
     """Refuse (``PlanRejected``) an orphan listing that misses a file the table references and that was
     there when it was made: a truncated page, a store that lists inconsistently, an inventory of other
-    paths. What else it misses cannot be told, so nothing it shows can be trusted to be unused (zamboni
-    aborts the same way). ``unseen`` holds ``(location, what references it)`` of the referenced files the
+    paths. What else it misses cannot be told, so nothing it shows can be trusted to be
+    unused. ``unseen`` holds ``(location, what references it)`` of the referenced files the
     listing did not show. One that is now absent, has no modification time, or was modified at or after
-    ``threshold_ms`` (it may have been written after the listing) does not count."""
+    ``threshold_ms`` (it may have been written after the listing) does not count. ``table``: the table view
+    (either format's), whose store is asked; the planners of both formats call this, never the store."""
     for path, holder in unseen:
-        info = fileio.info(path)
+        info = table.fileio.info(path)
         if info is not None and info.mtime_ms is not None and info.mtime_ms < threshold_ms:
             raise PlanRejected(
                 f"the listing is incomplete: it misses {path}, which {holder} references and which was last "

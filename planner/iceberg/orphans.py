@@ -194,7 +194,7 @@ def plan_iceberg_orphans(table, listed: Iterable[FileInfo], *, now_ms: int, opti
             if path not in seen and relative_to(path, roots) is not None:
                 unseen.setdefault(path, holder)
         if unseen:
-            check_listing_complete(table.fileio, sorted(unseen.items()), threshold_ms=cutoff)
+            check_listing_complete(table, sorted(unseen.items()), threshold_ms=cutoff)
     canonical_list = canonical_actions(actions)
     return CleanupPlan(
         kind="orphans", format="iceberg", table_location=table.location, table_identity=table.uuid, branch="main",
@@ -224,21 +224,15 @@ def _read(table, *, now_ms: int, options) -> OrphanRead:
     """List first, then plan: what the metadata names is read after the listing, so a file committed
     while listing is seen as used."""
     from lakesweep.engine.iceberg.neighbours import catalog_neighbours
-    from lakesweep.engine.iceberg.table import metadata_table_uuid
+    from lakesweep.engine.iceberg.plan_reads import list_table_files, metadata_owners
 
     options.cutoff_ms(now_ms)  # refuse a bad --older-than before listing a large table
     refuse_future_now(table, now_ms, "orphans")  # apply would refuse the plan: say so before listing
-    listed = []
-    for root in [table.location, *table.external_roots()]:
-        try:
-            for page in table.fileio.list_pages(root, recursive=True):  # on S3, ListObjectsV2 by prefix
-                listed += page
-        except FileNotFoundError:
-            continue
+    listed = list_table_files(table)
     view = table.refreshed()
     # the metadata files outside the log that are kept only if they are this table's: read here, the
     # planner reads no file
-    owners = {path: metadata_table_uuid(view.fileio, path) for path in metadata_to_read(view, listed)}
+    owners = metadata_owners(view, metadata_to_read(view, listed))
     # the other tables of the catalog, read after the listing (a table created meanwhile is seen); the
     # planner refuses one that stores files in this table's roots
     return OrphanRead(view, listed, owners, catalog_neighbours(view))

@@ -12,13 +12,16 @@ clock. The rules, and where 0.9 differs: docs/design/paimon.md#decoupled-changel
 from __future__ import annotations
 
 import dataclasses
+from dataclasses import dataclass
+from typing import Mapping
 
 from lakesweep.engine.errors import MetadataNotFound, TableFormatError
 from lakesweep.engine.fileio import join
 from lakesweep.engine.paimon.kinds import CHANGELOG_KIND_OF, CHANGELOG_PHASES, ActionKind, ChangelogKind
 from lakesweep.engine.paimon.model import FileKind, Snapshot
+from lakesweep.engine.paimon.plan_reads import changelog_digests, existing_manifests
 from lakesweep.engine.paimon.requirements import changelog_requirements
-from lakesweep.engine.paimon.state import snapshot_digest, table_identity
+from lakesweep.engine.paimon.state import table_identity
 from lakesweep.engine.paimon.table import PaimonTable
 from lakesweep.engine.plan import Action, CleanupPlan, canonical_actions, summarize
 from lakesweep.planner.paimon.expire import _Notes, _Planner, _previous_tag, find_skipping_tags
@@ -79,15 +82,42 @@ def _skipping_set(planner: _Planner, keep: list[Snapshot]) -> set[str]:
     return names
 
 
-def _exists(table: PaimonTable, name: str) -> bool:
-    return table.fileio.exists(table.paths.manifest(name))
+@dataclass(frozen=True, slots=True)
+class ChangelogRead:
+    """What changelog expiry needs beyond the table's metadata, read by the caller (``read_changelog``)."""
+
+    consumers: Mapping[str, int]  # consumer id -> its next snapshot
+    found: tuple[int, int, str] | None  # ``changelog_range``'s answer
+    digests: Mapping[int, str]  # changelog id in the range -> digest of its file; one gone since is left out
+    lists: frozenset[str]  # of the base and delta lists of the range's changelogs without a changelog list,
+    # those that exist
 
 
-def plan_changelog(table: PaimonTable, *, now_ms: int, options: ExpireOptions) -> CleanupPlan:
-    """Plan the expiry of ``table``'s (branch's) decoupled changelogs as Paimon would run it at ``now_ms``."""
+def read_changelog(table: PaimonTable, *, now_ms: int, options: ExpireOptions) -> ChangelogRead:
+    """The range to expire, with the digest of each of its changelog files and which of the manifest lists
+    they name exist (``ChangelogDeletion`` deletes a list only if it does)."""
     consumers = {c.consumer_id: c.next_snapshot for c in table.consumers()}
     min_next = min(consumers.values()) if consumers else None
     found = changelog_range(table, now_ms=now_ms, opts=options, min_next=min_next)
+    digests: dict[int, str] = {}
+    lists: set[str] = set()
+    if found is not None and found[1] > found[0]:
+        for cid, digest in changelog_digests(table, range(found[0], found[1])).items():
+            try:
+                c = table.changelog(cid)
+            except MetadataNotFound:
+                continue
+            digests[cid] = digest
+            if not c.changelog_manifest_list:
+                lists |= {c.delta_manifest_list, c.base_manifest_list}
+    return ChangelogRead(consumers, found, digests, existing_manifests(table, lists))
+
+
+def plan_changelog(table: PaimonTable, *, now_ms: int, options: ExpireOptions, read: ChangelogRead) -> CleanupPlan:
+    """Plan the expiry of ``table``'s (branch's) decoupled changelogs as Paimon would run it at ``now_ms``,
+    over the range ``read`` (``read_changelog``) holds."""
+    consumers = read.consumers
+    found = read.found
     notes = _Notes(strict=not options.skip_unreadable)
     planner = _Planner(table, options, notes)
     tags = table.tags()
@@ -105,13 +135,11 @@ def plan_changelog(table: PaimonTable, *, now_ms: int, options: ExpireOptions) -
             keep = [t.snapshot for t in find_skipping_tags(tags, begin, end)] + [end_changelog, earliest_s]
             skip = _skipping_set(planner, keep)
             for cid in range(begin, end):
-                try:
-                    data = table.fileio.read_bytes(table.changelog_path(cid))
-                    c = table.changelog(cid)
-                except (FileNotFoundError, MetadataNotFound):
+                if cid not in read.digests:
                     continue  # master: a changelog that is gone is skipped (#7923); 0.9 failed here
-                if _plan_one(planner, c, tags, skip):
-                    changelogs[cid] = snapshot_digest(data)
+                c = table.changelog(cid)
+                if _plan_one(planner, c, tags, skip, read.lists):
+                    changelogs[cid] = read.digests[cid]
                     planner._add(ActionKind.SNAPSHOT, table.changelog_path(cid), snapshot_id=cid)
             if options.clean_empty_dirs:
                 planner.plan_empty_dirs()
@@ -149,11 +177,10 @@ def plan_changelog(table: PaimonTable, *, now_ms: int, options: ExpireOptions) -
     )
 
 
-def _plan_one(planner: _Planner, c: Snapshot, tags, skip: set[str]) -> bool:
+def _plan_one(planner: _Planner, c: Snapshot, tags, skip: set[str], lists: frozenset[str]) -> bool:
     """One changelog's data files and manifests (``ExpireChangelogImpl#expireUntil``'s loop body); False
     when its files are kept whole, changelog file included (the tag before it cannot be read: master's
     ``continue``)."""
-    table = planner.table
     # master builds the skipper for every changelog, one with a changelog list too, before anything else
     tag = _previous_tag(tags, c.id)
     protected = planner._tag_live_files(tag) if tag is not None else frozenset()
@@ -164,7 +191,7 @@ def _plan_one(planner: _Planner, c: Snapshot, tags, skip: set[str]) -> bool:
         _plan_changelog_list_files(planner, c)
         planner._manifest_list(c, c.changelog_manifest_list, c.changelog_manifest_list_size, skip)
         return True
-    if _exists(table, c.delta_manifest_list):
+    if c.delta_manifest_list in lists:
         try:
             deleted = planner._deleted_in_delta(c)
         except TableFormatError as e:
@@ -184,7 +211,7 @@ def _plan_one(planner: _Planner, c: Snapshot, tags, skip: set[str]) -> bool:
                              snapshot_id=c.id, partition=part, bucket=entry.bucket)
             planner.deletion_buckets.setdefault(entry.partition, set()).add(entry.bucket)
         planner._manifest_list(c, c.delta_manifest_list, c.delta_manifest_list_size, skip)
-    if _exists(table, c.base_manifest_list):
+    if c.base_manifest_list in lists:
         planner._manifest_list(c, c.base_manifest_list, c.base_manifest_list_size, skip)
     return True
 
@@ -234,8 +261,8 @@ def _resolve(table_options, **flags):
     return resolve_expire_options(table_options, overrides=overrides, **flags)
 
 
-def _plan(table, *, now_ms: int, options, read=None) -> CleanupPlan:
-    return plan_changelog(table, now_ms=now_ms, options=options)
+def _plan(table, *, now_ms: int, options, read: ChangelogRead) -> CleanupPlan:
+    return plan_changelog(table, now_ms=now_ms, options=options, read=read)
 
 
 def describe_changelog(plan: CleanupPlan) -> PlanDescription:
@@ -275,4 +302,4 @@ COMMAND = PlanCommand(
     branch="Branch whose changelogs to expire.")
 
 KIND = PlanKind("changelog", resolve_options=_resolve, plan=_plan, describe=describe_changelog, format="paimon",
-                command=COMMAND)
+                command=COMMAND, read=read_changelog)

@@ -12,7 +12,8 @@ the others), but the plan pins each candidate's content and time: apply keeps a 
 from __future__ import annotations
 
 from lakesweep.engine.paimon.kinds import CONSUMER_PHASES, ConsumerKind
-from lakesweep.engine.paimon.requirements import consumer_digest, consumer_requirements
+from lakesweep.engine.paimon.plan_reads import ConsumerFiles, read_consumer_files
+from lakesweep.engine.paimon.requirements import consumer_requirements
 from lakesweep.engine.paimon.state import table_identity
 from lakesweep.engine.paimon.table import CONSUMER_PREFIX, PaimonTable
 from lakesweep.engine.plan import Action, CleanupPlan, canonical_actions, summarize
@@ -23,15 +24,15 @@ from lakesweep.planner.plan_kind import (PlanCommand, PlanDescription, PlanFlag,
                                           utc)
 
 
-def plan_consumers(table: PaimonTable, *, now_ms: int, options: ConsumerOptions) -> CleanupPlan:
+def plan_consumers(table: PaimonTable, *, now_ms: int, options: ConsumerOptions, read: ConsumerFiles) -> CleanupPlan:
     """Plan the deletion of ``table``'s (branch's) consumer files not modified since ``now_ms`` minus the
-    expiration time."""
+    expiration time, from its consumer directory as ``read`` (``read_consumer_files``) holds it."""
     cutoff = now_ms - options.expiration_ms
     prefix = table.base[len(table.location):].strip("/")
     rel_dir = (prefix + "/" if prefix else "") + "consumer/"
     actions, listed, warnings, mtimes, digests = [], [], [], {}, {}
     kept = 0
-    for f in sorted(table.fileio.list(table.consumer_dir), key=lambda f: f.path):
+    for f in read.listed:
         name = f.path.rsplit("/", 1)[-1]
         if f.is_dir or not name.startswith(CONSUMER_PREFIX) or name == CONSUMER_PREFIX:
             continue
@@ -42,7 +43,7 @@ def plan_consumers(table: PaimonTable, *, now_ms: int, options: ConsumerOptions)
             continue
         if f.mtime_ms < cutoff:
             rel = rel_dir + name
-            digest = consumer_digest(table.fileio, f.path)
+            digest = read.digests.get(f.path)
             if digest is None:
                 continue  # deleted since it was listed
             digests[rel] = digest
@@ -72,9 +73,13 @@ def plan_consumers(table: PaimonTable, *, now_ms: int, options: ConsumerOptions)
 
 # ---- the registry entry (``planner.kinds``) ------------------------------------------------------------
 
-def _plan(table, *, now_ms: int, options, read=None) -> CleanupPlan:
+def _read(table, *, now_ms: int, options) -> ConsumerFiles:
     refuse_future_now(table, now_ms, "consumer expiry")  # apply would refuse the plan: say so now
-    return plan_consumers(table, now_ms=now_ms, options=options)
+    return read_consumer_files(table)
+
+
+def _plan(table, *, now_ms: int, options, read: ConsumerFiles) -> CleanupPlan:
+    return plan_consumers(table, now_ms=now_ms, options=options, read=read)
 
 
 def describe_consumers(plan: CleanupPlan) -> PlanDescription:
@@ -110,4 +115,4 @@ COMMAND = PlanCommand(
     branch="Branch whose consumers to expire.")
 
 KIND = PlanKind("consumers", resolve_options=resolve_consumer_options, plan=_plan, describe=describe_consumers,
-                format="paimon", command=COMMAND)
+                format="paimon", command=COMMAND, read=_read)

@@ -299,12 +299,13 @@ def plan_expire(table: PaimonTable, *, now_ms: int, options: ExpireOptions) -> C
     tags = table.tags()
     planner = _Planner(table, options, notes)
 
-    def finish(begin, end, hint, bound, backlog=0):
+    def finish(begin, end, hint, bound, backlog=0, end_exists=False):
+        """``end_exists``: planning found the snapshot ``end`` (pinned: apply holds it to what it held)."""
         actions = canonical_actions(planner.actions)
         if actions:
             assert_unreachable(table, actions, end=end, tags=tags, tolerate=None if notes.strict else notes.tolerate)
         pinned = {a.snapshot_id for a in actions if a.kind == ActionKind.SNAPSHOT}
-        if end is not None and table.fileio.exists(table.snapshot_path(end)):
+        if end_exists:
             pinned.add(end)
         stats = {
             "bound": bound,
@@ -361,7 +362,8 @@ def plan_expire(table: PaimonTable, *, now_ms: int, options: ExpireOptions) -> C
         if table.read_hint("EARLIEST") is None:
             planner.plan_hint(earliest)  # Java writes a missing EARLIEST hint even when nothing expires
             hint = earliest
-        return finish(earliest, earliest, hint, bound, backlog)
+        # the earliest snapshot exists: ``earliest_latest`` found its file
+        return finish(earliest, earliest, hint, bound, backlog, end_exists=True)
 
     snapshots = []
     for sid in range(earliest, end + 1):
@@ -394,7 +396,7 @@ def plan_expire(table: PaimonTable, *, now_ms: int, options: ExpireOptions) -> C
     if skip is not None:
         planner.plan_metadata(expiring, skip)
     planner.plan_snapshots(expiring, end)
-    return finish(begin, end, end, bound, backlog)
+    return finish(begin, end, end, bound, backlog, end_exists=True)
 
 
 # ---- the registry entry (``planner.kinds``) ------------------------------------------------------------

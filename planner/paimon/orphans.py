@@ -146,7 +146,7 @@ def plan_orphans(table: PaimonTable, listing: Iterable[ListedFile | tuple], *, n
             twice.add(rel)
             f = _newest(seen[1], f)
         held[rel] = (kind, f)
-    check_listing_complete(table.fileio, (expected[name] for name in sorted(expected)), threshold_ms=threshold)
+    check_listing_complete(table, (expected[name] for name in sorted(expected)), threshold_ms=threshold)
     if callable(source):
         source = source()
     actions: list[Action] = []

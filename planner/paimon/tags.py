@@ -14,13 +14,14 @@ import datetime as _dt
 import re
 from typing import Any
 
-from lakesweep.engine.errors import PlanRejected, PlannerInvariantViolated
+from lakesweep.engine.errors import MetadataNotFound, PlanRejected, PlannerInvariantViolated
 from lakesweep.engine.fileio import join
 from lakesweep.engine.paimon.kinds import TAG_PHASES, TagKind
+from lakesweep.engine.paimon.plan_reads import TagFiles, read_tag_files
 from lakesweep.engine.paimon.reachability import holder_files, holders
 from lakesweep.engine.paimon.requirements import tag_requirements
-from lakesweep.engine.paimon.state import snapshot_digest, table_identity
-from lakesweep.engine.paimon.tag_expiry import branch_origins, frees_files, tag_snapshot_files
+from lakesweep.engine.paimon.state import table_identity
+from lakesweep.engine.paimon.tag_expiry import branch_origins, tag_snapshot_files
 from lakesweep.engine.paimon.table import PaimonTable
 from lakesweep.engine.plan import Action, CleanupPlan, canonical_actions, summarize
 from lakesweep.planner.paimon.options import TagOptions
@@ -64,9 +65,9 @@ def is_auto_tag(name: str, period: str, formatter: str) -> bool:
     return bool(_AUTO_HOUR["with_dashes"].fullmatch(name))  # two-hours
 
 
-def _select(table: PaimonTable, now_ms: int, options: TagOptions, notes: list[str]) -> dict[str, str]:
+def _select(table: PaimonTable, now_ms: int, options: TagOptions, notes: list[str], read: TagFiles) -> dict[str, str]:
     """The tags to expire, each with why."""
-    tags = table.tags()
+    tags = read.tags
     by_name = {t.name: t for t in tags}
     unknown = [n for n in options.names if n not in by_name]
     if unknown:
@@ -87,13 +88,13 @@ def _select(table: PaimonTable, now_ms: int, options: TagOptions, notes: list[st
             # file's modification time, even when it records a creation time.
             if older is None:
                 continue
-            info = table.fileio.info(join(table.tag_dir, f"tag-{t.name}"))
-            if info is None:
+            if t.name not in read.modified:
                 continue  # deleted since it was listed: as Java, skip it
-            if info.mtime_ms is None:
+            mtime_ms = read.modified[t.name]
+            if mtime_ms is None:
                 notes.append(f"tag '{t.name}' is kept: its file has no modification time to judge --older-than by")
                 continue
-            created, by_file = local_time(info.mtime_ms, zone), True
+            created, by_file = local_time(mtime_ms, zone), True
         when = f"created {created.isoformat(sep=' ')}" + (" (its file's modification time)" if by_file else "")
         if retained is not None:
             now_local = now_local or local_time(now_ms, zone)
@@ -128,12 +129,13 @@ def _beyond_num_retained_max(tags, options: TagOptions, chosen: dict[str, str]) 
                                         "automatically created tags")
 
 
-def plan_tags(table: PaimonTable, *, now_ms: int, options: TagOptions) -> CleanupPlan:
-    """Plan the expiry of ``table``'s (branch's) tags as of ``now_ms`` (see the module docstring)."""
+def plan_tags(table: PaimonTable, *, now_ms: int, options: TagOptions, read: TagFiles) -> CleanupPlan:
+    """Plan the expiry of ``table``'s (branch's) tags as of ``now_ms`` (see the module docstring), from its
+    tags and their files as ``read`` (``read_tags``) holds them."""
     notes: list[str] = []
-    chosen = _select(table, now_ms, options, notes)
-    tags = {t.name: t for t in table.tags()}
-    digests = {n: snapshot_digest(table.fileio.read_bytes(join(table.tag_dir, f"tag-{n}"))) for n in sorted(chosen)}
+    chosen = _select(table, now_ms, options, notes, read)
+    tags = {t.name: t for t in read.tags}
+    digests = {n: _digest(table, read, n) for n in sorted(chosen)}
     by_snapshot: dict[int, list[str]] = {}
     for t in tags.values():
         by_snapshot.setdefault(t.snapshot.id, []).append(t.name)
@@ -142,9 +144,11 @@ def plan_tags(table: PaimonTable, *, now_ms: int, options: TagOptions) -> Cleanu
     for sid, names in sorted(by_snapshot.items()):
         if not all(n in chosen for n in names):
             continue  # another tag keeps the snapshot's files (deleteTag stops there too)
-        if frees_files(table, sid, earliest):
+        if sid in read.snapshots:
+            continue
+        if earliest is None or sid < earliest:  # engine.paimon.tag_expiry.frees_files, from what was read
             gone.append(sid)
-        elif not table.fileio.exists(table.snapshot_path(sid)):
+        else:
             notes.append(f"snapshot {sid} of tag(s) {', '.join(sorted(names))} is missing but not older than the "
                          f"earliest snapshot {earliest}: the snapshots around it may hold its files, so only the "
                          "tag file goes")
@@ -186,11 +190,30 @@ def _relative(table: PaimonTable, full: str) -> str:
     return table.paths.relative(full)
 
 
+def _digest(table: PaimonTable, read: TagFiles, name: str) -> str:
+    digest = read.digests.get(name)
+    if digest is None:  # gone since it was listed: what apply would check against is unknown
+        raise MetadataNotFound(join(table.tag_dir, f"tag-{name}"), "tag")
+    return digest
+
+
+def read_tags(table: PaimonTable, *, options: TagOptions) -> TagFiles:
+    """What ``plan_tags`` needs from the store: the tags, their files' digests and snapshots, and, under
+    ``--older-than``, the modification times of the files of tags that do not record both a creation time
+    and a time retained."""
+    return read_tag_files(table, timed=lambda t: bool(options.older_than)
+                          and (not t.create_time or t.time_retained is None))
+
+
 # ---- the registry entry (``planner.kinds``) ------------------------------------------------------------
 
-def _plan(table, *, now_ms: int, options, read=None) -> CleanupPlan:
+def _read(table, *, now_ms: int, options) -> TagFiles:
     refuse_future_now(table, now_ms, "tag expiry")  # apply would refuse the plan: say so now
-    return plan_tags(table, now_ms=now_ms, options=options)
+    return read_tags(table, options=options)
+
+
+def _plan(table, *, now_ms: int, options, read: TagFiles) -> CleanupPlan:
+    return plan_tags(table, now_ms=now_ms, options=options, read=read)
 
 
 def describe_tags(plan: CleanupPlan) -> PlanDescription:
@@ -236,4 +259,4 @@ COMMAND = PlanCommand(
     branch="Branch whose tags to expire.", system_zone=True)
 
 KIND = PlanKind("tags", resolve_options=resolve_tag_options, plan=_plan, describe=describe_tags, format="paimon",
-                command=COMMAND)
+                command=COMMAND, read=_read)

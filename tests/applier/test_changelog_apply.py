@@ -26,7 +26,7 @@ from lakesweep.engine.paimon.verify import verify_table
 from lakesweep.engine.plan import Action, canonical_actions
 from lakesweep.engine.plan_io import read_plan
 from lakesweep.journal.duckdb_store import DuckDBRecorder
-from lakesweep.planner.paimon.changelog import plan_changelog
+from lakesweep.planner.paimon.changelog import plan_changelog, read_changelog
 from lakesweep.planner.kinds import plan_kind
 from tests.planner.conftest import FAR_FUTURE, expire
 from tests.support.table_builder import ADD, DELETE, E, TableBuilder
@@ -46,7 +46,7 @@ def decoupled(tmp_path):
 def plan(root):
     t = open_table(root)
     opts = plan_kind("changelog", "paimon").resolve_options(t.options, retain_min=1, retain_max=1, time_retained="0 s")
-    return plan_changelog(t, now_ms=FAR_FUTURE, options=opts)
+    return plan_changelog(t, now_ms=FAR_FUTURE, options=opts, read=read_changelog(t, now_ms=FAR_FUTURE, options=opts))
 
 
 def apply(p, tmp_path):
@@ -216,7 +216,8 @@ def plan_now(root, retain):
     t = open_table(root)
     opts = plan_kind("changelog", "paimon").resolve_options(t.options, retain_min=retain, retain_max=retain,
                                                   time_retained="0 s", max_deletes=1000)
-    return plan_changelog(t, now_ms=int(time.time() * 1000), options=opts)
+    now = int(time.time() * 1000)
+    return plan_changelog(t, now_ms=now, options=opts, read=read_changelog(t, now_ms=now, options=opts))
 
 
 @pytest.mark.java

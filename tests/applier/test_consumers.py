@@ -21,6 +21,7 @@ from lakesweep.engine.paimon.kinds import ConsumerKind
 from lakesweep.engine.paimon.table import open_table
 from lakesweep.engine.plan import Action, canonical_actions
 from lakesweep.journal.duckdb_store import DuckDBRecorder
+from lakesweep.engine.paimon.plan_reads import read_consumer_files
 from lakesweep.planner.paimon.consumers import plan_consumers
 from lakesweep.planner.paimon.options import resolve_consumer_options
 from tests.support.table_builder import ADD, E, TableBuilder
@@ -45,7 +46,8 @@ def set_mtime(path: str, ms: int) -> None:
 
 def plan(root, *, now=NOW, branch="main", **flags):
     t = open_table(root, branch=branch)
-    return plan_consumers(t, now_ms=now, options=resolve_consumer_options(t.options, **flags))
+    return plan_consumers(t, now_ms=now, options=resolve_consumer_options(t.options, **flags),
+                          read=read_consumer_files(t))
 
 
 def test_consumers_not_written_within_the_window_are_planned(tmp_path):

@@ -15,11 +15,12 @@ from lakesweep.applier.apply import DriverExecutor, apply_plan, resume
 from lakesweep.engine.paimon.table import open_table
 from lakesweep.engine.plan_io import write_plan
 from lakesweep.journal.duckdb_store import DuckDBRecorder
-from lakesweep.planner.paimon.changelog import plan_changelog
+from lakesweep.engine.paimon.plan_reads import read_consumer_files
+from lakesweep.planner.paimon.changelog import plan_changelog, read_changelog
 from lakesweep.planner.paimon.consumers import plan_consumers
 from lakesweep.planner.kinds import plan_kind
 from lakesweep.planner.paimon.options import resolve_consumer_options, resolve_tag_options
-from lakesweep.planner.paimon.tags import plan_tags
+from lakesweep.planner.paimon.tags import plan_tags, read_tags
 from tests.applier.conftest import REPO, copy_table
 from tests.planner.conftest import FAR_FUTURE, expire
 from tests.support.table_builder import ADD, DELETE, E, TableBuilder, all_files
@@ -43,8 +44,8 @@ def tags_table(root):
 
 def tags_plan(root):
     t = open_table(root)
-    return plan_tags(t, now_ms=int(time.time() * 1000),
-                     options=resolve_tag_options(t.options, names=["t0", "t2", "t4"]))
+    opts = resolve_tag_options(t.options, names=["t0", "t2", "t4"])
+    return plan_tags(t, now_ms=int(time.time() * 1000), options=opts, read=read_tags(t, options=opts))
 
 
 def changelog_table(root):
@@ -58,7 +59,7 @@ def changelog_table(root):
 def changelog_plan(root):
     t = open_table(root)
     opts = plan_kind("changelog", "paimon").resolve_options(t.options, retain_min=1, retain_max=1, time_retained="0 s")
-    return plan_changelog(t, now_ms=FAR_FUTURE, options=opts)
+    return plan_changelog(t, now_ms=FAR_FUTURE, options=opts, read=read_changelog(t, now_ms=FAR_FUTURE, options=opts))
 
 
 def consumers_table(root):
@@ -74,7 +75,8 @@ def consumers_table(root):
 def consumers_plan(root):
     t = open_table(root)
     now = int(time.time() * 1000)  # a consumer plan must not be ahead of the clock
-    return plan_consumers(t, now_ms=now, options=resolve_consumer_options(t.options, expiration_time="1 d"))
+    return plan_consumers(t, now_ms=now, options=resolve_consumer_options(t.options, expiration_time="1 d"),
+                          read=read_consumer_files(t))
 
 
 CASES = {"tags": (tags_table, tags_plan), "changelog": (changelog_table, changelog_plan),

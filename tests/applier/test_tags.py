@@ -21,14 +21,15 @@ from lakesweep.engine.paimon.table import open_table
 from lakesweep.engine.plan import Action, canonical_actions
 from lakesweep.journal.duckdb_store import DuckDBRecorder
 from lakesweep.planner.paimon.options import resolve_tag_options
-from lakesweep.planner.paimon.tags import plan_tags
+from lakesweep.planner.paimon.tags import plan_tags, read_tags
 
 pytestmark = pytest.mark.java
 
 def plan(root, *, now=None, **flags):
     t = open_table(root)
     flags.setdefault("system_zone", "UTC")
-    return plan_tags(t, now_ms=now or int(time.time() * 1000), options=resolve_tag_options(t.options, **flags))
+    opts = resolve_tag_options(t.options, **flags)
+    return plan_tags(t, now_ms=now or int(time.time() * 1000), options=opts, read=read_tags(t, options=opts))
 
 
 @pytest.fixture

@@ -18,7 +18,7 @@ from lakesweep.engine.paimon.verify import verify_table
 from lakesweep.engine.plan import Action, canonical_actions
 from lakesweep.journal.duckdb_store import DuckDBRecorder
 from lakesweep.planner.paimon.options import resolve_tag_options
-from lakesweep.planner.paimon.tags import plan_tags
+from lakesweep.planner.paimon.tags import plan_tags, read_tags
 from tests.applier.test_tags import branch_from_tag
 from tests.planner.conftest import expire
 from tests.support.faulty_fileio import FaultyFileIO
@@ -51,8 +51,8 @@ def history(tmp_path) -> TableBuilder:
 
 def plan(root, **flags):
     t = open_table(root)
-    return plan_tags(t, now_ms=int(time.time() * 1000), options=resolve_tag_options(t.options, system_zone="UTC",
-                                                                                      **flags))
+    opts = resolve_tag_options(t.options, system_zone="UTC", **flags)
+    return plan_tags(t, now_ms=int(time.time() * 1000), options=opts, read=read_tags(t, options=opts))
 
 
 def apply(p, tmp_path, **kw):
@@ -165,8 +165,8 @@ def test_files_a_branch_holds_stay_and_a_branch_expires_only_its_own_tags(tmp_pa
     p = plan(b.root, names=["t2"])
     assert p.scope["snapshots_gone"] == [2] and [a.path for a in p.actions] == ["tag/tag-t2"]
     t = open_table(b.root, branch="br")
-    bp = plan_tags(t, now_ms=int(time.time() * 1000), options=resolve_tag_options(t.options, names=["bt"],
-                                                                                   system_zone="UTC"))
+    opts = resolve_tag_options(t.options, names=["bt"], system_zone="UTC")
+    bp = plan_tags(t, now_ms=int(time.time() * 1000), options=opts, read=read_tags(t, options=opts))
     assert [a.path for a in bp.actions] == ["branch/branch-br/tag/tag-bt"]
     forged = edited(bp, Action(TagKind.TAG_FILE, "tag/tag-t2"))
     with pytest.raises(PlanRejected, match="tag expiry deletes tag files only as branch/branch-br/tag/tag-<name>"):

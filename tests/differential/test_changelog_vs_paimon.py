@@ -25,7 +25,7 @@ from lakesweep.engine.paimon.manifests import parse_manifest_list
 from lakesweep.engine.paimon.table import open_table
 from lakesweep.engine.paimon.verify import verify_table
 from lakesweep.journal.duckdb_store import DuckDBRecorder
-from lakesweep.planner.paimon.changelog import plan_changelog
+from lakesweep.planner.paimon.changelog import plan_changelog, read_changelog
 from lakesweep.planner.kinds import plan_kind
 from tests.support.paimon_java import HarnessError
 
@@ -77,7 +77,8 @@ def lakesweep_expires(root: str, journal, *, retain: int):
     t = open_table(root)
     opts = plan_kind("changelog", "paimon").resolve_options(t.options, retain_min=retain, retain_max=retain,
                                                   time_retained="0 s", max_deletes=1000)
-    plan = plan_changelog(t, now_ms=int(time.time() * 1000), options=opts)
+    now = int(time.time() * 1000)
+    plan = plan_changelog(t, now_ms=now, options=opts, read=read_changelog(t, now_ms=now, options=opts))
     with DuckDBRecorder(journal) as recorder:
         report = apply_plan(plan, recorder, executor=DriverExecutor())
     assert report.state == "COMPLETED" and report.whole, report.reason

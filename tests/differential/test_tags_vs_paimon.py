@@ -19,7 +19,7 @@ from lakesweep.engine.paimon.table import open_table
 from lakesweep.engine.paimon.verify import verify_table
 from lakesweep.journal.duckdb_store import DuckDBRecorder
 from lakesweep.planner.paimon.options import resolve_tag_options
-from lakesweep.planner.paimon.tags import plan_tags
+from lakesweep.planner.paimon.tags import plan_tags, read_tags
 
 pytestmark = pytest.mark.java
 
@@ -49,7 +49,8 @@ def tagged_table(paimon_java, root: str, *, seed: int, kind: str, retain: int = 
 
 def apply_ours(root: str, tmp_path, **flags):
     t = open_table(root)
-    plan = plan_tags(t, now_ms=int(time.time() * 1000), options=resolve_tag_options(t.options, **flags))
+    opts = resolve_tag_options(t.options, **flags)
+    plan = plan_tags(t, now_ms=int(time.time() * 1000), options=opts, read=read_tags(t, options=opts))
     with DuckDBRecorder(tmp_path / "j.duckdb") as recorder:
         report = apply_plan(plan, recorder, executor=DriverExecutor())
     assert report.state == "COMPLETED" and report.whole, report.reason
@@ -145,9 +146,8 @@ def test_num_retained_max_deletes_what_paimons_tag_auto_creation_deletes(paimon_
     [created] = sorted(set(left) - before)
     paimon_java.create_tag(ours, created, open_table(theirs).tag(created).snapshot.id)
     t = open_table(ours)
-    plan = plan_tags(t, now_ms=int(time.time() * 1000),
-                     options=resolve_tag_options({**t.options, "tag.automatic-creation": "process-time"},
-                                                 num_retained_max=keep))
+    opts = resolve_tag_options({**t.options, "tag.automatic-creation": "process-time"}, num_retained_max=keep)
+    plan = plan_tags(t, now_ms=int(time.time() * 1000), options=opts, read=read_tags(t, options=opts))
     with DuckDBRecorder(tmp_path / "j.duckdb") as recorder:
         report = apply_plan(plan, recorder, executor=DriverExecutor())
     assert report.state == "COMPLETED" and report.whole, report.reason

@@ -14,7 +14,7 @@ from lakesweep.engine.errors import MetadataNotFound
 from lakesweep.engine.paimon.paths import external_roots
 from lakesweep.engine.paimon.table import PaimonTable, open_table
 from lakesweep.engine.paimon.verify import verify_table
-from lakesweep.planner.paimon.changelog import plan_changelog
+from lakesweep.planner.paimon.changelog import plan_changelog, read_changelog
 from lakesweep.planner.kinds import plan_kind
 from tests.planner.conftest import FAR_FUTURE, expire
 from tests.support.table_builder import ADD, DELETE, E, all_files
@@ -28,7 +28,8 @@ SOON = 10_000
 def plan_cl(root, *, now_ms=FAR_FUTURE, **flags):
     t = open_table(root)
     flags.setdefault("time_retained", "0 s")
-    return plan_changelog(t, now_ms=now_ms, options=plan_kind("changelog", "paimon").resolve_options(t.options, **flags))
+    opts = plan_kind("changelog", "paimon").resolve_options(t.options, **flags)
+    return plan_changelog(t, now_ms=now_ms, options=opts, read=read_changelog(t, now_ms=now_ms, options=opts))
 
 
 def expire_changelog(root, *, now_ms=FAR_FUTURE, **flags):

@@ -612,7 +612,7 @@ def test_iceberg_statistics_and_partition_statistics_files_are_kept(ice, tmp_pat
 def test_paimon_a_listing_that_misses_a_referenced_file_aborts_the_plan(lake, tmp_path):
     """A listing that misses files the table references is incomplete (a truncated page, a lagging
     inventory, another spelling of the paths): whatever else it shows cannot be trusted to be all there is.
-    zamboni aborts then, and so does lakesweep, naming the file."""
+    lakesweep aborts then, naming the file."""
     junk(lake.root, "dt=a/bucket-0/data-dead-0.parquet")
     t = open_table(lake.root)
     [live] = [p for p in reachable_paths(t, t.snapshot(3), with_changelog=False) if "/dt=b/" in p]
