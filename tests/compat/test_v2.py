@@ -50,3 +50,24 @@ def test_a_version_2_plan_is_shown(name):
     doc = json.loads(r.stdout)
     assert doc["plan_id"] == PLAN_IDS[name]
     assert len(doc["actions"]) == ACTIONS[name]
+
+
+def test_a_version_2_scope_is_upcast_into_its_typed_scope():
+    from lakesweep.engine.iceberg.scopes import ExpireScope as IcebergExpireScope
+    from lakesweep.engine.paimon.scopes import ExpireScope, TagScope
+
+    assert read_plan(str(HERE / "paimon-expire.parquet")).scope == ExpireScope(begin=1, end=7, earliest_hint=7)
+    tags = read_plan(str(HERE / "paimon-tags.parquet")).scope
+    assert tags == TagScope(tags=[{"files_freed": False, "reason": "named", "snapshot": 2, "tag": "t_early"}],
+                            snapshots_gone=[], earliest=1, latest=10)
+    expire = read_plan(str(HERE / "iceberg-expire.parquet")).scope
+    assert type(expire) is IcebergExpireScope
+    assert (expire.catalog, expire.identifier, len(expire.expired), expire.cutoff_ms) == (
+        "lsreport", "ns.t", 5, 1893456000000)
+    assert sorted(expire.refs) == ["audit", "main", "release-1"]
+
+
+def test_a_version_2_plan_keeps_the_header_it_was_written_with():
+    plan = read_plan(str(HERE / "paimon-orphans.parquet"))
+    assert plan.header()["format_version"] == 2
+    assert plan.header()["scope"] == {"older_than_ms": 1262304000000}
