@@ -47,6 +47,7 @@ from typing import Callable, Sequence
 from lakesweep.engine.errors import CorruptMetadata, LakesweepError, PlanRejected, StalePlan
 from lakesweep.engine.iceberg.kinds import rules_of
 from lakesweep.engine.iceberg.requirements import COMMIT_ID_PROPERTY
+from lakesweep.engine.iceberg.scopes import removed_refs
 from lakesweep.engine.plan import Action, CleanupPlan
 
 DEFAULT_MAX_COMMIT_RETRIES = 5
@@ -210,7 +211,7 @@ class IcebergCommitter:
         from pyiceberg.table.update import AssertRefSnapshotId, AssertTableUUID
 
         reqs = [AssertTableUUID(uuid=table.metadata.table_uuid)]
-        live, removed = table.refs(), set(self.plan.scope.removed_refs)
+        live, removed = table.refs(), set(removed_refs(self.plan.scope))
         expected = {}
         for name, sid in sorted((self.plan.scope.refs if self.strict else live).items()):
             if name in removed and name not in live:

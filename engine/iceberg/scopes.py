@@ -72,3 +72,8 @@ class CompactScope(IcebergScope):
     small_files: int
     bins: Sequence[Mapping[str, Any]]
     delete_manifests: Sequence[Mapping[str, Any]]
+
+
+def removed_refs(scope: IcebergScope) -> Sequence[str]:
+    """The refs a plan removes: an expiry's; none for any other kind."""
+    return scope.removed_refs if isinstance(scope, ExpireScope) else ()
