@@ -8,8 +8,8 @@ changed byte changes the id and apply refuses it. Actions are sorted canonically
 kind's order) and numbered from 0; that number is the action's stable id.
 
 An action has a small closed ``verb`` (what apply does to its path) and an open ``kind`` label (what it
-is, for review and audit). A format's action kinds register an ``ActionKindSpec`` each (verb, phase, order),
-so ``Action(ActionKind.DATA_FILE, path)`` needs neither. The ``scope`` is a registered frozen ``Scope``.
+is, for review and audit). A format's action kinds may carry their verb and default phase (Paimon's do,
+``engine.paimon.kinds.ActionKind``), so ``Action(ActionKind.DATA_FILE, path)`` needs neither.
 """
 
 from __future__ import annotations
