@@ -14,7 +14,7 @@ from typing import Callable, Sequence
 from lakesweep.engine.errors import PlanRejected, StorageError
 from lakesweep.engine.fileio import DeleteOutcome, FileIO
 from lakesweep.engine.paths import target_of
-from lakesweep.engine.plan import Action, Verb
+from lakesweep.engine.plan import Action, Verb, kind_spec
 from lakesweep.journal.events import FileOutcome as Outcome  # the journal's outcomes are the executor's
 
 
@@ -55,9 +55,9 @@ def execute_action(fileio: FileIO, root: str, action: Action, external_roots: Se
             raise StorageError(source, f"{action.source}, the file to copy to {action.path}, is gone and the copy "
                                        "does not exist")
         fileio.write_atomic(target, data)
-        after = getattr(action.kind, "after_write", None)  # e.g. Paimon's changelog LATEST hint
-        if after is not None:
-            after(fileio, target, action)
+        spec = kind_spec(action.kind)
+        if spec is not None and spec.after_write is not None:  # e.g. Paimon's changelog LATEST hint
+            spec.after_write(fileio, target, action)
         return Outcome.WRITTEN
     raise PlanRejected(f"action {action.action_id} ({action.kind} {action.path!r}): a {verb} action is not "
                        "carried out file by file; the plan is refused")

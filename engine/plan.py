@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from operator import attrgetter
 from typing import AbstractSet, Any, Callable, ClassVar, Mapping, Sequence
 
-FORMAT_VERSION = 2
+FORMAT_VERSION = 3
 FORMATS = ("paimon", "iceberg")  # table formats a plan may name; each is a package engine/<format>/
 
 
@@ -104,28 +104,68 @@ class Action:
             self._complete()
 
     def _complete(self) -> None:
-        """The verb and phase the kind carries, where the caller gave none; a verb given as text."""
+        """The verb and phase the kind's spec gives, where the caller gave none; a verb given as text."""
+        spec = kind_spec(self.kind)
         if self.verb is None:
-            verb = getattr(self.kind, "verb", None)
-            if verb is None:
+            if spec is None:
                 raise ValueError(f"action kind {self.kind!r} needs a verb")
-            object.__setattr__(self, "verb", verb)
+            object.__setattr__(self, "verb", spec.verb)
         elif type(self.verb) is not Verb:
             object.__setattr__(self, "verb", Verb(self.verb))
         if not self.phase:
-            phase = getattr(self.kind, "phase", None)
-            if not phase:
+            if spec is None:
                 raise ValueError(f"action kind {self.kind!r} needs a phase")
-            object.__setattr__(self, "phase", int(phase))
+            object.__setattr__(self, "phase", spec.phase)
 
     def sort_key(self):
-        """(phase, the kind's own order): a kind may define ``order_key(action)`` as (rank, int, path);
+        """(phase, the kind's own order): a spec may give an ``order(action)`` of (rank, int, path);
         actions of kinds without one come after those in their phase, by kind label, deepest first, then
         by path."""
-        order = getattr(self.kind, "order_key", None)
-        if order is not None:
-            return (self.phase, *order(self))
+        spec = kind_spec(self.kind)
+        if spec is not None and spec.order is not None:
+            return (self.phase, *spec.order(self))
         return (self.phase, _UNRANKED, str(self.kind), -self.depth, self.path)
+
+
+@dataclass(frozen=True, slots=True)
+class ActionKindSpec:
+    """What one action kind of a table format is: its stored ``label``, the ``verb`` apply carries out, the
+    ``phase`` it runs in (counted from 1), its ``order`` within the phase (``order(action)`` as (rank, int,
+    path); None: by label and path), and its place check: ``place``, the label of the kind whose location
+    rules its path must follow (None: its own), and ``by_name``, kept when any file of its bare name is
+    used (Paimon's orphan candidates). ``after_write(fileio, target, action)`` runs after a written file."""
+
+    label: str
+    verb: Verb
+    phase: int
+    order: Callable[[Any], tuple] | None = None
+    place: str | None = None
+    by_name: bool = False
+    after_write: Callable[..., None] | None = None
+
+    def __post_init__(self):
+        if isinstance(self.phase, int) and not isinstance(self.phase, bool):
+            object.__setattr__(self, "phase", int(self.phase))  # a format's phase enum member, stored as int
+        if not self.label or type(self.verb) is not Verb or type(self.phase) is not int or self.phase < 1:
+            raise ValueError(f"action kind spec {self.label!r}: needs a label, a Verb and a phase from 1")
+
+
+_KIND_SPECS: dict[type, Mapping[str, ActionKindSpec]] = {}
+
+
+def register_action_kinds(specs: Mapping[str, ActionKindSpec], *kinds: type[enum.Enum]) -> None:
+    """Register a format's spec table (by label) for its action-kind enums; every member needs a spec."""
+    for cls in kinds:
+        missing = [k.value for k in cls if k.value not in specs]
+        if missing:
+            raise ValueError(f"action kinds {missing} of {cls.__name__} have no spec")
+        _KIND_SPECS[cls] = specs
+
+
+def kind_spec(kind) -> ActionKindSpec | None:
+    """The spec of a registered action kind; None for a plain label (a kind no format defines)."""
+    table = _KIND_SPECS.get(type(kind))
+    return None if table is None else table[str.__str__(kind)]
 
 
 _VERB_TEXT = {v: str.__str__(v) for v in Verb}  # an enum's .value is a descriptor call; this is a dict lookup
@@ -242,8 +282,10 @@ class ActionCheck(Requirement):
 
 
 def _fits(value, hint) -> bool:
-    """``value`` is of the type ``hint`` names: str, int (not bool), bool, None, unions of these,
-    ``tuple[X, ...]`` and ``Mapping[K, V]``."""
+    """``value`` is of the type ``hint`` names: str, int (not bool), bool, None, ``Any``, unions of these,
+    ``tuple[X, ...]``, ``Sequence[X]`` (a list or a tuple) and ``Mapping[K, V]``."""
+    if hint is Any:
+        return True
     origin, args = typing.get_origin(hint), typing.get_args(hint)
     if origin in (typing.Union, types.UnionType):
         return any(_fits(value, a) for a in args)
@@ -253,6 +295,8 @@ def _fits(value, hint) -> bool:
         return type(value) is int
     if origin is tuple:
         return isinstance(value, tuple) and all(_fits(v, args[0]) for v in value)
+    if origin in (Sequence, collections.abc.Sequence):
+        return isinstance(value, (list, tuple)) and all(_fits(v, args[0]) for v in value)
     if origin in (Mapping, collections.abc.Mapping, dict):
         return isinstance(value, Mapping) and all(_fits(k, args[0]) and _fits(v, args[1]) for k, v in value.items())
     return isinstance(value, hint)
@@ -291,6 +335,74 @@ def decode_requirement(obj: Mapping) -> Requirement:
     return cls.from_json(obj)
 
 
+class Scope(collections.abc.Mapping):
+    """A plan kind's own range data (expiry's begin and end, the bins of a compaction...), as a frozen
+    dataclass per (format, plan kind) registered with ``scope_type``; ``TYPE`` (``<format>.<plan kind>``)
+    tags it in the plan header. Readers use its attributes. Sequence fields hold what the planner gave or
+    the header stored (lists), so a plan read back equals the plan written. Read-only access by field name
+    (``scope["begin"]``) is kept for callers not moved yet.
+    """
+
+    __slots__ = ()
+    TYPE: ClassVar[str]
+
+    def __getitem__(self, key: str):
+        if key not in self._names():
+            raise KeyError(key)
+        return getattr(self, key)
+
+    def __iter__(self):
+        return iter(self._names())
+
+    def __len__(self) -> int:
+        return len(self._names())
+
+    def _names(self) -> tuple[str, ...]:
+        return tuple(f.name for f in dataclasses.fields(self))
+
+    def to_json(self) -> dict:
+        return {"type": self.TYPE, **{name: _jsonable(getattr(self, name)) for name in self._names()}}
+
+    @classmethod
+    def from_json(cls, obj: Mapping) -> "Scope":
+        """The scope a plan header stores (without its tag: an old plan's dict); a value of another type
+        than the field declares is a ``ValueError``, as for requirements."""
+        scope = cls(**{k: v for k, v in obj.items() if k != "type"})
+        hints = typing.get_type_hints(cls)
+        for name in scope._names():
+            value = getattr(scope, name)
+            if not _fits(value, hints[name]):
+                raise ValueError(f"scope {cls.TYPE}: {name} is {value!r}, not a {hints[name]}")
+        return scope
+
+
+_SCOPES: dict[str, type[Scope]] = {}
+
+
+def scope_type(cls):
+    """Class decorator: register a scope type under its ``TYPE`` tag (``<format>.<plan kind>``)."""
+    if cls.TYPE in _SCOPES and _SCOPES[cls.TYPE] is not cls:
+        raise ValueError(f"scope type {cls.TYPE!r} is registered twice")
+    _SCOPES[cls.TYPE] = cls
+    return cls
+
+
+def decode_scope(obj: Mapping, *, fmt: str, kind: str, tagged: bool = True) -> Scope:
+    """The scope of a ``fmt`` plan of kind ``kind`` from its JSON form. A tagged form (format 3) must
+    carry the plan's own tag; an untagged one (formats 1 and 2 stored a plain dict) is upcast."""
+    if not isinstance(obj, Mapping):
+        raise ValueError(f"a plan scope is an object, got {obj!r}")
+    tag = f"{fmt}.{kind}"
+    if (tagged or "type" in obj) and obj.get("type") != tag:
+        raise ValueError(f"the scope of a {fmt} {kind} plan is tagged {obj.get('type')!r}, not {tag!r}")
+    if tag not in _SCOPES:
+        format_module(fmt, "scopes")
+    cls = _SCOPES.get(tag)
+    if cls is None:
+        raise ValueError(f"{fmt} plans of kind {kind!r} have no scope type")
+    return cls.from_json(obj)
+
+
 @dataclass(frozen=True, slots=True)
 class CleanupPlan:
     """A deterministic plan: same table + options + now give the same plan (and the same bytes)."""
@@ -301,7 +413,7 @@ class CleanupPlan:
     branch: str
     now_ms: int
     options: Mapping[str, OptionValue]
-    scope: Mapping[str, Any]  # the kind's own range data: expiry's {"begin", "end", "earliest_hint"}
+    scope: Scope  # the kind's own range data (a Mapping given here is upcast: ``decode_scope``)
     requirements: tuple[Requirement, ...]
     phases: tuple[PhaseSpec, ...]
     actions: tuple[Action, ...]
@@ -320,24 +432,28 @@ class CleanupPlan:
         object.__setattr__(self, "_plan_id", None)
         if self.format not in FORMATS:
             raise ValueError(f"table format {self.format!r} is not one of {list(FORMATS)}")
+        if not isinstance(self.scope, Scope):
+            object.__setattr__(self, "scope", decode_scope(self.scope, fmt=self.format, kind=self.kind, tagged=False))
+        elif self.scope.TYPE != f"{self.format}.{self.kind}":
+            raise ValueError(f"a {self.format} {self.kind} plan cannot hold a {self.scope.TYPE} scope")
         for i, a in enumerate(self.actions):
             if a.action_id != i:
                 raise ValueError("actions must be canonical (numbered 0..n-1 in order); use canonical_actions")
             if not 1 <= a.phase <= len(self.phases):
                 raise ValueError(f"action {i} is in phase {a.phase}; the plan declares {len(self.phases)} phases")
 
-    # Expiry's scope, by name (other kinds keep other keys in ``scope``).
+    # An expiry's range (Paimon's snapshot and changelog expiry); None for a plan kind without one.
     @property
     def begin(self) -> int | None:
-        return self.scope.get("begin")
+        return getattr(self.scope, "begin", None)
 
     @property
     def end(self) -> int | None:
-        return self.scope.get("end")
+        return getattr(self.scope, "end", None)
 
     @property
     def earliest_hint(self) -> int | None:
-        return self.scope.get("earliest_hint")
+        return getattr(self.scope, "earliest_hint", None)
 
     @property
     def is_empty(self) -> bool:
@@ -361,7 +477,7 @@ class CleanupPlan:
             "table": {"location": self.table_location, "identity": self.table_identity, "branch": self.branch},
             "now_ms": self.now_ms,
             "options": {k: {"value": v.value, "source": v.source} for k, v in sorted(self.options.items())},
-            "scope": _jsonable(self.scope),
+            "scope": self.scope.to_json(),
             "requirements": [r.to_json() for r in self.requirements],
             "phases": [{"name": p.name, "mode": p.mode.value} for p in self.phases],
             "stats": _jsonable(self.stats),
@@ -384,7 +500,7 @@ def _jsonable(obj):
 
 
 def action_row(a: Action) -> list:
-    """The action as hashed into the plan id (format 2): every column, in ``ACTION_COLUMNS`` order."""
+    """The action as hashed into the plan id (formats 2 and 3): every column, in ``ACTION_COLUMNS`` order."""
     return list(action_values(a))
 
 

@@ -1,7 +1,8 @@
 """The CleanupPlan as a Parquet file: one row per action, the header in the key-value metadata.
 
 Writing is deterministic: the same plan gives the same bytes (for one pyarrow version). Reading checks
-the format version and that the plan id still matches the content, so an edited plan is refused.
+the format version and that the plan id still matches the content, so an edited plan is refused. Version 3
+is written; versions 1 and 2 are read, their untyped scope upcast and their header kept for their id.
 """
 
 from __future__ import annotations
@@ -16,14 +17,17 @@ import pyarrow.parquet as pq
 from lakesweep.engine.errors import PlanRejected
 from lakesweep.engine.fileio import FileIO, fileio_for, normalize_location
 from lakesweep.engine.plan import (ACTION_COLUMNS, FORMAT_VERSION, FORMATS, Action, CleanupPlan, OptionValue, PhaseSpec,
-                                   Verb, action_columns, compute_plan_id, decode_requirement, format_module)
+                                   Verb, action_columns, compute_plan_id, decode_requirement, decode_scope,
+                                   format_module, kind_spec)
 
 HEADER_KEY = b"lakesweep.plan.header"
 ID_KEY = b"lakesweep.plan.id"
 
 ARROW_TYPES = {"string": pa.string(), "int64": pa.int64(), "int32": pa.int32(), "int8": pa.int8()}
 
-# Version 2: one column per ``Action`` field, in field order, typed as the field declares.
+READ_VERSIONS = (1, 2, FORMAT_VERSION)
+
+# Versions 2 and 3: one column per ``Action`` field, in field order, typed as the field declares.
 SCHEMA = pa.schema([pa.field(name, ARROW_TYPES[t], nullable=n) for name, t, n in ACTION_COLUMNS])
 
 # Version 1 (read only): snapshot expiry's columns, before actions had a verb.
@@ -80,17 +84,21 @@ def format_plan_kinds(fmt: str) -> tuple[str, ...]:
 def plan_from_header(header: dict, actions: tuple[Action, ...], *, source: str = "<plan>") -> CleanupPlan:
     """Rebuild a plan from its header and actions (as stored in a plan file or the journal)."""
     try:
-        if header.get("format_version") == 1:
+        version = header.get("format_version")
+        if version == 1:
             return _plan_from_v1_header(header, actions)
         return CleanupPlan(
             **_header_basics(header),
-            scope=dict(header["scope"]),
+            scope=decode_scope(header["scope"], fmt=header["format"], kind=header["plan_kind"],
+                               tagged=version != 2),
             requirements=tuple(decode_requirement(r) for r in header["requirements"]),
             phases=tuple(PhaseSpec(p["name"], p["mode"]) for p in header["phases"]),
             actions=actions,
             stats=header.get("stats") or {},
             format=header["format"],
-            format_version=header["format_version"],
+            format_version=version,
+            # a version-2 header stored its scope untyped: its id is over that header as written
+            stored_header=header if version == 2 else None,
         )
     except (KeyError, TypeError, ValueError, AttributeError) as e:
         raise PlanRejected(f"{source}: the plan is malformed ({e}); re-run 'lakesweep plan'") from e
@@ -158,7 +166,8 @@ def _actions(cols: dict, kinds: dict, source: str) -> tuple[Action, ...]:
     verbs = [_VERBS[v] for v in cols["verb"]]
     actions = tuple(map(Action, labels, cols["path"], cols["snapshot_id"], cols["partition"], cols["bucket"],
                         cols["size"], cols["source"], cols["depth"], cols["action_id"], verbs, cols["phase"]))
-    own = {label: (k.verb, int(k.phase)) for label, k in kinds.items() if getattr(k, "verb", None) is not None}
+    own = {label: (spec.verb, spec.phase) for label, spec in ((label, kind_spec(k)) for label, k in kinds.items())
+           if spec is not None}
     for a, label, verb, phase in zip(actions, cols["kind"], verbs, cols["phase"]):
         expected = own.get(label)
         if expected is not None and (expected[0] is not verb or expected[1] != phase):
@@ -182,10 +191,10 @@ def plan_from_bytes(data: bytes, *, source: str = "<bytes>") -> CleanupPlan:
     except json.JSONDecodeError as e:
         raise PlanRejected(f"{source}: the plan header is not valid JSON") from e
     version = header.get("format_version") if isinstance(header, dict) else None
-    if version not in (1, FORMAT_VERSION):
+    if version not in READ_VERSIONS:
         raise PlanRejected(
             f"{source}: plan format version {version!r} is not supported by this lakesweep "
-            f"(it reads versions 1 and {FORMAT_VERSION}); re-run 'lakesweep plan'"
+            f"(it reads versions 1, 2 and {FORMAT_VERSION}); re-run 'lakesweep plan'"
         )
     schema = SCHEMA_V1 if version == 1 else SCHEMA
     if table.schema.remove_metadata() != schema.remove_metadata():
@@ -195,7 +204,7 @@ def plan_from_bytes(data: bytes, *, source: str = "<bytes>") -> CleanupPlan:
         if version == 1:
             kinds = format_kinds("paimon")
             try:
-                verb_of = {label: k.verb.value for label, k in kinds.items()}
+                verb_of = {label: kind_spec(k).verb.value for label, k in kinds.items()}
                 cols["verb"] = [verb_of[k] for k in cols["kind"]]
             except KeyError as e:
                 raise ValueError(f"{e.args[0]!r} is not an action kind") from e

@@ -16,7 +16,7 @@ from typing import Any, Callable, Iterable, Sequence
 import pyarrow as pa
 
 from lakesweep.engine.errors import JournalError
-from lakesweep.engine.plan import FORMATS, Action, action_values
+from lakesweep.engine.plan import FORMATS, Action, Verb, action_values, kind_spec
 from lakesweep.engine.plan_io import SCHEMA as PLAN_SCHEMA
 from lakesweep.engine.plan_io import format_kinds
 
@@ -238,7 +238,7 @@ def unknown_sized_deletions(select: Select) -> dict[str, int]:
     bytes of ``outcome_totals`` leave them out. A DELETED record decides its action's outcome whatever
     came later (``STICKY_OUTCOMES``), so each such action counts once."""
     dirs = sorted({label for fmt in FORMATS for label, kind in format_kinds(fmt).items()
-                   if getattr(kind, "verb", None) is not None and kind.verb.value == "delete-empty-dir"})
+                   if kind_spec(kind).verb is Verb.DELETE_EMPTY_DIR})
     rows = select(f"SELECT plan_id, count(DISTINCT action_id) FROM file_records "
                   f"WHERE outcome = '{FileOutcome.DELETED.value}' AND bytes IS NULL "
                   f"AND NOT list_contains(?::VARCHAR[], kind) GROUP BY plan_id", [dirs])

@@ -169,8 +169,8 @@ def _paimon_timeline(plan, missing: list[str]) -> list[str]:
 
 def _iceberg_timeline(plan, missing: list[str]) -> list[str]:
     scope = plan.scope
-    expired = sorted(scope.get("expired") or [])
-    refs: dict = scope.get("refs") or {}
+    expired = sorted(scope.expired)
+    refs = scope.refs
     kept = sorted({sid for sid in refs.values() if sid not in set(expired)})
     others = max(0, int(plan.stats.get("retained_snapshots", 0)) - len(kept))
     out = ["<h2>Snapshots</h2>"]
@@ -193,7 +193,7 @@ def _iceberg_timeline(plan, missing: list[str]) -> list[str]:
             tl.marker(pos[sid], f"{'branch' if name == 'main' else 'ref'} {name}", side="above", colour="#6a3d9a")
     if expired and kept:
         tl.boundary(len(expired) - 0.5 + gap / 2, f"retain-last {_option(plan, 'retain_last')}, older than "
-                    f"{utc(scope.get('cutoff_ms'))}", 0)
+                    f"{utc(scope.cutoff_ms)}", 0)
     if others:
         x1, x2 = tl.x(len(shown) + gap + 0.5), tl.x(len(shown) + gap + extra - 0.5)
         tl.svg.rect(x1, tl.lane - 12, x2 - x1, 24, fill="#eeeeee", stroke="#999", cls="unlisted",
@@ -220,11 +220,11 @@ def _orphan_ages(plan, missing: list[str]) -> list[str]:
     stats = plan.stats
     if plan.format == "iceberg":
         kept = stats.get("kept", {})
-        young, unknown, cutoff = kept.get("young", 0), kept.get("unknown_age", 0), plan.scope.get("cutoff_ms")
+        young, unknown, cutoff = kept.get("young", 0), kept.get("unknown_age", 0), plan.scope.cutoff_ms
         used = stats.get("used", 0)
     else:
         young, unknown, cutoff = (stats.get("kept_young", 0), stats.get("kept_unknown_time", 0),
-                                  plan.scope.get("older_than_ms"))
+                                  plan.scope.older_than_ms)
         used = stats.get("kept_used", 0)
     candidates = sum(1 for a in plan.actions if "empty-dir" not in str(a.kind))
     rows = [("older than --older-than: candidates", candidates, "candidate"),
@@ -259,7 +259,7 @@ def _partition_times(plan, missing: list[str]) -> list[str]:
     import datetime as _dt
 
     scope, stats = plan.scope, plan.stats
-    parts = scope.get("partitions") or []
+    parts = scope.partitions
     unparseable = [m.group(1) for w in stats.get("warnings", []) if (m := _UNPARSEABLE.match(w))]
     considered = int(stats.get("partitions_considered", 0))
     left = int(stats.get("partitions_left_by_max", 0))
@@ -272,7 +272,7 @@ def _partition_times(plan, missing: list[str]) -> list[str]:
         except ValueError:
             return None
 
-    cutoff = when(scope.get("cutoff"))
+    cutoff = when(scope.cutoff)
     points = [(p, when(p.get("time"))) for p in parts]
     times = [t for _, t in points if t is not None] + ([cutoff] if cutoff else [])
     svg = Svg(height=170 + 16 * min(len(unparseable), 6), label="partition times against the cut-off")
@@ -299,7 +299,7 @@ def _partition_times(plan, missing: list[str]) -> list[str]:
     if lo is not None:
         svg.text(x0, lane + 34, lo.isoformat(sep=" ", timespec="seconds"), size=11)
         svg.text(x1, lane + 34, hi.isoformat(sep=" ", timespec="seconds"), anchor="end", size=11)
-    svg.text((x0 + x1) / 2, lane + 50, f"partition time ({scope.get('time_zone')} local time)", anchor="middle")
+    svg.text((x0 + x1) / 2, lane + 50, f"partition time ({scope.time_zone} local time)", anchor="middle")
     for i, name in enumerate(unparseable[:6]):
         svg.rect(x0, lane + 62 + 16 * i, 10, 10, fill=COLOURS["unparseable"], cls="partition unparseable",
                  data={"partition": name})
@@ -319,11 +319,11 @@ def _partition_times(plan, missing: list[str]) -> list[str]:
 
 def _bins(plan, missing: list[str]) -> list[str]:
     scope = plan.scope
-    bins = scope.get("bins") or []
+    bins = scope.bins
     out = ["<h2>Compaction bins: before and after</h2>"]
     if not bins:
-        return out + [f"<p class=\"note\">No bin: {esc(scope.get('skipped') or 'nothing to compact')}</p>"]
-    target = scope.get("target_bytes")
+        return out + [f"<p class=\"note\">No bin: {esc(scope.skipped or 'nothing to compact')}</p>"]
+    target = scope.target_bytes
     largest = max(sum(f["size"] for f in b["inputs"]) for b in bins)
     # the scale is the largest bin's: a target far above it would squash every bar to a sliver
     on_scale = bool(target) and target <= 2 * largest
@@ -359,7 +359,7 @@ def _bins(plan, missing: list[str]) -> list[str]:
     svg.text(left + span / 2, base + 30, "bytes per bin", anchor="middle")
     out += [str(svg), legend([("before", "input files (one segment each)"), ("after", "merged output")]),
             f"<p class=\"meta\">{len(bins)} bin(s) merge {sum(len(b['inputs']) for b in bins)} of "
-            f"{scope.get('data_files', 0)} data files of snapshot {esc(scope.get('snapshot_id'))}.</p>"]
+            f"{scope.data_files} data files of snapshot {esc(scope.snapshot_id)}.</p>"]
     missing.append("the merged files' sizes: apply writes them; the bars show the inputs' total, which deleted rows "
                    "and compression make smaller")
     return out

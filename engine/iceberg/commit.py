@@ -18,6 +18,7 @@ from typing import Callable, Sequence
 from lakesweep.engine.errors import CorruptMetadata, LakesweepError, PlanRejected, StalePlan
 from lakesweep.engine.iceberg.kinds import rules_of
 from lakesweep.engine.iceberg.requirements import COMMIT_ID_PROPERTY
+from lakesweep.engine.iceberg.scopes import removed_refs
 from lakesweep.engine.plan import Action, CleanupPlan
 
 DEFAULT_MAX_COMMIT_RETRIES = 5
@@ -78,21 +79,20 @@ class IcebergCommitter:
             if b is None or paths != {f.path for f in b.inputs}:
                 raise PlanRejected(f"the plan's compact-replace actions of bin {group} are not the inputs its scope "
                                    f"lists; the plan is refused")
-        seq = self.plan.scope.get("sequence_number")
+        seq = self.plan.scope.sequence_number
         check_bins(table, [bins[g] for g in sorted(named) if g in bins],
                    sequence_number=seq if isinstance(seq, int) else None)
 
     def _check_expiry(self, table, actions: Sequence[Action]) -> None:
         scope = self.plan.scope
-        expired = scope.get("expired", [])
-        removed = scope.get("removed_refs", [])
+        expired = scope.expired
+        removed = scope.removed_refs
         if sorted(a.snapshot_id for a in actions) != sorted(expired):
             raise PlanRejected("the plan's expire-snapshot actions and its scope name different snapshots; "
                                "the plan is refused")
         if "main" in removed:
             raise PlanRejected("the plan removes the ref 'main', which Iceberg never expires; the plan is refused")
-        refs = scope.get("refs", {})
-        heads = {sid: name for name, sid in (refs.items() if isinstance(refs, dict) else ()) if name not in removed}
+        heads = {sid: name for name, sid in scope.refs.items() if name not in removed}
         for sid in sorted(set(expired) & set(heads)):
             # the plan's own view: a ref it keeps pointed at the snapshot, so Iceberg's rule kept it then too
             raise PlanRejected(f"snapshot {sid} is the head of ref '{heads[sid]}', which the plan keeps, yet the plan "
@@ -115,7 +115,7 @@ class IcebergCommitter:
 
         scope, options = self.plan.scope, self.plan.options
         try:
-            return expire_rule(table, now_ms=self.plan.now_ms, cutoff_ms=int(scope["cutoff_ms"]),
+            return expire_rule(table, now_ms=self.plan.now_ms, cutoff_ms=scope.cutoff_ms,
                                retain_last=int(options["retain_last"].value),
                                max_ref_age_ms=int(options["max_ref_age_ms"].value))
         except (KeyError, TypeError, ValueError) as e:
@@ -162,9 +162,9 @@ class IcebergCommitter:
 
     def _find_expiry(self, table, commit_id: str) -> int | None:
         """An expiry carries no commit id: it is found done when its snapshots and refs are gone."""
-        gone = not (set(self.plan.scope.get("expired", ())) & set(table.snapshots))
+        gone = not (set(self.plan.scope.expired) & set(table.snapshots))
         refs = table.refs()
-        if gone and not any(r in refs for r in self.plan.scope.get("removed_refs", ())):
+        if gone and not any(r in refs for r in self.plan.scope.removed_refs):
             return metadata_version(table)
         return None
 
@@ -182,9 +182,9 @@ class IcebergCommitter:
         from pyiceberg.table.update import AssertRefSnapshotId, AssertTableUUID
 
         reqs = [AssertTableUUID(uuid=table.metadata.table_uuid)]
-        live, removed = table.refs(), set(self.plan.scope.get("removed_refs", ()))
+        live, removed = table.refs(), set(removed_refs(self.plan.scope))
         expected = {}
-        for name, sid in sorted((self.plan.scope.get("refs", {}) if self.strict else live).items()):
+        for name, sid in sorted((self.plan.scope.refs if self.strict else live).items()):
             if name in removed and name not in live:
                 continue  # gone already: the plan removes it anyway
             reqs.append(AssertRefSnapshotId(ref=name, snapshot_id=sid))
@@ -198,12 +198,12 @@ class IcebergCommitter:
                                             RemoveSnapshotsUpdate, RemoveStatisticsUpdate)
 
         allowed, allowed_refs = self._rule(table)
-        present = sorted(set(self.plan.scope.get("expired", ())) & set(table.snapshots))
+        present = sorted(set(self.plan.scope.expired) & set(table.snapshots))
         kept = set(present) - set(allowed)  # empty with strict: ``check`` refused such a plan
         present = [s for s in present if s not in kept]
         self.kept = {a.action_id: why_kept(table, a.snapshot_id) for a in actions if a.snapshot_id in kept}
         refs = table.refs()
-        updates = [RemoveSnapshotRefUpdate(ref_name=r) for r in self.plan.scope.get("removed_refs", ())
+        updates = [RemoveSnapshotRefUpdate(ref_name=r) for r in self.plan.scope.removed_refs
                    if r in refs and r in allowed_refs]
         if present:
             # The statistics of expired snapshots leave the metadata in the same commit (Java's RemoveSnapshots
@@ -230,7 +230,7 @@ class IcebergCommitter:
         planned = {resolve_location(a.path, table.location): a for a in actions}
         tx = table.table.transaction()
         producer = RewriteManifests(Operation.REPLACE, tx, table.io,
-                                    expected=self.plan.scope["snapshot_id"] if self.strict else None,
+                                    expected=self.plan.scope.snapshot_id if self.strict else None,
                                     rewrite=frozenset(planned),
                                     snapshot_properties={COMMIT_ID_PROPERTY: commit_id})
         gone = {path for path in planned if path not in producer.head_data_manifests()}
@@ -280,12 +280,12 @@ class IcebergCommitter:
             return None  # every bin left out: nothing to commit
         # A dropped delete manifest is safe to leave out only when every bin it served was compacted.
         whole = not self.left_out and set(by_bin) == set(bins)
-        dropped = {m["path"] for m in self.plan.scope.get("delete_manifests", ()) if m["dropped"]} if whole else set()
+        dropped = {m["path"] for m in self.plan.scope.delete_manifests if m["dropped"]} if whole else set()
         # The outputs' data sequence number is the plan snapshot's (Iceberg's use-starting-sequence-number):
         # no delete older than it applies to them, and any later equality delete still does.
-        seq = self.plan.scope.get("sequence_number") if table.metadata.format_version >= 2 else None
+        seq = self.plan.scope.sequence_number if table.metadata.format_version >= 2 else None
         tx = table.table.transaction()
-        producer = ReplaceDataFiles(tx, table.io, expected=self.plan.scope["snapshot_id"] if self.strict else None,
+        producer = ReplaceDataFiles(tx, table.io, expected=self.plan.scope.snapshot_id if self.strict else None,
                                     replaced=replaced, added=added, dropped_delete_manifests=dropped,
                                     data_sequence_number=seq, snapshot_properties={COMMIT_ID_PROPERTY: commit_id})
         return self._commit_producer(table, tx, producer)
@@ -335,7 +335,7 @@ def new_deletes_since(table, scope, bins) -> dict[int, str]:
     from lakesweep.engine.iceberg.compaction import _partition_key, resolve_location
     from lakesweep.engine.iceberg.table import canonical
 
-    since = scope.get("sequence_number")
+    since = scope.sequence_number
     snapshot = table.table.current_snapshot()
     if snapshot is None or not bins:
         return {}

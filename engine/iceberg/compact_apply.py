@@ -19,6 +19,7 @@ from lakesweep.engine.errors import PlanRejected
 from lakesweep.engine.fileio import FileIO
 from lakesweep.engine.iceberg.compaction import CompactionBin, DeleteManifestFate, DeleteRef, InputFile
 from lakesweep.engine.iceberg.compaction_merge import MergedFile, merge_bin
+from lakesweep.engine.iceberg.scopes import CompactScope
 
 # ---- the plan's scope ---------------------------------------------------------------------------------
 
@@ -75,11 +76,11 @@ def scope_delete_manifests(fates: Sequence[DeleteManifestFate]) -> list[dict]:
     return [{"path": m.path, "live_files": m.live_files, "dropped": m.dropped} for m in fates]
 
 
-def bins_from_scope(scope: Mapping) -> dict[int, CompactionBin]:
+def bins_from_scope(scope: CompactScope) -> dict[int, CompactionBin]:
     """The plan's bins by index; a scope that does not hold them refuses the plan."""
     try:
         out = {}
-        for b in scope["bins"]:
+        for b in scope.bins:
             out[int(b["index"])] = CompactionBin(
                 index=int(b["index"]), spec_id=int(b["spec_id"]), partition=str(b["partition"]),
                 partition_values=tuple(_from_value(v) for v in b["partition_values"]),

@@ -25,7 +25,7 @@ class IcebergFormat:
     def open(self, plan: CleanupPlan, fileio: FileIO | None):
         from lakesweep.engine.iceberg.table import IcebergTable
 
-        catalog, identifier = plan.scope.get("catalog"), plan.scope.get("identifier")
+        catalog, identifier = plan.scope.catalog, plan.scope.identifier
         if not isinstance(catalog, str) or not isinstance(identifier, str):
             raise PlanRejected(f"the plan {plan.plan_id} names no Iceberg catalog and table; re-run 'lakesweep plan'")
         table = IcebergTable(catalog, identifier)
@@ -108,10 +108,10 @@ class IcebergFormat:
 
         planned = {targets[a.action_id]: a for a in actions if a.verb is Verb.DELETE_FILE}
         expiry = rules_of(plan).expiry_gate
-        expired = frozenset(plan.scope.get("expired", ())) if expiry else frozenset()
+        expired = frozenset(plan.scope.expired) if expiry else frozenset()
         if expiry:
             hits = reachable(table, frozenset(planned), expired=expired,
-                             removed_refs=frozenset(plan.scope.get("removed_refs", ())), live_only=True,
+                             removed_refs=frozenset(plan.scope.removed_refs), live_only=True,
                              metadata_log=True)
         else:
             hits = reachable(table, frozenset(planned), live_only=False, metadata_log=True)
@@ -151,9 +151,9 @@ class IcebergFormat:
 
         bins = bins_from_scope(plan.scope)
         meta = table.metadata
-        schema = next((s for s in meta.schemas if s.schema_id == plan.scope.get("schema_id")), None)
+        schema = next((s for s in meta.schemas if s.schema_id == plan.scope.schema_id), None)
         if schema is None:
-            raise PlanRejected(f"the table has no schema {plan.scope.get('schema_id')}, the plan's; re-run "
+            raise PlanRejected(f"the table has no schema {plan.scope.schema_id}, the plan's; re-run "
                                f"'lakesweep plan {plan.kind}'")
         tasks = []
         for g in groups:

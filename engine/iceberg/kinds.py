@@ -1,4 +1,4 @@
-"""Iceberg's action kinds: each kind's verb, phase and order, for each plan kind.
+"""Iceberg's action kinds: each kind's spec (verb, phase, order), for each plan kind.
 
 Snapshot expiry commits first (``RemoveSnapshots``), then deletes what only the expired snapshots reached:
 data and delete files, then manifests, then manifest lists and statistics files. Orphan removal deletes in
@@ -12,7 +12,7 @@ import enum
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from lakesweep.engine.plan import Action, PhaseMode, PhaseSpec, Verb
+from lakesweep.engine.plan import ActionKindSpec, PhaseMode, PhaseSpec, Verb, register_action_kinds
 
 
 class ExpirePhase(enum.IntEnum):
@@ -42,23 +42,6 @@ class ExpireKind(enum.StrEnum):
     MANIFEST_LIST = "manifest-list"
     STATISTICS = "statistics"  # a statistics (puffin) or partition-statistics file
 
-    @property
-    def phase(self) -> ExpirePhase:
-        return _EXPIRE_PHASE[self]
-
-    @property
-    def verb(self) -> Verb:
-        return Verb.COMMIT if self is ExpireKind.EXPIRE_SNAPSHOT else Verb.DELETE_FILE
-
-    @property
-    def deletes(self) -> bool:
-        return self is not ExpireKind.EXPIRE_SNAPSHOT
-
-    def order_key(self, a: Action) -> tuple:
-        if self is ExpireKind.EXPIRE_SNAPSHOT:
-            return (0, a.snapshot_id or 0, a.path)
-        return (_RANK[self], 0, a.path)
-
 
 _EXPIRE_PHASE = {
     ExpireKind.EXPIRE_SNAPSHOT: ExpirePhase.COMMIT,
@@ -69,7 +52,11 @@ _EXPIRE_PHASE = {
     ExpireKind.MANIFEST_LIST: ExpirePhase.METADATA,
     ExpireKind.STATISTICS: ExpirePhase.METADATA,
 }
-_RANK = {k: i for i, k in enumerate(ExpireKind)}
+# The snapshot commit in ascending id; the files by kind, then path.
+SPECS: dict[str, ActionKindSpec] = {k.value: ActionKindSpec(
+    k.value, Verb.COMMIT if k is ExpireKind.EXPIRE_SNAPSHOT else Verb.DELETE_FILE, int(_EXPIRE_PHASE[k]),
+    (lambda a: (0, a.snapshot_id or 0, a.path)) if k is ExpireKind.EXPIRE_SNAPSHOT else
+    (lambda a, rank=i: (rank, 0, a.path))) for i, k in enumerate(ExpireKind)}
 # What a snapshot reaches (``IcebergTable.snapshot_files``), as the expiry kind that deletes it.
 FILE_KINDS = {"data-file": ExpireKind.DATA_FILE, "position-delete-file": ExpireKind.POSITION_DELETE_FILE,
               "equality-delete-file": ExpireKind.EQUALITY_DELETE_FILE, "manifest": ExpireKind.MANIFEST,
@@ -87,21 +74,8 @@ class OrphanKind(enum.StrEnum):
     ORPHAN_METADATA_FILE = "orphan-metadata-file"  # under metadata/
     ORPHAN_FILE = "orphan-file"  # anywhere else under the table location
 
-    @property
-    def phase(self) -> int:
-        return 1
 
-    @property
-    def verb(self) -> Verb:
-        return Verb.DELETE_FILE
-
-    @property
-    def deletes(self) -> bool:
-        return True
-
-    @property
-    def by_name(self) -> bool:
-        return False
+SPECS.update({k.value: ActionKindSpec(k.value, Verb.DELETE_FILE, 1) for k in OrphanKind})
 
 
 REWRITE_PHASES: tuple[PhaseSpec, ...] = (PhaseSpec("rewrite_manifests", PhaseMode.COMMIT),)
@@ -113,17 +87,8 @@ class RewriteKind(enum.StrEnum):
 
     REWRITE_MANIFEST = "rewrite-manifest"
 
-    @property
-    def phase(self) -> int:
-        return 1
 
-    @property
-    def verb(self) -> Verb:
-        return Verb.COMMIT
-
-    @property
-    def deletes(self) -> bool:
-        return False
+SPECS["rewrite-manifest"] = ActionKindSpec("rewrite-manifest", Verb.COMMIT, 1)
 
 
 COMPACT_PHASES: tuple[PhaseSpec, ...] = (PhaseSpec("merge_bins", PhaseMode.MERGE),
@@ -138,20 +103,12 @@ class CompactKind(enum.StrEnum):
     COMPACT_INPUT = "compact-input"
     COMPACT_REPLACE = "compact-replace"
 
-    @property
-    def phase(self) -> int:
-        return 1 if self is CompactKind.COMPACT_INPUT else 2
 
-    @property
-    def verb(self) -> Verb:
-        return Verb.MERGE if self is CompactKind.COMPACT_INPUT else Verb.COMMIT
-
-    @property
-    def deletes(self) -> bool:
-        return False
-
-    def order_key(self, a: Action) -> tuple:
-        return (0, a.bucket if a.bucket is not None else -1, a.path)
+# Each bin's inputs together, by path.
+SPECS.update({k.value: ActionKindSpec(
+    k.value, Verb.MERGE if k is CompactKind.COMPACT_INPUT else Verb.COMMIT,
+    1 if k is CompactKind.COMPACT_INPUT else 2, lambda a: (0, a.bucket if a.bucket is not None else -1, a.path))
+    for k in CompactKind})
 
 
 @dataclass(frozen=True, slots=True)
@@ -212,6 +169,7 @@ def rules_of(plan) -> IcebergPlanKind:
 
 
 KINDS = {k.value: k for k in (*ExpireKind, *OrphanKind, *RewriteKind, *CompactKind)}
-SHAPES = {k.value: (k.verb, int(k.phase)) for k in KINDS.values()}
+register_action_kinds(SPECS, ExpireKind, OrphanKind, RewriteKind, CompactKind)
+SHAPES = {label: (spec.verb, spec.phase) for label, spec in SPECS.items()}
 PLAN_KIND_OF = {k.value: rule.name for rule in PLAN_KIND_RULES.values() for k in rule.actions}
 PHASES_OF = {rule.name: rule.phases for rule in PLAN_KIND_RULES.values()}

@@ -15,7 +15,7 @@ from lakesweep.engine.paimon.reachability import first_reachable
 from lakesweep.engine.paimon.requirements import AssertTableIdentity, live_used
 from lakesweep.engine.paimon.table import SNAPSHOT_PREFIX, PaimonTable, parse_versioned_id
 from lakesweep.engine.paths import PathResolver, refuse_symlinked_parents
-from lakesweep.engine.plan import Action, CleanupPlan, Verb, pointer_writes
+from lakesweep.engine.plan import Action, CleanupPlan, Verb, kind_spec, pointer_writes
 from lakesweep.engine.plan_io import format_plan_kinds
 
 
@@ -116,7 +116,7 @@ def check_unused_names(plan: CleanupPlan, table: PaimonTable, planned: dict[str,
     keeps a candidate when any snapshot, tag or changelog of any branch names a file of that name. The
     plan's own re-check (``AssertUnreferenced``) skips such candidates; this holds when it was edited out.
     A used set that cannot be read refuses the plan (``PlanRejected``)."""
-    by_name = {path: a for path, a in planned.items() if getattr(a.kind, "by_name", False)}
+    by_name = {path: a for path, a in planned.items() if (spec := kind_spec(a.kind)) is not None and spec.by_name}
     if not by_name:
         return
     names = live_used(table).names

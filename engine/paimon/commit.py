@@ -14,6 +14,7 @@ from lakesweep.engine.errors import AtomicCreateUnsupported, PlanRejected
 from lakesweep.engine.paimon.drop import drop_partitions, find_commit
 from lakesweep.engine.paimon.kinds import PartitionKind, rules_of
 from lakesweep.engine.paimon.partition import BinaryRowError, decode_binary_row
+from lakesweep.engine.paimon.scopes import PartitionScope
 from lakesweep.engine.plan import Action, CleanupPlan
 
 
@@ -34,8 +35,8 @@ class PaimonCommitter:
     def _partitions(self, table) -> dict[str, list[tuple]]:
         """The plan's partitions: name (as actions give it) -> the decoded values of each partition of that
         name (a null and an empty-string value share a name)."""
-        scope = self.plan.scope.get("partitions")
-        if not isinstance(scope, list):
+        scope = self.plan.scope.partitions if isinstance(self.plan.scope, PartitionScope) else None
+        if not isinstance(scope, (list, tuple)):
             raise PlanRejected(f"the plan {self.plan.plan_id} lists no partitions to drop; the plan is refused")
         types = table.schema.partition_types
         out: dict[str, list[tuple]] = {}
@@ -58,7 +59,7 @@ class PaimonCommitter:
         except AtomicCreateUnsupported as e:
             raise PlanRejected(f"the plan {self.plan.plan_id} is refused, nothing was done: {e}") from e
         parts = self._partitions(table)
-        scope = self.plan.scope.get("snapshot")
+        scope = self.plan.scope.snapshot
         for a in actions:
             if a.kind is not PartitionKind.DROP_DATA_FILE:
                 raise PlanRejected(f"action {a.action_id} ({a.kind} {a.path!r}) is not a partition drop; "
@@ -74,7 +75,7 @@ class PaimonCommitter:
 
     def find(self, table, commit_id: str) -> int | None:
         user, identifier = commit_user_and_identifier(commit_id)
-        return find_commit(table, user, identifier, after=int(self.plan.scope.get("snapshot") or 0))
+        return find_commit(table, user, identifier, after=int(self.plan.scope.snapshot or 0))
 
     def commit(self, table, actions: Sequence[Action], commit_id: str) -> int:
         user, identifier = commit_user_and_identifier(commit_id)
@@ -85,5 +86,5 @@ class PaimonCommitter:
         result = drop_partitions(table, [v for values in parts.values() for v in values],
                                  expected={k: frozenset(v) for k, v in expected.items()},
                                  commit_user=user, commit_identifier=identifier,
-                                 after=int(self.plan.scope.get("snapshot") or 0))
+                                 after=int(self.plan.scope.snapshot or 0))
         return result.snapshot_id

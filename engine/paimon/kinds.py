@@ -1,4 +1,4 @@
-"""Paimon's action kinds: each kind's verb, phase and order within its phase, for each plan kind.
+"""Paimon's action kinds: each kind's spec (verb, phase, order within its phase, place), for each plan kind.
 
 Expiry deletes in Java's order with a barrier between phases (``ExpireSnapshotsImpl#expireUntil``); orphan
 cleaning deletes as ``LocalOrphanFilesClean#clean`` does, the stray files of the snapshot and changelog
@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from lakesweep.engine.fileio import join
-from lakesweep.engine.plan import Action, PhaseMode, PhaseSpec, Verb
+from lakesweep.engine.plan import Action, ActionKindSpec, PhaseMode, PhaseSpec, Verb, register_action_kinds
 
 
 class Phase(enum.IntEnum):
@@ -54,33 +54,32 @@ class ActionKind(enum.StrEnum):
     SNAPSHOT = "snapshot"
     WRITE_EARLIEST_HINT = "write-earliest-hint"
 
-    @property
-    def phase(self) -> Phase:
-        return _PHASE[self]
 
-    @property
-    def verb(self) -> Verb:
-        return _VERB[self]
+def _after_changelog_copy(fileio, target: str, a: Action) -> None:
+    """A changelog copy moves the changelog directory's LATEST hint to its id, as Paimon's expiry does when
+    it keeps a snapshot's changelog (decoupled lifecycle); never backwards (``advance_hint``)."""
+    advance_hint(fileio, join(posixpath.dirname(target), "LATEST"), a.snapshot_id)
 
-    @property
-    def deletes(self) -> bool:
-        return _VERB[self].deletes
 
-    def after_write(self, fileio, target: str, a: Action) -> None:
-        """A changelog copy moves the changelog directory's LATEST hint to its id, as Paimon's expiry
-        does when it keeps a snapshot's changelog (decoupled lifecycle); never backwards
-        (``advance_hint``)."""
-        if self is ActionKind.WRITE_CHANGELOG:
-            advance_hint(fileio, join(posixpath.dirname(target), "LATEST"), a.snapshot_id)
+def _by_id(rank: int):
+    """Snapshots (and their copies, changelogs) in ascending id, then by path."""
+    return lambda a: (rank, a.snapshot_id or 0, a.path)
 
-    def order_key(self, a: Action) -> tuple:
-        """Snapshots (and their changelog copies) in ascending id; empty directories deepest first; the
-        rest by path."""
-        if self is ActionKind.SNAPSHOT or self is ActionKind.WRITE_CHANGELOG:
-            return (_RANK[self], a.snapshot_id or 0, a.path)
-        if self is ActionKind.EMPTY_DIR:
-            return (_RANK[self], -a.depth, a.path)
-        return (_RANK[self], 0, a.path)
+
+def _deepest_first(rank: int):
+    return lambda a: (rank, -a.depth, a.path)
+
+
+def _by_path(rank: int):
+    return lambda a: (rank, 0, a.path)
+
+
+def _ordered(kind: enum.Enum, rank: int):
+    """Expiry's order: snapshots and their changelog copies by id, empty directories deepest first, the
+    rest by path."""
+    if kind in (ActionKind.SNAPSHOT, ActionKind.WRITE_CHANGELOG):
+        return _by_id(rank)
+    return _deepest_first(rank) if kind is ActionKind.EMPTY_DIR else _by_path(rank)
 
 
 _VERB = {k: Verb.WRITE_FILE if k in (ActionKind.WRITE_CHANGELOG, ActionKind.WRITE_EARLIEST_HINT)
@@ -99,7 +98,9 @@ _PHASE = {
     ActionKind.SNAPSHOT: Phase.SNAPSHOTS,
     ActionKind.WRITE_EARLIEST_HINT: Phase.HINT,
 }
-_RANK = {k: i for i, k in enumerate(ActionKind)}
+SPECS: dict[str, ActionKindSpec] = {k.value: ActionKindSpec(
+    k.value, _VERB[k], int(_PHASE[k]), _ordered(k, i),
+    after_write=_after_changelog_copy if k is ActionKind.WRITE_CHANGELOG else None) for i, k in enumerate(ActionKind)}
 PARTITIONED_KINDS = frozenset({ActionKind.DATA_FILE, ActionKind.EXTRA_FILE, ActionKind.CHANGELOG_FILE})
 
 
@@ -136,31 +137,16 @@ class OrphanKind(enum.StrEnum):
     ORPHAN_STATISTICS = "orphan-statistics"
     EMPTY_DIR = "orphan-empty-dir"  # a bucket or partition directory the plan's deletes leave empty
 
-    @property
-    def phase(self) -> OrphanPhase:
-        if self is OrphanKind.EMPTY_DIR:
-            return OrphanPhase.EMPTY_DIRS
-        return OrphanPhase.STRAY_METADATA if self in _STRAY else OrphanPhase.ORPHAN_FILES
-
-    @property
-    def verb(self) -> Verb:
-        return Verb.DELETE_EMPTY_DIR if self is OrphanKind.EMPTY_DIR else Verb.DELETE_FILE
-
-    @property
-    def deletes(self) -> bool:
-        return True
-
-    @property
-    def by_name(self) -> bool:
-        """Kept when a file of this name is used (Paimon matches candidates by bare file name)."""
-        return self not in _STRAY and self is not OrphanKind.EMPTY_DIR
-
-    def order_key(self, a: Action) -> tuple:
-        return (_ORPHAN_RANK[self], -a.depth if self is OrphanKind.EMPTY_DIR else 0, a.path)
-
 
 _STRAY = frozenset({OrphanKind.STRAY_SNAPSHOT_FILE, OrphanKind.STRAY_CHANGELOG_FILE})
-_ORPHAN_RANK = {k: i for i, k in enumerate(OrphanKind)}
+# Candidates are kept when a file of their name is used (Paimon matches them by bare file name); stray
+# metadata and the empty directories are not.
+SPECS.update({k.value: ActionKindSpec(
+    k.value, Verb.DELETE_EMPTY_DIR if k is OrphanKind.EMPTY_DIR else Verb.DELETE_FILE,
+    OrphanPhase.EMPTY_DIRS if k is OrphanKind.EMPTY_DIR else
+    OrphanPhase.STRAY_METADATA if k in _STRAY else OrphanPhase.ORPHAN_FILES,
+    _deepest_first(i) if k is OrphanKind.EMPTY_DIR else _by_path(i),
+    by_name=k not in _STRAY and k is not OrphanKind.EMPTY_DIR) for i, k in enumerate(OrphanKind)})
 
 class PartitionKind(enum.StrEnum):
     """What a partition drop commits: each live data file of a dropped partition, marked DELETE in one
@@ -169,20 +155,9 @@ class PartitionKind(enum.StrEnum):
 
     DROP_DATA_FILE = "drop-data-file"
 
-    @property
-    def phase(self) -> int:
-        return 1
-
-    @property
-    def verb(self) -> Verb:
-        return Verb.COMMIT
-
-    @property
-    def deletes(self) -> bool:
-        return False
-
 
 PARTITION_PHASES: tuple[PhaseSpec, ...] = (PhaseSpec("drop_partitions", PhaseMode.COMMIT),)
+SPECS["drop-data-file"] = ActionKindSpec("drop-data-file", Verb.COMMIT, 1)
 
 class ConsumerKind(enum.StrEnum):
     """What consumer expiry deletes: a branch's ``consumer/consumer-<id>`` files not updated within the
@@ -190,20 +165,9 @@ class ConsumerKind(enum.StrEnum):
 
     CONSUMER_FILE = "consumer-file"
 
-    @property
-    def phase(self) -> int:
-        return 1
-
-    @property
-    def verb(self) -> Verb:
-        return Verb.DELETE_FILE
-
-    @property
-    def deletes(self) -> bool:
-        return True
-
 
 CONSUMER_PHASES: tuple[PhaseSpec, ...] = (PhaseSpec("consumers", PhaseMode.ORDERED),)
+SPECS["consumer-file"] = ActionKindSpec("consumer-file", Verb.DELETE_FILE, 1)
 
 class TagPhase(enum.IntEnum):
     """Tag expiry's phases, in ``TagManager#deleteTag``'s order: the tag files first (a crash then leaks
@@ -232,19 +196,15 @@ class TagKind(enum.StrEnum):
     TAG_INDEX_FILE = "tag-index-file"
     TAG_STATISTICS = "tag-statistics"
 
-    @property
-    def phase(self) -> TagPhase:
-        if self is TagKind.TAG_FILE:
-            return TagPhase.TAG_FILES
-        return TagPhase.DATA_FILES if self is TagKind.TAG_DATA_FILE else TagPhase.METADATA
 
-    @property
-    def verb(self) -> Verb:
-        return Verb.DELETE_FILE
-
-    @property
-    def deletes(self) -> bool:
-        return True
+# Each freed file lives where the expiry kind of the same file lives (``place``).
+_TAG_PLACE = {TagKind.TAG_DATA_FILE: ActionKind.DATA_FILE, TagKind.TAG_MANIFEST: ActionKind.MANIFEST,
+              TagKind.TAG_INDEX_FILE: ActionKind.INDEX_FILE, TagKind.TAG_STATISTICS: ActionKind.STATISTICS}
+SPECS.update({k.value: ActionKindSpec(
+    k.value, Verb.DELETE_FILE,
+    TagPhase.TAG_FILES if k is TagKind.TAG_FILE else
+    TagPhase.DATA_FILES if k is TagKind.TAG_DATA_FILE else TagPhase.METADATA,
+    place=_TAG_PLACE[k].value if k in _TAG_PLACE else None) for k in TagKind})
 
 
 class ChangelogPhase(enum.IntEnum):
@@ -284,31 +244,6 @@ class ChangelogKind(enum.StrEnum):
     CHANGELOG_META = "expired-changelog"
     WRITE_EARLIEST_HINT = "write-changelog-earliest-hint"
 
-    @property
-    def rule(self) -> "ActionKind | None":
-        return _CHANGELOG_RULE.get(self)
-
-    @property
-    def phase(self) -> ChangelogPhase:
-        return _CHANGELOG_PHASE[self]
-
-    @property
-    def verb(self) -> Verb:
-        if self is ChangelogKind.WRITE_EARLIEST_HINT:
-            return Verb.WRITE_FILE
-        return Verb.DELETE_EMPTY_DIR if self is ChangelogKind.EMPTY_DIR else Verb.DELETE_FILE
-
-    @property
-    def deletes(self) -> bool:
-        return self is not ChangelogKind.WRITE_EARLIEST_HINT
-
-    def order_key(self, a: Action) -> tuple:
-        if self is ChangelogKind.CHANGELOG_META:
-            return (0, a.snapshot_id or 0, a.path)
-        if self is ChangelogKind.EMPTY_DIR:
-            return (0, -a.depth, a.path)
-        return (_CL_RANK[self], 0, a.path)
-
 
 _CHANGELOG_RULE = {ChangelogKind.DATA_FILE: ActionKind.DATA_FILE, ChangelogKind.EXTRA_FILE: ActionKind.EXTRA_FILE,
                    ChangelogKind.CHANGELOG_FILE: ActionKind.CHANGELOG_FILE, ChangelogKind.EMPTY_DIR: ActionKind.EMPTY_DIR,
@@ -319,16 +254,23 @@ _CHANGELOG_PHASE = {ChangelogKind.DATA_FILE: ChangelogPhase.FILES, ChangelogKind
                     ChangelogKind.MANIFEST_LIST: ChangelogPhase.METADATA,
                     ChangelogKind.CHANGELOG_META: ChangelogPhase.CHANGELOGS,
                     ChangelogKind.WRITE_EARLIEST_HINT: ChangelogPhase.HINT}
-_CL_RANK = {k: i for i, k in enumerate(ChangelogKind)}
+SPECS.update({k.value: ActionKindSpec(
+    k.value, Verb.WRITE_FILE if k is ChangelogKind.WRITE_EARLIEST_HINT else
+    Verb.DELETE_EMPTY_DIR if k is ChangelogKind.EMPTY_DIR else Verb.DELETE_FILE,
+    int(_CHANGELOG_PHASE[k]),
+    _by_id(0) if k is ChangelogKind.CHANGELOG_META else _deepest_first(0) if k is ChangelogKind.EMPTY_DIR else
+    _by_path(i), place=_CHANGELOG_RULE[k].value if k in _CHANGELOG_RULE else None)
+    for i, k in enumerate(ChangelogKind)})
 # An expiry action kind as the changelog expiry kind of the same file.
 CHANGELOG_KIND_OF = {ActionKind.DATA_FILE: ChangelogKind.DATA_FILE, ActionKind.EXTRA_FILE: ChangelogKind.EXTRA_FILE,
                      ActionKind.CHANGELOG_FILE: ChangelogKind.CHANGELOG_FILE, ActionKind.EMPTY_DIR: ChangelogKind.EMPTY_DIR,
                      ActionKind.MANIFEST: ChangelogKind.MANIFEST, ActionKind.MANIFEST_LIST: ChangelogKind.MANIFEST_LIST}
 
 KINDS = {k.value: k for k in (*ActionKind, *OrphanKind, *PartitionKind, *ConsumerKind, *TagKind, *ChangelogKind)}
+register_action_kinds(SPECS, ActionKind, OrphanKind, PartitionKind, ConsumerKind, TagKind, ChangelogKind)
 # A label -> (verb, phase), looked up by the label's text: hashing an enum member calls Enum.__hash__ in
 # Python, once per action of a 300,000-action plan.
-SHAPES = {k.value: (k.verb, int(k.phase)) for k in KINDS.values()}
+SHAPES = {label: (spec.verb, spec.phase) for label, spec in SPECS.items()}
 # A label -> the plan kind whose actions it is: a kind is refused in a plan of another kind (its phase
 # number means another phase there).
 

@@ -13,7 +13,7 @@ from lakesweep.engine.paimon.partition import escape_path_name
 from lakesweep.engine.paimon.paths import external_roots
 from lakesweep.engine.paimon.table import (BRANCH_PREFIX, CHANGELOG_PREFIX, SNAPSHOT_PREFIX, PaimonTable,
                                            branch_name_problem)
-from lakesweep.engine.plan import Action, CleanupPlan, Verb
+from lakesweep.engine.plan import Action, CleanupPlan, Verb, kind_spec
 
 
 class Layout:
@@ -212,11 +212,9 @@ def check_action_kind(plan: CleanupPlan, a: Action, layout: Layout) -> None:
             refuse(f"the hint action may only write {layout.base}changelog/EARLIEST with the plan's value "
                    f"{plan.earliest_hint}")
         return
-    if isinstance(kind, ChangelogKind):
-        kind = kind.rule
-    elif isinstance(kind, TagKind):
-        kind = {TagKind.TAG_DATA_FILE: ActionKind.DATA_FILE, TagKind.TAG_MANIFEST: ActionKind.MANIFEST,
-                TagKind.TAG_INDEX_FILE: ActionKind.INDEX_FILE, TagKind.TAG_STATISTICS: ActionKind.STATISTICS}[kind]
+    place = kind_spec(kind).place
+    if place is not None:  # a tag's or a changelog's file lives where the expiry kind of the same file does
+        kind = ActionKind(place)
     elif isinstance(kind, OrphanKind):
         if orphan_kind_of(layout, path) is not kind:
             refuse(f"orphan cleaning deletes {kind} files only {_ORPHAN_PLACES[kind]}")

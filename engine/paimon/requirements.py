@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import AbstractSet, Mapping, Sequence
 
 from lakesweep.engine.errors import PlanRejected
-from lakesweep.engine.plan import Action, ActionCheck, Requirement, requirement
+from lakesweep.engine.plan import Action, ActionCheck, Requirement, kind_spec, requirement
 from lakesweep.engine.paimon.state import snapshot_digest, table_identity
 
 
@@ -225,7 +225,7 @@ class AssertUnreferenced(ActionCheck):
         return []
 
     def skipped(self, view, actions: Sequence[Action], targets: Sequence[str]) -> AbstractSet[int]:
-        checked = [a for a in actions if getattr(a.kind, "by_name", False)]
+        checked = [a for a in actions if (spec := kind_spec(a.kind)) is not None and spec.by_name]
         if not checked:
             return frozenset()
         names = live_used(view).names

@@ -23,6 +23,7 @@ from lakesweep.engine.paimon.orphans import list_orphan_candidates, used_names
 from lakesweep.engine.paimon.model import FileKind, Snapshot
 from lakesweep.engine.paimon.reachability import changelog_reachable_files, snapshot_files
 from lakesweep.engine.paimon.table import CHANGELOG_PREFIX, MAIN_BRANCH, SNAPSHOT_PREFIX, PaimonTable
+from lakesweep.engine.plan import kind_spec
 
 MISSING = "missing"
 SIZE = "size"
@@ -388,6 +389,6 @@ def _unreferenced(table: PaimonTable) -> tuple[ListedFile, ...]:
     out = []
     for f in listing:
         kind = orphan_kind_of(layout, table.paths.relative(f.path))
-        if kind is not None and (not kind.by_name or posixpath.basename(f.path) not in used):
+        if kind is not None and (not kind_spec(kind).by_name or posixpath.basename(f.path) not in used):
             out.append(f)
     return tuple(out)

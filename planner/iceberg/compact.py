@@ -92,25 +92,25 @@ def plan_compact(table, *, now_ms: int, options: CompactOptions) -> CleanupPlan:
 
 def describe_compact(plan: CleanupPlan) -> PlanDescription:
     sc = plan.scope
-    bins = sc.get("bins", [])
-    document = {"skipped": sc.get("skipped"),
+    bins = sc.bins
+    document = {"skipped": sc.skipped,
                 "bins": [{"index": b["index"], "partition": b["partition"], "inputs": len(b["inputs"]),
                           "bytes": sum(f["size"] for f in b["inputs"]),
                           "records": sum(f["record_count"] for f in b["inputs"]),
                           "position_deletes": len(b["position_deletes"]),
                           "equality_deletes": len(b["equality_deletes"])} for b in bins]}
-    if sc.get("skipped"):
-        return PlanDescription(nothing_to_do=True, nothing_label="Nothing to compact", scope=sc["skipped"],
+    if sc.skipped:
+        return PlanDescription(nothing_to_do=True, nothing_label="Nothing to compact", scope=sc.skipped,
                                document=document)
     inputs = sum(len(b["inputs"]) for b in bins)
-    dropped = sum(1 for m in sc.get("delete_manifests", []) if m["dropped"])
-    scope = (f"merges {inputs} of the {sc.get('data_files', 0)} data files of snapshot {sc['snapshot_id']} into "
-             f"{len(bins)} file(s) of at most {human_bytes(sc['target_bytes'])} each, in one 'replace' commit")
+    dropped = sum(1 for m in sc.delete_manifests if m["dropped"])
+    scope = (f"merges {inputs} of the {sc.data_files} data files of snapshot {sc.snapshot_id} into "
+             f"{len(bins)} file(s) of at most {human_bytes(sc.target_bytes)} each, in one 'replace' commit")
     notes = tuple(f"bin {b['index']} ({b['partition'] or 'unpartitioned'}): {d['inputs']} files, {human_bytes(d['bytes'])}, "
                   f"{d['position_deletes']} position and {d['equality_deletes']} equality delete file(s) applied"
                   for b, d in zip(bins, document["bins"]))
     notes += (f"delete manifests: {dropped} dropped (all they delete is compacted), "
-              f"{len(sc.get('delete_manifests', [])) - dropped} carried over",)
+              f"{len(sc.delete_manifests) - dropped} carried over",)
     return PlanDescription(nothing_to_do=False, scope=scope, notes=notes, document=document)
 
 
@@ -141,7 +141,7 @@ def _detect(view, th, now_ms: int) -> str | None:
 
 
 def _applied(plan: CleanupPlan, counts) -> str:
-    bins = plan.scope.get("bins", [])
+    bins = plan.scope.bins
     inputs = sum(len(b["inputs"]) for b in bins)
     return f"compacted {inputs} files into {len(bins)} (across {len(bins)} bins)"
 

@@ -184,13 +184,13 @@ def _refuse_future_expiry(table, now_ms: int) -> None:
 
 
 def describe_iceberg_expire(plan: CleanupPlan) -> PlanDescription:
-    expired, refs = plan.scope.get("expired", []), plan.scope.get("removed_refs", [])
+    expired, refs = plan.scope.expired, plan.scope.removed_refs
     files = plan.stats.get("summary", {}).get("files", 0)
     if not expired and not refs:
         return PlanDescription(nothing_to_do=True, nothing_label="Nothing to expire",
-                               scope=f"no snapshot is older than {utc(plan.scope['cutoff_ms'])} beyond what "
+                               scope=f"no snapshot is older than {utc(plan.scope.cutoff_ms)} beyond what "
                                      f"refs and retain-last keep ({plan.stats.get('retained_snapshots', 0)} kept).")
-    scope = (f"expires {len(expired)} snapshot(s) older than {utc(plan.scope['cutoff_ms'])}, then deletes "
+    scope = (f"expires {len(expired)} snapshot(s) older than {utc(plan.scope.cutoff_ms)}, then deletes "
              f"{files} file(s) only they reached; keeps {plan.stats.get('retained_snapshots', 0)} snapshot(s)")
     notes = (f"refs removed (past max-ref-age-ms): {', '.join(refs)}",) if refs else ()
     return PlanDescription(nothing_to_do=False, scope=scope, nothing_label="Nothing to expire", notes=notes,
@@ -216,7 +216,7 @@ def _detect(view, th, now_ms: int) -> str | None:
 
 
 def _applied(plan: CleanupPlan, counts) -> str:
-    return (f"expired {len(plan.scope.get('expired', ()))} snapshot(s), deleted {counts.get('DELETED', 0)} "
+    return (f"expired {len(plan.scope.expired)} snapshot(s), deleted {counts.get('DELETED', 0)} "
             "unreferenced file(s)")
 
 

@@ -246,14 +246,14 @@ def _plan(table, *, now_ms: int, options, read: OrphanRead) -> CleanupPlan:
 
 def describe_iceberg_orphans(plan: CleanupPlan) -> PlanDescription:
     kept = plan.stats.get("kept", {})
-    notes = (f"kept: {kept.get('young', 0)} younger than {utc(plan.scope['cutoff_ms'])}, "
+    notes = (f"kept: {kept.get('young', 0)} younger than {utc(plan.scope.cutoff_ms)}, "
              f"{kept.get('unknown_age', 0)} of unknown age, {kept.get('newer_metadata', 0)} metadata file(s) newer "
              f"than the metadata log",)
     if not plan.actions:
         return PlanDescription(nothing_to_do=True, nothing_label="No orphan files",
                                scope="every file under the table location is used or too young.", notes=notes)
     return PlanDescription(nothing_to_do=False, scope=f"removes {len(plan.actions)} orphan file(s) no metadata "
-                           f"names, older than {utc(plan.scope['cutoff_ms'])}", notes=notes)
+                           f"names, older than {utc(plan.scope.cutoff_ms)}", notes=notes)
 
 
 def _applied(plan: CleanupPlan, counts) -> str:

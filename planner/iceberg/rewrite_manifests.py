@@ -92,11 +92,11 @@ def plan_rewrite_manifests(table, *, now_ms: int, options: RewriteOptions) -> Cl
 
 def describe_rewrite(plan: CleanupPlan) -> PlanDescription:
     sc = plan.scope
-    if sc.get("skipped"):
-        return PlanDescription(nothing_to_do=True, nothing_label="Nothing to rewrite", scope=sc["skipped"],
-                               document={"skipped": sc["skipped"]})
-    scope = (f"rewrites {sc['data_manifests']} data manifests of snapshot {sc['snapshot_id']} into "
-             f"{len(sc['specs'])} ({sc['entries']} entries); carries {sc['delete_manifests']} delete manifest(s) over")
+    if sc.skipped:
+        return PlanDescription(nothing_to_do=True, nothing_label="Nothing to rewrite", scope=sc.skipped,
+                               document={"skipped": sc.skipped})
+    scope = (f"rewrites {sc.data_manifests} data manifests of snapshot {sc.snapshot_id} into "
+             f"{len(sc.specs)} ({sc.entries} entries); carries {sc.delete_manifests} delete manifest(s) over")
     return PlanDescription(nothing_to_do=False, scope=scope, document={"skipped": None})
 
 
@@ -116,7 +116,7 @@ def _detect(view, th, now_ms: int) -> str | None:
 
 def _applied(plan: CleanupPlan, counts) -> str:
     sc = plan.scope
-    return f"rewrote {sc['data_manifests']} manifests into {len(sc['specs'])} ({sc['entries']} entries)"
+    return f"rewrote {sc.data_manifests} manifests into {len(sc.specs)} ({sc.entries} entries)"
 
 
 COMMAND = PlanCommand(

@@ -269,13 +269,13 @@ def describe_changelog(plan: CleanupPlan) -> PlanDescription:
     """A decoupled changelog expiry: its range, what bounded it, and what it deletes."""
     begin, end = plan.begin, plan.end
     document = {"range": {"begin": begin, "end": end}, "earliest_hint": plan.earliest_hint,
-                "bound": plan.scope.get("bound")}
+                "bound": plan.scope.bound}
     if begin is None or end is None or not plan.actions:
         return PlanDescription(nothing_to_do=True, nothing_label="No changelogs to expire",
                                scope=f"branch '{plan.branch}' keeps every changelog: none is past what the "
                                      "changelog.* retention keeps, or its changelogs are not decoupled.",
                                document=document)
-    notes = [f"bounded by {plan.scope.get('bound')}"]
+    notes = [f"bounded by {plan.scope.bound}"]
     if plan.stats.get("protected_by_tags"):
         notes.append(f"{plan.stats['protected_by_tags']} data file(s) kept for tags")
     return PlanDescription(nothing_to_do=False, document=document, notes=tuple(notes),

@@ -84,8 +84,8 @@ def _plan(table, *, now_ms: int, options, read: ConsumerFiles) -> CleanupPlan:
 
 def describe_consumers(plan: CleanupPlan) -> PlanDescription:
     """A consumer expiry: which consumers have been idle since before the cut-off."""
-    listed = plan.scope.get("consumers") or []
-    cutoff = plan.scope.get("cutoff_ms")
+    listed = plan.scope.consumers
+    cutoff = plan.scope.cutoff_ms
     when = utc(cutoff) if isinstance(cutoff, int) else str(cutoff)
     document = {"consumers": listed, "cutoff_ms": cutoff}
     kept = plan.stats.get("consumers_kept", 0)

@@ -26,7 +26,7 @@ from lakesweep.engine.paimon.reachability import first_reachable
 from lakesweep.engine.paimon.requirements import orphan_requirements
 from lakesweep.engine.paimon.state import table_identity
 from lakesweep.engine.paimon.table import PaimonTable
-from lakesweep.engine.plan import Action, CleanupPlan, canonical_actions, summarize
+from lakesweep.engine.plan import Action, CleanupPlan, canonical_actions, kind_spec, summarize
 from lakesweep.planner.paimon.options import OrphanOptions
 from lakesweep.planner.paimon.options import resolve_orphan_options
 from lakesweep.planner.plan_kind import Maintained, PlanDescription, PlanKind, hours, refuse_future_now, utc
@@ -136,7 +136,7 @@ def plan_orphans(table: PaimonTable, listing: Iterable[ListedFile | tuple], *, n
         expected.pop(posixpath.basename(rel), None)
         if seen_dirs is not None:
             seen_dirs.add(posixpath.dirname(rel))
-        if kind.by_name and posixpath.basename(rel) in used:
+        if kind_spec(kind).by_name and posixpath.basename(rel) in used:
             kept_used += 1
             if seen_dirs is not None:
                 kept_dirs.add(posixpath.dirname(rel))
@@ -259,7 +259,7 @@ def describe_orphans(plan: CleanupPlan) -> PlanDescription:
     from lakesweep.engine.timeutil import MAX_TIME_MS, MIN_TIME_MS
 
     stats = plan.stats
-    at = plan.scope.get("older_than_ms")
+    at = plan.scope.older_than_ms
     when = utc(at) if isinstance(at, int) and MIN_TIME_MS <= at <= MAX_TIME_MS else str(at)
     deletes = bool(plan.actions)
     scope = (f"deletes files orphan cleaning lists that were modified before {when} and that no snapshot, tag or "

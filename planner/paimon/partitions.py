@@ -228,14 +228,14 @@ PARTITIONS_SHOWN = 20  # partitions listed one by one in a plan's description; t
 def describe_partitions(plan: CleanupPlan) -> PlanDescription:
     """A partition drop: which partitions, why each expired, and that it is a commit, not a delete."""
     scope = plan.scope
-    parts = scope.get("partitions") or []
-    strategy, cutoff = scope.get("strategy"), scope.get("cutoff")
-    judged = (f"{strategy}, cut-off {cutoff} ({scope.get('time_zone')})")
+    parts = scope.partitions
+    strategy, cutoff = scope.strategy, scope.cutoff
+    judged = (f"{strategy}, cut-off {cutoff} ({scope.time_zone})")
     if not parts:
         return PlanDescription(nothing_to_do=True, nothing_label="No expired partitions",
-                               scope=f"no partition of snapshot {scope.get('snapshot')} expired by {judged}.",
+                               scope=f"no partition of snapshot {scope.snapshot} expired by {judged}.",
                                document={"partitions": [], "cutoff": cutoff, "strategy": strategy,
-                                         "snapshot": scope.get("snapshot")})
+                                         "snapshot": scope.snapshot})
     files = sum(p.get("files", 0) for p in parts)
     size = sum(p.get("bytes", 0) for p in parts)
     lines = [f"{p['partition']}: {p['files']} files, {human_bytes(p['bytes'])}; {p['reason']}"
@@ -248,11 +248,11 @@ def describe_partitions(plan: CleanupPlan) -> PlanDescription:
              "apply refuses the plan if any of these partitions changed since planning")
     return PlanDescription(
         nothing_to_do=False,
-        scope=(f"drops {len(parts)} partition(s) of snapshot {scope.get('snapshot')} expired by {judged}: "
+        scope=(f"drops {len(parts)} partition(s) of snapshot {scope.snapshot} expired by {judged}: "
                f"{files} live files, {human_bytes(size)}"),
         notes=notes,
-        document={"partitions": parts, "cutoff": cutoff, "strategy": strategy, "snapshot": scope.get("snapshot"),
-                  "time_zone": scope.get("time_zone")})
+        document={"partitions": parts, "cutoff": cutoff, "strategy": strategy, "snapshot": scope.snapshot,
+                  "time_zone": scope.time_zone})
 
 
 def _flags(options, th) -> dict | None:
@@ -260,7 +260,7 @@ def _flags(options, th) -> dict | None:
 
 
 def _applied(plan: CleanupPlan, counts) -> str:
-    return f"dropped {len(plan.scope.get('partitions', ()))} partition(s)"
+    return f"dropped {len(plan.scope.partitions)} partition(s)"
 
 
 COMMAND = PlanCommand(

@@ -218,8 +218,8 @@ def _plan(table, *, now_ms: int, options, read: TagFiles) -> CleanupPlan:
 
 def describe_tags(plan: CleanupPlan) -> PlanDescription:
     """A tag expiry: which tags and why, and what their files free."""
-    listed = plan.scope.get("tags") or []
-    gone = plan.scope.get("snapshots_gone") or []
+    listed = plan.scope.tags
+    gone = plan.scope.snapshots_gone
     document = {"tags": listed, "snapshots_gone": gone}
     notes = tuple(plan.stats.get("notes") or ())
     if not listed:

@@ -43,7 +43,7 @@ def test_apply_matches_the_in_process_reference_and_journals_every_action(table,
     assert all_files(table.root) == all_files(reference)
     records = recorder.file_records(plan_id=plan.plan_id)
     assert sorted(r.action_id for r in records) == [a.action_id for a in plan.actions]
-    deleted = [a for a in plan.actions if a.kind.deletes]
+    deleted = [a for a in plan.actions if a.verb.deletes]
     assert report.counts["DELETED"] == len(deleted) and report.counts["WRITTEN"] == 1
     assert report.bytes_reclaimed == sum(a.size or 0 for a in deleted)
     # files f0..f2 were protected by the tag on snapshot 1; f6..f8 are gone
@@ -58,7 +58,7 @@ def test_applying_twice_changes_nothing(table, spark, recorder):
     again = apply_plan(plan, recorder, spark=spark)
     assert all_files(table.root) == before
     assert again.counts["DELETED"] == 0
-    assert again.counts["ALREADY_ABSENT"] == sum(1 for a in plan.actions if a.kind.deletes)
+    assert again.counts["ALREADY_ABSENT"] == sum(1 for a in plan.actions if a.verb.deletes)
 
 
 def test_dry_run_deletes_nothing_and_journals_nothing(table, spark, recorder):
@@ -66,7 +66,7 @@ def test_dry_run_deletes_nothing_and_journals_nothing(table, spark, recorder):
     before = all_files(table.root)
     report = dry_run_plan(plan, spark=spark)
     assert all_files(table.root) == before
-    assert report.counts["DELETED"] == sum(1 for a in plan.actions if a.kind.deletes)
+    assert report.counts["DELETED"] == sum(1 for a in plan.actions if a.verb.deletes)
     assert recorder.plan_ids() == []
 
 

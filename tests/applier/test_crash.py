@@ -60,7 +60,7 @@ def crash_then_resume(tmp_path, seed: int, stage: str, after: int, spark):
     assert all_files(b.root) == all_files(reference)
     ok = (FileOutcome.DELETED, FileOutcome.ALREADY_ABSENT, FileOutcome.KEPT_NOT_EMPTY)
     recorded = {r.action_id for r in records if r.outcome in ok}
-    assert recorded >= {a.action_id for a in plan.actions if a.kind.deletes}
+    assert recorded >= {a.action_id for a in plan.actions if a.verb.deletes}
     assert all(r.outcome != FileOutcome.KEPT_NOT_EMPTY for r in records if r.kind != "empty-dir")
     return proc, records
 
@@ -138,7 +138,7 @@ def test_concurrent_applies_of_the_same_plan_with_separate_journals(tmp_path):
             for r in rec.file_records(plan_id=plan.plan_id):
                 if r.outcome == FileOutcome.DELETED:
                     deleted[r.action_id] = deleted.get(r.action_id, 0) + 1
-    files = {a.action_id for a in plan.actions if a.kind.deletes and a.kind != "empty-dir"}
+    files = {a.action_id for a in plan.actions if a.verb.deletes and a.kind != "empty-dir"}
     assert {a for a in files if deleted.get(a) == 1} == files
 
 
@@ -178,5 +178,5 @@ def test_an_apply_killed_before_it_started_is_reported_by_name_and_started_by_it
     with DuckDBRecorder(journal) as rec:
         [report] = resume(rec, pid, spark=spark)
         assert report.state == "COMPLETED" and report.resumed
-        assert report.counts["DELETED"] == sum(a.kind.deletes for a in plan.actions) > 0
+        assert report.counts["DELETED"] == sum(a.verb.deletes for a in plan.actions) > 0
         assert resume(rec) == []  # applied: nothing is left to start or finish

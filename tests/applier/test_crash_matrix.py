@@ -465,7 +465,7 @@ def run_case(tmp_path, subject, kind: Kind, stage: str, n: int) -> None:
     # Zero missed deletes: every planned delete done (or found done) and its file gone.
     deleted = set()
     for a in plan.actions:
-        if a.kind.deletes:
+        if a.verb.deletes:
             assert latest[a.action_id] in GONE | {FileOutcome.KEPT_NOT_EMPTY}, (a.path, latest[a.action_id])
             target = subject.target(subject.root, a.path)
             if latest[a.action_id] != FileOutcome.KEPT_NOT_EMPTY:

@@ -148,7 +148,7 @@ def run(tmp_path, commits: int) -> dict:
         table.options, retain_min=1, time_retained=0, max_deletes=10**6))
     n = len(planned.actions)
     data_files = sum(1 for a in planned.actions if a.phase == Phase.DATA_FILES)
-    deleting = [a for a in planned.actions if a.kind.deletes]
+    deleting = [a for a in planned.actions if a.verb.deletes]
     roots = external_roots(table.options)
     expected = (set(fileio.files) - {resolve_action_path(root, a.path, roots) for a in deleting}
                 | {os.path.join(root, "snapshot", "EARLIEST")})

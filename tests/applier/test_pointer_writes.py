@@ -16,7 +16,7 @@ from lakesweep.engine.fileio import fileio_for
 from lakesweep.engine.paimon.kinds import ActionKind
 from lakesweep.engine.paimon.verify import HINT, verify_table
 from lakesweep.engine.paimon.table import open_table
-from lakesweep.engine.plan import Action
+from lakesweep.engine.plan import Action, kind_spec
 from tests.applier.test_safety import Lake, forge, plan_for, refused_events
 
 
@@ -102,11 +102,11 @@ def test_a_changelog_copy_never_moves_the_changelog_latest_hint_back(tmp_path):
     changelog.mkdir()
     (changelog / "LATEST").write_text("12")
     copy = Action(ActionKind.WRITE_CHANGELOG, "changelog/changelog-5", snapshot_id=5, source="snapshot/snapshot-5")
-    ActionKind.WRITE_CHANGELOG.after_write(fileio, str(changelog / "changelog-5"), copy)
+    kind_spec(ActionKind.WRITE_CHANGELOG).after_write(fileio, str(changelog / "changelog-5"), copy)
     assert (changelog / "LATEST").read_text() == "12"
-    ActionKind.WRITE_CHANGELOG.after_write(fileio, str(changelog / "changelog-13"),
-                                           Action(ActionKind.WRITE_CHANGELOG, "changelog/changelog-13",
-                                                  snapshot_id=13, source="snapshot/snapshot-13"))
+    kind_spec(ActionKind.WRITE_CHANGELOG).after_write(fileio, str(changelog / "changelog-13"),
+                                                      Action(ActionKind.WRITE_CHANGELOG, "changelog/changelog-13",
+                                                             snapshot_id=13, source="snapshot/snapshot-13"))
     assert (changelog / "LATEST").read_text() == "13"
 
 

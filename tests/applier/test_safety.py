@@ -292,7 +292,7 @@ def test_a_completed_plan_applied_again_with_another_journal_is_recognized(tmp_p
     with DuckDBRecorder(str(tmp_path / "other.duckdb")) as other:
         again = apply_plan(plan, other, spark=spark)
     assert again.state == "COMPLETED" and again.counts["DELETED"] == 0
-    assert again.counts["ALREADY_ABSENT"] == sum(1 for a in plan.actions if a.kind.deletes)
+    assert again.counts["ALREADY_ABSENT"] == sum(1 for a in plan.actions if a.verb.deletes)
     assert all_files(lake.root) == after
 
 

@@ -95,7 +95,7 @@ def test_a_version_1_plan_is_applied(v1_table, tmp_path):
     assert r.exit_code == 0, r.output
     doc = json.loads(r.stdout)
     assert doc["counts"]["DELETED"] == 14 and doc["counts"]["FAILED"] == 0
-    deleted = {a.path for a in plan.actions if a.kind.deletes}
+    deleted = {a.path for a in plan.actions if a.verb.deletes}
     assert deleted <= before
     assert "snapshot/EARLIEST" not in before  # pypaimon writes no hint; apply writes the plan's
     assert files_under(v1_table) == (before - deleted) | {"snapshot/EARLIEST"}

@@ -11,7 +11,7 @@ from lakesweep.engine.errors import PlanRejected
 from lakesweep.engine.paimon.kinds import ORPHAN_PHASES, ActionKind, OrphanKind
 from lakesweep.engine.paimon.layout import Layout, check_action_kind, orphan_kind_of
 from lakesweep.engine.paimon.table import open_table
-from lakesweep.engine.plan import Action, CleanupPlan
+from lakesweep.engine.plan import Action, CleanupPlan, kind_spec
 from tests.support import pypaimon_tables as pt
 
 
@@ -50,7 +50,7 @@ def test_orphan_cleaning_never_deletes_outside_them(layout, path):
 
 def orphan_plan(*actions) -> CleanupPlan:
     return CleanupPlan(kind="orphans", table_location="/t", table_identity="schema:x", branch="main", now_ms=0,
-                       options={}, scope={}, requirements=(), phases=ORPHAN_PHASES,
+                       options={}, scope={"older_than_ms": 0}, requirements=(), phases=ORPHAN_PHASES,
                        actions=tuple(dataclasses.replace(a, action_id=i) for i, a in enumerate(actions)))
 
 
@@ -62,7 +62,8 @@ def test_apply_refuses_an_orphan_action_outside_its_place(layout):
 
 
 def test_apply_refuses_a_kind_of_another_plan_kind(layout):
-    plan = orphan_plan(Action(ActionKind.MANIFEST, "manifest/manifest-x-0", verb=ActionKind.MANIFEST.verb, phase=2))
+    manifest = kind_spec(ActionKind.MANIFEST)
+    plan = orphan_plan(Action(ActionKind.MANIFEST, "manifest/manifest-x-0", verb=manifest.verb, phase=2))
     with pytest.raises(PlanRejected, match="manifest actions belong in 'expire' plans, not in 'orphans' plans"):
         check_action_kind(plan, plan.actions[0], layout)
 

@@ -29,6 +29,7 @@ from lakesweep.engine.errors import MetadataNotFound
 from lakesweep.engine.paimon.orphans import ListedFile, list_orphan_candidates
 from lakesweep.engine.paimon.reachability import first_reachable, reachable_paths
 from lakesweep.engine.paimon.table import open_table
+from lakesweep.engine.plan import kind_spec
 from lakesweep.engine.timeutil import parse_duration_ms
 from lakesweep.journal.memory_store import MemoryRecorder
 from lakesweep.planner.paimon.options import resolve_orphan_options
@@ -265,7 +266,7 @@ def test_orphan_cleaning_never_plans_what_any_holder_reaches(base_table, paimon_
         used = {posixpath.basename(p) for p in reachable}
         # Stray files of snapshot and changelog directories are the exception: nothing refers to a file there by
         # name (Java deletes them whatever their name).
-        by_name = [a.path for a in plan.actions if a.kind.by_name and posixpath.basename(a.path) in used]
+        by_name = [a.path for a in plan.actions if kind_spec(a.kind).by_name and posixpath.basename(a.path) in used]
         assert not by_name, by_name[:3]
         # And it finds what it must: old junk under a name nothing uses, directly in a listed directory; never
         # junk elsewhere.
