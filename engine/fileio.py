@@ -297,7 +297,8 @@ class ArrowFileIO(FileIO):
     def delete_batch(self, paths: Iterable[str]) -> dict[str, tuple[DeleteOutcome | StorageError, int]]:
         if self.scheme != "s3":
             return super().delete_batch(paths)
-        from lakesweep.engine.s3_bulk import DEFAULT_DELETE_BATCH, S3BulkDeleter, s3_client
+        from lakesweep.engine.s3_bulk import DEFAULT_DELETE_BATCH, S3BulkDeleter
+        from lakesweep.engine.s3_client import s3_client
 
         paths = list(paths)
         for path in paths:
@@ -306,7 +307,8 @@ class ArrowFileIO(FileIO):
         with self._lock:
             if self._deleter is None:
                 batch = DEFAULT_DELETE_BATCH if self.budget is None else self.budget.delete_batch
-                self._deleter = S3BulkDeleter(s3_client(self.properties), limiter, batch=batch)
+                client = s3_client(resolve_s3_settings(self.properties), max_attempts=1)  # it retries itself
+                self._deleter = S3BulkDeleter(client, limiter, batch=batch)
         return self._deleter.delete(paths)
 
     def __eq__(self, other):
@@ -496,11 +498,12 @@ class ArrowFileIO(FileIO):
     supports_create_if_absent = True
 
     def _s3(self):
-        from lakesweep.engine.s3_conditional import s3_client
+        from lakesweep.engine.s3_client import s3_client
+        from lakesweep.engine.s3_conditional import CLIENT_ATTEMPTS
 
         with self._lock:
             if self._client is None:
-                self._client = s3_client(resolve_s3_settings(self.properties))
+                self._client = s3_client(resolve_s3_settings(self.properties), max_attempts=CLIENT_ATTEMPTS)
             return self._client
 
     def _conditional_put(self, bucket: str, scratch_prefix: str, path: str):

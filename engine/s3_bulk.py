@@ -18,7 +18,7 @@ import random
 import threading
 import time
 from dataclasses import dataclass, replace
-from typing import Callable, Iterable, Mapping, Sequence
+from typing import Callable, Iterable, Sequence
 
 from lakesweep.engine.errors import StorageError
 
@@ -101,24 +101,6 @@ class RateLimiter:
             out = (self.slowdowns, self.lowest)
             self.slowdowns, self.lowest = 0, None
             return out
-
-
-def s3_client(properties: Mapping[str, str]):
-    """A botocore S3 client for the FileIO's settings (absent ones from the usual AWS chain), retries off."""
-    import botocore.config
-    import botocore.session
-
-    p = properties
-    config = botocore.config.Config(
-        retries={"total_max_attempts": 1, "mode": "standard"},
-        s3={"addressing_style": "path" if p.get("path_style", "true").lower() == "true" else "auto"},
-        max_pool_connections=32, connect_timeout=10, read_timeout=60,
-    )
-    session = botocore.session.get_session()
-    return session.create_client(
-        "s3", region_name=p.get("region") or None, endpoint_url=p.get("endpoint") or None,
-        aws_access_key_id=p.get("access_key") or None, aws_secret_access_key=p.get("secret_key") or None,
-        aws_session_token=p.get("session_token") or None, config=config)
 
 
 def split_s3(path: str) -> tuple[str, str]:
