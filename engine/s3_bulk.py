@@ -219,8 +219,8 @@ class S3BulkDeleter:
                 key = err.get("Key")
                 if key not in keys:
                     continue
-                if err.get("Code") == "NoSuchKey":
-                    out[keys[key]] = (DeleteOutcome.ALREADY_ABSENT, attempt)
+                if err.get("Code") == "NoSuchKey":  # listed before this request, gone after it
+                    out[keys[key]] = (DeleteOutcome.DELETED, attempt)
                 else:
                     errors[key] = f"{err.get('Code')}: {err.get('Message')}"
             # A key the response does not mention was not confirmed: it is tried again, like a failure.
