@@ -165,7 +165,10 @@ class S3BulkDeleter:
             in_dir = sorted(in_dir)
             wanted = set(in_dir)
             prefix = f"{directory}/" if directory else ""
-            kwargs = {"Bucket": bucket, "Prefix": prefix, "Delimiter": "/", "MaxKeys": 1000,
+            # A page as long as the batch's share of the directory: a plan's keys are sorted, so it usually
+            # covers them, and a store lists (and bills the time of) every entry it returns; more pages follow
+            # only when other files lie between them.
+            kwargs = {"Bucket": bucket, "Prefix": prefix, "Delimiter": "/", "MaxKeys": min(1000, len(in_dir) + 1),
                       "StartAfter": in_dir[0][:-1]}
             try:
                 while True:
