@@ -16,7 +16,6 @@ import argparse
 import collections
 import json
 import os
-import resource
 import subprocess
 import sys
 import tempfile
@@ -74,6 +73,12 @@ def _remaining(client, bucket: str, prefix: str, n: int) -> tuple[int, int]:
     return sum(k in extra for k in keys), sum(k.endswith("/") for k in keys)
 
 
+def _peak_rss_mb() -> float:
+    """This process's peak RSS since its exec (VmHWM; ru_maxrss keeps the forking parent's peak across exec)."""
+    with open("/proc/self/status") as f:
+        return next(int(line.split()[1]) for line in f if line.startswith("VmHWM:")) / 1024
+
+
 def _timed_calls(cls, spent: collections.Counter) -> None:
     """Sum the seconds each request kind of ``cls._call`` takes (over all threads)."""
     original = cls._call
@@ -116,7 +121,7 @@ def run_listing(mode: str, settings: dict, prefix: str, n: int) -> dict:
     if count < n:
         raise SystemExit(f"{mode}: listed {count} keys, fewer than the {n} extra data files")
     return {"mode": mode, "seconds": seconds, "keys": count, "keys_per_s": count / seconds, "requests": sent,
-            "spent": {}, "markers": 0, "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
+            "spent": {}, "markers": 0, "peak_rss_mb": _peak_rss_mb()}
 
 
 def run_mode(mode: str, settings: dict, prefix: str, n: int) -> dict:
@@ -163,7 +168,7 @@ def run_mode(mode: str, settings: dict, prefix: str, n: int) -> dict:
         raise SystemExit(f"{mode}: {left} objects left")
     return {"mode": mode, "seconds": seconds, "keys": n, "keys_per_s": n / seconds, "requests": sent,
             "spent": {k: round(v, 1) for k, v in spent.items()}, "markers": markers,
-            "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
+            "peak_rss_mb": _peak_rss_mb()}
 
 
 def _table(work: str) -> str:
