@@ -11,7 +11,7 @@ import time
 from dataclasses import dataclass
 from typing import Callable, Sequence
 
-from lakesweep.engine.errors import PlanRejected, StorageError
+from lakesweep.engine.errors import DeleteUnconfirmed, PlanRejected, StorageError
 from lakesweep.engine.fileio import DeleteOutcome, FileIO
 from lakesweep.engine.paths import target_of
 from lakesweep.engine.plan import Action, Verb, kind_spec
@@ -75,16 +75,23 @@ def execute_with_retry(
     clock_ms: Callable[[], int] = lambda: int(time.time() * 1000),
     checked: set[str] | None = None,
 ) -> ActionResult:
-    """Execute with exponential backoff and jitter; a storage error on the last attempt is ``FAILED``."""
+    """Execute with exponential backoff and jitter; a storage error on the last attempt is ``FAILED``.
+
+    A file found absent after an attempt's delete went out unanswered (``DeleteUnconfirmed``) is ``DELETED``:
+    that attempt saw it, so ``ALREADY_ABSENT`` would be a false record."""
     last = None
+    unconfirmed = False
     for attempt in range(1, attempts + 1):
         try:
             outcome = execute_action(fileio, root, action, external_roots, checked)
+            if unconfirmed and outcome is Outcome.ALREADY_ABSENT:
+                outcome = Outcome.DELETED
             return ActionResult(action.action_id, outcome, attempt, None, clock_ms())
         except PlanRejected as e:
             # A refused path is not a storage hiccup: no retry, and the phase fails with the reason.
             return ActionResult(action.action_id, Outcome.FAILED, attempt, f"refused: {e}", clock_ms())
         except (StorageError, OSError) as e:
+            unconfirmed = unconfirmed or isinstance(e, DeleteUnconfirmed)
             last = f"{type(e).__name__}: {e}"
             if attempt < attempts:
                 sleep(base_delay_s * (2 ** (attempt - 1)) * (1 + random.random()))

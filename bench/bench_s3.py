@@ -1,22 +1,21 @@
-"""Deleting many objects on S3 (SeaweedFS on loopback): lakesweep's bulk path against one request per object
-and against the floor, a plain DeleteObjects loop of 1,000 keys with no LIST, no journal and no Spark.
+"""S3 on SeaweedFS (loopback): lakesweep's bulk deletes against one request per object and the floor (a plain
+DeleteObjects loop of 1,000 keys: no LIST, no journal, no Spark); orphan planning's listing against a plain
+ListObjectsV2 loop. Identical copies of a pypaimon table with N extra data files in 100 bucket directories;
+each mode runs in its own process (its own peak RSS): ``listing`` (``list_orphan_candidates``) and
+``list-floor`` on the ``bulk`` copy before it is deleted; ``bulk`` and ``per-object`` through
+``applier.spark_exec.execute_rows`` (a Spark task's code: 8 threads, batches of 500, 250 keys per DeleteObjects)
+without Spark or journal. Prints keys/s, requests and request-seconds by kind, peak RSS; fails on any outcome
+other than DELETED or any object left. ``--per-object-objects`` runs the slowest mode on fewer objects.
 
-Three identical copies of N objects (default 100,000, in 100 directories) are written; each mode deletes
-one copy in its own process, so that each process's peak RSS is its own. ``bulk`` and ``per-object`` run
-``applier.spark_exec.execute_rows``, the code each Spark task runs (8 threads, batches of 500 actions),
-on this process, with no Spark and no journal: ``bulk`` through DeleteObjects (``FileIO.delete_batch``),
-``per-object`` through a HEAD and a DELETE per file; ``bulk`` sends 250 keys per DeleteObjects (the
-default), ``bulk-1000`` 1,000 (``--delete-batch-size 1000``). Prints keys/s, requests sent and peak RSS per mode.
-
-    python bench/bench_s3.py [--objects 100000]
+    python bench/bench_s3.py [--objects 100000] [--per-object-objects 20000]
 """
 
 from __future__ import annotations
 
 import argparse
+import collections
 import json
 import os
-import resource
 import subprocess
 import sys
 import tempfile
@@ -26,6 +25,13 @@ from concurrent.futures import ThreadPoolExecutor
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 DIRS = 100
+PARTITIONS = 4  # dt=2024-01-01 .. dt=2024-01-04, 25 bucket directories each
+
+
+def _settings(settings: dict):
+    from lakesweep.engine.fileio import resolve_s3_settings
+
+    return resolve_s3_settings(_props(settings), env={})
 
 
 def _props(settings: dict) -> dict:
@@ -33,36 +39,105 @@ def _props(settings: dict) -> dict:
             "access_key": settings["AWS_ACCESS_KEY_ID"], "secret_key": settings["AWS_SECRET_ACCESS_KEY"]}
 
 
+def _client(settings: dict):
+    from lakesweep.engine.s3_client import s3_client
+
+    return s3_client(_settings(settings), max_attempts=4)
+
+
 def _keys(prefix: str, n: int) -> list[str]:
-    """Sorted, as a plan's actions are: each directory's files together."""
-    return [f"{prefix}/bucket-{i * DIRS // n:03d}/data-{i:07d}.parquet" for i in range(n)]
+    """The extra data files, sorted as a plan's actions are: each directory's files together."""
+    per = DIRS // PARTITIONS
+    keys = [f"{prefix}/dt=2024-01-{d // per + 1:02d}/bucket-{d % per}/data-{i:07d}.parquet"
+            for i, d in ((i, i * DIRS // n) for i in range(n))]
+    return sorted(keys)
 
 
-def write_copy(client, bucket: str, prefix: str, n: int) -> None:
+def write_copy(client, bucket: str, table_dir: str, prefix: str, n: int) -> None:
+    table_files = [os.path.join(d, f) for d, _, fs in os.walk(table_dir) for f in fs]
+
+    def put_table_file(path: str) -> None:
+        with open(path, "rb") as f:
+            client.put_object(Bucket=bucket, Key=f"{prefix}/{os.path.relpath(path, table_dir)}", Body=f.read())
+
     with ThreadPoolExecutor(16) as pool:
+        list(pool.map(put_table_file, table_files))
         list(pool.map(lambda k: client.put_object(Bucket=bucket, Key=k, Body=b"x"), _keys(prefix, n)))
 
 
-def _remaining(client, bucket: str, prefix: str) -> tuple[int, int]:
-    """(objects left, directory markers left: keys ending in '/', which pyarrow's delete_file writes when it
-    empties a directory)."""
+def _remaining(client, bucket: str, prefix: str, n: int) -> tuple[int, int]:
+    """(extra data files left, directory marker objects: keys ending in '/')."""
     pages = client.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix + "/")
     keys = [c["Key"] for p in pages for c in p.get("Contents", ())]
-    markers = sum(k.endswith("/") for k in keys)
-    return len(keys) - markers, markers
+    extra = set(_keys(prefix, n))
+    return sum(k in extra for k in keys), sum(k.endswith("/") for k in keys)
+
+
+def _peak_rss_mb() -> float:
+    """This process's peak RSS since its exec (VmHWM; ru_maxrss keeps the forking parent's peak across exec)."""
+    with open("/proc/self/status") as f:
+        return next(int(line.split()[1]) for line in f if line.startswith("VmHWM:")) / 1024
+
+
+def _timed_calls(cls, spent: collections.Counter) -> None:
+    """Sum the seconds each request kind of ``cls._call`` takes (over all threads)."""
+    original = cls._call
+
+    def _call(self, kind, fn, **kwargs):
+        start = time.perf_counter()
+        try:
+            return original(self, kind, fn, **kwargs)
+        finally:
+            spent[kind] += time.perf_counter() - start
+
+    cls._call = _call
+
+
+def run_listing(mode: str, settings: dict, prefix: str, n: int) -> dict:
+    bucket = settings["bucket"]
+    if mode == "list-floor":
+        client = _client(settings)
+        start = time.perf_counter()
+        count = pages = 0
+        for page in client.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix + "/"):
+            count += len(page.get("Contents", ()))
+            pages += 1
+        seconds = time.perf_counter() - start
+        sent = {"LIST": pages}
+    else:
+        from lakesweep.engine.fileio import ArrowFileIO
+        from lakesweep.engine.paimon.orphans import list_orphan_candidates
+        from lakesweep.engine.paimon.table import open_table
+        from tests.support.s3_proxy import faulty_s3
+
+        location = f"s3://{bucket}/{prefix}"
+        start = time.perf_counter()
+        count = len(list_orphan_candidates(open_table(location, ArrowFileIO("s3", _props(settings)))))
+        seconds = time.perf_counter() - start
+        with faulty_s3(settings) as proxy:  # a second, untimed pass through the proxy counts the requests
+            list_orphan_candidates(open_table(location, ArrowFileIO("s3", {**_props(settings),
+                                                                           "endpoint": proxy.url})))
+            sent = {k: v for k, v in proxy.sent.items() if v}
+    if count < n:
+        raise SystemExit(f"{mode}: listed {count} keys, fewer than the {n} extra data files")
+    return {"mode": mode, "seconds": seconds, "keys": count, "keys_per_s": count / seconds, "requests": sent,
+            "spent": {}, "markers": 0, "peak_rss_mb": _peak_rss_mb()}
 
 
 def run_mode(mode: str, settings: dict, prefix: str, n: int) -> dict:
     """One mode in this process: seconds, requests by kind, peak RSS."""
+    if mode in ("listing", "list-floor"):
+        return run_listing(mode, settings, prefix, n)
     from lakesweep.applier.spark_exec import DEFAULT_BATCH, DEFAULT_THREADS, execute_rows, task_row
     from lakesweep.engine.fileio import ArrowFileIO
     from lakesweep.engine.plan import Action, Verb
-    from lakesweep.engine.s3_bulk import RequestBudget, s3_client
+    from lakesweep.engine.s3_bulk import S3BulkDeleter
 
     bucket = settings["bucket"]
     keys = _keys(prefix, n)
+    spent: collections.Counter[str] = collections.Counter()
     if mode == "floor":
-        client = s3_client(_props(settings))
+        client = _client(settings)
         start = time.perf_counter()
         for i in range(0, n, 1000):
             client.delete_objects(Bucket=bucket, Delete={"Objects": [{"Key": k} for k in keys[i:i + 1000]],
@@ -73,32 +148,39 @@ def run_mode(mode: str, settings: dict, prefix: str, n: int) -> dict:
         class PerObject(ArrowFileIO):
             bulk_deletes = False
 
+        _timed_calls(S3BulkDeleter, spent)
         fileio = (PerObject if mode == "per-object" else ArrowFileIO)("s3", _props(settings))
-        if mode == "bulk-1000":
-            fileio = fileio.with_budget(RequestBudget(delete_batch=1000))
         root = f"s3://{bucket}/{prefix}"
         actions = [Action("data-file", k[len(prefix) + 1:], verb=Verb.DELETE_FILE, phase=1, action_id=i)
                    for i, k in enumerate(keys)]
         start = time.perf_counter()
-        outcomes: dict[str, int] = {}
+        outcomes: collections.Counter[tuple[str, int]] = collections.Counter()
         for batch in execute_rows(map(task_row, actions), fileio, root, [], False, DEFAULT_BATCH, DEFAULT_THREADS,
                                   {"data-file": "data-file"}):
             for row in batch:
-                outcomes[row[1]] = outcomes.get(row[1], 0) + 1
+                outcomes[(row[1], row[2])] += 1
         seconds = time.perf_counter() - start
-        if outcomes != {"DELETED": n}:
-            raise SystemExit(f"{mode}: outcomes {outcomes}, expected {n} DELETED")
+        if {o for o, _ in outcomes} != {"DELETED"}:
+            raise SystemExit(f"{mode}: outcomes (outcome, attempts) {dict(outcomes)}, expected {n} DELETED")
         sent = dict(fileio.limiter.sent)
-    left, markers = _remaining(s3_client(_props(settings)), bucket, prefix)
+    left, markers = _remaining(_client(settings), bucket, prefix, n)
     if left:
         raise SystemExit(f"{mode}: {left} objects left")
-    return {"mode": mode, "seconds": seconds, "keys_per_s": n / seconds, "requests": sent, "markers": markers,
-            "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
+    return {"mode": mode, "seconds": seconds, "keys": n, "keys_per_s": n / seconds, "requests": sent,
+            "spent": {k: round(v, 1) for k, v in spent.items()}, "markers": markers,
+            "peak_rss_mb": _peak_rss_mb()}
+
+
+def _table(work: str) -> str:
+    from tests.support.pypaimon_tables import write_append_table
+
+    return write_append_table(os.path.join(work, "wh"), name="bench_t", commits=3).path
 
 
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--objects", type=int, default=100_000)
+    ap.add_argument("--per-object-objects", type=int, help="objects of the per-object mode (default: --objects)")
     ap.add_argument("--mode", help=argparse.SUPPRESS)
     ap.add_argument("--settings", help=argparse.SUPPRESS)
     ap.add_argument("--prefix", help=argparse.SUPPRESS)
@@ -107,37 +189,44 @@ def main() -> None:
         print(json.dumps(run_mode(args.mode, json.loads(args.settings), args.prefix, args.objects)))
         return
 
-    from lakesweep.engine.s3_bulk import s3_client
     from tests.support.seaweed import seaweed_s3
 
     n = args.objects
+    sizes = {"per-object": args.per_object_objects or n}
+    copies = ("bulk", "per-object", "floor")
+    modes = (("listing", "bulk"), ("list-floor", "bulk")) + tuple((c, c) for c in copies)
     with tempfile.TemporaryDirectory() as work, seaweed_s3(os.path.join(work, "weed")) as settings:
         settings = {k: v for k, v in settings.items() if k != "fs"}
-        client = s3_client(_props(settings))
-        modes = ("bulk", "bulk-1000", "per-object", "floor")
+        table_dir = _table(work)
+        client = _client(settings)
         t = time.perf_counter()
-        for mode in modes:
-            write_copy(client, settings["bucket"], f"copy-{mode}", n)
-        print(f"wrote {len(modes)} copies of {n} objects in {time.perf_counter() - t:.0f} s", file=sys.stderr)
+        for copy in copies:
+            write_copy(client, settings["bucket"], table_dir, f"copy-{copy}", sizes.get(copy, n))
+        print(f"wrote {len(copies)} copies of a table with {n} extra data files in {time.perf_counter() - t:.0f} s",
+              file=sys.stderr)
         results = []
-        for mode in modes:
-            out = subprocess.run([sys.executable, __file__, "--objects", str(n), "--mode", mode,
-                                  "--settings", json.dumps(settings), "--prefix", f"copy-{mode}"],
+        for mode, copy in modes:
+            load = os.getloadavg()[0]
+            out = subprocess.run([sys.executable, __file__, "--objects", str(sizes.get(mode, n)), "--mode", mode,
+                                  "--settings", json.dumps(settings), "--prefix", f"copy-{copy}"],
                                  capture_output=True, text=True)
             if out.returncode != 0:
                 raise SystemExit(f"{mode} failed:\n{out.stderr}")
-            results.append(json.loads(out.stdout))
-    floor = next(r for r in results if r["mode"] == "floor")["keys_per_s"]
-    per_object = next(r for r in results if r["mode"] == "per-object")["keys_per_s"]
-    print(f"{n} objects in {DIRS} directories, SeaweedFS on loopback, {os.cpu_count()} cores")
+            results.append({**json.loads(out.stdout), "load": load})
+            print(f"{mode} done, load average {load:.1f} at its start", file=sys.stderr)
+    by = {r["mode"]: r for r in results}
+    print(f"{n} extra data files ({sizes['per-object']} for per-object) in {DIRS} directories of a Paimon table, "
+          f"SeaweedFS on loopback, "
+          f"{os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f} at the end")
     print(f"{'mode':<11} {'seconds':>8} {'keys/s':>9} {'x floor':>8} {'x per-obj':>9} {'peak RSS MB':>12} "
-          f"{'markers':>8}  requests")
+          f"{'load':>5}  requests (request-seconds)")
     for r in results:
-        reqs = ", ".join(f"{v} {k}" for k, v in sorted(r["requests"].items()))
+        floor = by["list-floor" if r["mode"].startswith("list") else "floor"]["keys_per_s"]
+        per_object = "" if r["mode"].startswith("list") else f"{r['keys_per_s'] / by['per-object']['keys_per_s']:.1f}"
+        reqs = ", ".join(f"{v} {k}" + (f" ({r['spent'][k]} s)" if k in r["spent"] else "")
+                         for k, v in sorted(r["requests"].items()))
         print(f"{r['mode']:<11} {r['seconds']:>8.1f} {r['keys_per_s']:>9.0f} {r['keys_per_s'] / floor:>8.2f} "
-              f"{r['keys_per_s'] / per_object:>9.1f} {r['peak_rss_mb']:>12.0f} {r['markers']:>8}  {reqs}")
-    print("markers: directory marker objects left behind (pyarrow's delete_file writes one when it empties a "
-          "directory)")
+              f"{per_object:>9} {r['peak_rss_mb']:>12.0f} {r['load']:>5.1f}  {reqs}")
 
 
 if __name__ == "__main__":

@@ -77,6 +77,12 @@ class StorageError(LakesweepError):
         super().__init__(f"{path}: {message}")
 
 
+class DeleteUnconfirmed(StorageError):
+    """A delete request went out and its answer was lost (a timeout, a dropped connection, a server error after
+    the store may have acted): the file may be gone or not. A later attempt that finds it absent reports it
+    ``DELETED``, never ``ALREADY_ABSENT``: it was there when the first attempt looked."""
+
+
 class PlanRejected(LakesweepError):
     """A plan cannot be built or accepted: bad options, a tampered file, a plan for another table."""
 

@@ -21,7 +21,7 @@ import uuid
 from dataclasses import dataclass
 from typing import BinaryIO, Iterable, Iterator, Mapping
 
-from lakesweep.engine.errors import AtomicCreateUnsupported, InvalidLocation, StorageError
+from lakesweep.engine.errors import AtomicCreateUnsupported, DeleteUnconfirmed, InvalidLocation, StorageError
 
 
 class DeleteOutcome(enum.StrEnum):
@@ -304,7 +304,8 @@ class ArrowFileIO(FileIO):
     def delete_batch(self, paths: Iterable[str]) -> dict[str, tuple[DeleteOutcome | StorageError, int]]:
         if self.scheme != "s3":
             return super().delete_batch(paths)
-        from lakesweep.engine.s3_bulk import DEFAULT_DELETE_BATCH, S3BulkDeleter, s3_client
+        from lakesweep.engine.s3_bulk import DEFAULT_DELETE_BATCH, S3BulkDeleter
+        from lakesweep.engine.s3_client import s3_client
 
         paths = list(paths)
         for path in paths:
@@ -313,7 +314,8 @@ class ArrowFileIO(FileIO):
         with self._lock:
             if self._deleter is None:
                 batch = DEFAULT_DELETE_BATCH if self.budget is None else self.budget.delete_batch
-                self._deleter = S3BulkDeleter(s3_client(self.properties), limiter, batch=batch)
+                client = s3_client(resolve_s3_settings(self.properties), max_attempts=1)  # it retries itself
+                self._deleter = S3BulkDeleter(client, limiter, batch=batch)
         return self._deleter.delete(paths)
 
     def __eq__(self, other):
@@ -433,29 +435,48 @@ class ArrowFileIO(FileIO):
         yield from list_pages(self._s3(), path, recursive=recursive)
 
     def delete(self, path: str) -> DeleteOutcome:
-        from pyarrow import fs as pafs
-
         native = self._native(path)
         if self.scheme == "file":
             return self._unlink(path, native)
+        return self._delete_object(path, native)
+
+    def _delete_object(self, path: str, native: str) -> DeleteOutcome:
+        """A HEAD, to tell ``DELETED`` from ``ALREADY_ABSENT``, then a DeleteObject, through botocore: absence
+        is a 404's status code, never an error's text. Once the HEAD has found the object, a failed DELETE is
+        ``DeleteUnconfirmed`` (the store may have acted; ``applier.actions.execute_with_retry``). pyarrow's
+        ``delete_file`` is not used: it gives up on a reply slower than 3 s, sends a HEAD of its own and writes
+        a directory marker object when a directory empties."""
+        from botocore.exceptions import BotoCoreError, ClientError
+
+        bucket, _, key = native.partition("/")
+        client = self._s3()
         try:
             self.limiter.acquire("HEAD")
-            fi = self.fs.get_file_info(native)
-            if fi.type == pafs.FileType.NotFound:
-                return DeleteOutcome.ALREADY_ABSENT
-            if fi.type == pafs.FileType.Directory:
-                raise StorageError(path, "is a directory; lakesweep deletes files only")
+            client.head_object(Bucket=bucket, Key=key)
+        except ClientError as e:
+            if _http_status(e) != 404:
+                raise StorageError(path, f"cannot stat: {e}") from e
+            return self._absent_unless_directory(path, bucket, key)
+        except BotoCoreError as e:
+            raise StorageError(path, f"cannot stat: {e}") from e
+        try:
             self.limiter.acquire("DELETE")
-            self.fs.delete_file(native)
-            return DeleteOutcome.DELETED
-        except FileNotFoundError:
-            return DeleteOutcome.ALREADY_ABSENT
-        except StorageError:
-            raise
-        except OSError as e:
-            if _is_not_found(e):
-                return DeleteOutcome.ALREADY_ABSENT
-            raise StorageError(path, f"cannot delete: {e}") from e
+            client.delete_object(Bucket=bucket, Key=key)
+        except (ClientError, BotoCoreError) as e:
+            raise DeleteUnconfirmed(path, f"cannot delete, or the store's answer was lost: {e}") from e
+        return DeleteOutcome.DELETED
+
+    def _absent_unless_directory(self, path: str, bucket: str, key: str) -> DeleteOutcome:
+        from botocore.exceptions import BotoCoreError, ClientError
+
+        try:
+            self.limiter.acquire("LIST")
+            page = self._s3().list_objects_v2(Bucket=bucket, Prefix=key.rstrip("/") + "/", MaxKeys=1)
+        except (ClientError, BotoCoreError) as e:
+            raise StorageError(path, f"cannot stat: {e}") from e
+        if page.get("KeyCount") or page.get("Contents") or page.get("CommonPrefixes"):
+            raise StorageError(path, "is a directory; lakesweep deletes files only")
+        return DeleteOutcome.ALREADY_ABSENT
 
     @staticmethod
     def _unlink(path: str, native: str) -> DeleteOutcome:
@@ -512,11 +533,12 @@ class ArrowFileIO(FileIO):
     supports_create_if_absent = True
 
     def _s3(self):
-        from lakesweep.engine.s3_conditional import s3_client
+        from lakesweep.engine.s3_client import s3_client
+        from lakesweep.engine.s3_conditional import CLIENT_ATTEMPTS
 
         with self._lock:
             if self._client is None:
-                self._client = s3_client(resolve_s3_settings(self.properties))
+                self._client = s3_client(resolve_s3_settings(self.properties), max_attempts=CLIENT_ATTEMPTS)
             return self._client
 
     def _conditional_put(self, bucket: str, scratch_prefix: str, path: str):
@@ -569,6 +591,10 @@ def _scratch_prefix(table_key: str) -> str:
     else the table's parent; never inside the table."""
     parent = posixpath.dirname(table_key.strip("/"))
     return posixpath.dirname(parent) if parent.endswith(".db") else parent
+
+
+def _http_status(e) -> int:
+    return int((getattr(e, "response", None) or {}).get("ResponseMetadata", {}).get("HTTPStatusCode") or 0)
 
 
 def _is_not_found(e: OSError) -> bool:

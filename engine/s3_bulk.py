@@ -14,7 +14,7 @@ import random
 import threading
 import time
 from dataclasses import dataclass, replace
-from typing import Callable, Iterable, Mapping, Sequence
+from typing import Callable, Iterable, Sequence
 
 from lakesweep.engine.errors import StorageError
 
@@ -99,24 +99,6 @@ class RateLimiter:
             return out
 
 
-def s3_client(properties: Mapping[str, str]):
-    """A botocore S3 client for the FileIO's settings (absent ones from the usual AWS chain), retries off."""
-    import botocore.config
-    import botocore.session
-
-    p = properties
-    config = botocore.config.Config(
-        retries={"total_max_attempts": 1, "mode": "standard"},
-        s3={"addressing_style": "path" if p.get("path_style", "true").lower() == "true" else "auto"},
-        max_pool_connections=32, connect_timeout=10, read_timeout=60,
-    )
-    session = botocore.session.get_session()
-    return session.create_client(
-        "s3", region_name=p.get("region") or None, endpoint_url=p.get("endpoint") or None,
-        aws_access_key_id=p.get("access_key") or None, aws_secret_access_key=p.get("secret_key") or None,
-        aws_session_token=p.get("session_token") or None, config=config)
-
-
 def split_s3(path: str) -> tuple[str, str]:
     bucket, _, key = path[len("s3://"):].partition("/")
     return bucket, key
@@ -179,7 +161,10 @@ class S3BulkDeleter:
             in_dir = sorted(in_dir)
             wanted = set(in_dir)
             prefix = f"{directory}/" if directory else ""
-            kwargs = {"Bucket": bucket, "Prefix": prefix, "Delimiter": "/", "MaxKeys": 1000,
+            # A page as long as the batch's share of the directory: a plan's keys are sorted, so it usually
+            # covers them, and a store lists (and bills the time of) every entry it returns; more pages follow
+            # only when other files lie between them.
+            kwargs = {"Bucket": bucket, "Prefix": prefix, "Delimiter": "/", "MaxKeys": min(1000, len(in_dir) + 1),
                       "StartAfter": in_dir[0][:-1]}
             try:
                 while True:
@@ -233,8 +218,8 @@ class S3BulkDeleter:
                 key = err.get("Key")
                 if key not in keys:
                     continue
-                if err.get("Code") == "NoSuchKey":
-                    out[keys[key]] = (DeleteOutcome.ALREADY_ABSENT, attempt)
+                if err.get("Code") == "NoSuchKey":  # listed before this request, gone after it
+                    out[keys[key]] = (DeleteOutcome.DELETED, attempt)
                 else:
                     errors[key] = f"{err.get('Code')}: {err.get('Message')}"
             # A key the response does not mention was not confirmed: it is tried again, like a failure.

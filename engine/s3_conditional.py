@@ -16,9 +16,11 @@ from dataclasses import dataclass
 
 from lakesweep.engine.errors import StorageError
 from lakesweep.engine.fileio import S3Settings
+from lakesweep.engine.s3_client import s3_client
 
 PROBE_NAME = ".lakesweep-conditional-put-probe-"
 _CONFLICT_RETRIES = 5  # AWS answers 409 while another conditional write of the key is in flight: retry
+CLIENT_ATTEMPTS = 4  # botocore's standard retries: a PUT whose answer was lost is sent again (put_if_absent)
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,19 +38,6 @@ _FOUND_LOCK = threading.Lock()
 
 def store_name(settings: S3Settings, bucket: str) -> str:
     return f"s3://{bucket} at {settings.endpoint or f'AWS S3 ({settings.region})'}"
-
-
-def s3_client(settings: S3Settings):
-    """A boto3 S3 client for ``settings``; it is built where it is used and never pickled."""
-    import boto3
-    from botocore.config import Config
-
-    config = Config(s3={"addressing_style": "path" if settings.path_style else "auto"},
-                    retries={"max_attempts": 3, "mode": "standard"})
-    return boto3.session.Session().client(
-        "s3", endpoint_url=settings.endpoint, region_name=settings.region, config=config,
-        aws_access_key_id=settings.access_key, aws_secret_access_key=settings.secret_key,
-        aws_session_token=settings.session_token)
 
 
 def _status(e) -> tuple[int, str]:
@@ -114,7 +103,8 @@ def conditional_put_support(settings: S3Settings, bucket: str, scratch_prefix: s
     with _FOUND_LOCK:
         if cache_key in _FOUND:
             return _FOUND[cache_key]
-    found = _probe(client or s3_client(settings), store_name(settings, bucket), bucket, scratch_prefix)
+    client = client or s3_client(settings, max_attempts=CLIENT_ATTEMPTS)
+    found = _probe(client, store_name(settings, bucket), bucket, scratch_prefix)
     with _FOUND_LOCK:
         return _FOUND.setdefault(cache_key, found)
 

@@ -128,3 +128,17 @@ def test_budget_shares_rate_and_concurrency_among_tasks():
     assert b.share(16).max_concurrency == 1
     with pytest.raises(ValueError, match="delete_batch must be within 1..1000, got 1001"):
         RequestBudget(delete_batch=1001)
+
+
+def test_a_listed_key_reported_no_such_key_is_deleted_never_already_absent(s3, proxy):
+    prefix = f"{s3['bucket']}/nosuchkey-{uuid.uuid4().hex[:8]}"
+    paths = _put(s3, prefix, ["data/f-0", "data/f-1"])
+    # Listed, then removed by someone else, and the store answers NoSuchKey for it: it existed before our
+    # request and is gone after it.
+    proxy.before_delete_objects = lambda keys: s3["fs"].delete_file(paths[0][len("s3://"):])
+    proxy.fail_keys([paths[0][len(f"s3://{s3['bucket']}/"):]], code="NoSuchKey")
+
+    out = _fileio(s3, proxy).delete_batch(paths)
+
+    assert out == {paths[0]: (DeleteOutcome.DELETED, 1), paths[1]: (DeleteOutcome.DELETED, 1)}
+    assert list_tree(s3["fs"], prefix) == set()

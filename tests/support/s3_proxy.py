@@ -4,7 +4,9 @@ Requests are forwarded unchanged (method, path, headers with the same Host, body
 still verify upstream. Faults a real store has and SeaweedFS does not show: ``slow_down(n)`` answers the
 next n requests (of chosen kinds) ``503 SlowDown``; ``fail_keys`` makes a DeleteObjects report chosen keys
 as errors (the proxy then deletes the other keys of that request with a DeleteObjects of its own, and
-answers for them); ``before_delete_objects`` runs just before a DeleteObjects goes on, as another process would.
+answers for them); ``before_delete_objects`` runs just before a DeleteObjects goes on, as another process would;
+``lose_answers`` lets a DeleteObject of chosen keys go through and then answers it ``500 InternalError`` (or late),
+as a store under load or a dropped connection does.
 ``sent`` counts requests by kind: LIST, DELETE (DeleteObjects), DELETE_ONE, HEAD, GET, PUT.
 
 ``header_dropping_proxy`` is a store that ignores chosen headers (``If-None-Match`` on PutObject): the client
@@ -16,6 +18,7 @@ from __future__ import annotations
 import collections
 import http.client
 import threading
+import time
 import urllib.parse
 from urllib.parse import urlsplit
 import xml.etree.ElementTree as ET
@@ -38,8 +41,11 @@ class FaultyS3:
         self.slowdown_kinds: frozenset[str] | None = None
         self.slowdowns_sent = 0
         self.failing: dict[str, int] = {}  # key -> how many more DeleteObjects report it failed
+        self.fail_codes: dict[str, str] = {}  # key -> the error code reported for it
         self.before_delete_objects: Callable[[list[str]], None] | None = None
         self.delete_requests: list[list[str]] = []  # the keys of every DeleteObjects, in order
+        self.losing: dict[str, int] = {}  # key -> how many more DeleteObject answers are lost
+        self.late_s: float | None = None  # lost answers come this late instead of as a 500
         self.url = ""
         self._client = None
 
@@ -49,10 +55,19 @@ class FaultyS3:
             self.slowdowns_left = n
             self.slowdown_kinds = None if kinds is None else frozenset(kinds)
 
-    def fail_keys(self, keys, times: int = 1) -> None:
+    def fail_keys(self, keys, times: int = 1, code: str = "InternalError") -> None:
         with self.lock:
             for k in keys:
                 self.failing[k] = times
+                self.fail_codes[k] = code
+
+    def lose_answers(self, keys, times: int = 1, *, late_s: float | None = None) -> None:
+        """The next ``times`` DeleteObject requests of each key are carried out, then answered ``500
+        InternalError`` (``late_s``: answered with the store's own reply that many seconds late)."""
+        with self.lock:
+            self.late_s = late_s
+            for k in keys:
+                self.losing[k] = times
 
     def client(self):
         if self._client is None:
@@ -121,6 +136,21 @@ def _handler(state: FaultyS3):
                 if failed:
                     self._partial(split.path.strip("/").split("/")[0], keys, set(failed))
                     return
+            if kind == "DELETE_ONE":
+                key = urllib.parse.unquote(split.path).strip("/").partition("/")[2]
+                with state.lock:
+                    lose = state.losing.get(key, 0) > 0
+                    if lose:
+                        state.losing[key] -= 1
+                if lose and state.late_s is None:
+                    self._forward(body, answer=False)
+                    self._reply(500, b'<?xml version="1.0" encoding="UTF-8"?>\n<Error><Code>InternalError</Code>'
+                                     b"<Message>injected: the answer is lost</Message></Error>",
+                                [("Content-Type", "application/xml")])
+                    return
+                if lose:
+                    self._forward(body, delay_s=state.late_s)
+                    return
             self._forward(body)
 
         def _partial(self, bucket: str, keys: list[str], failed: set[str]) -> None:
@@ -130,12 +160,12 @@ def _handler(state: FaultyS3):
                 resp = state.client().delete_objects(Bucket=bucket, Delete={"Objects": [{"Key": k} for k in ok]})
                 deleted = [d["Key"] for d in resp.get("Deleted", ())]
             parts = [f"<Deleted><Key>{escape(k)}</Key></Deleted>" for k in deleted]
-            parts += [f"<Error><Key>{escape(k)}</Key><Code>InternalError</Code><Message>injected failure</Message>"
-                      "</Error>" for k in keys if k in failed]
+            parts += [f"<Error><Key>{escape(k)}</Key><Code>{state.fail_codes.get(k, 'InternalError')}</Code>"
+                      "<Message>injected failure</Message></Error>" for k in keys if k in failed]
             xml = f'<?xml version="1.0" encoding="UTF-8"?>\n<DeleteResult xmlns="{_NS}">{"".join(parts)}</DeleteResult>'
             self._reply(200, xml.encode(), [("Content-Type", "application/xml")])
 
-        def _forward(self, body: bytes) -> None:
+        def _forward(self, body: bytes, *, answer: bool = True, delay_s: float = 0.0) -> None:
             conn = http.client.HTTPConnection(state.upstream.hostname, state.upstream.port, timeout=60)
             try:
                 conn.putrequest(self.command, self.path, skip_host=True, skip_accept_encoding=True)
@@ -145,6 +175,9 @@ def _handler(state: FaultyS3):
                 conn.endheaders(body if body else None)
                 resp = conn.getresponse()
                 data = resp.read()
+                if not answer:
+                    return
+                time.sleep(delay_s)
                 headers = [(k, v) for k, v in resp.getheaders() if k.lower() not in _HOP | {"content-length"}]
                 self.send_response(resp.status)
                 for k, v in headers:
