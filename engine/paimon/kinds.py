@@ -148,6 +148,7 @@ SPECS.update({k.value: ActionKindSpec(
     _deepest_first(i) if k is OrphanKind.EMPTY_DIR else _by_path(i),
     by_name=k not in _STRAY and k is not OrphanKind.EMPTY_DIR) for i, k in enumerate(OrphanKind)})
 
+
 class PartitionKind(enum.StrEnum):
     """What a partition drop commits: each live data file of a dropped partition, marked DELETE in one
     OVERWRITE snapshot (``FileStoreCommitImpl#dropPartitions``). Nothing is deleted: snapshot expiry removes
