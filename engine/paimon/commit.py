@@ -49,6 +49,11 @@ class PaimonCommitter:
                                    "table's; the plan is refused") from e
         return out
 
+    def _base_snapshot(self) -> int:
+        """The snapshot a partition-drop plan was made on; 0 for a plan of another kind (``check`` refuses it)."""
+        scope = self.plan.scope
+        return int(scope.snapshot or 0) if isinstance(scope, PartitionScope) else 0
+
     def check(self, table, actions: Sequence[Action]) -> None:
         if not rules_of(self.plan).commits:
             raise PlanRejected(f"'{self.plan.kind}' plans commit nothing; the plan {self.plan.plan_id} is refused")
@@ -75,7 +80,7 @@ class PaimonCommitter:
 
     def find(self, table, commit_id: str) -> int | None:
         user, identifier = commit_user_and_identifier(commit_id)
-        return find_commit(table, user, identifier, after=int(self.plan.scope.snapshot or 0))
+        return find_commit(table, user, identifier, after=self._base_snapshot())
 
     def commit(self, table, actions: Sequence[Action], commit_id: str) -> int:
         user, identifier = commit_user_and_identifier(commit_id)
@@ -86,5 +91,5 @@ class PaimonCommitter:
         result = drop_partitions(table, [v for values in parts.values() for v in values],
                                  expected={k: frozenset(v) for k, v in expected.items()},
                                  commit_user=user, commit_identifier=identifier,
-                                 after=int(self.plan.scope.snapshot or 0))
+                                 after=self._base_snapshot())
         return result.snapshot_id
