@@ -10,6 +10,7 @@ largest other descendant (a Spark Python worker).
 
 from __future__ import annotations
 
+import json
 import os
 import pty
 import re
@@ -98,8 +99,6 @@ def apply(settings: dict, prefix: str, n: int, plan_path: str, journal: str) -> 
         events = db.execute("SELECT event_type, payload FROM events ORDER BY seq").fetchall()
     if outcomes != {"DELETED": n} or distinct != n:
         raise SystemExit(f"apply journaled {outcomes} over {distinct} actions, expected {n} DELETED")
-    import json
-
     by_type: dict[str, list[dict]] = {}
     for kind, payload in events:
         by_type.setdefault(kind, []).append(json.loads(payload))
