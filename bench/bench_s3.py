@@ -4,10 +4,11 @@ ListObjectsV2 loop. Identical copies of a pypaimon table with N extra data files
 each mode runs in its own process (its own peak RSS): ``listing`` (``list_orphan_candidates``) and
 ``list-floor`` on the ``bulk`` copy before it is deleted; ``bulk`` and ``per-object`` through
 ``applier.spark_exec.execute_rows`` (a Spark task's code: 8 threads, batches of 500, 250 keys per DeleteObjects)
-without Spark or journal. Prints keys/s, requests and request-seconds by kind, peak RSS; fails on any outcome
-other than DELETED or any object left. ``--per-object-objects`` runs the slowest mode on fewer objects.
+without Spark or journal; ``apply`` is what a user runs (bench/s3_cli_arm.py): ``lakesweep plan orphans``, then
+``lakesweep apply --master local[2] --journal J``, whole processes. Prints keys/s, requests, peak RSS; fails on
+any outcome other than DELETED or any object left. ``--per-object-objects`` runs the slowest mode on fewer objects.
 
-    python bench/bench_s3.py [--objects 100000] [--per-object-objects 20000]
+    python bench/bench_s3.py [--objects 100000] [--per-object-objects 20000] [--json FILE]
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 DIRS = 100
 PARTITIONS = 4  # dt=2024-01-01 .. dt=2024-01-04, 25 bucket directories each
@@ -53,16 +55,36 @@ def _keys(prefix: str, n: int) -> list[str]:
     return sorted(keys)
 
 
-def write_copy(client, bucket: str, table_dir: str, prefix: str, n: int) -> None:
+WRITERS = 2  # processes writing the extra files (botocore's signing holds the GIL), 16 threads each
+
+
+def _put_keys(settings: dict, keys: list[str]) -> int:
+    client = _client(settings)
+    with ThreadPoolExecutor(16) as pool:
+        list(pool.map(lambda k: client.put_object(Bucket=settings["bucket"], Key=k, Body=b"x"), keys))
+    return len(keys)
+
+
+def write_copies(settings: dict, table_dir: str, sizes: dict[str, int]) -> None:
+    """Each copy (prefix -> extra files): the table's files, then its extra files, those of every copy
+    spread over WRITERS processes."""
+    from concurrent.futures import ProcessPoolExecutor
+
+    client, bucket = _client(settings), settings["bucket"]
     table_files = [os.path.join(d, f) for d, _, fs in os.walk(table_dir) for f in fs]
 
-    def put_table_file(path: str) -> None:
+    def put_table_file(prefix_path: tuple[str, str]) -> None:
+        prefix, path = prefix_path
         with open(path, "rb") as f:
             client.put_object(Bucket=bucket, Key=f"{prefix}/{os.path.relpath(path, table_dir)}", Body=f.read())
 
     with ThreadPoolExecutor(16) as pool:
-        list(pool.map(put_table_file, table_files))
-        list(pool.map(lambda k: client.put_object(Bucket=bucket, Key=k, Body=b"x"), _keys(prefix, n)))
+        list(pool.map(put_table_file, [(p, f) for p in sizes for f in table_files]))
+    keys = [k for prefix, n in sizes.items() for k in _keys(prefix, n)]
+    with ProcessPoolExecutor(WRITERS) as procs:
+        written = sum(procs.map(_put_keys, [settings] * WRITERS, [keys[i::WRITERS] for i in range(WRITERS)]))
+    if written != len(keys):
+        raise SystemExit(f"wrote {written} extra files, expected {len(keys)}")
 
 
 def _remaining(client, bucket: str, prefix: str, n: int) -> tuple[int, int]:
@@ -181,6 +203,7 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--objects", type=int, default=100_000)
     ap.add_argument("--per-object-objects", type=int, help="objects of the per-object mode (default: --objects)")
+    ap.add_argument("--json", help="also write the results to this file")
     ap.add_argument("--mode", help=argparse.SUPPRESS)
     ap.add_argument("--settings", help=argparse.SUPPRESS)
     ap.add_argument("--prefix", help=argparse.SUPPRESS)
@@ -189,44 +212,80 @@ def main() -> None:
         print(json.dumps(run_mode(args.mode, json.loads(args.settings), args.prefix, args.objects)))
         return
 
+    import s3_cli_arm
+
     from tests.support.seaweed import seaweed_s3
 
     n = args.objects
     sizes = {"per-object": args.per_object_objects or n}
-    copies = ("bulk", "per-object", "floor")
-    modes = (("listing", "bulk"), ("list-floor", "bulk")) + tuple((c, c) for c in copies)
+    copies = ("bulk", "apply", "per-object", "floor")
+    modes = (("listing", "bulk"), ("list-floor", "bulk"), ("plan (CLI)", "apply"), ("apply (CLI)", "apply"),
+             ("floor", "floor"), ("bulk", "bulk"), ("per-object", "per-object"))
     with tempfile.TemporaryDirectory() as work, seaweed_s3(os.path.join(work, "weed")) as settings:
         settings = {k: v for k, v in settings.items() if k != "fs"}
         table_dir = _table(work)
-        client = _client(settings)
         t = time.perf_counter()
-        for copy in copies:
-            write_copy(client, settings["bucket"], table_dir, f"copy-{copy}", sizes.get(copy, n))
+        write_copies(settings, table_dir, {f"copy-{c}": sizes.get(c, n) for c in copies})
         print(f"wrote {len(copies)} copies of a table with {n} extra data files in {time.perf_counter() - t:.0f} s",
               file=sys.stderr)
+        time.sleep(1.1)
+        cutoff_ms = int(time.time() * 1000) - 100  # every file of every copy is older: the extras are orphans
+        plan_path, journal = os.path.join(work, "plan.parquet"), os.path.join(work, "journal.duckdb")
         results = []
         for mode, copy in modes:
             load = os.getloadavg()[0]
-            out = subprocess.run([sys.executable, __file__, "--objects", str(sizes.get(mode, n)), "--mode", mode,
-                                  "--settings", json.dumps(settings), "--prefix", f"copy-{copy}"],
-                                 capture_output=True, text=True)
-            if out.returncode != 0:
-                raise SystemExit(f"{mode} failed:\n{out.stderr}")
-            results.append({**json.loads(out.stdout), "load": load})
+            if mode == "plan (CLI)":
+                r = s3_cli_arm.plan(settings, f"copy-{copy}", n, plan_path, cutoff_ms)
+            elif mode == "apply (CLI)":
+                r = s3_cli_arm.apply(settings, f"copy-{copy}", n, plan_path, journal)
+                left, r["markers"] = _remaining(_client(settings), settings["bucket"], f"copy-{copy}", n)
+                if left:
+                    raise SystemExit(f"{mode}: {left} objects left")
+            else:
+                out = subprocess.run([sys.executable, __file__, "--objects", str(sizes.get(mode, n)), "--mode", mode,
+                                      "--settings", json.dumps(settings), "--prefix", f"copy-{copy}"],
+                                     capture_output=True, text=True)
+                if out.returncode != 0:
+                    raise SystemExit(f"{mode} failed:\n{out.stderr}")
+                r = json.loads(out.stdout)
+            results.append({**r, "load": load})
             print(f"{mode} done, load average {load:.1f} at its start", file=sys.stderr)
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(results, f, indent=1)
+    _report(results, n, sizes)
+
+
+def _report(results: list[dict], n: int, sizes: dict) -> None:
     by = {r["mode"]: r for r in results}
+    floor, per_object = by["floor"]["keys_per_s"], by["per-object"]["keys_per_s"]
     print(f"{n} extra data files ({sizes['per-object']} for per-object) in {DIRS} directories of a Paimon table, "
           f"SeaweedFS on loopback, "
           f"{os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f} at the end")
-    print(f"{'mode':<11} {'seconds':>8} {'keys/s':>9} {'x floor':>8} {'x per-obj':>9} {'peak RSS MB':>12} "
+    print(f"{'mode':<30} {'seconds':>8} {'keys/s':>9} {'x floor':>8} {'x per-obj':>9} {'peak RSS MB':>12} "
           f"{'load':>5}  requests (request-seconds)")
+    rows = []
     for r in results:
-        floor = by["list-floor" if r["mode"].startswith("list") else "floor"]["keys_per_s"]
-        per_object = "" if r["mode"].startswith("list") else f"{r['keys_per_s'] / by['per-object']['keys_per_s']:.1f}"
+        rows.append((r["mode"], r["seconds"], r["keys_per_s"], r))
+        if r["mode"] == "apply (CLI)":
+            rows.append(("apply (CLI), excl. Spark start-up", r["excl_seconds"], r["excl_keys_per_s"], r))
+    for mode, seconds, rate, r in rows:
+        listing = mode.startswith(("list", "plan"))
+        base = by["list-floor"]["keys_per_s"] if listing else floor
+        x_per = "" if listing else f"{rate / per_object:.1f}"
         reqs = ", ".join(f"{v} {k}" + (f" ({r['spent'][k]} s)" if k in r["spent"] else "")
                          for k, v in sorted(r["requests"].items()))
-        print(f"{r['mode']:<11} {r['seconds']:>8.1f} {r['keys_per_s']:>9.0f} {r['keys_per_s'] / floor:>8.2f} "
-              f"{per_object:>9} {r['peak_rss_mb']:>12.0f} {r['load']:>5.1f}  {reqs}")
+        if mode == "plan (CLI)":
+            reqs = "apply will send " + ", ".join(f"{v} {k}" for k, v in r["planned_requests"].items() if v)
+        if r["mode"] == "apply (CLI)":
+            reqs = (f"{r['throttled_events']} RequestsThrottled ({r['slowdowns']} SlowDown); JVM "
+                    f"{r['peaks_mib']['java']} MB, worker {r['peaks_mib']['other']} MB")
+        print(f"{mode:<30} {seconds:>8.1f} {rate:>9.0f} {rate / base:>8.2f} "
+              f"{x_per:>9} {r['peak_rss_mb']:>12.0f} {r['load']:>5.1f}  {reqs}")
+    a = by["apply (CLI)"]
+    print(f"apply (CLI): excl. Spark start-up from its phase bar (delete phase start to end; the bar's elapsed "
+          f"{a['bar_elapsed_s']} s); journal ApplyStarted.started_ms to ApplyCompleted {a['journal_span_s']:.1f} s "
+          f"(started_ms is taken before Spark starts); first to last file record {a['records_span_s']:.1f} s")
 
 
 if __name__ == "__main__":
