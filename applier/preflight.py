@@ -36,7 +36,7 @@ EXECUTOR_MODULES = (
     "lakesweep.applier.spark_exec",
     "lakesweep.applier.listing",  # plan orphans --spark: its tasks list directories
 )
-LAKESWEEP_PACKAGES = ("engine", "journal", "applier", "planner")
+LAKESWEEP_PACKAGES = ("lakesweep",)  # the modules whose source the fingerprint hashes
 DEFAULT_TIMEOUT_S = 300.0
 
 HOW_TO_PROVIDE = (

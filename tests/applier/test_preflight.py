@@ -104,10 +104,10 @@ def test_apply_refuses_executors_without_lakesweep_and_touches_nothing(planned, 
         f"'{stand_in}', from --conf spark.pyspark.python): on {socket.gethostname()}, {base} "
         f"(Python {sys.version.split()[0]}) "
         "cannot import pyarrow, pyarrow.fs (ModuleNotFoundError: No module named 'pyarrow'); "
-        "cannot import engine.errors, engine.plan, engine.fileio, engine.paimon.kinds, engine.iceberg.kinds (ModuleNotFoundError: No module named "
-        "'engine'); cannot import journal.events (ModuleNotFoundError: No module named 'journal'); "
-        "cannot import applier.actions, applier.spark_exec, applier.listing (ModuleNotFoundError: No module named 'applier'). "
-        + HOW_TO
+        "cannot import lakesweep.engine.errors, lakesweep.engine.plan, lakesweep.engine.fileio, "
+        "lakesweep.engine.paimon.kinds, lakesweep.engine.iceberg.kinds, lakesweep.journal.events, "
+        "lakesweep.applier.actions, lakesweep.applier.spark_exec, lakesweep.applier.listing "
+        "(ModuleNotFoundError: No module named 'lakesweep'). " + HOW_TO
     ) in words(r.stderr)
     assert "\tat " not in r.stderr and "Traceback" not in r.stderr and "Py4J" not in r.stderr
     assert all_files(w.path) == before
@@ -137,9 +137,9 @@ def test_apply_refuses_executors_running_other_lakesweep_code(planned, tmp_path)
     w, plan_file = planned
     other = tmp_path / "other-lakesweep"
     for package in ("engine", "journal", "applier", "planner"):
-        shutil.copytree(os.path.join(REPO, package), other / package,
+        shutil.copytree(os.path.join(REPO, package), other / "lakesweep" / package,
                         ignore=shutil.ignore_patterns("__pycache__"))
-    with open(other / "applier" / "actions.py", "a") as f:
+    with open(other / "lakesweep" / "applier" / "actions.py", "a") as f:
         f.write("\nOLDER_RELEASE = True\n")
     before = all_files(w.path)
     r = lakesweep("apply", plan_file, "--journal", tmp_path / "j.duckdb", "--master", "local[1]",
@@ -180,10 +180,14 @@ def test_py_files_ship_lakesweep_to_executors_whose_python_has_only_its_dependen
     bare.chmod(0o755)
     clean = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}  # other tests may have set it to the repo
     assert subprocess.run([bare, "-c", "import pyarrow"], cwd=tmp_path, env=clean).returncode == 0
-    assert subprocess.run([bare, "-c", "import engine"], cwd=tmp_path, env=clean, capture_output=True).returncode == 1
+    assert subprocess.run([bare, "-c", "import lakesweep"], cwd=tmp_path, env=clean,
+                          capture_output=True).returncode == 1
+    # as docs/cluster.md builds it: the installed package, zipped with its directory entries
+    target = tmp_path / "py-files"
+    subprocess.run([sys.executable, "-m", "pip", "install", "--no-deps", "--disable-pip-version-check", "-q",
+                    "--target", target, REPO], cwd=tmp_path, check=True, capture_output=True)
     archive = tmp_path / "lakesweep.zip"
-    subprocess.run([sys.executable, "-m", "zipfile", "-c", archive, "engine", "journal", "applier", "planner"],
-                   cwd=REPO, check=True)
+    subprocess.run([sys.executable, "-m", "zipfile", "-c", archive, "lakesweep"], cwd=target, check=True)
     r = lakesweep("apply", plan_file, "--journal", tmp_path / "j.duckdb", "--master", "local[1]",
                   "--conf", f"spark.pyspark.python={bare}", "--conf", f"spark.submit.pyFiles={archive}",
                   cwd=tmp_path)
@@ -211,9 +215,9 @@ def test_preflight_gives_up_when_no_executor_comes(tmp_path):
                      "the master to start")
             code = (
                 "import sys\n"
-                "from applier.spark_exec import spark_session\n"
-                "from applier.preflight import check_executors\n"
-                "from engine.errors import ExecutorEnvironmentError\n"
+                "from lakesweep.applier.spark_exec import spark_session\n"
+                "from lakesweep.applier.preflight import check_executors\n"
+                "from lakesweep.engine.errors import ExecutorEnvironmentError\n"
                 f"s = spark_session('spark://127.0.0.1:{port}', {{'spark.executor.memory': '512m'}}, preflight=False)\n"
                 "try:\n"
                 "    check_executors(s, timeout_s=5)\n"
