@@ -221,21 +221,21 @@ def writer_options(copy: str) -> tuple[dict, int]:
     return _get_parquet_writer_kwargs(props), int(props.get("write.parquet.row-group-limit", 1048576))
 
 
-def mismatches(before: dict, after: dict, scope: dict, stats: dict) -> list[str]:
+def mismatches(before: dict, after: dict, scope, stats: dict) -> list[str]:
     out = []
     for key in ("rows", "sums", "nulls", "hash_sum", "hash_sq"):
         if before[key] != after[key]:
             out.append(f"{key}: {before[key]} before, {after[key]} after")
-    inputs = sorted(f["location"] for b in scope["bins"] for f in b["inputs"])
-    expected = scope["data_files"] - len(inputs) + len(scope["bins"])
+    inputs = sorted(f["location"] for b in scope.bins for f in b["inputs"])
+    expected = scope.data_files - len(inputs) + len(scope.bins)
     if len(after["files"]) != expected:
-        out.append(f"{len(after['files'])} data files after, expected {expected} ({scope['data_files']} - "
-                   f"{len(inputs)} inputs + {len(scope['bins'])} bins)")
+        out.append(f"{len(after['files'])} data files after, expected {expected} ({scope.data_files} - "
+                   f"{len(inputs)} inputs + {len(scope.bins)} bins)")
     if after["deleted"] != inputs:
         out.append(f"{len(after['deleted'])} files DELETED in snapshot {after['snapshot_id']}, the plan's "
                    f"{len(inputs)} inputs expected ({len(set(inputs) - set(after['deleted']))} not DELETED)")
-    if after["snapshot_id"] == scope["snapshot_id"] or stats["bins"] != len(scope["bins"]):
-        out.append(f"no new snapshot (still {scope['snapshot_id']}), or stats and scope disagree on the bins")
+    if after["snapshot_id"] == scope.snapshot_id or stats["bins"] != len(scope.bins):
+        out.append(f"no new snapshot (still {scope.snapshot_id}), or stats and scope disagree on the bins")
     return out
 
 
@@ -266,8 +266,8 @@ def one_run(base: Path, scratch: str, target_mb: int, before: dict) -> dict:
                                        "--target-file-size-mb", str(target_mb), "-o", "json"], env=env),
                           "lakesweep plan compact")
     p = read_plan(plan)
-    if p.scope.get("skipped"):
-        log(f"the plan is skipped: {p.scope['skipped']}")
+    if p.scope.skipped:
+        log(f"the plan is skipped: {p.scope.skipped}")
         sys.exit(1)
     out["apply"] = checked(run_process([LAKESWEEP, "apply", plan, "--journal", journal, "--master", "local[2]",
                                         "-o", "json"], env=env, sample=True), "lakesweep apply")
@@ -286,7 +286,7 @@ def one_run(base: Path, scratch: str, target_mb: int, before: dict) -> dict:
     os.makedirs(floor_out)
     spec = os.path.join(scratch, "floor.json")
     with open(spec, "w") as f:
-        json.dump({"bins": [[i["path"] for i in b["inputs"]] for b in p.scope["bins"]], "out": floor_out,
+        json.dump({"bins": [[i["path"] for i in b["inputs"]] for b in p.scope.bins], "out": floor_out,
                    "writer": writer, "row_group_limit": row_group_limit, "workers": 2}, f)
     out["floor"] = json.loads(checked(run_process([sys.executable, "-c", FLOOR, spec]), "floor").stdout)
     shutil.rmtree(floor_out)
@@ -299,18 +299,18 @@ def one_run(base: Path, scratch: str, target_mb: int, before: dict) -> dict:
     theirs = checksum(copy)
     problems = [f"{key}: {before[key]} before, {theirs[key]} after"
                 for key in ("rows", "sums", "nulls", "hash_sum", "hash_sq") if before[key] != theirs[key]]
-    if theirs["snapshot_id"] == p.scope["snapshot_id"]:
-        problems.append(f"no new snapshot (still {p.scope['snapshot_id']})")
+    if theirs["snapshot_id"] == p.scope.snapshot_id:
+        problems.append(f"no new snapshot (still {p.scope.snapshot_id})")
     if problems:
         log("MISMATCH after Iceberg's rewrite_data_files:\n  " + "\n  ".join(problems))
         sys.exit(1)
     out["iceberg_files_after"] = len(theirs["files"])
-    out["bins"] = len(p.scope["bins"])
-    out["inputs"] = sum(len(b["inputs"]) for b in p.scope["bins"])
-    out["input_bytes"] = sum(f["size"] for b in p.scope["bins"] for f in b["inputs"])
-    out["rows"] = sum(f["record_count"] for b in p.scope["bins"] for f in b["inputs"])
-    out["partitions"] = len({b["partition"] for b in p.scope["bins"]})
-    out["data_files"] = p.scope["data_files"]
+    out["bins"] = len(p.scope.bins)
+    out["inputs"] = sum(len(b["inputs"]) for b in p.scope.bins)
+    out["input_bytes"] = sum(f["size"] for b in p.scope.bins for f in b["inputs"])
+    out["rows"] = sum(f["record_count"] for b in p.scope.bins for f in b["inputs"])
+    out["partitions"] = len({b["partition"] for b in p.scope.bins})
+    out["data_files"] = p.scope.data_files
     if out["floor"]["rows"] != out["rows"]:
         log(f"MISMATCH: the floor wrote {out['floor']['rows']} rows, the plan's bins hold {out['rows']}")
         sys.exit(1)

@@ -201,7 +201,7 @@ def one_run(base: Path, scratch: str, pristine: set[str]) -> dict:
         json.dump(targets, f)
     floor = checked(run_process([sys.executable, "-c", FLOOR, copy, listing]), "floor")
     out["floor"] = json.loads(floor.stdout)
-    out["deleted"], out["expired"] = len(targets), len(p.scope["expired"])
+    out["deleted"], out["expired"] = len(targets), len(p.scope.expired)
     return out
 
 

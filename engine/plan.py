@@ -335,27 +335,15 @@ def decode_requirement(obj: Mapping) -> Requirement:
     return cls.from_json(obj)
 
 
-class Scope(collections.abc.Mapping):
+class Scope:
     """A plan kind's own range data (expiry's begin and end, the bins of a compaction...), as a frozen
     dataclass per (format, plan kind) registered with ``scope_type``; ``TYPE`` (``<format>.<plan kind>``)
-    tags it in the plan header. Readers use its attributes. Sequence fields hold what the planner gave or
-    the header stored (lists), so a plan read back equals the plan written. Read-only access by field name
-    (``scope["begin"]``) is kept for callers not moved yet.
+    tags it in the plan header. Readers use its attributes; ``to_json`` is its header form. Sequence fields
+    hold what the planner gave or the header stored (lists), so a plan read back equals the plan written.
     """
 
     __slots__ = ()
     TYPE: ClassVar[str]
-
-    def __getitem__(self, key: str):
-        if key not in self._names():
-            raise KeyError(key)
-        return getattr(self, key)
-
-    def __iter__(self):
-        return iter(self._names())
-
-    def __len__(self) -> int:
-        return len(self._names())
 
     def _names(self) -> tuple[str, ...]:
         return tuple(f.name for f in dataclasses.fields(self))
@@ -413,7 +401,7 @@ class CleanupPlan:
     branch: str
     now_ms: int
     options: Mapping[str, OptionValue]
-    scope: Scope  # the kind's own range data (a Mapping given here is upcast: ``decode_scope``)
+    scope: Scope  # the kind's own range data (engine.<format>.scopes)
     requirements: tuple[Requirement, ...]
     phases: tuple[PhaseSpec, ...]
     actions: tuple[Action, ...]
@@ -433,8 +421,10 @@ class CleanupPlan:
         if self.format not in FORMATS:
             raise ValueError(f"table format {self.format!r} is not one of {list(FORMATS)}")
         if not isinstance(self.scope, Scope):
-            object.__setattr__(self, "scope", decode_scope(self.scope, fmt=self.format, kind=self.kind, tagged=False))
-        elif self.scope.TYPE != f"{self.format}.{self.kind}":
+            raise TypeError(f"a {self.format} {self.kind} plan's scope must be its typed Scope "
+                            f"(engine.{self.format}.scopes), not {type(self.scope).__name__}; an untyped "
+                            f"scope is decoded only from an old plan header (decode_scope)")
+        if self.scope.TYPE != f"{self.format}.{self.kind}":
             raise ValueError(f"a {self.format} {self.kind} plan cannot hold a {self.scope.TYPE} scope")
         for i, a in enumerate(self.actions):
             if a.action_id != i:

@@ -131,7 +131,8 @@ def _plan_from_v1_header(header: dict, actions: tuple[Action, ...]) -> CleanupPl
     )
     return CleanupPlan(
         **_header_basics(header),
-        scope={"begin": begin, "end": end, "earliest_hint": hint},
+        scope=decode_scope({"begin": begin, "end": end, "earliest_hint": hint}, fmt="paimon", kind="expire",
+                           tagged=False),
         requirements=requirements,
         phases=EXPIRE_PHASES,
         actions=actions,

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Callable
 
 from lakesweep.engine.errors import JournalConflict, JournalError, LakesweepError, PlanRejected, StorageError
+from lakesweep.engine.iceberg.scopes import CompactScope, RewriteManifestsScope
 from lakesweep.engine.plan import CleanupPlan, Verb
 from lakesweep.engine.plan_io import write_plan
 from lakesweep.journal.events import MaintenanceOutcome, MaintenanceResult, run_stream
@@ -64,8 +65,8 @@ def _applied_message(plan: CleanupPlan, counts: dict) -> str:
 
 
 def _skip_message(plan: CleanupPlan) -> str:
-    if plan.scope.get("skipped"):  # rewrite-manifests and compact: the worker's messages
-        return plan.scope["skipped"]
+    if isinstance(plan.scope, (RewriteManifestsScope, CompactScope)) and plan.scope.skipped:
+        return plan.scope.skipped  # the worker's messages
     entry = kinds_of(plan.format).get(plan.kind)
     if entry is not None and entry.maintain is not None and entry.maintain.nothing_message is not None:
         return entry.maintain.nothing_message

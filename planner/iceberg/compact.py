@@ -18,6 +18,7 @@ from lakesweep.engine.iceberg.compact_apply import scope_bins, scope_delete_mani
 from lakesweep.engine.iceberg.compaction import DEFAULT_MIN_INPUT_FILES, plan_bins, target_file_size
 from lakesweep.engine.iceberg.kinds import COMPACT_PHASES, CompactKind
 from lakesweep.engine.iceberg.requirements import plan_requirements
+from lakesweep.engine.iceberg.scopes import CompactScope
 from lakesweep.engine.paimon.requirements import AssertNowReached
 from lakesweep.engine.plan import Action, CleanupPlan, OptionValue, canonical_actions, summarize
 from lakesweep.planner.iceberg.common import refuse_unwritable, relative_to, scope_base
@@ -74,12 +75,12 @@ def plan_compact(table, *, now_ms: int, options: CompactOptions) -> CleanupPlan:
     return CleanupPlan(
         kind="compact", format="iceberg", table_location=table.location, table_identity=table.uuid, branch="main",
         now_ms=now_ms, options=dict(options.sources),
-        scope={**scope_base(table), "snapshot_id": scope.snapshot_id, "sequence_number": scope.sequence_number,
-               "schema_id": scope.schema_id, "refs": dict(table.refs()), "skipped": scope.skipped,
-               "target_bytes": scope.target_bytes, "min_input_files": scope.min_input_files,
-               "apply_deletes": scope.apply_deletes, "data_files": scope.data_files,
-               "small_files": scope.small_files, "bins": scope_bins(scope.bins),
-               "delete_manifests": scope_delete_manifests(scope.delete_manifests)},
+        scope=CompactScope(**scope_base(table), snapshot_id=scope.snapshot_id, sequence_number=scope.sequence_number,
+                           schema_id=scope.schema_id, refs=dict(table.refs()), skipped=scope.skipped,
+                           target_bytes=scope.target_bytes, min_input_files=scope.min_input_files,
+                           apply_deletes=scope.apply_deletes, data_files=scope.data_files,
+                           small_files=scope.small_files, bins=scope_bins(scope.bins),
+                           delete_manifests=scope_delete_manifests(scope.delete_manifests)),
         requirements=(*plan_requirements(table, gc=False), AssertNowReached(now_ms)),
         phases=COMPACT_PHASES, actions=canonical,
         stats={"summary": summarize(canonical), "warnings": [], "bins": len(scope.bins), "inputs": merged,

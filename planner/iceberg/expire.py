@@ -15,6 +15,7 @@ from lakesweep.engine.errors import PlanRejected
 from lakesweep.engine.iceberg.retention import expire_rule
 from lakesweep.engine.iceberg.kinds import EXPIRE_PHASES, FILE_KINDS, ExpireKind
 from lakesweep.engine.iceberg.requirements import plan_requirements
+from lakesweep.engine.iceberg.scopes import ExpireScope
 from lakesweep.engine.paimon.requirements import AssertNowReached
 from lakesweep.engine.plan import Action, CleanupPlan, OptionValue, canonical_actions, summarize
 from lakesweep.planner.iceberg.common import refuse_unwritable, relative_to, scope_base
@@ -145,8 +146,8 @@ def plan_iceberg_expire(table, *, now_ms: int, options: IcebergExpireOptions) ->
     return CleanupPlan(
         kind="expire", format="iceberg", table_location=table.location, table_identity=table.uuid, branch="main",
         now_ms=now_ms, options=dict(options.sources),
-        scope={**scope_base(table), "expired": expired, "removed_refs": removed_refs,
-               "cutoff_ms": options.cutoff_ms(now_ms), "refs": dict(table.refs())},
+        scope=ExpireScope(**scope_base(table), expired=expired, removed_refs=removed_refs,
+                          cutoff_ms=options.cutoff_ms(now_ms), refs=dict(table.refs())),
         # a plan as of a later time would expire what Iceberg's rule keeps now
         requirements=(*plan_requirements(table, removed_refs=removed_refs), AssertNowReached(now_ms)),
         phases=EXPIRE_PHASES, actions=canonical,

@@ -21,6 +21,7 @@ from lakesweep.engine.iceberg.kinds import ORPHAN_PHASES, OrphanKind
 from lakesweep.engine.iceberg.hidden import below_root, hidden_partition_prefixes, is_hidden
 from lakesweep.engine.iceberg.neighbours import table_roots
 from lakesweep.engine.iceberg.requirements import AssertOrphansUnreferenced, plan_requirements
+from lakesweep.engine.iceberg.scopes import OrphanScope
 from lakesweep.engine.paimon.requirements import AssertNowReached
 from lakesweep.engine.neighbours import Neighbour, refuse_shared_storage
 from lakesweep.engine.plan import Action, CleanupPlan, OptionValue, canonical_actions, summarize
@@ -199,7 +200,7 @@ def plan_iceberg_orphans(table, listed: Iterable[FileInfo], *, now_ms: int, opti
     return CleanupPlan(
         kind="orphans", format="iceberg", table_location=table.location, table_identity=table.uuid, branch="main",
         now_ms=now_ms, options=dict(options.sources),
-        scope={**scope_base(table), "cutoff_ms": cutoff, "refs": dict(table.refs())},
+        scope=OrphanScope(**scope_base(table), cutoff_ms=cutoff, refs=dict(table.refs())),
         requirements=(*plan_requirements(table), AssertNowReached(now_ms),
                       AssertOrphansUnreferenced(cutoff, force=options.force)),
         phases=ORPHAN_PHASES, actions=canonical_list,

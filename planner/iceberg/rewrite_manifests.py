@@ -15,6 +15,7 @@ from typing import Mapping
 from lakesweep.engine.errors import PlanRejected
 from lakesweep.engine.iceberg.kinds import REWRITE_PHASES, RewriteKind
 from lakesweep.engine.iceberg.requirements import plan_requirements
+from lakesweep.engine.iceberg.scopes import RewriteManifestsScope
 from lakesweep.engine.plan import Action, CleanupPlan, OptionValue, canonical_actions, summarize
 from lakesweep.planner.iceberg.common import refuse_unwritable, relative_to, scope_base
 from lakesweep.planner.iceberg.common import MAX_COMMIT_RETRIES, cannot_maintain
@@ -79,9 +80,9 @@ def plan_rewrite_manifests(table, *, now_ms: int, options: RewriteOptions) -> Cl
     return CleanupPlan(
         kind="rewrite-manifests", format="iceberg", table_location=table.location, table_identity=table.uuid,
         branch="main", now_ms=now_ms, options=dict(options.sources),
-        scope={**scope_base(table), "snapshot_id": current, "refs": dict(table.refs()),
-               "entries": entries, "specs": {str(k): v for k, v in sorted(specs.items())},
-               "data_manifests": data, "delete_manifests": deletes, "skipped": skipped},
+        scope=RewriteManifestsScope(**scope_base(table), snapshot_id=current, refs=dict(table.refs()),
+                                    entries=entries, specs={str(k): v for k, v in sorted(specs.items())},
+                                    data_manifests=data, delete_manifests=deletes, skipped=skipped),
         requirements=plan_requirements(table, gc=False),
         phases=REWRITE_PHASES, actions=canonical,
         stats={"summary": summarize(canonical), "warnings": []},

@@ -21,6 +21,7 @@ from lakesweep.engine.paimon.kinds import CHANGELOG_KIND_OF, CHANGELOG_PHASES, A
 from lakesweep.engine.paimon.model import FileKind, Snapshot
 from lakesweep.engine.paimon.plan_reads import changelog_digests, existing_manifests
 from lakesweep.engine.paimon.requirements import changelog_requirements
+from lakesweep.engine.paimon.scopes import ChangelogScope
 from lakesweep.engine.paimon.state import table_identity
 from lakesweep.engine.paimon.table import PaimonTable
 from lakesweep.engine.plan import Action, CleanupPlan, canonical_actions, summarize
@@ -121,7 +122,7 @@ def plan_changelog(table: PaimonTable, *, now_ms: int, options: ExpireOptions, r
     notes = _Notes(strict=not options.skip_unreadable)
     planner = _Planner(table, options, notes)
     tags = table.tags()
-    scope: dict = {"begin": None, "end": None, "earliest_hint": None, "bound": None}
+    scope = ChangelogScope(begin=None, end=None, earliest_hint=None, bound=None)
     requirements = ()
     changelogs: dict[int, str] = {}
     if found is not None and found[1] > found[0]:
@@ -144,7 +145,7 @@ def plan_changelog(table: PaimonTable, *, now_ms: int, options: ExpireOptions, r
             if options.clean_empty_dirs:
                 planner.plan_empty_dirs()
             planner._add(ActionKind.WRITE_EARLIEST_HINT, join(table.changelog_dir, "EARLIEST"), snapshot_id=end)
-            scope = {"begin": begin, "end": end, "earliest_hint": end, "bound": bound}
+            scope = ChangelogScope(begin=begin, end=end, earliest_hint=end, bound=bound)
             requirements = changelog_requirements(
                 identity=table_identity(table), location=table.location, branch=table.branch, begin=begin, end=end,
                 hint=end, schema_id=table.schema.id, branches=table.branch_names(),

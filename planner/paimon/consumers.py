@@ -14,6 +14,7 @@ from __future__ import annotations
 from lakesweep.engine.paimon.kinds import CONSUMER_PHASES, ConsumerKind
 from lakesweep.engine.paimon.plan_reads import ConsumerFiles, read_consumer_files
 from lakesweep.engine.paimon.requirements import consumer_requirements
+from lakesweep.engine.paimon.scopes import ConsumerScope
 from lakesweep.engine.paimon.state import table_identity
 from lakesweep.engine.paimon.table import CONSUMER_PREFIX, PaimonTable
 from lakesweep.engine.plan import Action, CleanupPlan, canonical_actions, summarize
@@ -61,7 +62,7 @@ def plan_consumers(table: PaimonTable, *, now_ms: int, options: ConsumerOptions,
         branch=table.branch,
         now_ms=now_ms,
         options=dict(options.sources),
-        scope={"cutoff_ms": cutoff, "consumers": listed},
+        scope=ConsumerScope(cutoff_ms=cutoff, consumers=listed),
         requirements=consumer_requirements(identity=table_identity(table), location=table.location,
                                            branch=table.branch, now_ms=now_ms, mtimes=mtimes,
                                            digests=digests),

@@ -18,6 +18,7 @@ from lakesweep.engine.paimon.model import FileKind, FileSource, ManifestEntry, S
 from lakesweep.engine.plan import Action, CleanupPlan, canonical_actions, summarize
 from lakesweep.engine.paimon.kinds import EXPIRE_PHASES, PARTITIONED_KINDS, ActionKind
 from lakesweep.engine.paimon.requirements import expire_requirements
+from lakesweep.engine.paimon.scopes import ExpireScope
 from lakesweep.engine.paimon.table import PaimonTable
 from lakesweep.engine.paimon.state import snapshot_pins, table_fingerprint, table_identity
 from lakesweep.planner.paimon.guard import assert_unreachable
@@ -339,7 +340,7 @@ def plan_expire(table: PaimonTable, *, now_ms: int, options: ExpireOptions) -> C
             branch=table.branch,
             now_ms=now_ms,
             options=dict(options.sources),
-            scope={"begin": begin, "end": end, "earliest_hint": hint},
+            scope=ExpireScope(begin=begin, end=end, earliest_hint=hint),
             requirements=requirements,
             phases=EXPIRE_PHASES,
             actions=actions,

@@ -24,6 +24,7 @@ from lakesweep.engine.paimon.neighbours import nested_neighbour, table_roots
 from lakesweep.engine.paimon.orphans import ListedDirs, ListedFile, expected_in_listing, read_used_names
 from lakesweep.engine.paimon.reachability import first_reachable
 from lakesweep.engine.paimon.requirements import orphan_requirements
+from lakesweep.engine.paimon.scopes import OrphanScope
 from lakesweep.engine.paimon.state import table_identity
 from lakesweep.engine.paimon.table import PaimonTable
 from lakesweep.engine.plan import Action, CleanupPlan, canonical_actions, kind_spec, summarize
@@ -205,7 +206,7 @@ def plan_orphans(table: PaimonTable, listing: Iterable[ListedFile | tuple], *, n
         branch=table.branch,
         now_ms=now_ms,
         options=dict(options.sources),
-        scope={"older_than_ms": threshold},
+        scope=OrphanScope(older_than_ms=threshold),
         requirements=orphan_requirements(identity=identity, location=table.location, deletes=bool(planned),
                                          now_ms=now_ms),
         phases=ORPHAN_PHASES,

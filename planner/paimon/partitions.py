@@ -18,6 +18,7 @@ from lakesweep.engine.paimon.kinds import PARTITION_PHASES, PartitionKind
 from lakesweep.engine.paimon.model import FileKind
 from lakesweep.engine.paimon.partition import decode_binary_row, partition_path, partition_spec
 from lakesweep.engine.paimon.requirements import partition_files_digest, partition_requirements
+from lakesweep.engine.paimon.scopes import PartitionScope
 from lakesweep.engine.paimon.state import table_identity
 from lakesweep.engine.paimon.table import PaimonTable
 from lakesweep.engine.plan import Action, CleanupPlan, canonical_actions, summarize
@@ -152,8 +153,9 @@ def plan_partitions(table: PaimonTable, *, now_ms: int, options: PartitionOption
     if limited:
         warnings.append(f"{limited} more expired partition(s) are left for a later plan (--max-expires "
                         f"{options.max_expires})")
-    scope = {"snapshot": latest, "strategy": options.strategy, "cutoff": cutoff.isoformat(sep=" ", timespec="seconds"),
-             "time_zone": options.time_zone, "partitions": listed}
+    scope = PartitionScope(snapshot=latest, strategy=options.strategy,
+                           cutoff=cutoff.isoformat(sep=" ", timespec="seconds"), time_zone=options.time_zone,
+                           partitions=listed)
     return CleanupPlan(
         kind="partitions",
         format="paimon",

@@ -20,6 +20,7 @@ from lakesweep.engine.paimon.kinds import TAG_PHASES, TagKind
 from lakesweep.engine.paimon.plan_reads import TagFiles, read_tag_files
 from lakesweep.engine.paimon.reachability import holder_files, holders
 from lakesweep.engine.paimon.requirements import tag_requirements
+from lakesweep.engine.paimon.scopes import TagScope
 from lakesweep.engine.paimon.state import table_identity
 from lakesweep.engine.paimon.tag_expiry import branch_origins, tag_snapshot_files
 from lakesweep.engine.paimon.table import PaimonTable
@@ -177,7 +178,7 @@ def plan_tags(table: PaimonTable, *, now_ms: int, options: TagOptions, read: Tag
         branch=table.branch,
         now_ms=now_ms,
         options=dict(options.sources),
-        scope={"tags": listed, "snapshots_gone": gone, "earliest": earliest, "latest": latest},
+        scope=TagScope(tags=listed, snapshots_gone=gone, earliest=earliest, latest=latest),
         requirements=tag_requirements(identity=table_identity(table), location=table.location, branch=table.branch,
                                       now_ms=now_ms, tags=digests, gone=gone),
         phases=TAG_PHASES,

@@ -54,7 +54,7 @@ def test_consumers_not_written_within_the_window_are_planned(tmp_path):
     b = builder(tmp_path, {"idle": 10, "busy": 1, "edge": 3})
     p = plan(b.root, expiration_time="3 d")
     assert [(a.kind, a.path) for a in p.actions] == [(ConsumerKind.CONSUMER_FILE, "consumer/consumer-idle")]
-    assert [c["consumer"] for c in p.scope["consumers"]] == ["idle"]
+    assert [c["consumer"] for c in p.scope.consumers] == ["idle"]
     assert p.stats["consumers_kept"] == 2  # written exactly at the cut-off is not before it
 
 

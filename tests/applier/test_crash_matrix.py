@@ -251,7 +251,7 @@ class IcebergSubject:
 
         table = self.lake.table(self._ident[root])
         if plan.kind == "expire":
-            return [] if set(plan.scope["expired"]) & {s.snapshot_id for s in table.metadata.snapshots} else [None]
+            return [] if set(plan.scope.expired) & {s.snapshot_id for s in table.metadata.snapshots} else [None]
         cid = commit_id(plan.plan_id, phase)
         return [s.snapshot_id for s in table.metadata.snapshots
                 if s.summary.additional_properties.get(COMMIT_ID_PROPERTY) == cid]

@@ -45,7 +45,7 @@ def test_a_drop_that_loses_the_snapshot_id_to_another_writer_retries_and_commits
     location, root, written = hdfs_table
     io = fileio_for(location)
     plan = plan_drop(location)
-    assert [p["partition"] for p in plan.scope["partitions"]] == ["dt=2024-01-01"]
+    assert [p["partition"] for p in plan.scope.partitions] == ["dt=2024-01-01"]
 
     def manifests():
         return {n.split("/", 1)[1] for n in list_tree(hdfs, root) if n.startswith("manifest/")}

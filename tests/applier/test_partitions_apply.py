@@ -60,7 +60,7 @@ def test_paimon_reads_the_drop_and_its_expiry_frees_exactly_the_dropped_files(tm
     root, g = java_table(paimon_java, tmp_path, kind)
     latest = snapshot_ids(root)[-1]
     plan = plan_drop(root)
-    [part] = plan.scope["partitions"]
+    [part] = plan.scope.partitions
     assert part["partition"] == f"dt={g['partitions'][0]}"
     dropped = {a.path for a in plan.actions}
     assert dropped and all(p.startswith(part["partition"] + "/bucket-") for p in dropped)
@@ -98,7 +98,7 @@ def test_pypaimon_sees_the_partition_gone_and_time_travel_still_sees_it(tmp_path
     all_rows = lake.rows()
     time.sleep(0.01)
     plan = plan_drop(lake.root)
-    assert [p["partition"] for p in plan.scope["partitions"]] == ["dt=a"]
+    assert [p["partition"] for p in plan.scope.partitions] == ["dt=a"]
     with DuckDBRecorder(tmp_path / "j.duckdb") as recorder:
         assert apply_plan(plan, recorder, executor=DriverExecutor()).state == "COMPLETED"
     assert lake.rows() == [1, 3]  # ids written to b and c
@@ -236,7 +236,7 @@ def test_a_null_and_an_empty_partition_that_share_a_name_are_dropped_together(tm
     t = open_table(b.root)
     opts = resolve(t.options, expiration_time="2 d", timestamp_formatter="yyyyMMdd", system_zone="UTC")
     plan = plan_partitions(t, now_ms=calendar.timegm((2023, 1, 6, 0, 0, 0)) * 1000, options=opts)
-    assert [p["partition"] for p in plan.scope["partitions"]] == ["f0=20230101/f1=__DEFAULT_PARTITION__"] * 2
+    assert [p["partition"] for p in plan.scope.partitions] == ["f0=20230101/f1=__DEFAULT_PARTITION__"] * 2
     with DuckDBRecorder(tmp_path / "j.duckdb") as recorder:
         report = apply_plan(plan, recorder, executor=DriverExecutor(), verify=False)
     assert report.state == "COMPLETED" and report.counts["COMMITTED"] == 2

@@ -74,7 +74,7 @@ def test_a_forged_hint_cannot_skip_snapshots_the_plan_does_not_delete(tmp_path, 
     # the table, with nothing deleting them.
     forged = forge(plan, Action(ActionKind.WRITE_EARLIEST_HINT, "snapshot/EARLIEST", snapshot_id=8),
                    drop=lambda a: a.kind == ActionKind.WRITE_EARLIEST_HINT)
-    forged = replace(forged, scope={**forged.scope, "earliest_hint": 8})
+    forged = replace(forged, scope=replace(forged.scope, earliest_hint=8))
     before = {f: os.path.getsize(os.path.join(lake.root, "snapshot", f))
               for f in os.listdir(os.path.join(lake.root, "snapshot"))}
     with pytest.raises(StalePlan, match=r"the plan moves snapshot/EARLIEST to 8 past snapshot 3, which it does "

@@ -94,7 +94,7 @@ def test_a_drop_commits_on_s3_and_retries_after_losing_the_snapshot_id_to_anothe
     location, prefix, _, _ = s3_table
     io = fileio_for(location)
     plan = plan_drop(location)
-    assert [p["partition"] for p in plan.scope["partitions"]] == ["dt=2024-01-01"]
+    assert [p["partition"] for p in plan.scope.partitions] == ["dt=2024-01-01"]
 
     def manifests():
         return {n.split("/", 1)[1] for n in list_tree(s3_env["fs"], prefix) if n.startswith("manifest/")}

@@ -52,7 +52,7 @@ def apply(p, tmp_path):
 
 def test_a_named_tag_goes_with_the_files_only_it_held(tagged, tmp_path):
     p = plan(tagged, names=["t005"])
-    assert [t["tag"] for t in p.scope["tags"]] == ["t005"] and p.scope["snapshots_gone"] == [5]
+    assert [t["tag"] for t in p.scope.tags] == ["t005"] and p.scope.snapshots_gone == [5]
     kinds = {str(a.kind) for a in p.actions}
     assert "tag-file" in kinds and "tag-manifest" in kinds
     report = apply(p, tmp_path)
@@ -69,7 +69,7 @@ def test_a_tag_whose_snapshot_still_exists_goes_alone(paimon_java, tagged, tmp_p
     latest = open_table(tagged).earliest_latest()[1]
     paimon_java.create_tag(tagged, "fresh", latest)
     p = plan(tagged, names=["fresh"])
-    assert [str(a.kind) for a in p.actions] == ["tag-file"] and p.scope["snapshots_gone"] == []
+    assert [str(a.kind) for a in p.actions] == ["tag-file"] and p.scope.snapshots_gone == []
 
 
 def test_tags_past_their_time_retained_and_older_than_go(tagged, tmp_path):
@@ -88,10 +88,10 @@ def test_tags_past_their_time_retained_and_older_than_go(tagged, tmp_path):
     stamp("t008", (2024, 1, 1, 0, 0, 0, 0))  # no time retained: judged by its file's time, written now
     aged = 1_717_200_000_000  # 2024-06-01 00:00:00 UTC
     os.utime(os.path.join(tag_dir, "tag-t011"), ns=(aged * 1_000_000, aged * 1_000_000))
-    assert [t["tag"] for t in plan(tagged).scope["tags"]] == ["t002"]
+    assert [t["tag"] for t in plan(tagged).scope.tags] == ["t002"]
     p = plan(tagged, older_than="2025-01-01T00:00:00Z")
-    assert [t["tag"] for t in p.scope["tags"]] == ["t002", "t011"]
-    assert p.scope["tags"][1]["reason"] == ("created 2024-06-01 00:00:00 (its file's modification time), "
+    assert [t["tag"] for t in p.scope.tags] == ["t002", "t011"]
+    assert p.scope.tags[1]["reason"] == ("created 2024-06-01 00:00:00 (its file's modification time), "
                                             "before --older-than 2025-01-01 00:00:00")
 
 
@@ -104,7 +104,7 @@ def test_num_retained_max_counts_automatically_created_tags_only(tmp_path):
     for name, sid in (("2024-01-01", 1), ("2024-01-02", 2), ("manual", 3), ("2024-01-04", 4)):
         b.tag(name, sid)
     p = plan(b.root, num_retained_max=1)
-    assert [t["tag"] for t in p.scope["tags"]] == ["2024-01-01", "2024-01-02"]
+    assert [t["tag"] for t in p.scope.tags] == ["2024-01-01", "2024-01-02"]
     with pytest.raises(PlanRejected, match="this table creates none"):
         TB = TableBuilder(str(tmp_path / "u"))
         TB.commit([E(ADD, "g")])
@@ -116,7 +116,7 @@ def test_a_tag_a_branch_was_created_from_is_kept(paimon_java, tagged, tmp_path):
     paimon_java.create_tag(tagged, "fresh", latest)
     paimon_java.create_branch(tagged, "b1", tag="fresh")  # Paimon 0.9 branches only from a live snapshot
     p = plan(tagged, names=["fresh", "t008"])
-    assert [t["tag"] for t in p.scope["tags"]] == ["t008"]
+    assert [t["tag"] for t in p.scope.tags] == ["t008"]
     assert p.stats["notes"] == ["tag 'fresh' is kept: branch 'b1' was created from it"]
 
 
@@ -137,7 +137,7 @@ def branch_from_tag(root: str, branch: str, tag: str) -> None:
 
 def test_a_branch_created_from_the_tag_between_plan_and_apply_refuses_the_plan(tagged, tmp_path):
     p = plan(tagged, names=["t005"])
-    assert p.scope["snapshots_gone"] == [5]
+    assert p.scope.snapshots_gone == [5]
     branch_from_tag(tagged, "late", "t005")
     with pytest.raises(StalePlan, match="tag 't005' is the tag branch 'late' was created from"):
         apply(p, tmp_path)

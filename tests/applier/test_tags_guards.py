@@ -97,7 +97,7 @@ def test_an_edited_plan_naming_a_live_file_is_refused(history, tmp_path, name, e
 
 def test_an_edited_plan_cannot_take_the_files_of_a_tag_whose_snapshot_exists(history, tmp_path):
     p = plan(history.root, names=["t6"])
-    assert [a.path for a in p.actions] == ["tag/tag-t6"] and p.scope["snapshots_gone"] == []
+    assert [a.path for a in p.actions] == ["tag/tag-t6"] and p.scope.snapshots_gone == []
     with pytest.raises(PlanRejected, match="'dt=x/bucket-0/m'\\) is refused"):
         apply(edited(p, Action(TagKind.TAG_DATA_FILE, BUCKET + "m")), tmp_path)
     assert "m" in data_files(history.root) and os.path.exists(os.path.join(history.root, "tag", "tag-t6"))
@@ -106,7 +106,7 @@ def test_an_edited_plan_cannot_take_the_files_of_a_tag_whose_snapshot_exists(his
 def test_a_tag_on_a_missing_snapshot_inside_the_retained_range_goes_alone(history):
     os.remove(os.path.join(history.root, "snapshot", "snapshot-6"))  # a gap: 5 and 7 may share its files
     p = plan(history.root, names=["t6"])
-    assert [a.path for a in p.actions] == ["tag/tag-t6"] and p.scope["snapshots_gone"] == []
+    assert [a.path for a in p.actions] == ["tag/tag-t6"] and p.scope.snapshots_gone == []
     assert p.stats["notes"] == ["snapshot 6 of tag(s) t6 is missing but not older than the earliest snapshot 5: "
                                 "the snapshots around it may hold its files, so only the tag file goes"]
 
@@ -163,7 +163,7 @@ def test_files_a_branch_holds_stay_and_a_branch_expires_only_its_own_tags(tmp_pa
     b.commit([E(ADD, "d", X)])
     expire(b.root, retain_min=2, retain_max=2)
     p = plan(b.root, names=["t2"])
-    assert p.scope["snapshots_gone"] == [2] and [a.path for a in p.actions] == ["tag/tag-t2"]
+    assert p.scope.snapshots_gone == [2] and [a.path for a in p.actions] == ["tag/tag-t2"]
     t = open_table(b.root, branch="br")
     opts = resolve_tag_options(t.options, names=["bt"], system_zone="UTC")
     bp = plan_tags(t, now_ms=int(time.time() * 1000), options=opts, read=read_tags(t, options=opts))

@@ -214,9 +214,11 @@ def test_durations_and_options_are_humanized():
 def test_plan_descriptions_give_sizes_in_binary_units():
     from lakesweep.planner.kinds import describe_plan
 
-    plan = dataclasses.replace(make_plan(), kind="partitions", scope={
-        "snapshot": 8, "strategy": "values-time", "cutoff": "2024-12-25 23:13:25", "time_zone": "Etc/UTC",
-        "partitions": [{"partition": "dt=2024-01-01", "files": 2, "bytes": 2280, "reason": "old"}]})
+    from lakesweep.engine.paimon.scopes import PartitionScope
+
+    plan = dataclasses.replace(make_plan(), kind="partitions", scope=PartitionScope(
+        snapshot=8, strategy="values-time", cutoff="2024-12-25 23:13:25", time_zone="Etc/UTC",
+        partitions=[{"partition": "dt=2024-01-01", "files": 2, "bytes": 2280, "reason": "old"}]))
     d = describe_plan(plan)
     assert d.scope.endswith(": 2 live files, 2.2 KiB") and d.notes[0] == "dt=2024-01-01: 2 files, 2.2 KiB; old"
 

@@ -168,7 +168,7 @@ def test_a_consumer_bounds_both_expiries_alike(paimon_java, tmp_path):
         json.dump({"nextSnapshot": reads}, f)
     theirs, plan, before, error = both_expire(paimon_java, tmp_path, ours, retain=3)
     assert error is None
-    assert (plan.begin, plan.end, plan.scope["bound"]) == (earliest, reads, "a consumer")
+    assert (plan.begin, plan.end, plan.scope.bound) == (earliest, reads, "a consumer")
     assert_same_deletes(before, ours, theirs)
     assert open_table(theirs).changelog_earliest_latest() == (reads, latest)
 

@@ -82,7 +82,7 @@ def run_partitions(paimon_java, current_paimon, tmp_path, *, seed: int, kind: st
                                      max_expires=max_expires, time_zone=zone, system_zone=zone)
     plan = plan_partitions(t, now_ms=partitions.epoch_ms(now, zone), options=opts)
     # current Paimon sorts and limits them as lakesweep does: the same partitions in the same order
-    assert [p["spec"] for p in plan.scope["partitions"]] == java["expired"]
+    assert [p["spec"] for p in plan.scope.partitions] == java["expired"]
     if plan.actions:
         apply(plan, tmp_path / "j.duckdb")
         assert [s["commitKind"] for s in java["snapshots"]] == ["OVERWRITE"]
@@ -97,7 +97,7 @@ def test_partition_drop_agrees_with_current_paimon(paimon_java, current_paimon, 
     ours, theirs, plan = run_partitions(paimon_java, current_paimon, tmp_path, seed=1, kind="append",
                                         strategy="values-time", max_expires=1)
     assert plan.stats["partitions_left_by_max"] > 0
-    assert plan.scope["partitions"] and plan.stats["partitions_considered"] > len(plan.scope["partitions"])
+    assert plan.scope.partitions and plan.stats["partitions_considered"] > len(plan.scope.partitions)
     partitions.compare(paimon_java, ours, theirs)
 
 
@@ -155,7 +155,7 @@ def test_typed_partitions_under_values_time_as_in_current_paimon(paimon_java, cu
             plan_typed(ours, strategy="values-time", now=now, formatter=formatter)
     else:
         plan = plan_typed(ours, strategy="values-time", now=now, formatter=formatter)
-        assert [p["spec"] for p in plan.scope["partitions"]] == [{"dt": v} for v in expired] == java["expired"]
+        assert [p["spec"] for p in plan.scope.partitions] == [{"dt": v} for v in expired] == java["expired"]
 
 
 @pytest.mark.slow
@@ -171,7 +171,7 @@ def test_typed_partitions_under_update_time_as_in_current_paimon(paimon_java, cu
     now = dt.datetime(2023, 1, 8)
     first, second = [p["path"].rstrip("/") for p in paimon_java.partitions(ours)]
     plan = plan_typed(ours, strategy="update-time", now=now)
-    assert [p["partition"] for p in plan.scope["partitions"]] == [first]
+    assert [p["partition"] for p in plan.scope.partitions] == [first]
     apply(plan, tmp_path / "j.duckdb")
     assert [p["path"].rstrip("/") for p in paimon_java.partitions(ours)] == [second]
     if type_ == "DATE":
@@ -199,7 +199,7 @@ def test_pattern_substitution_follows_key_order_in_current_paimon(paimon_java, c
                                  partitions=[[values[k] for k in keys]])
     now = dt.datetime(2023, 1, 8)
     plan = plan_typed(root, strategy="values-time", now=now, pattern="$dt1")
-    assert [p["spec"] for p in plan.scope["partitions"]] == [{k: values[k] for k in keys}]
+    assert [p["spec"] for p in plan.scope.partitions] == [{k: values[k] for k in keys}]
     java = current_paimon.expire_partitions(root, expiration_time="1 d", now=now.isoformat(),
                                             timestamp_pattern="$dt1")
     assert java["expired"] == expired
@@ -216,7 +216,7 @@ def test_a_value_with_a_comma_drops_another_partition_in_current_paimon(paimon_j
     paimon_java.write_partitions(root, partitions=[["a"]], creation_times=["2023-01-07T12:00:00"])
     now = dt.datetime(2023, 1, 8)
     plan = plan_typed(root, strategy="update-time", now=now)
-    assert [p["spec"] for p in plan.scope["partitions"]] == [{"dt": "a,b"}]
+    assert [p["spec"] for p in plan.scope.partitions] == [{"dt": "a,b"}]
     java = current_paimon.expire_partitions(root, expiration_time="1 d", now=now.isoformat(),
                                             strategy="update-time")
     assert java["expired"] == [{"dt": "a"}]
@@ -266,10 +266,10 @@ def test_tag_older_than_and_time_retained_agree_with_current_paimons_tag_time_ex
     left = current_paimon.expire_tags(theirs, older_than=local_time(cut_ms, zone).isoformat())
     plan = tags.apply_ours(ours, tmp_path, older_than=str(cut_ms), time_zone=zone)
     assert sorted(x.name for x in open_table(ours).tags()) == left
-    why = {x["tag"]: x["reason"] for x in plan.scope["tags"]}
+    why = {x["tag"]: x["reason"] for x in plan.scope.tags}
     assert {n[0] for n in why} == {"f", "r"} and {n[0] for n in left} == {"f", "r"}
     assert any("expired" in r for r in why.values()) and any("before --older-than" in r for r in why.values())
-    assert plan.scope["snapshots_gone"]
+    assert plan.scope.snapshots_gone
     assert tags.all_files(ours) == tags.all_files(theirs)
     assert verify_table(open_table(ours)).whole and verify_table(open_table(theirs)).whole
 

@@ -135,7 +135,7 @@ def paimon_dry_run(harness, root: str, now_ms: int) -> dict[str, bool]:
 def plan_for(root: str, now_ms: int):
     table = open_table(root)
     plan = plan_orphans(table, list_orphan_candidates(table), now_ms=now_ms, options=resolve_orphan_options({}))
-    assert plan.scope["older_than_ms"] == now_ms - DAY
+    assert plan.scope.older_than_ms == now_ms - DAY
     return plan
 
 

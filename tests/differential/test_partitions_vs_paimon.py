@@ -80,7 +80,7 @@ def run(paimon_java, tmp_path, *, seed: int, kind: str, strategy: str):
                                      time_zone=zone, system_zone=zone)
     plan = plan_partitions(t, now_ms=epoch_ms(now, zone), options=opts)
     # 0.9 returns them in scan order (it has no max-num); master sorts them as lakesweep does
-    assert [p["spec"] for p in plan.scope["partitions"]] == sorted(java["expired"], key=lambda m: ",".join(m.values()))
+    assert [p["spec"] for p in plan.scope.partitions] == sorted(java["expired"], key=lambda m: ",".join(m.values()))
     if plan.actions:
         with DuckDBRecorder(tmp_path / "j.duckdb") as recorder:
             report = apply_plan(plan, recorder, executor=DriverExecutor())
@@ -131,6 +131,6 @@ def test_the_differential_drops_something(paimon_java, tmp_path):
     kept_some = dropped_some = False
     for strategy in ("values-time", "update-time"):
         _, _, plan = run(paimon_java, tmp_path / strategy, seed=1, kind="append", strategy=strategy)
-        dropped_some |= bool(plan.scope["partitions"])
-        kept_some |= plan.stats["partitions_considered"] > len(plan.scope["partitions"])
+        dropped_some |= bool(plan.scope.partitions)
+        kept_some |= plan.stats["partitions_considered"] > len(plan.scope.partitions)
     assert dropped_some and kept_some

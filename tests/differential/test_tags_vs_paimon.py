@@ -74,7 +74,7 @@ def test_deleting_tags_frees_what_paimon_frees(paimon_java, tmp_path, seed, kind
     paimon_java.delete_tags(theirs, doomed)
     plan = apply_ours(ours, tmp_path, names=doomed)
     assert all_files(ours) == all_files(theirs)
-    assert any(str(a.kind) == "tag-data-file" for a in plan.actions) or not plan.scope["snapshots_gone"]
+    assert any(str(a.kind) == "tag-data-file" for a in plan.actions) or not plan.scope.snapshots_gone
     assert verify_table(open_table(ours)).whole and verify_table(open_table(theirs)).whole
 
 
@@ -85,7 +85,7 @@ def test_deleting_every_tag_frees_what_paimon_frees(paimon_java, tmp_path, kind)
     theirs = copies(ours, tmp_path)
     paimon_java.delete_tags(theirs, names)
     plan = apply_ours(ours, tmp_path, names=names)
-    assert plan.scope["snapshots_gone"]
+    assert plan.scope.snapshots_gone
     assert all_files(ours) == all_files(theirs)
     assert verify_table(open_table(ours)).whole
 
@@ -104,7 +104,7 @@ def test_expired_time_retained_tags_go_as_with_paimons_tag_time_expire(paimon_ja
     left = paimon_java.expire_tags(theirs)
     plan = apply_ours(ours, tmp_path)
     assert sorted(t.name for t in open_table(ours).tags()) == left
-    assert 0 < len(plan.scope["tags"]) < len(left) + len(plan.scope["tags"])
+    assert 0 < len(plan.scope.tags) < len(left) + len(plan.scope.tags)
     assert all_files(ours) == all_files(theirs)
 
 
@@ -152,5 +152,5 @@ def test_num_retained_max_deletes_what_paimons_tag_auto_creation_deletes(paimon_
         report = apply_plan(plan, recorder, executor=DriverExecutor())
     assert report.state == "COMPLETED" and report.whole, report.reason
     assert sorted(x.name for x in open_table(ours).tags()) == left
-    assert len(plan.scope["tags"]) == len(days) + 1 - keep and plan.scope["snapshots_gone"]
+    assert len(plan.scope.tags) == len(days) + 1 - keep and plan.scope.snapshots_gone
     assert all_files(ours) == all_files(theirs)

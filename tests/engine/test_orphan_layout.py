@@ -10,6 +10,7 @@ import pytest
 from lakesweep.engine.errors import PlanRejected
 from lakesweep.engine.paimon.kinds import ORPHAN_PHASES, ActionKind, OrphanKind
 from lakesweep.engine.paimon.layout import Layout, check_action_kind, orphan_kind_of
+from lakesweep.engine.paimon.scopes import OrphanScope
 from lakesweep.engine.paimon.table import open_table
 from lakesweep.engine.plan import Action, CleanupPlan, kind_spec
 from tests.support import pypaimon_tables as pt
@@ -50,7 +51,7 @@ def test_orphan_cleaning_never_deletes_outside_them(layout, path):
 
 def orphan_plan(*actions) -> CleanupPlan:
     return CleanupPlan(kind="orphans", table_location="/t", table_identity="schema:x", branch="main", now_ms=0,
-                       options={}, scope={"older_than_ms": 0}, requirements=(), phases=ORPHAN_PHASES,
+                       options={}, scope=OrphanScope(older_than_ms=0), requirements=(), phases=ORPHAN_PHASES,
                        actions=tuple(dataclasses.replace(a, action_id=i) for i, a in enumerate(actions)))
 
 

@@ -13,6 +13,7 @@ from lakesweep.engine.errors import PlanRejected
 from lakesweep.engine.plan import Action, CleanupPlan, OptionValue, action_json, action_row, canonical_actions
 from lakesweep.engine.paimon.kinds import EXPIRE_PHASES, ActionKind
 from lakesweep.engine.paimon.requirements import expire_requirements
+from lakesweep.engine.paimon.scopes import ExpireScope
 from lakesweep.engine.plan_io import HEADER_KEY, ID_KEY, plan_from_bytes, plan_to_bytes, read_plan, write_plan
 
 REQUIREMENTS = expire_requirements(
@@ -24,7 +25,8 @@ REQUIREMENTS = expire_requirements(
 def make(actions, **kw):
     args = dict(
         kind="expire", table_location="/wh/t", table_identity="schema:x", branch="main", now_ms=123,
-        options={"snapshot.num-retained.min": OptionValue(3, "flag")}, scope={"begin": 1, "end": 4, "earliest_hint": 4},
+        options={"snapshot.num-retained.min": OptionValue(3, "flag")},
+        scope=ExpireScope(begin=1, end=4, earliest_hint=4),
         requirements=REQUIREMENTS, phases=EXPIRE_PHASES, actions=canonical_actions(actions),
         stats={"warnings": []},
     )
@@ -63,7 +65,7 @@ def test_roundtrip_and_same_bytes(tmp_path):
 
 
 def test_an_empty_plan_is_valid():
-    plan = make([], scope={"begin": None, "end": None, "earliest_hint": None})
+    plan = make([], scope=ExpireScope(begin=None, end=None, earliest_hint=None))
     again = plan_from_bytes(plan_to_bytes(plan))
     assert again == plan and again.is_empty and not again.deletes_anything
 

@@ -23,15 +23,28 @@ SAMPLE = [Action(ActionKind.SNAPSHOT, "snapshot/snapshot-1", snapshot_id=1),
 
 def make(actions) -> CleanupPlan:
     return CleanupPlan(kind="expire", table_location="/wh/t", table_identity="schema:x", branch="main", now_ms=123,
-                       options={}, scope={"begin": 1, "end": 4, "earliest_hint": 4},
+                       options={}, scope=ExpireScope(begin=1, end=4, earliest_hint=4),
                        requirements=(AssertTableIdentity("schema:x", "/wh/t", "main"),), phases=EXPIRE_PHASES,
                        actions=canonical_actions(actions))
 
 
-def test_a_dict_scope_is_upcast_into_the_plan_kinds_type():
+def test_a_plan_reads_its_range_from_its_typed_scope():
     plan = make(SAMPLE)
-    assert plan.scope == ExpireScope(begin=1, end=4, earliest_hint=4)
     assert (plan.begin, plan.end, plan.earliest_hint) == (1, 4, 4)
+
+
+def test_a_plan_refuses_an_untyped_scope():
+    with pytest.raises(TypeError, match=r"a paimon expire plan's scope must be its typed Scope "
+                                        r"\(engine.paimon.scopes\), not dict; an untyped scope is decoded only "
+                                        r"from an old plan header \(decode_scope\)"):
+        dataclasses.replace(make(SAMPLE), scope={"begin": 1, "end": 4, "earliest_hint": 4})
+
+
+def test_a_scope_is_read_by_attribute_not_by_key():
+    scope = make(SAMPLE).scope
+    with pytest.raises(TypeError, match="not subscriptable"):
+        scope["begin"]
+    assert scope.to_json() == {"type": "paimon.expire", "begin": 1, "end": 4, "earliest_hint": 4}
 
 
 def test_the_header_tags_the_scope_with_its_type():

@@ -90,7 +90,7 @@ def test_six_small_files_become_one_and_every_snapshot_reads_the_same_rows(lake,
     before = rows_by_snapshot(t)
     head = t.current_snapshot()
     p = plan(lake.view())
-    assert len(p.scope["bins"]) == 1 and len(p.actions) == 12 and p.scope["skipped"] is None
+    assert len(p.scope.bins) == 1 and len(p.actions) == 12 and p.scope.skipped is None
     report = apply(p, tmp_path / "j.duckdb")
     assert report.state == "COMPLETED" and report.whole
     assert (report.counts["WRITTEN"], report.counts["COMMITTED"]) == (6, 6)
@@ -134,7 +134,7 @@ def test_twenty_files_become_two_outputs_of_eight_and_four_files_left_alone(lake
     t = twenty_files(lake)
     before = rows_by_snapshot(t)
     p = plan(lake.view())
-    assert [len(b["inputs"]) for b in p.scope["bins"]] == [8, 8]
+    assert [len(b["inputs"]) for b in p.scope.bins] == [8, 8]
     assert p.options["target_file_size_bytes"].source == "table-property"
     apply(p, tmp_path / "j.duckdb")
     after = lake.table()
@@ -153,8 +153,8 @@ def test_position_deletes_are_applied_and_the_consumed_delete_manifest_is_left_o
     before = rows_by_snapshot(t)
     head = t.current_snapshot()
     p = plan(view, min_input_files=2)
-    dropped = [m["path"] for m in p.scope["delete_manifests"] if m["dropped"]]
-    carried = [m["path"] for m in p.scope["delete_manifests"] if not m["dropped"]]
+    dropped = [m["path"] for m in p.scope.delete_manifests if m["dropped"]]
+    carried = [m["path"] for m in p.scope.delete_manifests if not m["dropped"]]
     assert len(dropped) == 1 and len(carried) == 1
     assert apply(p, tmp_path / "j.duckdb").state == "COMPLETED"
     after = b.table.refresh()
@@ -196,7 +196,8 @@ def test_a_bin_whose_every_row_is_deleted_replaces_its_inputs_by_nothing(lake, t
     t = lake.table()
     before = rows_by_snapshot(t)
     p = plan(lake.view())
-    assert [len(b["inputs"]) for b in p.scope["bins"]] == [5] and [m["dropped"] for m in p.scope["delete_manifests"]] == [True]
+    assert [len(b["inputs"]) for b in p.scope.bins] == [5]
+    assert [m["dropped"] for m in p.scope.delete_manifests] == [True]
     assert apply(p, tmp_path / "j.duckdb").state == "COMPLETED"
     after = lake.table()
     new = after.current_snapshot()
@@ -212,7 +213,7 @@ def test_a_bin_whose_every_row_is_deleted_replaces_its_inputs_by_nothing(lake, t
 def test_with_apply_deletes_off_a_table_with_deletes_is_skipped_with_the_seeds_message(tmp_path, monkeypatch):
     b, view = built(tmp_path, iceberg_tables.position_deletes, "pd", monkeypatch)
     p = plan(view, min_input_files=2, apply_deletes=False)
-    assert p.scope["skipped"] == DELETES_NOT_APPLIED and p.actions == () and p.scope["bins"] == []
+    assert p.scope.skipped == DELETES_NOT_APPLIED and p.actions == () and p.scope.bins == []
     n = len(b.table.metadata.snapshots)
     assert apply(p, tmp_path / "j.duckdb").state == "COMPLETED"
     assert len(b.table.refresh().metadata.snapshots) == n
@@ -321,11 +322,12 @@ def test_a_bin_whose_input_changed_is_left_out_and_its_output_is_an_orphan(lake,
         apply(p, journal, committer=CrashBeforeCommit(p))
     written = {e.group: {"location": e.path, "written": e.written, "record_count": e.record_count,
                          "bytes": e.bytes, "statistics": dict(e.statistics)} for e in outputs_journaled(journal, p.plan_id)}
-    gone = p.scope["bins"][1]["inputs"][0]["path"]
+    gone = p.scope.bins[1]["inputs"][0]["path"]
     t.delete(f"id = {pq_id(gone)}")  # copy-on-write: the file is no longer live
     t = lake.table()
     before = rows_by_snapshot(t)[t.current_snapshot().snapshot_id]
-    loose = dataclasses.replace(p, requirements=(), scope={**p.scope, "refs": {"main": t.current_snapshot().snapshot_id}})
+    loose = dataclasses.replace(p, requirements=(),
+                                scope=dataclasses.replace(p.scope, refs={"main": t.current_snapshot().snapshot_id}))
     committer = IcebergCommitter(loose)
     replace = [a for a in p.actions if str(a.kind) == "compact-replace"]
     committer.commit(lake.view(), replace, "lakesweep-x-2", written=written)

@@ -128,11 +128,11 @@ class CompactionMachine(RuleBasedStateMachine):
         self._apply(self.plan)
         self.plan = None
 
-    @precondition(lambda self: self.plan is not None and self.plan.scope["bins"])
+    @precondition(lambda self: self.plan is not None and self.plan.scope.bins)
     @rule(edit=st.sampled_from(["partition", "input-as-delete", "sequence", "no-deletes", "record-count"]),
           pick=st.integers(0, 1000))
     def apply_forged_bin(self, edit, pick):
-        bins = copy.deepcopy(self.plan.scope["bins"])
+        bins = copy.deepcopy(self.plan.scope.bins)
         b = bins[pick % len(bins)]
         other = bins[(pick + 1) % len(bins)]
         victim = b["inputs"][pick % len(b["inputs"])]
@@ -152,7 +152,7 @@ class CompactionMachine(RuleBasedStateMachine):
             b["position_deletes"], b["equality_deletes"] = [], []
         else:
             victim["record_count"] += 1
-        self._apply(dataclasses.replace(self.plan, scope={**self.plan.scope, "bins": bins}))
+        self._apply(dataclasses.replace(self.plan, scope=dataclasses.replace(self.plan.scope, bins=bins)))
 
     @precondition(lambda self: self.plan is not None)
     @rule()

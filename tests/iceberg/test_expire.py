@@ -3,6 +3,7 @@ only expired snapshots reached deleted, with every retained snapshot reading exa
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import os
 
@@ -42,7 +43,7 @@ def test_expiry_keeps_retained_rows_and_leaves_no_file_only_expired_snapshots_re
     cutoff = t.metadata.snapshot_by_id(ids[6]).timestamp_ms
     p = plan(lake.view(), older_than=str(cutoff))
     expected = sorted(s.snapshot_id for s in t.metadata.snapshots if s.timestamp_ms < cutoff)
-    assert p.scope["expired"] == expected and len(expected) >= 6
+    assert p.scope.expired == expected and len(expected) >= 6
     report = apply(p, tmp_path)
     assert report.state == "COMPLETED" and report.whole
     after = lake.table()
@@ -72,7 +73,7 @@ def test_the_same_snapshots_remain_as_after_pyicebergs_own_expiry_on_a_linear_hi
 def test_retain_last_keeps_that_many_ancestors_whatever_their_age(lake, tmp_path):
     t = write_history(lake)
     p = plan(lake.view(), retain_last=4, older_than="0 s")
-    kept = set(snapshot_ids(t)) - set(p.scope["expired"])
+    kept = set(snapshot_ids(t)) - set(p.scope.expired)
     assert kept == set(snapshot_ids(t)[-4:])
 
 
@@ -82,7 +83,7 @@ def test_a_tagged_snapshot_and_what_it_reads_survive(lake, tmp_path):
     t.manage_snapshots().create_tag(first, "v1").commit()
     rows = rows_by_snapshot(lake.table())[first]
     p = plan(lake.view(), older_than="0 s")
-    assert first not in p.scope["expired"] and p.scope["expired"]
+    assert first not in p.scope.expired and p.scope.expired
     assert apply(p, tmp_path).whole
     after = lake.table()
     assert rows_by_snapshot(after)[first] == rows and missing(after) == set()
@@ -96,8 +97,8 @@ def test_a_branch_keeps_its_min_snapshots_to_keep_and_an_aged_tag_is_removed(lak
     t = lake.table()
     t.manage_snapshots().create_tag(ids[1], "old", max_ref_age_ms=1).commit()
     p = plan(lake.view(), older_than="0 s")
-    assert p.scope["removed_refs"] == ["old"]
-    assert set(ids[2:5]).isdisjoint(p.scope["expired"]) and {ids[0], ids[1]} <= set(p.scope["expired"])
+    assert p.scope.removed_refs == ["old"]
+    assert set(ids[2:5]).isdisjoint(p.scope.expired) and {ids[0], ids[1]} <= set(p.scope.expired)
     assert apply(p, tmp_path).whole
     after = lake.table()
     assert "old" not in after.metadata.refs and after.metadata.refs["b"].snapshot_id == ids[4]
@@ -107,7 +108,7 @@ def test_a_branch_keeps_its_min_snapshots_to_keep_and_an_aged_tag_is_removed(lak
 def test_a_tag_created_between_plan_and_apply_refuses_the_plan_with_strict(lake, tmp_path):
     t = write_history(lake)
     p = plan(lake.view(), older_than="0 s")
-    victim = p.scope["expired"][0]
+    victim = p.scope.expired[0]
     t.manage_snapshots().create_tag(victim, "late").commit()
     on_disk = files_on_disk(lake.table())
     with pytest.raises(StalePlan, match="ref 'late' .* was created since planning"):
@@ -120,13 +121,13 @@ def test_a_tag_created_between_plan_and_apply_keeps_its_snapshot_and_files_and_e
     t = write_history(lake)
     before = rows_by_snapshot(t)
     p = plan(lake.view(), older_than="0 s")
-    victim = p.scope["expired"][-1]
+    victim = p.scope.expired[-1]
     t.manage_snapshots().create_tag(victim, "late").commit()
     report = apply(p, tmp_path)
     after = lake.table()
     assert report.state == "COMPLETED" and report.whole and not report.nothing_safe
     # the tagged snapshot and every file it needs stay; every other planned snapshot is gone
-    assert {s.snapshot_id for s in after.metadata.snapshots} == {*set(before) - set(p.scope["expired"]), victim}
+    assert {s.snapshot_id for s in after.metadata.snapshots} == {*set(before) - set(p.scope.expired), victim}
     assert rows_by_snapshot(after) == {sid: rows for sid, rows in before.items() if sid in
                                        {s.snapshot_id for s in after.metadata.snapshots}}
     assert missing(after) == set() and files_on_disk(after) == needed_files(after)
@@ -173,13 +174,13 @@ def test_an_append_between_plan_and_apply_is_no_reason_to_refuse(lake, tmp_path)
     after = lake.table()
     assert report.state == "COMPLETED" and report.whole and report.commits[0]["attempts"] == 1
     assert after.current_snapshot().snapshot_id == head
-    assert {s.snapshot_id for s in after.metadata.snapshots} == set(before) - set(p.scope["expired"])
+    assert {s.snapshot_id for s in after.metadata.snapshots} == set(before) - set(p.scope.expired)
     assert rows_by_snapshot(after)[head] == before[head] and missing(after) == set()
 
 
 def _edited(p: CleanupPlan, extra: list[Action], **scope) -> CleanupPlan:
     return CleanupPlan(kind=p.kind, format=p.format, table_location=p.table_location, table_identity=p.table_identity,
-                       branch=p.branch, now_ms=p.now_ms, options=p.options, scope={**p.scope, **scope},
+                       branch=p.branch, now_ms=p.now_ms, options=p.options, scope=dataclasses.replace(p.scope, **scope),
                        requirements=p.requirements, phases=p.phases,
                        actions=canonical_actions([*p.actions, *extra]), stats=p.stats)
 
@@ -190,7 +191,7 @@ def test_an_edited_plan_naming_a_live_data_file_is_refused_before_the_commit(lak
     head = t.current_snapshot()
     live = next(e.data_file.file_path for m in head.manifests(t.io) for e in m.fetch_manifest_entry(t.io))
     rel = canonical(live)[len(p.table_location) + 1:]
-    bad = _edited(p, [Action(ExpireKind.DATA_FILE, rel, snapshot_id=p.scope["expired"][0])])
+    bad = _edited(p, [Action(ExpireKind.DATA_FILE, rel, snapshot_id=p.scope.expired[0])])
     with pytest.raises(StalePlan, match=f"data-file {rel} is still used by snapshot {head.snapshot_id}"):
         apply(bad, tmp_path)
     assert len(lake.table().metadata.snapshots) == len(t.metadata.snapshots) and os.path.exists(canonical(live))
@@ -202,7 +203,7 @@ def test_an_edited_plan_expiring_the_current_snapshot_is_refused(lake, tmp_path)
     head = t.current_snapshot()
     bad = _edited(p, [Action(ExpireKind.EXPIRE_SNAPSHOT, canonical(head.manifest_list)[len(p.table_location) + 1:],
                              snapshot_id=head.snapshot_id)],
-                  expired=sorted([*p.scope["expired"], head.snapshot_id]))
+                  expired=sorted([*p.scope.expired, head.snapshot_id]))
     with pytest.raises(PlanRejected, match=f"snapshot {head.snapshot_id}"):
         apply(bad, tmp_path)
     assert lake.table().current_snapshot().snapshot_id == head.snapshot_id
@@ -228,7 +229,7 @@ def test_a_crash_after_the_commit_resumes_without_committing_twice(lake, tmp_pat
     with DuckDBRecorder(tmp_path / "j.duckdb") as rec:
         report = apply_plan(p, rec, executor=DriverExecutor())
     assert report.state == "COMPLETED" and report.whole
-    assert report.counts["ALREADY_COMMITTED"] == len(p.scope["expired"]) and report.counts["COMMITTED"] == 0
+    assert report.counts["ALREADY_COMMITTED"] == len(p.scope.expired) and report.counts["COMMITTED"] == 0
     after = lake.table()
     assert len(after.metadata.metadata_log) == n_meta + 1  # no second commit
     assert files_on_disk(after) == needed_files(after)
@@ -243,7 +244,7 @@ def test_a_concurrent_commit_that_changes_no_ref_is_kept_beside_the_expiry(lake,
     committer.commit(view, [a for a in p.actions if a.kind is ExpireKind.EXPIRE_SNAPSHOT], "x")
     after = lake.table()
     assert after.metadata.properties["owner"] == "someone"
-    assert not set(p.scope["expired"]) & {s.snapshot_id for s in after.metadata.snapshots}
+    assert not set(p.scope.expired) & {s.snapshot_id for s in after.metadata.snapshots}
 
 
 def test_a_commit_the_catalog_refuses_is_retried_with_backoff_after_the_plan_is_checked_again(lake, monkeypatch):
@@ -266,7 +267,7 @@ def test_a_commit_the_catalog_refuses_is_retried_with_backoff_after_the_plan_is_
     committer = IcebergCommitter(p, sleep=waits.append)
     committer.commit(view, [a for a in p.actions if a.kind is ExpireKind.EXPIRE_SNAPSHOT], "x")
     assert committer.attempts == 3 and waits == [0.05, 0.1]
-    assert not set(p.scope["expired"]) & {s.snapshot_id for s in lake.table().metadata.snapshots}
+    assert not set(p.scope.expired) & {s.snapshot_id for s in lake.table().metadata.snapshots}
 
 
 def test_retries_stop_at_max_commit_retries_and_nothing_is_committed(lake, monkeypatch):
@@ -285,32 +286,32 @@ def test_retries_stop_at_max_commit_retries_and_nothing_is_committed(lake, monke
     with pytest.raises(LakesweepError, match="refused the commit 3 times"):
         committer.commit(view, [a for a in p.actions if a.kind is ExpireKind.EXPIRE_SNAPSHOT], "x")
     monkeypatch.undo()
-    assert set(p.scope["expired"]) <= {s.snapshot_id for s in lake.table().metadata.snapshots}
+    assert set(p.scope.expired) <= {s.snapshot_id for s in lake.table().metadata.snapshots}
 
 
 def test_a_tag_created_after_apply_read_the_table_is_seen_before_the_commit(lake, tmp_path):
     t = write_history(lake)
     p = plan(lake.view(), older_than="0 s")
     view = lake.view()
-    t.manage_snapshots().create_tag(p.scope["expired"][0], "late").commit()
+    t.manage_snapshots().create_tag(p.scope.expired[0], "late").commit()
     committer = IcebergCommitter(p, strict=True, sleep=lambda s: None)
     with pytest.raises(StalePlan, match="ref 'late'"):
         committer.commit(view, [a for a in p.actions if a.kind is ExpireKind.EXPIRE_SNAPSHOT], "x")
     after = lake.table()
-    assert p.scope["expired"][0] in {s.snapshot_id for s in after.metadata.snapshots} and "late" in after.metadata.refs
+    assert p.scope.expired[0] in {s.snapshot_id for s in after.metadata.snapshots} and "late" in after.metadata.refs
 
 
 def test_a_tag_created_after_apply_read_the_table_keeps_its_snapshot_in_the_commit(lake, tmp_path):
     t = write_history(lake)
     p = plan(lake.view(), older_than="0 s")
     view = lake.view()
-    victim = p.scope["expired"][0]
+    victim = p.scope.expired[0]
     t.manage_snapshots().create_tag(victim, "late").commit()
     committer = IcebergCommitter(p, sleep=lambda s: None)
     commits = [a for a in p.actions if a.kind is ExpireKind.EXPIRE_SNAPSHOT]
     committer.commit(view, commits, "x")
     after = lake.table()
-    assert {s.snapshot_id for s in after.metadata.snapshots} & set(p.scope["expired"]) == {victim}
+    assert {s.snapshot_id for s in after.metadata.snapshots} & set(p.scope.expired) == {victim}
     assert after.metadata.refs["late"].snapshot_id == victim
     assert committer.kept == {a.action_id: f"snapshot {victim} is kept: ref 'late' points at it"
                               for a in commits if a.snapshot_id == victim}

@@ -21,9 +21,9 @@ pytest.importorskip("pyiceberg")
 
 def forged(p: CleanupPlan, edit) -> CleanupPlan:
     """``p`` with its scope's bins edited by ``edit(bins)``, everything else as planned."""
-    bins = copy.deepcopy(p.scope["bins"])
+    bins = copy.deepcopy(p.scope.bins)
     edit(bins)
-    return dataclasses.replace(p, scope={**p.scope, "bins": bins})
+    return dataclasses.replace(p, scope=dataclasses.replace(p.scope, bins=bins))
 
 
 def planned_over_a_position_delete(lake) -> tuple[CleanupPlan, int]:
@@ -77,7 +77,7 @@ def test_a_bin_given_another_partition_value_is_refused(lake, tmp_path):
 def test_a_bin_whose_input_sequence_number_was_raised_past_its_delete_is_refused(lake, tmp_path):
     """A raised data sequence number would make the position delete no longer apply: the row would return."""
     p, us = planned_over_a_position_delete(lake)
-    assert len(p.scope["bins"][us]["position_deletes"]) == 1
+    assert len(p.scope.bins[us]["position_deletes"]) == 1
 
     def edit(bins):
         for f in bins[us]["inputs"]:

@@ -60,7 +60,7 @@ def test_an_orphans_plan_without_the_gc_requirement_deletes_nothing_of_a_gc_disa
 def test_an_expire_plan_without_the_gc_requirement_expires_and_deletes_nothing_of_a_gc_disabled_table(lake, tmp_path):
     write_history(lake)
     p = plan_expire(lake.view(), older_than="0 s")
-    assert p.scope["expired"] and any(a.verb.deletes for a in p.actions)
+    assert p.scope.expired and any(a.verb.deletes for a in p.actions)
     forged = without_gc_requirement(p)
     disable_gc(lake)
     after = lake.table()

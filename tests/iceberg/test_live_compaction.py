@@ -64,7 +64,7 @@ def equality_delete(table, region, ids):
 
 
 def bin_of(p, region) -> int:
-    return next(b["index"] for b in p.scope["bins"] if b["partition"] == f"region={region}")
+    return next(b["index"] for b in p.scope.bins if b["partition"] == f"region={region}")
 
 
 def apply(p, tmp_path, *, executor=None, **kw):
@@ -114,7 +114,7 @@ def _ids_of(data_file) -> list[int]:
 def test_a_delete_committed_concurrently_stays_deleted_and_its_bin_is_dropped(lake, tmp_path, kind, when):
     partitioned(lake)
     p = plan(lake.view())
-    assert sorted(b["partition"] for b in p.scope["bins"]) == ["region=eu", "region=us"]
+    assert sorted(b["partition"] for b in p.scope.bins) == ["region=eu", "region=us"]
     write, row = writes(lake, kind, "us")
     executor = None
     if when == "between plan and apply":

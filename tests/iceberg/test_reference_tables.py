@@ -62,10 +62,10 @@ def test_expire_keeps_what_retained_snapshots_read_and_frees_the_rest(catalog, t
     stamps = sorted(s.timestamp_ms for s in t.metadata.snapshots)
     cutoff = stamps[len(stamps) // 2]
     p, report = run("expire", tmp_path, now_ms=stamps[-1] + it.DAY_MS, older_than=str(cutoff))
-    assert p.scope["expired"], "the cut-off expires something"
+    assert p.scope.expired, "the cut-off expires something"
     after = catalog.load_table(f"{it.NAMESPACE}.t")
     kept = {s.snapshot_id for s in after.metadata.snapshots}
-    assert not kept & set(p.scope["expired"])
+    assert not kept & set(p.scope.expired)
     for name_, ref in after.metadata.refs.items():
         assert ref.snapshot_id in kept, name_
     assert all_rows(after) == {sid: r for sid, r in before.items() if sid in kept}
@@ -107,7 +107,7 @@ def test_expiring_snapshots_with_statistics_deletes_their_files_and_keeps_the_re
     s1, s2 = sorted(stats, key=lambda s: t.snapshot_by_id(s).timestamp_ms)
     cutoff = t.snapshot_by_id(s2).timestamp_ms  # expires snapshot 1 only
     p, _ = run("expire", tmp_path, now_ms=cutoff + it.DAY_MS, older_than=str(cutoff), retain_last=1)
-    assert p.scope["expired"] == [s1]
+    assert p.scope.expired == [s1]
     assert not os.path.exists(stats[s1]) and os.path.exists(stats[s2]) and os.path.exists(partition_stats[s2])
     after = catalog.load_table(f"{it.NAMESPACE}.t")
     assert [f.snapshot_id for f in after.metadata.statistics] == [s2]
@@ -138,7 +138,7 @@ def test_expiring_the_snapshot_with_partition_statistics_deletes_them_and_takes_
     head = t.current_snapshot()
     p, _ = run("expire", tmp_path, now_ms=head.timestamp_ms + it.DAY_MS, older_than=str(head.timestamp_ms),
                retain_last=1)
-    assert len(p.scope["expired"]) == len(t.metadata.snapshots) - 1
+    assert len(p.scope.expired) == len(t.metadata.snapshots) - 1
     after = catalog.load_table(f"{it.NAMESPACE}.t")
     assert after.metadata.statistics == [] and after.metadata.partition_statistics == []
     assert not any(os.path.exists(f) for f in stats | {partition_stats})

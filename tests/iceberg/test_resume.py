@@ -40,17 +40,17 @@ def test_a_killed_expiry_resumes_without_a_second_commit(lake, tmp_path, crash):
     view = lake.view()
     p = plan_iceberg_expire(view, now_ms=int(time.time() * 1000),
                             options=resolve_expire_options(view.options, older_than="0 s"))
-    crash = crash.replace("LAST_COMMIT_PLUS_1", str(len(p.scope["expired"]) + 1))
+    crash = crash.replace("LAST_COMMIT_PLUS_1", str(len(p.scope.expired) + 1))
     before = rows_by_snapshot(t)
     n_log = len(t.metadata.metadata_log)
     journal = killed_apply(p, tmp_path, crash)
-    assert not set(p.scope["expired"]) & {s.snapshot_id for s in lake.table().metadata.snapshots}  # it committed
+    assert not set(p.scope.expired) & {s.snapshot_id for s in lake.table().metadata.snapshots}  # it committed
     with DuckDBRecorder(journal) as rec:
         [report] = resume(rec, executor=DriverExecutor())
     assert (report.state, report.resumed, report.whole) == ("COMPLETED", True, True)
     after = lake.table()
     assert len(after.metadata.metadata_log) == n_log + 1  # one commit, not two
-    assert rows_by_snapshot(after) == {k: v for k, v in before.items() if k not in p.scope["expired"]}
+    assert rows_by_snapshot(after) == {k: v for k, v in before.items() if k not in p.scope.expired}
     assert missing(after) == set() and files_on_disk(after) == needed_files(after)
 
 

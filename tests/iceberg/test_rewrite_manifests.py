@@ -32,7 +32,7 @@ def test_twelve_small_manifests_become_one_and_every_snapshot_reads_the_same_row
     before = rows_by_snapshot(t)
     assert len(data_manifests(t)) == 12
     p = plan(lake.view())
-    assert len(p.actions) == 12 and p.scope["entries"] == 36 and p.scope["specs"] == {"0": 36}
+    assert len(p.actions) == 12 and p.scope.entries == 36 and p.scope.specs == {"0": 36}
     report = apply(p, tmp_path)
     assert report.state == "COMPLETED" and report.whole and report.counts["COMMITTED"] == 12
     after = lake.table()
@@ -52,21 +52,21 @@ def test_twelve_small_manifests_become_one_and_every_snapshot_reads_the_same_row
 def test_below_the_threshold_the_plan_is_skipped_with_the_seeds_message(lake, tmp_path):
     write_history(lake, appends=3, churn=False)
     p = plan(lake.view())
-    assert p.actions == () and p.scope["skipped"] == "only 3 data manifests, below threshold of 5"
+    assert p.actions == () and p.scope.skipped == "only 3 data manifests, below threshold of 5"
     n = len(lake.table().metadata.snapshots)
     assert apply(p, tmp_path).state == "COMPLETED" and len(lake.table().metadata.snapshots) == n
 
 
 def test_a_table_without_snapshots_is_skipped(lake):
     lake.catalog.create_table("ns.empty", schema=SCHEMA, partition_spec=SPEC)
-    assert plan(lake.view("ns.empty")).scope["skipped"] == "no current snapshot"
+    assert plan(lake.view("ns.empty")).scope.skipped == "no current snapshot"
 
 
 def test_a_table_whose_rows_were_all_deleted_has_no_entries_to_rewrite(lake):
     t = write_history(lake, appends=5, churn=False)
     t.delete("id >= 0")
     p = plan(lake.view(), min_manifests=1)
-    assert p.scope["skipped"] == "no data entries to rewrite" and p.actions == ()
+    assert p.scope.skipped == "no data entries to rewrite" and p.actions == ()
 
 
 def test_each_partition_spec_gets_its_own_manifest(lake, tmp_path):
@@ -80,11 +80,11 @@ def test_each_partition_spec_gets_its_own_manifest(lake, tmp_path):
         t.append(batch(300 + i * 10))
     before = rows_by_snapshot(lake.table())
     p = plan(lake.view())
-    assert p.scope["specs"] == {"0": 12, "1": 18}
+    assert p.scope.specs == {"0": 12, "1": 18}
     apply(p, tmp_path)
     after = lake.table()
     assert sorted(m.partition_spec_id for m in data_manifests(after)) == [0, 1]
-    assert rows_by_snapshot(after)[after.current_snapshot().snapshot_id] == before[p.scope["snapshot_id"]]
+    assert rows_by_snapshot(after)[after.current_snapshot().snapshot_id] == before[p.scope.snapshot_id]
 
 
 def test_an_append_between_plan_and_apply_refuses_the_plan_with_strict(lake, tmp_path):

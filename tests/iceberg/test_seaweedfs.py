@@ -80,7 +80,7 @@ def test_expire_orphans_and_rewrite_on_the_rest_catalog_over_s3(sw, tmp_path):
     p, report = run("expire", "ops", tmp_path, retain_last=2, older_than="0 s")
     after = sw.load_table("ops.t")
     kept = {s.snapshot_id for s in after.metadata.snapshots}
-    assert len(kept) == 2 and not kept & set(p.scope["expired"])
+    assert len(kept) == 2 and not kept & set(p.scope.expired)
     assert rows_of(after) == {k: v for k, v in before.items() if k in kept}
     on_s3 = objects(view)
     assert needed(after) <= on_s3
@@ -117,7 +117,7 @@ def test_beside_seaweedfs_worker_the_same_snapshots_remain_and_lakesweep_also_fr
                                   bucket=BUCKET, namespace="theirs", table="t")
     assert job.succeeded, job
     p, report = run("expire", "ours", tmp_path, retain_last=1, older_than="0 s")
-    expired = len(p.scope["expired"])
+    expired = len(p.scope.expired)
     assert job.messages["expire_snapshots"].startswith(f"expired {expired} snapshot(s), deleted ")
     theirs, ours = sw.load_table("theirs.t"), sw.load_table("ours.t")
 
@@ -146,8 +146,8 @@ def test_beside_seaweedfs_worker_manifests_are_rewritten_alike(mini, sw, tmp_pat
                                   bucket=BUCKET, namespace="rtheirs", table="t")
     assert job.succeeded, job
     p, report = run("rewrite-manifests", "rours", tmp_path, min_manifests=2)
-    n = p.scope["data_manifests"]
-    assert job.messages["rewrite_manifests"] == f"rewrote {n} manifests into 1 ({p.scope['entries']} entries)"
+    n = p.scope.data_manifests
+    assert job.messages["rewrite_manifests"] == f"rewrote {n} manifests into 1 ({p.scope.entries} entries)"
     theirs, ours = sw.load_table("rtheirs.t"), sw.load_table("rours.t")
     for t in (theirs, ours):
         assert len([m for m in t.current_snapshot().manifests(t.io) if m.content == 0]) == 1
@@ -175,7 +175,7 @@ def test_beside_seaweedfs_worker_compaction_merges_the_same_files_into_as_many_o
                                   bucket=BUCKET, namespace="ctheirs", table="t")
     assert job.succeeded, job
     p, report = run("compact", "cours", tmp_path, min_input_files=5)
-    bins = p.scope["bins"]
+    bins = p.scope.bins
     inputs = sum(len(b["inputs"]) for b in bins)
     assert job.messages["compact"] == f"compacted {inputs} files into {len(bins)} (across {len(bins)} bins)"
     theirs, ours = sw.load_table("ctheirs.t"), sw.load_table("cours.t")

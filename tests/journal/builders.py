@@ -5,6 +5,7 @@ from __future__ import annotations
 from lakesweep.engine.plan import Action, CleanupPlan, canonical_actions
 from lakesweep.engine.paimon.kinds import EXPIRE_PHASES, ActionKind
 from lakesweep.engine.paimon.requirements import AssertTableIdentity
+from lakesweep.engine.paimon.scopes import ExpireScope
 
 from lakesweep.journal.events import ApplyCompleted, ApplyStarted, FileOutcome, FileRecord, PhaseCompleted
 
@@ -29,7 +30,7 @@ ACTIONS = (
 def make_plan(actions=ACTIONS, *, table=TABLE, identity=IDENTITY, now_ms=1) -> CleanupPlan:
     return CleanupPlan(
         kind="expire", table_location=table, table_identity=identity, branch="main", now_ms=now_ms, options={},
-        scope={"begin": 1, "end": 3, "earliest_hint": 3}, requirements=(AssertTableIdentity(identity, table, "main"),),
+        scope=ExpireScope(begin=1, end=3, earliest_hint=3), requirements=(AssertTableIdentity(identity, table, "main"),),
         phases=EXPIRE_PHASES, actions=canonical_actions(actions), stats={},
     )
 

@@ -62,7 +62,7 @@ def test_changelog_outlived_snapshot(builder):
     assert PaimonTable(b.root).list_snapshot_ids() == [9, 10]
     assert changelog_ids(b) == list(range(1, 9))  # from 1, contiguous with the snapshots
     plans = [expire_changelog(b.root, now_ms=SOON, retain_min=1, time_retained="1 h") for _ in range(2)]
-    assert (plans[0].begin, plans[0].end, plans[0].scope["bound"]) == (1, 8, "changelog.time-retained")
+    assert (plans[0].begin, plans[0].end, plans[0].scope.bound) == (1, 8, "changelog.time-retained")
     assert not plans[1].actions  # the second run has nothing left to do
     t = PaimonTable(b.root)
     assert t.changelog_earliest_latest() == (8, 8)  # both earliestSnapshot - 1
@@ -86,7 +86,7 @@ def test_a_consumer_keeps_the_changelogs_it_reads(builder):
     expire(b.root, retain_min=1, retain_max=1)
     assert PaimonTable(b.root).list_snapshot_ids() == [6]
     plan = expire_changelog(b.root, retain_min=1, retain_max=1)
-    assert (plan.begin, plan.end, plan.scope["bound"]) == (1, 3, "a consumer")
+    assert (plan.begin, plan.end, plan.scope.bound) == (1, 3, "a consumer")
     assert changelog_ids(b) == [3, 4, 5]
 
 

@@ -47,13 +47,13 @@ def test_update_time_expires_partitions_whose_newest_file_is_older_than_the_cuto
     assert [(a.kind, a.path, a.partition, a.bucket, a.size) for a in p.actions] == [
         (PartitionKind.DROP_DATA_FILE, "dt=2024-01-01/bucket-0/a1", "dt=2024-01-01", 0, 10),
         (PartitionKind.DROP_DATA_FILE, "dt=2024-01-01/bucket-1/a2", "dt=2024-01-01", 1, 20)]
-    [part] = p.scope["partitions"]
+    [part] = p.scope.partitions
     assert (part["partition"], part["spec"], part["files"], part["bytes"]) == (
         "dt=2024-01-01", {"dt": "2024-01-01"}, 2, 30)
     assert part["time"] == "2024-01-06 12:00:00"
     assert part["reason"] == ("its newest file was written 2024-01-06 12:00:00, before the cut-off "
                               "2024-01-07 12:00:00")
-    assert p.scope["snapshot"] == 1 and all(a.snapshot_id == 1 for a in p.actions)
+    assert p.scope.snapshot == 1 and all(a.snapshot_id == 1 for a in p.actions)
 
 
 def test_a_delete_entry_newer_than_the_cutoff_keeps_the_partition(tmp_path):
@@ -63,7 +63,7 @@ def test_a_delete_entry_newer_than_the_cutoff_keeps_the_partition(tmp_path):
               E(ADD, "b1", ("y",), creation_ms=created(9))])
     b.commit([E(DELETE, "a2", ("x",), creation_ms=created(1))])
     p = plan(b, expiration_time="3 d")
-    assert [x["partition"] for x in p.scope["partitions"]] == ["dt=y"]
+    assert [x["partition"] for x in p.scope.partitions] == ["dt=y"]
 
 
 def test_a_partition_without_live_files_is_not_considered(tmp_path):
@@ -71,7 +71,7 @@ def test_a_partition_without_live_files_is_not_considered(tmp_path):
     b.commit([E(ADD, "a1", ("x",), creation_ms=created(9)), E(ADD, "b1", ("y",), creation_ms=created(9))])
     b.commit([E(DELETE, "a1", ("x",), creation_ms=created(9))])
     p = plan(b, expiration_time="1 d")
-    assert [x["partition"] for x in p.scope["partitions"]] == ["dt=y"]
+    assert [x["partition"] for x in p.scope.partitions] == ["dt=y"]
     assert p.stats["partitions_considered"] == 1
 
 
@@ -80,7 +80,7 @@ def test_max_expires_takes_the_first_partitions_by_their_values_joined_with_comm
     b.commit([E(ADD, f"f{i}", parts, creation_ms=created(9)) for i, parts in enumerate(
         [("20240103", "eu"), ("20240101", "us"), ("20240101", "eu"), ("20240102", "ap")])])
     p = plan(b, expiration_time="1 d", max_expires=3)
-    assert [x["partition"] for x in p.scope["partitions"]] == [
+    assert [x["partition"] for x in p.scope.partitions] == [
         "dt=20240101/region=eu", "dt=20240101/region=us", "dt=20240102/region=ap"]
     assert p.stats["partitions_left_by_max"] == 1
     assert p.stats["warnings"] == ["1 more expired partition(s) are left for a later plan (--max-expires 3)"]
@@ -93,7 +93,7 @@ def test_the_cutoff_is_a_local_time_in_the_plans_zone(tmp_path):
     assert not plan(b, expiration_time="3 h").actions  # UTC: 2 h old, kept
     shanghai = plan(b, expiration_time="3 h", time_zone="Asia/Shanghai")  # local now is 20:00: 10 h old
     assert [a.path for a in shanghai.actions] == ["dt=x/bucket-0/a1"]
-    assert shanghai.scope["cutoff"] == "2024-01-10 17:00:00" and shanghai.scope["time_zone"] == "Asia/Shanghai"
+    assert shanghai.scope.cutoff == "2024-01-10 17:00:00" and shanghai.scope.time_zone == "Asia/Shanghai"
     assert shanghai.options["time-zone"].source == "flag"
 
 
@@ -109,7 +109,7 @@ def test_an_unpartitioned_table_has_nothing_to_expire(tmp_path):
     b = table(tmp_path, keys=(), types=())
     b.commit([E(ADD, "a1", (), creation_ms=created(9))])
     p = plan(b, expiration_time="1 d")
-    assert not p.actions and p.scope["partitions"] == []
+    assert not p.actions and p.scope.partitions == []
     assert p.stats["warnings"] == ["the table has no partition keys: there is nothing to expire"]
 
 
@@ -154,7 +154,7 @@ def at_day(n: int) -> dt.datetime:
 
 def expired(b: TableBuilder, n: int, **flags) -> list[str]:
     flags = {"strategy": "values-time", "expiration_time": "2 d", "timestamp_formatter": "yyyyMMdd", **flags}
-    return [p["partition"] for p in plan(b, now=at_day(n), **flags).scope["partitions"]]
+    return [p["partition"] for p in plan(b, now=at_day(n), **flags).scope.partitions]
 
 
 def test_values_time_follows_paimons_date_sequence(tmp_path):
@@ -169,7 +169,7 @@ def test_a_value_that_is_not_a_date_is_never_expired_and_warned_about(tmp_path):
     b = table(tmp_path, keys=("f0",))
     b.commit([E(ADD, f"f{d}", (d,)) for d in ("20230101", "abcd", "20230103", "20230105")])
     p = plan(b, now=at_day(8), strategy="values-time", expiration_time="2 d", timestamp_formatter="yyyyMMdd")
-    assert [x["partition"] for x in p.scope["partitions"]] == ["f0=20230101", "f0=20230103", "f0=20230105"]
+    assert [x["partition"] for x in p.scope.partitions] == ["f0=20230101", "f0=20230103", "f0=20230105"]
     assert p.stats["warnings"] == ["partition f0=abcd is skipped, never expired: its value cannot be read as a "
                                    "time (text 'abcd' could not be parsed)"]
 
@@ -178,7 +178,7 @@ def test_many_unreadable_values_are_one_warning_with_examples(tmp_path):
     b = table(tmp_path, keys=("f0",))
     b.commit([E(ADD, f"f{d}", (d,)) for d in ("20230101", "a", "b", "c", "d", "e")])
     p = plan(b, now=at_day(8), strategy="values-time", expiration_time="2 d", timestamp_formatter="yyyyMMdd")
-    assert [x["partition"] for x in p.scope["partitions"]] == ["f0=20230101"]
+    assert [x["partition"] for x in p.scope.partitions] == ["f0=20230101"]
     assert p.stats["warnings"] == [
         "5 partitions are skipped, never expired: their values cannot be read as a time: f0=a (text 'a' could not "
         "be parsed), f0=b (text 'b' could not be parsed), f0=c (text 'c' could not be parsed) and 2 more"]
@@ -199,7 +199,7 @@ def test_a_formatter_that_reads_no_partition_is_refused_as_a_misconfiguration(tm
         "as 19358, not as a date)")
     # the default formatter reads them, and they expire
     assert len(plan(b, now=dt.datetime(2024, 3, 1), strategy="values-time", expiration_time="2 d")
-               .scope["partitions"]) == 30
+               .scope.partitions) == 30
 
 
 def test_null_and_empty_sub_partitions_expire_by_the_first_key(tmp_path):
@@ -216,7 +216,7 @@ def test_a_value_holding_the_delimiter_stays_one_partition(tmp_path):
     b = table(tmp_path, keys=("f0", "f1"), types=("STRING", "STRING"))
     b.commit([E(ADD, "a", ("20230101", "us,ca")), E(ADD, "b", ("20230101", "us")), E(ADD, "c", ("20230109", "us"))])
     p = plan(b, now=at_day(8), strategy="values-time", expiration_time="2 d", timestamp_formatter="yyyyMMdd")
-    assert [(x["partition"], x["spec"]) for x in p.scope["partitions"]] == [
+    assert [(x["partition"], x["spec"]) for x in p.scope.partitions] == [
         ("f0=20230101/f1=us", {"f0": "20230101", "f1": "us"}),
         ("f0=20230101/f1=us,ca", {"f0": "20230101", "f1": "us,ca"})]
 
@@ -226,4 +226,4 @@ def test_a_pattern_reads_the_time_from_several_keys(tmp_path):
     b.commit([E(ADD, f"f{h}", ("2023-01-07", h)) for h in (10, 11, 12, 13)])
     p = plan(b, now=dt.datetime(2023, 1, 8, 12, 0), strategy="values-time", expiration_time="1 d",
              timestamp_pattern="$dt $hour:00:00")
-    assert [x["partition"] for x in p.scope["partitions"]] == ["dt=2023-01-07/hour=10", "dt=2023-01-07/hour=11"]
+    assert [x["partition"] for x in p.scope.partitions] == ["dt=2023-01-07/hour=10", "dt=2023-01-07/hour=11"]

@@ -81,8 +81,8 @@ def test_an_iceberg_expiry_draws_its_expired_snapshots_and_those_refs_hold(pages
     dots = Elements(pages["iceberg-expire"].dom).with_class("circle", "snapshot")
     expired = [int(d["data-snapshot"]) for d in dots if "expired" in d["class"].split()]
     kept = [int(d["data-snapshot"]) for d in dots if "kept" in d["class"].split()]
-    assert expired == sorted(plan.scope["expired"]) and len(expired) == plan.stats["expired_snapshots"] > 0
-    assert kept == sorted(set(plan.scope["refs"].values()))
+    assert expired == sorted(plan.scope.expired) and len(expired) == plan.stats["expired_snapshots"] > 0
+    assert kept == sorted(set(plan.scope.refs.values()))
     unlisted = plan.stats["retained_snapshots"] - len(kept)
     assert [int(r["data-count"]) for r in Elements(pages["iceberg-expire"].dom).with_class("rect", "unlisted")] == [
         unlisted]
@@ -121,7 +121,7 @@ def test_an_orphan_plan_bins_listed_files_against_older_than(pages, plan_files):
 def test_a_compaction_draws_each_bin_before_and_after(pages, plan_files):
     plan = read_plan(str(plan_files["iceberg-compact"]))
     elements = Elements(pages["iceberg-compact"].dom)
-    bins = plan.scope["bins"]
+    bins = plan.scope.bins
     assert len(elements.with_class("rect", "compact-input")) == sum(len(b["inputs"]) for b in bins)
     assert [int(r["data-bin"]) for r in elements.with_class("rect", "compact-output")] == [b["index"] for b in bins]
 
