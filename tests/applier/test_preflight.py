@@ -180,7 +180,9 @@ def test_py_files_ship_lakesweep_to_executors_whose_python_has_only_its_dependen
     bare.chmod(0o755)
     clean = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}  # other tests may have set it to the repo
     assert subprocess.run([bare, "-c", "import pyarrow"], cwd=tmp_path, env=clean).returncode == 0
-    assert subprocess.run([bare, "-c", "import lakesweep"], cwd=tmp_path, env=clean,
+    # (an empty lakesweep/ folder a replaced install left in site-packages imports as a namespace: its code
+    # is what must be missing)
+    assert subprocess.run([bare, "-c", "import lakesweep.engine"], cwd=tmp_path, env=clean,
                           capture_output=True).returncode == 1
     # as docs/cluster.md builds it: the installed package, zipped with its directory entries
     target = tmp_path / "py-files"
