@@ -302,15 +302,21 @@ def _fits(value, hint) -> bool:
     return isinstance(value, hint)
 
 
+def _registrar(registry: dict, what: str):
+    """A class decorator that registers a type in ``registry`` under its ``TYPE`` tag, once."""
+
+    def register(cls):
+        if cls.TYPE in registry and registry[cls.TYPE] is not cls:
+            raise ValueError(f"{what} type {cls.TYPE!r} is registered twice")
+        registry[cls.TYPE] = cls
+        return cls
+
+    register.__doc__ = f"Class decorator: register a {what} type under its ``TYPE`` tag."
+    return register
+
+
 _REQUIREMENTS: dict[str, type[Requirement]] = {}
-
-
-def requirement(cls):
-    """Class decorator: register a requirement type under its ``TYPE`` tag (``<format>.<name>``)."""
-    if cls.TYPE in _REQUIREMENTS and _REQUIREMENTS[cls.TYPE] is not cls:
-        raise ValueError(f"requirement type {cls.TYPE!r} is registered twice")
-    _REQUIREMENTS[cls.TYPE] = cls
-    return cls
+requirement = _registrar(_REQUIREMENTS, "requirement")  # tags ``<format>.<name>``
 
 
 def format_module(fmt: str, part: str):
@@ -365,14 +371,7 @@ class Scope:
 
 
 _SCOPES: dict[str, type[Scope]] = {}
-
-
-def scope_type(cls):
-    """Class decorator: register a scope type under its ``TYPE`` tag (``<format>.<plan kind>``)."""
-    if cls.TYPE in _SCOPES and _SCOPES[cls.TYPE] is not cls:
-        raise ValueError(f"scope type {cls.TYPE!r} is registered twice")
-    _SCOPES[cls.TYPE] = cls
-    return cls
+scope_type = _registrar(_SCOPES, "scope")  # tags ``<format>.<plan kind>``
 
 
 def decode_scope(obj: Mapping, *, fmt: str, kind: str, tagged: bool = True) -> Scope:
