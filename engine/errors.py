@@ -69,6 +69,16 @@ class AtomicCreateUnsupported(LakesweepError):
                          f"{self.ALTERNATIVES}")
 
 
+class QuarantineUnsupported(LakesweepError):
+    """The store cannot put a file aside without copying or replacing another (``FileIO.move_no_replace``), so
+    ``apply --quarantine`` is refused there before anything is changed."""
+
+    def __init__(self, path: str, store: str, reason: str | None = None):
+        self.path = path
+        super().__init__(f"{path}: {store} cannot quarantine files" + (f" ({reason})" if reason else "")
+                         + "; apply without --quarantine deletes them for good")
+
+
 class StorageError(LakesweepError):
     """The file system or object store failed (permission denied, network, throttling...)."""
 

@@ -21,12 +21,21 @@ import uuid
 from dataclasses import dataclass
 from typing import BinaryIO, Iterable, Iterator, Mapping
 
-from lakesweep.engine.errors import AtomicCreateUnsupported, DeleteUnconfirmed, InvalidLocation, StorageError
+from lakesweep.engine.errors import (AtomicCreateUnsupported, DeleteUnconfirmed, InvalidLocation, QuarantineUnsupported,
+                                     StorageError)
 
 
 class DeleteOutcome(enum.StrEnum):
     DELETED = "DELETED"
     ALREADY_ABSENT = "ALREADY_ABSENT"
+
+
+class MoveOutcome(enum.StrEnum):
+    """What moving a file without replacing another did (``FileIO.move_no_replace``): a quarantine and its restore."""
+
+    MOVED = "MOVED"  # moved now
+    ALREADY_MOVED = "ALREADY_MOVED"  # the source is gone and the destination there: an earlier attempt moved it
+    ABSENT = "ABSENT"  # neither is there: nothing to move
 
 
 @dataclass(frozen=True, slots=True)
@@ -190,6 +199,24 @@ class FileIO(abc.ABC):
     def create_if_absent(self, path: str, data: bytes) -> None:
         raise AtomicCreateUnsupported(path, type(self).__name__)
 
+    def move_no_replace(self, src: str, dst: str) -> MoveOutcome:
+        """Move the file ``src`` to ``dst`` (making ``dst``'s directories) without ever replacing a file there:
+        ``FileExistsError`` when both exist (nothing moved), ``ALREADY_MOVED`` when only ``dst`` does,
+        ``ABSENT`` when neither does. Local and HDFS: one rename, nothing copied. A store that cannot
+        raises ``QuarantineUnsupported``."""
+        raise QuarantineUnsupported(src, type(self).__name__)
+
+    def quarantine(self, path: str, dest: str) -> tuple[MoveOutcome, str]:
+        """Put ``path`` aside so that ``restore`` can bring it back: what happened, and where the file is now
+        (what the journal keeps): ``dest`` after a move; on a versioned S3 bucket, a
+        ``engine.quarantine.VersionedDelete``'s ``where()``."""
+        return self.move_no_replace(path, dest), dest
+
+    def restore(self, path: str, where: str) -> MoveOutcome:
+        """Bring a file ``quarantine`` put at ``where`` back to ``path``; ``FileExistsError``, with nothing
+        changed, when a file is at ``path`` again."""
+        return self.move_no_replace(where, path)
+
     def check_create_if_absent(self, location: str) -> str:
         """How files under ``location`` (a table's root) are created only if absent, for a committer's check and
         ``doctor``; ``AtomicCreateUnsupported``, naming the alternatives, when this store cannot. On S3 this
@@ -317,6 +344,17 @@ class ArrowFileIO(FileIO):
                 client = s3_client(resolve_s3_settings(self.properties), max_attempts=1)  # it retries itself
                 self._deleter = S3BulkDeleter(client, limiter, batch=batch)
         return self._deleter.delete(paths)
+
+    def move_no_replace(self, src: str, dst: str) -> MoveOutcome:
+        if self.scheme != "file":
+            return super().move_no_replace(src, dst)
+        s, d = self._native(src), self._native(dst)
+        try:
+            return _move_local(s, d)
+        except (FileExistsError, FileNotFoundError):
+            raise
+        except OSError as e:
+            raise StorageError(src, f"cannot move to {dst}: {e}") from e
 
     def __eq__(self, other):
         return isinstance(other, ArrowFileIO) and (self.scheme, self.properties) == (
@@ -597,6 +635,50 @@ def _http_status(e) -> int:
     return int((getattr(e, "response", None) or {}).get("ResponseMetadata", {}).get("HTTPStatusCode") or 0)
 
 
+def _move_local(s: str, d: str) -> MoveOutcome:
+    """``FileIO.move_no_replace`` on a local file system: ``renameat2(RENAME_NOREPLACE)``, or where the file
+    system lacks it, a hard link and an unlink (a crash between them leaves both names of one file, which
+    the next attempt finishes)."""
+    for _ in range(2):
+        try:
+            _rename_noreplace(s, d)
+            return MoveOutcome.MOVED
+        except FileNotFoundError:
+            if not os.path.lexists(s):
+                return MoveOutcome.ALREADY_MOVED if os.path.lexists(d) else MoveOutcome.ABSENT
+            os.makedirs(os.path.dirname(d), exist_ok=True)
+        except FileExistsError:
+            if os.path.lexists(s) and os.path.samefile(s, d) and not os.path.islink(s):
+                os.unlink(s)  # an earlier attempt linked it and stopped before the unlink
+                return MoveOutcome.MOVED
+            if not os.path.lexists(s):
+                return MoveOutcome.ALREADY_MOVED
+            raise FileExistsError(d) from None
+    raise StorageError(s, f"cannot move to {d}: its directory keeps disappearing")
+
+
+_RENAME_NOREPLACE = 1
+_AT_FDCWD = -100
+
+
+def _rename_noreplace(s: str, d: str) -> None:
+    import ctypes
+    import errno
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    renameat2 = getattr(libc, "renameat2", None)
+    if renameat2 is not None:
+        if renameat2(_AT_FDCWD, os.fsencode(s), _AT_FDCWD, os.fsencode(d), _RENAME_NOREPLACE) == 0:
+            return
+        err = ctypes.get_errno()
+        if err not in (errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP):
+            raise OSError(err, os.strerror(err), s, None, d)
+    if os.path.isdir(s) and not os.path.islink(s):
+        raise IsADirectoryError(errno.EISDIR, "lakesweep moves files only", s)
+    os.link(s, d, follow_symlinks=False)
+    os.unlink(s)
+
+
 def _is_not_found(e: OSError) -> bool:
     text = str(e).lower()
     return isinstance(e, FileNotFoundError) or "not found" in text or "no such file" in text or "nosuchkey" in text
@@ -678,6 +760,16 @@ class MemoryFileIO(FileIO):
 
     def write_atomic(self, path: str, data: bytes) -> None:
         self.put(path, data)
+
+    def move_no_replace(self, src: str, dst: str) -> MoveOutcome:
+        if src not in self.files:
+            if self.info(src) is not None:
+                raise StorageError(src, "is a directory; lakesweep moves files only")
+            return MoveOutcome.ALREADY_MOVED if dst in self.files else MoveOutcome.ABSENT
+        if self.info(dst) is not None:
+            raise FileExistsError(dst)
+        self.files[dst] = self.files.pop(src)
+        return MoveOutcome.MOVED
 
     supports_create_if_absent = True
 

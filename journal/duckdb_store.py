@@ -28,7 +28,7 @@ from lakesweep.journal import rules
 from lakesweep.journal.events import FileRecord, PlanRecorded, decode
 from lakesweep.journal.recorder import Recorder, StoredEvent
 
-SCHEMA_VERSION = 2  # 2: plan_actions has every action column (verb added)
+SCHEMA_VERSION = 3  # 2: plan_actions has every action column (verb added); 3: file_records has moved_to
 MEMORY = ":memory:"
 _SMALL_BATCH = 64  # rows; larger batches go through Arrow
 # How long a reader waits for the writer's batch to end (a batch holds the file for tens of milliseconds),
@@ -47,11 +47,14 @@ CREATE TABLE IF NOT EXISTS events (
 CREATE TABLE IF NOT EXISTS file_records (
     seq BIGINT PRIMARY KEY, apply_id VARCHAR NOT NULL, plan_id VARCHAR NOT NULL, action_id INTEGER NOT NULL,
     path VARCHAR NOT NULL, kind VARCHAR NOT NULL, phase INTEGER NOT NULL, bytes BIGINT, outcome VARCHAR NOT NULL,
-    error VARCHAR, attempt INTEGER NOT NULL, time_ms BIGINT NOT NULL);
-CREATE OR REPLACE VIEW file_audit AS
-""".replace("{plan_actions}", rules.PLAN_ACTIONS_DDL) + rules.FILE_AUDIT + ";\n" + (
-    # views are made again on every open, so a journal of any schema version has today's
-    "CREATE OR REPLACE VIEW maintenance_history AS\n" + rules.MAINTENANCE_HISTORY + ";\n")
+    error VARCHAR, attempt INTEGER NOT NULL, time_ms BIGINT NOT NULL, moved_to VARCHAR);
+""".replace("{plan_actions}", rules.PLAN_ACTIONS_DDL)
+# Views are made again on every open, after any upgrade, so a journal of any schema version has today's.
+_VIEWS = ("CREATE OR REPLACE VIEW file_audit AS\n" + rules.FILE_AUDIT + ";\n"
+          "CREATE OR REPLACE VIEW maintenance_history AS\n" + rules.MAINTENANCE_HISTORY + ";\n")
+
+# Journals of schema 2 and older have no column for where a quarantined file went.
+_V2_MOVED_TO = "ALTER TABLE file_records ADD COLUMN IF NOT EXISTS moved_to VARCHAR;\n"
 
 # Journals of schema 1 stored snapshot expiry's actions without their verb; each kind had one.
 _V1_VERBS = """
@@ -299,7 +302,10 @@ class DuckDBRecorder(Recorder):
             self._con.execute(_SCHEMA)
             if version is not None and version < 2:
                 self._con.execute(_V1_VERBS)
+            if version is not None and version < 3:
+                self._con.execute(_V2_MOVED_TO)
                 self._con.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'", [str(SCHEMA_VERSION)])
+            self._con.execute(_VIEWS)
             self._con.execute("INSERT INTO meta VALUES ('schema_version', ?) ON CONFLICT DO NOTHING",
                               [str(SCHEMA_VERSION)])
 
@@ -418,7 +424,8 @@ class DuckDBRecorder(Recorder):
         where, params = _where(plan_id=plan_id, apply_id=apply_id)
         with self._session():
             rows = self._con.execute(
-                "SELECT apply_id, plan_id, action_id, path, kind, phase, bytes, outcome, error, attempt, time_ms "
+                "SELECT apply_id, plan_id, action_id, path, kind, phase, bytes, outcome, error, attempt, time_ms, "
+                "moved_to "
                 f"FROM file_records{where} ORDER BY seq", params).fetchall()
         return [FileRecord(*r) for r in rows]
 

@@ -121,10 +121,12 @@ class PlanRecorded(Event):
 
 @dataclass(frozen=True, slots=True)
 class ApplyStarted(Event):
-    """v1 had no ``master`` (the Spark master URL); it upcasts with ``master=None``."""
+    """``mode``: ``delete``, ``quarantine`` (files are put aside as ``quarantine``, an
+    ``engine.quarantine.QuarantineSpec``'s JSON, says) or ``restore`` (a quarantine of the plan undone). v1 had no
+    ``master`` (upcast to ``None``); v2 had no ``mode`` and ``quarantine`` (upcast to ``delete``, ``None``)."""
 
     EVENT_TYPE: ClassVar[str] = "ApplyStarted"
-    SCHEMA_VERSION: ClassVar[int] = 2
+    SCHEMA_VERSION: ClassVar[int] = 3
     TIME_FIELD: ClassVar[str] = "started_ms"
 
     apply_id: str
@@ -134,11 +136,20 @@ class ApplyStarted(Event):
     master: str | None
     dry_run: bool
     started_ms: int
+    mode: str = "delete"
+    quarantine: Mapping | None = None
 
     def __post_init__(self):
         _require_id("apply_id", self.apply_id)
         _require_id("plan_id", self.plan_id)
         _require_counts(self, "n_actions", "bytes")
+        if self.mode not in APPLY_MODES:
+            raise ValueError(f"ApplyStarted.mode must be one of {APPLY_MODES}, got {self.mode!r}")
+        if (self.mode == "quarantine") != (self.quarantine is not None):
+            raise ValueError("an ApplyStarted in quarantine mode, and only one, says how it quarantines")
+
+
+APPLY_MODES = ("delete", "quarantine", "restore")
 
 
 @dataclass(frozen=True, slots=True)
@@ -453,6 +464,7 @@ _V1_COUNTERS = {"deleted": "DELETED", "already_absent": "ALREADY_ABSENT", "faile
 # (event_type, from_version) -> function turning a payload of that version into one of version + 1.
 _UPCASTERS: dict[tuple[str, int], Callable[[dict], dict]] = {
     ("ApplyStarted", 1): lambda p: {**p, "master": None},
+    ("ApplyStarted", 2): lambda p: {**p, "mode": "delete", "quarantine": None},
     ("PhaseCompleted", 1): _v1_counts,
     ("ApplyCompleted", 1): _v1_counts,
     ("MaintenanceResult", 1): lambda p: {**p, "plan_id": _v1_plan_id(p["plan_id"])},
@@ -512,6 +524,8 @@ class FileOutcome(enum.StrEnum):
     ALREADY_ABSENT = "ALREADY_ABSENT"  # deleting an absent file is an outcome, not an error
     WRITTEN = "WRITTEN"
     KEPT_NOT_EMPTY = "KEPT_NOT_EMPTY"  # an "empty" directory that turned out to hold files is kept
+    QUARANTINED = "QUARANTINED"  # put aside instead of deleted (apply --quarantine): the record says where
+    RESTORED = "RESTORED"  # brought back from quarantine to its path (lakesweep restore)
     SKIPPED_REFERENCED = "SKIPPED_REFERENCED"  # a candidate re-checked at apply time is referenced again: kept
     COMMITTED = "COMMITTED"
     ALREADY_COMMITTED = "ALREADY_COMMITTED"  # the commit identifier was found committed (a resumed apply)
@@ -523,7 +537,7 @@ _OUTCOME_NAMES = tuple(o.value for o in FileOutcome)
 
 OUTCOMES: Mapping[Verb, frozenset[FileOutcome]] = {
     Verb.DELETE_FILE: frozenset({FileOutcome.DELETED, FileOutcome.ALREADY_ABSENT, FileOutcome.SKIPPED_REFERENCED,
-                                 FileOutcome.FAILED}),
+                                 FileOutcome.QUARANTINED, FileOutcome.RESTORED, FileOutcome.FAILED}),
     Verb.DELETE_EMPTY_DIR: frozenset({FileOutcome.DELETED, FileOutcome.ALREADY_ABSENT, FileOutcome.KEPT_NOT_EMPTY,
                                       FileOutcome.FAILED}),
     Verb.WRITE_FILE: frozenset({FileOutcome.WRITTEN, FileOutcome.FAILED}),
@@ -535,6 +549,7 @@ OUTCOMES: Mapping[Verb, frozenset[FileOutcome]] = {
 
 # Outcomes whose record carries text: a failure's error; why an action was skipped or left out of its commit.
 _WITH_REASON = frozenset({FileOutcome.FAILED, FileOutcome.SKIPPED_REFERENCED, FileOutcome.DROPPED})
+_MOVED = frozenset({FileOutcome.QUARANTINED, FileOutcome.RESTORED})
 
 
 def allowed_outcomes(verb: Verb | str) -> frozenset[FileOutcome]:
@@ -546,7 +561,8 @@ class FileRecord:
     """What one attempt at one action did. A later record for the same (apply_id, action_id) supersedes it.
 
     ``kind`` is the action's label as planned; the journal checks the outcome against the action's verb
-    when the record is written (``Recorder.record_files``), where the plan's action is at hand."""
+    when the record is written (``Recorder.record_files``), where the plan's action is at hand. ``moved_to``:
+    where a ``QUARANTINED`` file went, or where a ``RESTORED`` one came from (``FileIO.quarantine``'s where)."""
 
     apply_id: str
     plan_id: str
@@ -559,12 +575,15 @@ class FileRecord:
     error: str | None
     attempt: int
     time_ms: int
+    moved_to: str | None = None
 
     def __post_init__(self):
         _require_id("apply_id", self.apply_id)
         _require_id("plan_id", self.plan_id)
         if type(self.outcome) is not FileOutcome:
             object.__setattr__(self, "outcome", FileOutcome(self.outcome))
+        if (self.outcome in _MOVED) != (self.moved_to is not None):
+            raise ValueError("a QUARANTINED or RESTORED record, and only one, says where the file went or came from")
         if self.outcome is FileOutcome.FAILED and self.error is None:
             raise ValueError("a FAILED record needs an error")
         if self.error is not None and self.outcome not in _WITH_REASON:

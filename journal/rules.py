@@ -45,6 +45,7 @@ FILES_SCHEMA = pa.schema([
     ("seq", pa.int64()), ("apply_id", pa.string()), ("plan_id", pa.string()), ("action_id", pa.int32()),
     ("path", pa.string()), ("kind", pa.string()), ("phase", pa.int32()), ("bytes", pa.int64()),
     ("outcome", pa.string()), ("error", pa.string()), ("attempt", pa.int32()), ("time_ms", pa.int64()),
+    ("moved_to", pa.string()),
 ])
 RELATIONS = {"events": EVENTS_SCHEMA, "plan_actions": ACTIONS_SCHEMA, "file_records": FILES_SCHEMA}
 
@@ -53,7 +54,7 @@ FILE_AUDIT_SCHEMA = pa.schema([
     ("seq", pa.int64()), ("plan_id", pa.string()), ("apply_id", pa.string()), ("table", pa.string()),
     ("table_identity", pa.string()), ("action_id", pa.int32()), ("path", pa.string()), ("kind", pa.string()),
     ("phase", pa.int32()), ("snapshot_id", pa.int64()), ("outcome", pa.string()), ("error", pa.string()),
-    ("attempt", pa.int32()), ("bytes", pa.int64()), ("time_ms", pa.int64()),
+    ("attempt", pa.int32()), ("bytes", pa.int64()), ("time_ms", pa.int64()), ("moved_to", pa.string()),
 ])
 FILE_COLUMNS = tuple(FILE_AUDIT_SCHEMA.names)
 
@@ -79,7 +80,7 @@ def known_kinds() -> tuple[str, ...]:
 def file_row(seq: int, r: FileRecord) -> tuple:
     """One ``file_records`` row, in ``FILES_SCHEMA`` order."""
     return (seq, r.apply_id, r.plan_id, r.action_id, r.path, str.__str__(r.kind), r.phase, r.bytes, r.outcome.value,
-            r.error, r.attempt, r.time_ms)
+            r.error, r.attempt, r.time_ms, r.moved_to)
 
 
 def arrow_table(schema: pa.Schema, rows: Sequence[tuple]) -> pa.Table:
@@ -92,7 +93,7 @@ def arrow_table(schema: pa.Schema, rows: Sequence[tuple]) -> pa.Table:
 # -- file rows -------------------------------------------------------------------------------------
 
 FILE_AUDIT = f"""SELECT f.seq, f.plan_id, f.apply_id, p.table_location AS "table", p.table_identity, f.action_id, f.path, f.kind,
-       f.phase, a.snapshot_id, f.outcome, f.error, f.attempt, f.bytes, f.time_ms
+       f.phase, a.snapshot_id, f.outcome, f.error, f.attempt, f.bytes, f.time_ms, f.moved_to
 FROM file_records f
 LEFT JOIN plan_actions a ON a.plan_id = f.plan_id AND a.action_id = f.action_id
 LEFT JOIN (SELECT plan_id, payload ->> '$.table_location' AS table_location,

@@ -44,9 +44,11 @@ def record(plan: CleanupPlan, action: Action, *, apply_id="a1", outcome=None, at
     outcome = FileOutcome(outcome or success(action))
     if outcome == FileOutcome.FAILED and error is None:
         error = "permission denied"
+    moved_to = f"/quarantine/{plan.plan_id}/{action.path}" if outcome in (FileOutcome.QUARANTINED,
+                                                                          FileOutcome.RESTORED) else None
     return FileRecord(apply_id=apply_id, plan_id=plan.plan_id, action_id=action.action_id, path=action.path,
                       kind=action.kind, phase=int(action.phase), bytes=action.size, outcome=outcome, error=error,
-                      attempt=attempt, time_ms=time_ms)
+                      attempt=attempt, time_ms=time_ms, moved_to=moved_to)
 
 
 def started(plan: CleanupPlan, apply_id="a1", *, started_ms=10, dry_run=False) -> ApplyStarted:

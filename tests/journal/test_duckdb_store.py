@@ -77,7 +77,7 @@ def test_schema_tables_and_version(filled):
     columns, rows = run_query(journal, "SELECT table_name, table_type FROM information_schema.tables ORDER BY 1")
     assert rows == [("events", "BASE TABLE"), ("file_audit", "VIEW"), ("file_records", "BASE TABLE"),
                     ("maintenance_history", "VIEW"), ("meta", "BASE TABLE"), ("plan_actions", "BASE TABLE")]
-    assert run_query(journal, "SELECT key, value FROM meta")[1] == [("schema_version", "2")]
+    assert run_query(journal, "SELECT key, value FROM meta")[1] == [("schema_version", "3")]
     columns, rows = run_query(journal, "DESCRIBE events")
     assert [(r[0], r[1]) for r in rows] == [
         ("seq", "BIGINT"), ("event_type", "VARCHAR"), ("schema_version", "INTEGER"), ("plan_id", "VARCHAR"),
@@ -91,11 +91,11 @@ def test_a_journal_from_a_newer_lakesweep_is_refused(journal):
     con = duckdb.connect(journal)
     con.execute("UPDATE meta SET value = '99' WHERE key = 'schema_version'")
     con.close()
-    with pytest.raises(JournalError, match=r"has schema version 99, newer than this lakesweep understands \(2\)"):
+    with pytest.raises(JournalError, match=r"has schema version 99, newer than this lakesweep understands \(3\)"):
         DuckDBRecorder(journal)
     with pytest.raises(JournalError, match="newer than this lakesweep"):  # not "already open": it was released
         DuckDBRecorder(journal)
-    with pytest.raises(JournalError, match=r"has schema version 99, newer than this lakesweep understands \(2\)"):
+    with pytest.raises(JournalError, match=r"has schema version 99, newer than this lakesweep understands \(3\)"):
         DuckDBRecorder(journal, read_only=True)
 
 
@@ -309,4 +309,4 @@ def test_a_schema_1_journal_gets_its_actions_verbs_and_stays_readable(tmp_path):
             ("write-earliest-hint", "write-file")}
     _, rows = run_query(str(journal), "SELECT DISTINCT kind, verb FROM plan_actions ORDER BY kind")
     assert ("write-earliest-hint", "write-file") in rows and all(verb is not None for _, verb in rows)
-    assert run_query(str(journal), "SELECT value FROM meta WHERE key = 'schema_version'")[1] == [("2",)]
+    assert run_query(str(journal), "SELECT value FROM meta WHERE key = 'schema_version'")[1] == [("3",)]

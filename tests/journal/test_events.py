@@ -64,9 +64,27 @@ def test_events_are_frozen():
 
 def test_apply_started_v1_lacked_master_and_upcasts_with_none():
     v1 = {"apply_id": "a1", "plan_id": "p", "n_actions": 3, "bytes": 9, "dry_run": True, "started_ms": 7}
-    assert upcast("ApplyStarted", 1, v1) == {**v1, "master": None}
+    assert upcast("ApplyStarted", 1, v1) == {**v1, "master": None, "mode": "delete", "quarantine": None}
     assert decode("ApplyStarted", 1, v1) == ApplyStarted("a1", "p", 3, 9, None, True, 7)
-    assert upcast("ApplyStarted", 2, {**v1, "master": "local"}) == {**v1, "master": "local"}
+    assert upcast("ApplyStarted", 3, {**v1, "master": "local", "mode": "delete", "quarantine": None}) == {
+        **v1, "master": "local", "mode": "delete", "quarantine": None}
+
+
+def test_apply_started_v2_lacked_a_mode_and_upcasts_as_a_delete():
+    v2 = {"apply_id": "a1", "plan_id": "p", "n_actions": 3, "bytes": 9, "master": "local", "dry_run": False,
+          "started_ms": 7}
+    assert decode("ApplyStarted", 2, v2) == ApplyStarted("a1", "p", 3, 9, "local", False, 7, mode="delete",
+                                                         quarantine=None)
+
+
+@pytest.mark.parametrize("mode, quarantine, message", [
+    ("quarantine", None, "in quarantine mode, and only one, says how it quarantines"),
+    ("delete", {"plan_id": "p", "retention_ms": 1, "root": None}, "in quarantine mode, and only one"),
+    ("shred", None, "mode must be one of"),
+])
+def test_apply_started_mode_and_quarantine_go_together(mode, quarantine, message):
+    with pytest.raises(ValueError, match=message):
+        ApplyStarted("a1", "p", 3, 9, None, False, 7, mode=mode, quarantine=quarantine)
 
 
 def test_v1_counters_upcast_to_count_maps():
@@ -112,7 +130,7 @@ def test_a_v1_maintenance_result_reads_with_its_plan_or_none_for_the_runs_stand_
 
 def test_each_verb_has_its_outcomes():
     assert {v: sorted(allowed_outcomes(v)) for v in Verb} == {
-        Verb.DELETE_FILE: ["ALREADY_ABSENT", "DELETED", "FAILED", "SKIPPED_REFERENCED"],
+        Verb.DELETE_FILE: ["ALREADY_ABSENT", "DELETED", "FAILED", "QUARANTINED", "RESTORED", "SKIPPED_REFERENCED"],
         Verb.DELETE_EMPTY_DIR: ["ALREADY_ABSENT", "DELETED", "FAILED", "KEPT_NOT_EMPTY"],
         Verb.WRITE_FILE: ["FAILED", "WRITTEN"],
         Verb.COMMIT: ["ALREADY_COMMITTED", "COMMITTED", "DROPPED", "FAILED", "SKIPPED_REFERENCED"],
@@ -148,6 +166,10 @@ def test_unreadable_payloads_fail_loudly(event_type, version, payload, message):
     (lambda: FileRecord("a1", "p", 0, "x", ActionKind.DATA_FILE, 0, 1, FileOutcome.DELETED, None, 1, 1),
      "phase 0 >= 1"),
     (lambda: FileRecord("a1", "p", 0, "x", "snapshot", 6, 1, "DELETED", None, 0, 1), "attempt 0 >= 1"),
+    (lambda: FileRecord("a1", "p", 0, "x", ActionKind.DATA_FILE, 1, 1, FileOutcome.QUARANTINED, None, 1, 1),
+     "a QUARANTINED or RESTORED record, and only one, says where"),
+    (lambda: FileRecord("a1", "p", 0, "x", ActionKind.DATA_FILE, 1, 1, FileOutcome.DELETED, None, 1, 1, "/q/x"),
+     "a QUARANTINED or RESTORED record, and only one, says where"),
 ])
 def test_invalid_values_are_refused(make, message):
     with pytest.raises(ValueError, match=message):

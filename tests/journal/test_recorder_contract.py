@@ -152,8 +152,8 @@ class RecorderContract:
         assert project_apply(recorder, "a1").state == RunStatus.COMPLETED
 
     def test_unreadable_events_fail_loudly(self, recorder):
-        recorder._append_rows([StoredEvent("ApplyStarted", 3, "p", "a1", {}, 10)])
-        with pytest.raises(JournalError, match=r"ApplyStarted v3 is newer than this lakesweep understands \(v2\)"):
+        recorder._append_rows([StoredEvent("ApplyStarted", 4, "p", "a1", {}, 10)])
+        with pytest.raises(JournalError, match=r"ApplyStarted v4 is newer than this lakesweep understands \(v3\)"):
             recorder.events()
 
     # -- file records and projections --------------------------------------------------------------
@@ -407,7 +407,7 @@ class RecorderContract:
         assert rows[0] == {"seq": rows[0]["seq"], "plan_id": PLAN.plan_id, "apply_id": "a1", "table": "/t",
                            "table_identity": "schema:abc", "action_id": 0, "path": "dt=1/bucket-0/data-1.parquet",
                            "kind": "data-file", "phase": 1, "snapshot_id": 2, "outcome": "DELETED", "error": None,
-                           "attempt": 1, "bytes": 10, "time_ms": 100}
+                           "attempt": 1, "bytes": 10, "time_ms": 100, "moved_to": None}
         assert list(rows[0]) == list(FILE_COLUMNS)
         assert [r["seq"] for r in rows] == sorted(r["seq"] for r in rows) and len(rows) == 5
 
