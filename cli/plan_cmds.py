@@ -27,7 +27,6 @@ from lakesweep.cli.output import OutputFormat, output_for
 from lakesweep.cli.progress import progress_enabled
 
 
-
 class PlanGroup(TyperGroup):
     """``lakesweep plan``: the commands written below, then one for each registry entry that declares its
     command (``PlanKind.command``). Those are built when ``plan`` is used: other commands do not import the
