@@ -108,8 +108,19 @@ def test_plan_orphans_spark_makes_the_plan_the_local_listing_makes(table, tmp_pa
     assert json.loads(shown.stdout)["listing"] == {"from": "store"}
 
 
-def test_spark_on_an_iceberg_table_with_an_inventory_is_refused_before_listing(table, tmp_path):
+def test_an_inventory_is_refused_for_an_iceberg_table_with_spark_too(table, tmp_path):
     r = CliRunner().invoke(app, ["plan", "orphans", "ns.t", "--catalog", CATALOG, "--out", str(tmp_path / "p"),
                                  "--spark", "--inventory", str(tmp_path / "inv.parquet")])
     assert r.exit_code == 1 and "--inventory is an option of Paimon tables" in " ".join(r.output.split())
     assert not (tmp_path / "p").exists()
+
+
+def test_spark_on_a_bad_master_is_refused_before_anything_is_listed(table, tmp_path):
+    out = tmp_path / "p"
+    r = CliRunner().invoke(app, ["plan", "orphans", "ns.t", "--catalog", CATALOG, "--out", str(out), "--spark",
+                                 "--master", "bogus[*]"])
+    assert r.exit_code == 1, r.output
+    assert " ".join(r.output.split()).endswith(
+        "error: 'bogus[*]' is not a Spark master URL: use local[*], local[N], spark://host:7077, yarn or "
+        "k8s://https://host:port. Nothing was listed and no plan was written.")
+    assert not out.exists()
