@@ -92,3 +92,20 @@ def in_quarantine(recorder: Recorder, plan_id: str) -> dict[int, FileRecord]:
         r for r in recorder.file_records(plan_id=plan_id)
         if r.apply_id in modes and not (r.apply_id in restores and r.outcome == FileOutcome.FAILED))
     return {a: rec for a, rec in sorted(latest.items()) if rec.outcome == FileOutcome.QUARANTINED}
+
+
+def quarantined_locations(recorder: Recorder, table_location: str) -> dict[str, tuple[str, str]]:
+    """Every file of the table at ``table_location`` that a plan of this journal holds in quarantine now, by its
+    original full location: ``(plan id, where it is)``."""
+    from lakesweep.engine.fileio import normalize_location
+
+    root = normalize_location(table_location).rstrip("/")
+    found: dict[str, tuple[str, str]] = {}
+    for plan_id in recorder.plan_ids():
+        if normalize_location(recorder.plan_header(plan_id)["table"]["location"]).rstrip("/") != root:
+            continue
+        for rec in in_quarantine(recorder, plan_id).values():
+            relative = not (rec.path.startswith("/") or rec.path.startswith("file:") or "://" in rec.path)
+            full = root + "/" + rec.path if relative else normalize_location(rec.path)
+            found[full] = (plan_id, rec.moved_to)
+    return found
