@@ -156,13 +156,15 @@ def restore_plan(
     """Move the plan's quarantined files (those whose path matches the shell glob ``files``) back, journaled as
     a restore apply of the plan. Idempotent: what was restored is not in quarantine any more. A file that exists
     again at its original path is refused and kept in quarantine (FAILED, the restore ends FAILED naming it).
-    ``resume_apply_id``: finish that crashed restore. Raises ``NothingToRestore`` when nothing of the plan (that
+    ``resume_apply_id``: finish that crashed restore (found by itself when the plan's unfinished apply is one). Raises ``NothingToRestore`` when nothing of the plan (that
     matches) is in quarantine, ``JournalConflict`` when another apply of the plan is unfinished."""
     started = clock()
     plan_id = plan.plan_id
     if resume_apply_id is None:
         running = unfinished_apply(recorder, plan_id)
-        if running is not None:
+        if running is not None and is_restore(recorder, plan_id, running):
+            resume_apply_id = running  # a restore that stopped before its end: this one finishes it
+        elif running is not None:
             raise JournalConflict(f"plan {plan_id} has an unfinished apply {running} in this journal; finish it "
                                   f"with 'lakesweep resume {plan_id}' first")
     matches = _matcher(files)
