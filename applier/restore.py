@@ -171,8 +171,10 @@ def restore_plan(
     pending = {a: rec for a, rec in in_quarantine(recorder, plan_id).items() if matches(rec.path)}
     if not pending and resume_apply_id is None:
         which = f" whose path matches {files!r}" if files is not None else ""
+        note = commit_note(plan)
         raise NothingToRestore(f"plan {plan_id} has no file in quarantine{which} in this journal (it was not applied "
-                               "with --quarantine, or its files were restored or purged already); nothing was done")
+                               "with --quarantine, or its files were restored or purged already); nothing was done"
+                               + (f". {note}" if note else ""))
     fmt = format_of(plan)
     table = fmt.open(plan, fileio)
     io = table.fileio

@@ -211,3 +211,25 @@ def test_resume_finishes_a_restore_that_stopped_before_its_end(quarantined):
 def test_commit_note_names_the_engines_way_back_only_for_plans_that_commit(quarantined):
     _, plan, _, _, _ = quarantined
     assert commit_note(plan) is None
+
+
+def test_a_partition_drop_restored_names_paimons_rollback_to_the_snapshot_it_judged(tmp_path):
+    from tests.applier.test_partitions_apply import plan_drop
+    from tests.applier.test_safety import Lake
+
+    lake = Lake(tmp_path / "wh")
+    lake.commit("a")
+    lake.commit("b")
+    plan = plan_drop(lake.root)
+    assert plan.scope.snapshot == 2
+    note = (f"plan {plan.plan_id} (partitions) committed new table metadata; restoring its files does not undo that "
+            "commit. Paimon's way back: roll the table back to a tag or to the snapshot before the commit, e.g. "
+            "CALL sys.rollback_to(`table` => '<database>.<table>', snapshot_id => 2) (or tag => '<tag>'); the files "
+            "it reads are back.")
+    assert commit_note(plan) == note
+    with DuckDBRecorder(str(tmp_path / "j.duckdb")) as recorder:
+        report = apply_plan(plan, recorder, executor=DriverExecutor(), quarantine=QuarantineSpec(plan.plan_id))
+        assert report.state == "COMPLETED" and lake.rows() == [1]
+        with pytest.raises(NothingToRestore) as e:  # a drop commits and deletes nothing: nothing to bring back
+            restore_plan(plan, recorder, executor=DriverExecutor())
+        assert str(e.value).endswith(f"purged already); nothing was done. {note}")
