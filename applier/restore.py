@@ -156,8 +156,9 @@ def restore_plan(
     """Move the plan's quarantined files (those whose path matches the shell glob ``files``) back, journaled as
     a restore apply of the plan. Idempotent: what was restored is not in quarantine any more. A file that exists
     again at its original path is refused and kept in quarantine (FAILED, the restore ends FAILED naming it).
-    ``resume_apply_id``: finish that crashed restore (found by itself when the plan's unfinished apply is one). Raises ``NothingToRestore`` when nothing of the plan (that
-    matches) is in quarantine, ``JournalConflict`` when another apply of the plan is unfinished."""
+    ``resume_apply_id``: finish that crashed restore (found by itself when the plan's unfinished apply is one).
+    Raises ``NothingToRestore`` when nothing of the plan (that matches) is in quarantine (naming the engine's way
+    back when the plan committed), ``JournalConflict`` when another apply of the plan is unfinished."""
     started = clock()
     plan_id = plan.plan_id
     if resume_apply_id is None:
