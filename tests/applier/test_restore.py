@@ -233,3 +233,21 @@ def test_a_partition_drop_restored_names_paimons_rollback_to_the_snapshot_it_jud
         with pytest.raises(NothingToRestore) as e:  # a drop commits and deletes nothing: nothing to bring back
             restore_plan(plan, recorder, executor=DriverExecutor())
         assert str(e.value).endswith(f"purged already); nothing was done. {note}")
+
+
+def test_restore_files_outcomes_moved_already_moved_refused_and_lost():
+    from lakesweep.applier.restore import restore_files
+    from lakesweep.engine.fileio import MemoryFileIO
+
+    io = MemoryFileIO(clock=lambda: 1)
+    q = "/t/_lakesweep_quarantine/p"
+    io.put(f"{q}/a", b"a")  # in quarantine: moved back
+    io.put("/t/b", b"b")  # moved back by an earlier attempt, not journaled
+    io.put(f"{q}/c", b"c")
+    io.put("/t/c", b"new c")  # re-created at its path: refused
+    items = [(0, "/t/a", f"{q}/a"), (1, "/t/b", f"{q}/b"), (2, "/t/c", f"{q}/c"), (3, "/t/d", f"{q}/d")]
+    out = [(a, o, e) for a, o, e, _ in restore_files(io, items)]
+    assert out == [(0, "RESTORED", None), (1, "RESTORED", None),
+                   (2, "FAILED", f"refused: /t/c exists again; the quarantined copy stays at {q}/c"),
+                   (3, "FAILED", f"/t/d is not there and its quarantined copy {q}/d is gone")]
+    assert {p: d for p, (d, _) in io.files.items()} == {"/t/a": b"a", "/t/b": b"b", "/t/c": b"new c", f"{q}/c": b"c"}
