@@ -716,8 +716,9 @@ def _resume_restore(recorder: Recorder, pid: str, kwargs) -> ApplyReport | None:
     wanted = ("fileio", "executor", "master", "conf", "spark", "clock", "on_spark_ui")
     done = restore_plan(plan, recorder, resume_apply_id=running, **{k: v for k, v in kwargs.items() if k in wanted})
     counts = {FileOutcome.RESTORED.value: done.restored, FileOutcome.FAILED.value: len(done.refused) + len(done.failed)}
+    phase = {"phase": "restore", "actions": sum(counts.values()), **counts, "bytes": 0, "unknown_size": 0}
     return ApplyReport(pid, running, done.state, resumed=True, counts=counts, duration_ms=done.duration_ms,
-                       reason=done.reason)
+                       reason=done.reason, phases=[phase])
 
 
 def _resume_one(recorder: Recorder, pid: str, kwargs) -> ApplyReport:
