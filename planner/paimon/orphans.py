@@ -122,6 +122,9 @@ def plan_orphans(table: PaimonTable, listing: Iterable[ListedFile | tuple], *, n
     kept_dirs: set[str] = set()
     for item in listing:
         f = item if isinstance(item, ListedFile) else ListedFile(*item)
+        if dirs.quarantined(f.path):  # put aside by apply --quarantine: not the table's, never an orphan
+            ignored += 1
+            continue
         dirs.check_foreign(f.path)
         if f.path.endswith(".metadata.json") or "/schema/" in f.path:
             nested = nested_neighbour(table, f.path)
