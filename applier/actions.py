@@ -11,10 +11,11 @@ import time
 from dataclasses import dataclass
 from typing import Callable, Sequence
 
-from lakesweep.engine.errors import DeleteUnconfirmed, PlanRejected, StorageError
+from lakesweep.engine.errors import DeleteUnconfirmed, PlanRejected, QuarantineUnsupported, StorageError
 from lakesweep.engine.fileio import DeleteOutcome, FileIO
 from lakesweep.engine.paths import target_of
 from lakesweep.engine.plan import Action, Verb, kind_spec
+from lakesweep.engine.quarantine import VersionedDelete
 from lakesweep.journal.events import FileOutcome as Outcome  # the journal's outcomes are the executor's
 
 
@@ -37,6 +38,13 @@ def execute_action(fileio: FileIO, root: str, action: Action, external_roots: Se
     verb = action.verb
     if verb is Verb.DELETE_FILE:
         result = fileio.delete(target)
+        return Outcome.DELETED if result == DeleteOutcome.DELETED else Outcome.ALREADY_ABSENT
+    if verb is Verb.PURGE_VERSION:
+        versioned = VersionedDelete.parse(action.source or "")
+        if versioned is None:
+            raise PlanRejected(f"action {action.action_id} ({action.kind} {action.path!r}): its source "
+                               f"{action.source!r} names no version to purge; the plan is refused")
+        result = fileio.purge_version(target, versioned)
         return Outcome.DELETED if result == DeleteOutcome.DELETED else Outcome.ALREADY_ABSENT
     if verb is Verb.DELETE_EMPTY_DIR:
         if not fileio.exists(target):
@@ -90,6 +98,8 @@ def execute_with_retry(
         except PlanRejected as e:
             # A refused path is not a storage hiccup: no retry, and the phase fails with the reason.
             return ActionResult(action.action_id, Outcome.FAILED, attempt, f"refused: {e}", clock_ms())
+        except QuarantineUnsupported as e:  # a store that cannot will not on a retry either
+            return ActionResult(action.action_id, Outcome.FAILED, attempt, f"{type(e).__name__}: {e}", clock_ms())
         except (StorageError, OSError) as e:
             unconfirmed = unconfirmed or isinstance(e, DeleteUnconfirmed)
             last = f"{type(e).__name__}: {e}"

@@ -20,10 +20,12 @@ from lakesweep.engine.fileio import FileIO
 from lakesweep.engine.formats import check_phases, check_requirements, format_of
 from lakesweep.engine.plan import Action, ActionCheck, CleanupPlan, PhaseMode, Verb, commit_id, pointer_writes
 from lakesweep.engine.plan_io import plan_from_header
+from lakesweep.engine.purge import PURGE, check_journaled
 from lakesweep.engine.timeutil import format_time_ms
 from lakesweep.journal.events import (ApplyCompleted, ApplyFailed, ApplyRefused, ApplyStarted, Committed, FileOutcome,
                                       MetadataWritten, OutputOrphaned, OutputWritten, PhaseCompleted, Verified)
 from lakesweep.journal.projection import PlanStatus, RunStatus, project
+from lakesweep.journal.quarantined import quarantine_records
 from lakesweep.journal.queries import completed_applies, plan_done_actions, plan_state, unfinished_apply
 from lakesweep.journal.recorder import Recorder
 
@@ -165,6 +167,10 @@ class _Apply:
                 check_phases(plan)
                 self.committer = committer_for(plan, self.committer, strict=self.strict)
                 targets = fmt.verify_paths(plan, table)
+                if plan.kind == PURGE and self.recorder is not None:
+                    # whatever the plan says: each file is in this journal's quarantine, its retention passed now
+                    check_journaled(plan, targets, quarantine_records(self.recorder), now_ms=self.clock(),
+                                    location=table.location, external_roots=fmt.external_roots(table), skip=self.skip)
                 if self.committer is not None:
                     self.done |= self._committed_before(table, by_phase)
                 index = {t: i for i, t in enumerate(targets)}

@@ -21,8 +21,8 @@ import typer
 from typer.core import TyperGroup
 
 from lakesweep.cli import render
-from lakesweep.cli.app import (ConfOpt, MasterOpt, OutputOpt, app, check_output_file, handle_errors, key_values,
-                               name_metavars, refuse_inside_table)
+from lakesweep.cli.app import (ConfOpt, JournalOpt, MasterOpt, OutputOpt, app, check_output_file, existing_journal,
+                               handle_errors, key_values, name_metavars, refuse_inside_table)
 from lakesweep.cli.output import OutputFormat, output_for
 from lakesweep.cli.progress import progress_enabled
 
@@ -377,6 +377,36 @@ def plan_orphans_cmd(
         make_plan("orphans", table=table, out=out, now=now, option=[], branch="main", fmt=fmt,
                   older_than=older_than, force=force, inventory=inventory or None, empty_dirs=empty_dirs,
                   spark=master if spark else None, lister=lister)
+
+
+@plan_app.command("purge", short_help="Delete quarantined files past their retention (Paimon, Iceberg).")
+@handle_errors
+def plan_purge_cmd(
+    table: str = TableArg,
+    out: Path = PlanOutOpt,
+    journal: Optional[Path] = JournalOpt,
+    now: Optional[str] = NowOpt,
+    catalog: Optional[str] = CatalogOpt,
+    fmt: OutputFormat = OutputOpt,
+):
+    """Plan deleting for good the files 'apply --quarantine' put aside for TABLE, once their retention has
+    passed (quarantined at + retention <= --now), as the journal records them: the moved files in the table's
+    _lakesweep_quarantine/<plan id>/ folders (and those folders once empty), or on a versioned S3 bucket the
+    versions the deletes hid. A restored file is never purged. Apply checks each file in its journal again.
+
+    Nothing is deleted. Review the plan with 'lakesweep show PLAN'."""
+    from lakesweep.journal.duckdb_store import DuckDBRecorder
+    from lakesweep.journal.quarantined import quarantine_records
+
+    path = existing_journal(journal)
+    with DuckDBRecorder(path, read_only=True) as recorder:
+        records = quarantine_records(recorder)
+    if catalog is not None:
+        make_iceberg_plan("purge", catalog=catalog, table=table, out=out, now=now, fmt=fmt, paimon_only={},
+                          journal=path, records=records)
+        return
+    make_plan("purge", table=table, out=out, now=now, option=[], branch="main", fmt=fmt, journal=path,
+              records=records)
 
 
 def _spark_lister(master: str, conf: dict, scratch: str, output):

@@ -217,6 +217,12 @@ class FileIO(abc.ABC):
         changed, when a file is at ``path`` again."""
         return self.move_no_replace(where, path)
 
+    def purge_version(self, path: str, versioned) -> DeleteOutcome:
+        """Delete for good the version of ``path`` that a versioned delete hid (``versioned``, an
+        ``engine.quarantine.VersionedDelete``: the version and its delete marker): ``ALREADY_ABSENT`` when
+        neither is there any more. A store without versions raises ``QuarantineUnsupported``."""
+        raise QuarantineUnsupported(path, type(self).__name__, "it keeps no versions to purge")
+
     def check_create_if_absent(self, location: str) -> str:
         """How files under ``location`` (a table's root) are created only if absent, for a committer's check and
         ``doctor``; ``AtomicCreateUnsupported``, naming the alternatives, when this store cannot. On S3 this
