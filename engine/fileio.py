@@ -645,6 +645,8 @@ def _move_local(s: str, d: str) -> MoveOutcome:
     """``FileIO.move_no_replace`` on a local file system: ``renameat2(RENAME_NOREPLACE)``, or where the file
     system lacks it, a hard link and an unlink (a crash between them leaves both names of one file, which
     the next attempt finishes)."""
+    if os.path.isdir(s) and not os.path.islink(s):
+        raise StorageError(s, "is a directory; lakesweep moves files only")
     for _ in range(2):
         try:
             _rename_noreplace(s, d)
