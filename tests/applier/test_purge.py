@@ -8,6 +8,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import time
 
 import pytest
 from typer.testing import CliRunner
@@ -222,3 +223,42 @@ def test_plan_purge_on_the_command_line(lake, tmp_path):
     shown = CliRunner().invoke(app, ["show", str(out)])
     assert shown.exit_code == 0, shown.output
     assert f"deletes for good 4 quarantined file(s) of plan(s) {q.plan_id}" in " ".join(shown.stdout.split())
+
+
+def test_a_purge_plan_is_never_itself_quarantined(lake, tmp_path):
+    journal = tmp_path / "j.duckdb"
+    quarantine(lake, journal)
+    p = purge_plan(lake, journal, T0 + DAY)
+    report = apply(p, journal, quarantine=QuarantineSpec(p.plan_id))
+    assert (report.mode, report.counts["DELETED"], report.counts.get("QUARANTINED", 0)) == ("delete", 9, 0)
+    assert os.listdir(os.path.join(lake.root, QUARANTINE_DIR)) == []
+
+
+def test_apply_with_quarantine_then_purge_after_the_retention_on_the_command_line(lake, tmp_path, spark):
+    journal, plan_file, purge_file = tmp_path / "j.duckdb", tmp_path / "orphans.plan", tmp_path / "purge.plan"
+
+    def cli(*args):
+        r = CliRunner().invoke(app, [str(a) for a in args])
+        assert r.exit_code == 0, r.output
+        return r
+
+    cli("plan", "orphans", lake.root, "--out", plan_file)
+    plan = read_plan(str(plan_file))
+    table_files = {k: v for k, v in tree(lake.root).items() if k not in JUNK}
+    before = int(time.time() * 1000)
+    with DuckDBRecorder(str(journal)) as rec:
+        report = apply_plan(plan, rec, spark=spark, quarantine=QuarantineSpec(plan.plan_id, retention_ms=1000))
+    assert (report.state, report.counts["QUARANTINED"]) == ("COMPLETED", 4)
+    folder = f"{QUARANTINE_DIR}/{plan.plan_id}"
+    assert sorted(k for k in tree(lake.root) if k.startswith(QUARANTINE_DIR)) == sorted(f"{folder}/{r}" for r in JUNK)
+
+    early = json.loads(cli("plan", "purge", lake.root, "--journal", journal, "--out", purge_file, "--now", before,
+                           "-o", "json").stdout)
+    assert (early["stats"]["due"], early["stats"]["waiting"], len(read_plan(str(purge_file)).actions)) == (0, 4, 0)
+    time.sleep(1.2)  # the retention passes
+    cli("plan", "purge", lake.root, "--journal", journal, "--out", purge_file)
+    applied = json.loads(cli("apply", purge_file, "--journal", journal, "-o", "json").stdout)
+    assert (applied["state"], applied["counts"]["DELETED"]) == ("COMPLETED", 9)
+    assert tree(lake.root) == table_files and os.listdir(os.path.join(lake.root, QUARANTINE_DIR)) == []
+    plans = json.loads(cli("journal", "plans", "--journal", journal, "-o", "json").stdout)
+    assert [(p["kind"], p["state"]) for p in plans] == [("orphans", "APPLIED"), ("purge", "APPLIED")]
