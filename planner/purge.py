@@ -13,7 +13,7 @@ from lakesweep.engine.errors import PlanRejected
 from lakesweep.engine.plan import Action, CleanupPlan, OptionValue, canonical_actions, summarize
 from lakesweep.engine.purge import PURGE, PURGE_PHASES, PurgeKind, Quarantined, emptied_dirs, quarantine_folder
 from lakesweep.engine.quarantine import VersionedDelete
-from lakesweep.planner.plan_kind import PlanDescription, PlanKind, refuse_future_now, utc
+from lakesweep.planner.plan_kind import Maintained, PlanDescription, PlanKind, refuse_future_now, utc
 
 
 @dataclass(frozen=True)
@@ -143,7 +143,10 @@ def _applied(plan: CleanupPlan, counts) -> str:
     return f"purged {counts.get('DELETED', 0)} quarantined file(s) and folder(s)"
 
 
+# maintain runs it last, on a table whose quarantine its journal holds, with that journal (maintain.run)
+MAINTAINED = Maintained(order=90, flags=lambda options, th: {}, applied=_applied,
+                        nothing_message="no quarantined file's retention has passed")
 KIND = PlanKind(PURGE, resolve_options=resolve_purge_options, plan=_plan_paimon, describe=describe_purge,
-                format="paimon")
+                format="paimon", maintain=MAINTAINED)
 ICEBERG_KIND = PlanKind(PURGE, resolve_options=resolve_purge_options, plan=_plan_iceberg, describe=describe_purge,
-                        format="iceberg")
+                        format="iceberg", maintain=MAINTAINED)

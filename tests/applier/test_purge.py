@@ -262,3 +262,29 @@ def test_apply_with_quarantine_then_purge_after_the_retention_on_the_command_lin
     assert tree(lake.root) == table_files and os.listdir(os.path.join(lake.root, QUARANTINE_DIR)) == []
     plans = json.loads(cli("journal", "plans", "--journal", journal, "-o", "json").stdout)
     assert [(p["kind"], p["state"]) for p in plans] == [("orphans", "APPLIED"), ("purge", "APPLIED")]
+
+
+def maintain(journal, warehouse, plans, **kw):
+    from lakesweep.journal.audit import list_maintenance
+    from lakesweep.maintain import Maintenance
+
+    with DuckDBRecorder(str(journal)) as rec:
+        Maintenance(rec, str(plans), warehouse=str(warehouse), executor=DriverExecutor(), **kw).run()
+        return [(r["operation"], r["outcome"], r["message"]) for r in list_maintenance(rec)]
+
+
+def test_maintain_purges_a_tables_quarantine_once_its_retention_has_passed(lake, tmp_path):
+    journal = tmp_path / "j.duckdb"
+    q = quarantine(lake, journal, retention_ms=2 * DAY)
+    rows = maintain(journal, tmp_path / "wh", tmp_path / "plans", operations=("expire", "purge"),
+                    clock=lambda: T0 + DAY)  # before the retention has passed
+    assert [r for r in rows if r[0] != "expire"] == [("purge", "skipped", "no quarantined file's retention has passed")]
+    assert len(os.listdir(os.path.join(lake.root, QUARANTINE_DIR, q.plan_id))) == 3
+    rows = maintain(journal, tmp_path / "wh", tmp_path / "plans", operations=("purge",))
+    assert rows[-1][:2] == ("purge", "applied") and rows[-1][2].startswith("purged 9 quarantined file(s)")
+    assert not os.path.exists(os.path.join(lake.root, QUARANTINE_DIR, q.plan_id))
+
+
+def test_maintain_plans_no_purge_for_a_table_without_quarantine(lake, tmp_path):
+    rows = maintain(tmp_path / "j.duckdb", tmp_path / "wh", tmp_path / "plans", operations=("expire", "purge"))
+    assert [r[0] for r in rows] == ["expire"]
