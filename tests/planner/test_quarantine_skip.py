@@ -110,6 +110,8 @@ def test_an_inventory_leaves_the_quarantine_out_and_says_so(lake, tmp_path):
     assert r.exit_code == 0, r.output
     assert paths(read_plan(str(out))) == sorted(JUNK)
     assert json.loads(r.stdout)["stats"]["listing"]["left_out"] == {"quarantine": len(copies)}
+    shown = " ".join(CliRunner().invoke(app, ["show", str(out)]).stdout.split())
+    assert f"0 naming no current file, {len(copies)} in a quarantine folder;" in shown
 
 
 def test_verify_lists_nothing_in_the_quarantine_as_the_tables(lake):
