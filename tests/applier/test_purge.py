@@ -246,9 +246,9 @@ def test_apply_with_quarantine_then_purge_after_the_retention_on_the_command_lin
     plan = read_plan(str(plan_file))
     table_files = {k: v for k, v in tree(lake.root).items() if k not in JUNK}
     before = int(time.time() * 1000)
-    with DuckDBRecorder(str(journal)) as rec:
-        report = apply_plan(plan, rec, spark=spark, quarantine=QuarantineSpec(plan.plan_id, retention_ms=1000))
-    assert (report.state, report.counts["QUARANTINED"]) == ("COMPLETED", 4)
+    report = json.loads(cli("apply", plan_file, "--journal", journal, "--quarantine", "--retention", "1 s",
+                            "-o", "json").stdout)
+    assert (report["state"], report["mode"], report["counts"]["QUARANTINED"]) == ("COMPLETED", "quarantine", 4)
     folder = f"{QUARANTINE_DIR}/{plan.plan_id}"
     assert sorted(k for k in tree(lake.root) if k.startswith(QUARANTINE_DIR)) == sorted(f"{folder}/{r}" for r in JUNK)
 
