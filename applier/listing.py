@@ -52,7 +52,7 @@ def task_directories(table: PaimonTable, dirs: ListedDirs) -> list[str]:
             below = []
             for d in level:
                 for f in (f for page in table.fileio.list_pages(d) for f in page):
-                    if not f.is_dir:
+                    if not f.is_dir or dirs.quarantined(f.path):
                         continue
                     if d != table.location:
                         refuse_foreign(table, f)

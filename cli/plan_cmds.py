@@ -21,8 +21,8 @@ import typer
 from typer.core import TyperGroup
 
 from lakesweep.cli import render
-from lakesweep.cli.app import (ConfOpt, MasterOpt, OutputOpt, app, check_output_file, handle_errors, key_values,
-                               name_metavars, refuse_inside_table)
+from lakesweep.cli.app import (ConfOpt, JournalOpt, MasterOpt, OutputOpt, app, check_output_file, existing_journal,
+                               handle_errors, key_values, name_metavars, refuse_inside_table)
 from lakesweep.cli.output import OutputFormat, output_for
 from lakesweep.cli.progress import progress_enabled
 
@@ -387,6 +387,36 @@ def plan_orphans_cmd(
                   spark=master if spark else None, lister=lister)
 
 
+@plan_app.command("purge", short_help="Delete quarantined files past their retention (Paimon, Iceberg).")
+@handle_errors
+def plan_purge_cmd(
+    table: str = TableArg,
+    out: Path = PlanOutOpt,
+    journal: Optional[Path] = JournalOpt,
+    now: Optional[str] = NowOpt,
+    catalog: Optional[str] = CatalogOpt,
+    fmt: OutputFormat = OutputOpt,
+):
+    """Plan deleting for good the files 'apply --quarantine' put aside for TABLE, once their retention has
+    passed (quarantined at + retention <= --now), as the journal records them: the moved files in the table's
+    _lakesweep_quarantine/<plan id>/ folders (and those folders once empty), or on a versioned S3 bucket the
+    versions the deletes hid. A restored file is never purged. Apply checks each file in its journal again.
+
+    Nothing is deleted. Review the plan with 'lakesweep show PLAN'."""
+    from lakesweep.journal.duckdb_store import DuckDBRecorder
+    from lakesweep.journal.quarantined import quarantine_records
+
+    path = existing_journal(journal)
+    with DuckDBRecorder(path, read_only=True) as recorder:
+        records = quarantine_records(recorder)
+    if catalog is not None:
+        make_iceberg_plan("purge", catalog=catalog, table=table, out=out, now=now, fmt=fmt, paimon_only={},
+                          journal=path, records=records)
+        return
+    make_plan("purge", table=table, out=out, now=now, option=[], branch="main", fmt=fmt, journal=path,
+              records=records)
+
+
 def _spark_lister(master: str, conf: dict, scratch: str, output, *, iceberg: bool = False):
     """The listing of ``plan orphans --spark``: the table listed on ``master``, a directory (Iceberg: a
     prefix) per task, into a Parquet file in ``scratch``."""
@@ -422,7 +452,9 @@ def show(
 ):
     """Show a saved plan: the range, counts and bytes per kind and partition, what tags and consumers
     protected, and whether there is anything to do. For a plan on S3, also the requests its apply sends
-    (LIST, DELETE, HEAD, GET, PUT) and, with --max-requests-per-second, how long they take at that budget."""
+    (LIST, DELETE, HEAD, GET, PUT) and, with --max-requests-per-second, how long they take at that budget.
+    On local files and HDFS, also what 'apply --quarantine' costs: one rename per file, no byte copied."""
+    from lakesweep.applier.quarantine import quarantine_cost
     from lakesweep.engine.plan_io import read_plan
     from lakesweep.engine.s3_bulk import plan_requests, seconds_at
 
@@ -439,7 +471,7 @@ def show(
         by_kind = plan_requests(read, batch=delete_batch)
         total = sum(by_kind.values())
         requests = {"by_kind": by_kind, "total": total, "rate": max_rps, "seconds": seconds_at(total, max_rps)}
-    output_for(fmt).plan_shown(read, files=files, requests=requests)
+    output_for(fmt).plan_shown(read, files=files, requests=requests, quarantine=quarantine_cost(read))
 
 
 def _refuse_iceberg_only(given: dict) -> None:

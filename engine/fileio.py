@@ -217,6 +217,12 @@ class FileIO(abc.ABC):
         changed, when a file is at ``path`` again."""
         return self.move_no_replace(where, path)
 
+    def purge_version(self, path: str, versioned) -> DeleteOutcome:
+        """Delete for good the version of ``path`` that a versioned delete hid (``versioned``, an
+        ``engine.quarantine.VersionedDelete``: the version and its delete marker): ``ALREADY_ABSENT`` when
+        neither is there any more. A store without versions raises ``QuarantineUnsupported``."""
+        raise QuarantineUnsupported(path, type(self).__name__, "it keeps no versions to purge")
+
     def check_create_if_absent(self, location: str) -> str:
         """How files under ``location`` (a table's root) are created only if absent, for a committer's check and
         ``doctor``; ``AtomicCreateUnsupported``, naming the alternatives, when this store cannot. On S3 this
@@ -639,6 +645,8 @@ def _move_local(s: str, d: str) -> MoveOutcome:
     """``FileIO.move_no_replace`` on a local file system: ``renameat2(RENAME_NOREPLACE)``, or where the file
     system lacks it, a hard link and an unlink (a crash between them leaves both names of one file, which
     the next attempt finishes)."""
+    if os.path.isdir(s) and not os.path.islink(s):
+        raise StorageError(s, "is a directory; lakesweep moves files only")
     for _ in range(2):
         try:
             _rename_noreplace(s, d)

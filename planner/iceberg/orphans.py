@@ -1,10 +1,10 @@
 """Iceberg orphan removal, planned as Iceberg's ``DeleteOrphanFiles`` decides, failing closed where it would
 guess. Used: every location the metadata names (``engine.iceberg.reachability.all_referenced``). A candidate
 is a listed file under the table location (or a write path its properties name) that is not used and older
-than the cut-off; hidden paths never are. A ``*.metadata.json`` of this table above the log's oldest is kept.
-The plan is refused on a bucket mismatch (``prefix_mismatch_mode=ERROR``), another table's metadata under
-the location, a catalog neighbour whose paths overlap (apache/iceberg#17213, #17448), or a listing that
-misses a file the current state reads. The planner reads no file: ``metadata_to_read`` says which, and
+than the cut-off; hidden paths never are, nor a root's ``_lakesweep_quarantine``. A ``*.metadata.json`` of
+this table above the log's oldest is kept. The plan is refused on a bucket mismatch
+(``prefix_mismatch_mode=ERROR``), another table's metadata under the location, a catalog neighbour whose
+paths overlap (apache/iceberg#17213, #17448), or a listing that misses a file the current state reads. The planner reads no file: ``metadata_to_read`` says which, and
 ``metadata_owners`` is handed in. The rules: docs/design/iceberg.md#orphan-removal.
 """
 
@@ -25,6 +25,7 @@ from lakesweep.engine.iceberg.scopes import OrphanScope
 from lakesweep.engine.paimon.requirements import AssertNowReached
 from lakesweep.engine.neighbours import Neighbour, refuse_shared_storage
 from lakesweep.engine.plan import Action, CleanupPlan, OptionValue, canonical_actions, summarize
+from lakesweep.engine.quarantine import quarantined
 from lakesweep.planner.iceberg.common import relative_to, scope_base
 from lakesweep.planner.paimon.options import ORPHAN_FORCE_BELOW_MS
 from lakesweep.planner.plan_kind import Maintained, PlanDescription, PlanKind, hours, refuse_future_now, utc
@@ -106,11 +107,14 @@ def metadata_to_read(table, listed: Iterable[FileInfo]) -> list[str]:
     logged = set(table.metadata_files())
     oldest = _oldest_logged(table)
     roots = _metadata_roots(table)
+    table_roots = [table.location, *table.external_roots()]
     out = set()
     for info in listed:
         if info.is_dir:
             continue
         path = canonical(info.path)
+        if quarantined(path, table_roots):
+            continue
         name = path.rsplit("/", 1)[1]
         if name.endswith(".metadata.json") and path not in logged and any(path.startswith(r) for r in roots) \
                 and _may_be_kept(name, oldest):
@@ -165,6 +169,11 @@ def plan_iceberg_orphans(table, listed: Iterable[FileInfo], *, now_ms: int, opti
         if info.is_dir:
             continue
         path = canonical(info.path)
+        if quarantined(path, roots):
+            # put aside by apply --quarantine: not the table's, never an orphan, never another table's
+            # metadata; hidden as Iceberg's own listing hides any directory named with a leading "_"
+            kept["hidden"] += 1
+            continue
         any_listed = True
         unseen.pop(path, None)
         name = path.rsplit("/", 1)[1]

@@ -122,6 +122,9 @@ def plan_orphans(table: PaimonTable, listing: Iterable[ListedFile | tuple], *, n
     kept_dirs: set[str] = set()
     for item in listing:
         f = item if isinstance(item, ListedFile) else ListedFile(*item)
+        if dirs.quarantined(f.path):  # put aside by apply --quarantine: not the table's, never an orphan
+            ignored += 1
+            continue
         dirs.check_foreign(f.path)
         if f.path.endswith(".metadata.json") or "/schema/" in f.path:
             nested = nested_neighbour(table, f.path)
@@ -284,10 +287,13 @@ def listed_from(listing) -> str:
     if not isinstance(listing, dict) or listing.get("from") != "inventory":
         return "listed: the store, before reading what the table uses"
     files = ", ".join(f"{f.get('file')} ({f.get('form')})" for f in listing.get("inventory", ()))
-    left_out = sum((listing.get("left_out") or {}).values())
+    left = dict(listing.get("left_out") or {})
+    quarantined = left.pop("quarantine", 0)
     return (f"listed: from the inventory {files}, not the store: {listing.get('rows')} rows, "
             f"{listing.get('under_table')} under the table, {listing.get('outside_table')} outside it, "
-            f"{left_out} naming no current file; files written after it was made are not candidates")
+            f"{sum(left.values())} naming no current file"
+            + (f", {quarantined} in a quarantine folder" if quarantined else "")
+            + "; files written after it was made are not candidates")
 
 
 def _applied(plan: CleanupPlan, counts) -> str:
