@@ -690,6 +690,10 @@ def resume(recorder: Recorder, plan_id: str | None = None, **kwargs) -> list[App
     """
     reports = []
     for pid in ([plan_id] if plan_id is not None else recorder.plan_ids()):
+        restore = _resume_restore(recorder, pid, kwargs)
+        if restore is not None:
+            reports.append(restore)
+            continue
         status = plan_state(recorder, pid)
         if status == PlanStatus.RECORDED and plan_id is None:
             reports.append(_not_started(recorder, pid))
@@ -715,6 +719,22 @@ def _not_started(recorder: Recorder, pid: str) -> ApplyReport:
     return ApplyReport(pid, None, "NOT_STARTED", reason=(
         f"plan {pid} ({header['plan_kind']} of {header['table']['location']}) was recorded, but its apply never "
         f"started; nothing was deleted. Start it with: lakesweep resume {pid}"))
+
+
+def _resume_restore(recorder: Recorder, pid: str, kwargs) -> ApplyReport | None:
+    """Finish the plan's crashed restore (``applier.restore``), if its unfinished apply is one; else None."""
+    from lakesweep.applier.restore import is_restore, restore_plan
+
+    running = unfinished_apply(recorder, pid)
+    if running is None or not is_restore(recorder, pid, running):
+        return None
+    plan = plan_from_header(recorder.plan_header(pid), recorder.plan_actions(pid), source=f"journal plan {pid}")
+    wanted = ("fileio", "executor", "master", "conf", "spark", "clock", "on_spark_ui")
+    done = restore_plan(plan, recorder, resume_apply_id=running, **{k: v for k, v in kwargs.items() if k in wanted})
+    counts = {FileOutcome.RESTORED.value: done.restored, FileOutcome.FAILED.value: len(done.refused) + len(done.failed)}
+    phase = {"phase": "restore", "actions": sum(counts.values()), **counts, "bytes": 0, "unknown_size": 0}
+    return ApplyReport(pid, running, done.state, resumed=True, counts=counts, duration_ms=done.duration_ms,
+                       reason=done.reason, phases=[phase])
 
 
 def _resume_one(recorder: Recorder, pid: str, kwargs) -> ApplyReport:

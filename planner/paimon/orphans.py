@@ -266,7 +266,7 @@ def describe_orphans(plan: CleanupPlan) -> PlanDescription:
     scope = (f"deletes files orphan cleaning lists that were modified before {when} and that no snapshot, tag or "
              "changelog of any branch uses" if deletes else
              f"no listed file modified before {when} is unused ({stats.get('listed', 0)} listed).")
-    notes = (_listed_from(stats.get("listing")),
+    notes = (listed_from(stats.get("listing")),
              f"kept: {stats.get('kept_used', 0)} used, {stats.get('kept_young', 0)} modified since {when}, "
              f"{stats.get('kept_unknown_time', 0)} without a modification time",
              "apply checks every candidate again and keeps (SKIPPED_REFERENCED) any that became used",
@@ -276,7 +276,7 @@ def describe_orphans(plan: CleanupPlan) -> PlanDescription:
                            notes=notes, document={"older_than_ms": at, "listing": stats.get("listing")})
 
 
-def _listed_from(listing) -> str:
+def listed_from(listing) -> str:
     """Where an orphan plan's listing came from, for the reviewer."""
     if isinstance(listing, dict) and listing.get("from") == "spark":
         return (f"listed: on Spark ({listing.get('master')}), a task for each of {listing.get('directories')} "
