@@ -170,3 +170,27 @@ def test_maintain_quarantines_a_table_whose_option_says_so_unless_told_not_to(tm
         assert os.path.isdir(directory)
     else:
         assert [e.mode for e in started] == ["delete"] and moved == 0 and not os.path.exists(directory)
+
+
+@pytest.mark.java
+def test_quarantine_on_hdfs_renames_every_planned_file_into_the_plan_folder(hdfs, tmp_path, recorder):
+    import uuid
+
+    from tests.support.hdfs import list_tree, upload_tree
+
+    w = pt.write_demo_table(str(tmp_path / "wh"))
+    root = f"/quarantine-{uuid.uuid4().hex[:8]}/demo_t"
+    upload_tree(hdfs, w.path, root)
+    location = f"{hdfs}{root}"
+    plan = make_plan(location, retain_min=3)
+    files = [a for a in plan.actions if a.verb is Verb.DELETE_FILE]
+    before = set(list_tree(hdfs, root))
+    report = apply_plan(plan, recorder, executor=DriverExecutor(), quarantine=QuarantineSpec(plan.plan_id))
+    assert (report.state, report.counts["QUARANTINED"]) == ("COMPLETED", len(files))
+    after = set(list_tree(hdfs, root))
+    qdir = f"{QUARANTINE_DIR}/{plan.plan_id}/"
+    assert {p[len(qdir):] for p in after if p.startswith(qdir)} == {a.path for a in files}
+    assert before - after == {a.path for a in files}
+    moved = {r.path: r.moved_to for r in recorder.file_records(plan_id=plan.plan_id)
+             if r.outcome == FileOutcome.QUARANTINED}
+    assert moved == {a.path: f"{location}/{qdir}{a.path}" for a in files}
