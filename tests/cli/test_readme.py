@@ -15,8 +15,9 @@ ROOT = Path(__file__).resolve().parents[2]
 README = ROOT / "README.md"
 USAGE = ROOT / "docs" / "usage"
 # The usage pages' examples run in this order: the plans first, then what reads or applies them.
-PAGE_ORDER = ["plan-expire", "plan-orphans", "plan-partitions", "plan-consumers", "plan-tags", "plan-changelog",
-              "plan-rewrite-manifests", "plan-compact", "inspect", "show", "verify", "apply", "resume",
+# restore first: its example quarantines an expiry of the fresh demo table, which later examples have expired
+PAGE_ORDER = ["restore", "plan-purge", "plan-expire", "plan-orphans", "plan-partitions", "plan-consumers", "plan-tags",
+              "plan-changelog", "plan-rewrite-manifests", "plan-compact", "inspect", "show", "verify", "apply", "resume",
               "journal-plans", "journal-files", "journal-query", "journal-export", "journal-maintenance",
               "journal-report", "doctor", "maintain"]
 NOT_RUN = {"demo"}  # the whole demo takes 16 s; tests/cli/test_demo_dir.py runs it
@@ -72,17 +73,28 @@ def tables(tmp_path, monkeypatch):
     catalog.create_namespace("ns")
     it.many_appends(catalog, "ns.t", n=6)
     files = ["plan.parquet", "j.duckdb", "audit.parquet", "orphans.parquet", "drop.parquet", "consumers.parquet",
-             "tags.parquet", "changelog.parquet", "p.parquet", "report.html", "plan.html", "maintain.jsonl",
+             "tags.parquet", "changelog.parquet", "p.parquet", "purge.parquet", "report.html", "plan.html", "maintain.jsonl",
              "lakesweep-demo"]
     subst = {name: str(tmp_path / name) for name in files}
-    subst |= {"TABLE": w.path, "WAREHOUSE": str(tmp_path / "wh"), "release-1": pt.DEMO_TAG}
+    subst |= {"TABLE": w.path, "WAREHOUSE": str(tmp_path / "wh"), "release-1": pt.DEMO_TAG,
+              "PLAN_ID": lambda: _last_quarantined_plan(subst["j.duckdb"])}
     return subst
+
+
+def _last_quarantined_plan(journal: str) -> str:
+    """The plan whose files the latest quarantine in ``journal`` put aside: what ``PLAN_ID`` stands for."""
+    from lakesweep.journal.duckdb_store import DuckDBRecorder
+
+    with DuckDBRecorder(journal) as rec:
+        rows = [r for r in rec.file_records() if r.outcome.value == "QUARANTINED"]
+    assert rows, f"no file of {journal} is in quarantine"
+    return rows[-1].plan_id
 
 
 def run_all(commands: list[list[str]], subst: dict[str, str]) -> None:
     runner = CliRunner()
     for args in commands:
-        args = [subst.get(a, a) for a in args]
+        args = [v() if callable(v) else v for v in (subst.get(a, a) for a in args)]
         if args[:2] == ["plan", "expire"] and "--catalog" not in args:
             i = args.index("--time-retained")
             args[i + 1] = "0 s"  # the demo table is seconds old
@@ -117,7 +129,9 @@ def test_readme_recipes_run(tables):
     commands = recipe_commands()
     assert [c[:2] for c in commands] == [["plan", "expire"], ["show", "plan.parquet"], ["apply", "plan.parquet"],
                                          ["apply", "plan.parquet"], ["verify", "TABLE"], ["maintain", "--catalog"],
-                                         ["maintain", "--catalog"], ["journal", "maintenance"], ["journal", "files"],
+                                         ["maintain", "--catalog"], ["journal", "maintenance"], ["plan", "expire"],
+                                         ["apply", "plan.parquet"], ["journal", "plans"], ["restore", "PLAN_ID"],
+                                         ["plan", "purge"], ["apply", "purge.parquet"], ["journal", "files"],
                                          ["journal", "query"]]
     run_all(commands, tables)
     assert "<html" in Path(tables["plan.html"]).read_text()

@@ -126,7 +126,9 @@ def rewrite() -> list[str]:
     for name in commands():
         path = DOCS / f"{name}.md"
         text = path.read_text()
-        new = text.replace(page_table(text), params_table(words(name)), 1)
+        page_table(text)  # a page without markers is an error
+        new = re.sub(re.escape(BEGIN) + r"\n.*?\n" + re.escape(END),
+                     lambda _: f"{BEGIN}\n{params_table(words(name))}\n{END}", text, count=1, flags=re.S)
         if new != text:
             path.write_text(new)
             changed.append(path.name)
