@@ -273,7 +273,8 @@ def render_report(report) -> None:
         out.print(f"  verified: the {v['only']} file(s) it marked or deleted are in place wherever the table "
                   "still needs them")
     elif v is not None and v["whole"]:
-        out.print(f"  verified: none of the {v['only']} location(s) it deleted is needed by the table")
+        done = "put aside" if getattr(report, "quarantine", None) else "deleted"
+        out.print(f"  verified: none of the {v['only']} location(s) it {done} is needed by the table")
     elif v is not None:
         err.print(f"[red]error:[/red] the table is not whole after the apply: {len(v['problems'])} problem(s)")
         for p in v["problems"]:
@@ -290,17 +291,24 @@ def _render_quarantined(report) -> None:
     q = report.quarantine
     n = report.counts.get("QUARANTINED", 0)
     verb = "would put" if report.dry_run else "put"
-    out.print(f"  quarantine: {verb} {n} file(s), {human_bytes(report.bytes_quarantined)}, aside in "
-              f"{escape(q['directory'])}, kept {duration(q['retention_ms'])}; not reclaimed until purged "
-              f"('lakesweep plan purge'). 'lakesweep restore {report.plan_id}' brings them back.")
+    print_wrapped(f"  quarantine: {verb} {n} file(s), {human_bytes(report.bytes_quarantined)}, aside in "
+                  f"{q['directory']}, kept {duration(q['retention_ms'])}; not reclaimed until purged "
+                  f"('lakesweep plan purge'). 'lakesweep restore {report.plan_id}' brings them back.")
+
+
+def print_wrapped(text: str, indent: str = "    ") -> None:
+    """A long line of plain text (no markup), wrapped to the terminal at word boundaries: paths and
+    commands are never broken."""
+    out.print(escape(textwrap.fill(text, width=max(40, out.width), subsequent_indent=indent,
+                                   break_on_hyphens=False, break_long_words=False)))
 
 
 def render_quarantine_cost(cost: dict) -> None:
     """``show``: what ``apply --quarantine`` of the plan costs on a store that renames (local, HDFS)."""
     store = {"local": "local files", "hdfs": "HDFS"}[cost["store"]]
-    out.print(f"With apply --quarantine ({store}): {cost['renames']} rename(s), one per file, no byte copied; "
-              f"the {cost['files']} file(s) ({human_bytes(cost['bytes'])}) stay in {escape(cost['directory'])} "
-              "until purged.")
+    print_wrapped(f"With apply --quarantine ({store}): {cost['renames']} rename(s), one per file, no byte "
+                  f"copied; the {cost['files']} file(s) ({human_bytes(cost['bytes'])}) stay in {cost['directory']} "
+                  "until purged.", indent="  ")
 
 
 def rows_table(rows: list[dict], columns: list[str], title: str):
@@ -334,10 +342,10 @@ def render_journal_plans(rows: list[dict]) -> None:
         out.print(fitted(None, columns, cells, out.width))
         for r in plans:
             if r.get("quarantined") or r.get("restored"):
-                out.print(f"  plan {ids[r['plan_id']]}: {r['quarantined']} file(s) in quarantine "
-                          f"({human_bytes(r['quarantined_bytes'])}), {r['restored']} restored "
-                          f"({human_bytes(r['restored_bytes'])})" + (
-                              f"; 'lakesweep restore {r['plan_id']}' brings them back" if r["quarantined"] else ""))
+                print_wrapped(f"  plan {ids[r['plan_id']]}: {r['quarantined']} file(s) in quarantine "
+                              f"({human_bytes(r['quarantined_bytes'])}), {r['restored']} restored "
+                              f"({human_bytes(r['restored_bytes'])})" + (
+                                  f"; 'lakesweep restore {r['plan_id']}' brings them back" if r["quarantined"] else ""))
             if r.get("whole") is False:
                 out.print(f"  [red]plan {ids[r['plan_id']]}[/red]: the check after its apply found the table "
                           "damaged; run 'lakesweep verify' on it")

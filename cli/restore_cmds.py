@@ -17,7 +17,8 @@ from lakesweep.cli.output import OutputFormat
 @app.command(short_help="Move the files a plan quarantined back where they were.")
 @handle_errors
 def restore(
-    plan_id: str = typer.Argument(..., help="The plan whose quarantined files come back (see 'journal plans')."),
+    plan_id: str = typer.Argument(..., help="The plan whose quarantined files come back: its id, or a prefix of "
+                                             "one id (as 'journal plans' shows)."),
     files: Optional[str] = typer.Option(None, "--files", help="Only the files whose path matches this shell glob, "
                                         "e.g. '*dt=2024-01-01*' ('*' also crosses '/')."),
     journal: Optional[Path] = JournalOpt,
@@ -39,14 +40,18 @@ def restore(
     from lakesweep.applier.restore import restore_plan
     from lakesweep.engine.errors import LakesweepError
     from lakesweep.engine.plan_io import plan_from_header
+    from lakesweep.engine.errors import JournalError
     from lakesweep.journal.duckdb_store import DuckDBRecorder
+    from lakesweep.journal.queries import resolve_plan_id
 
     path = existing_journal(journal)
     refuse_inside_recorded_tables(path, "--journal", path)
     spark_conf, on_ui = spark_ui(spark_ui_on, key_values(conf, "--conf"))
     with DuckDBRecorder(path) as recorder:
-        if plan_id not in recorder.plan_ids():
-            raise LakesweepError(f"plan {plan_id} is not in the journal {path}; 'lakesweep journal plans' lists them")
+        try:
+            plan_id = resolve_plan_id(recorder.plan_ids(), plan_id)
+        except JournalError as e:
+            raise LakesweepError(f"{e} (journal {path})") from e
         plan = plan_from_header(recorder.plan_header(plan_id), recorder.plan_actions(plan_id),
                                 source=f"journal plan {plan_id}")
         report = restore_plan(plan, recorder, files=files, master=master, conf=spark_conf, on_spark_ui=on_ui)

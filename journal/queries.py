@@ -46,6 +46,21 @@ def completed_applies(recorder: Recorder, plan_id: str) -> list[RunState]:
     return sorted(done, key=lambda run: run.finished_ms or 0)
 
 
+def resolve_plan_id(plan_ids, given: str) -> str:
+    """The plan ``given`` names: an id of ``plan_ids``, or a prefix of exactly one (``journal plans`` shows
+    unique prefixes); ``JournalError`` naming the candidates otherwise."""
+    ids = sorted(set(plan_ids))
+    if given in ids:
+        return given
+    matches = [i for i in ids if given and i.startswith(given)]
+    if len(matches) == 1:
+        return matches[0]
+    if matches:
+        raise JournalError(f"plan {given} is ambiguous: it starts {len(matches)} plans' ids ({', '.join(matches[:5])}"
+                           f"{', ...' if len(matches) > 5 else ''}); give more of the id")
+    raise JournalError(f"plan {given} is not in the journal; 'lakesweep journal plans' lists them")
+
+
 def plan_state(recorder: Recorder, plan_id: str) -> PlanStatus:
     """RECORDED, APPLYING, APPLIED, FAILED or REFUSED; raises ``JournalError`` for an unknown plan."""
     events = recorder.events(plan_id=plan_id)
