@@ -7,6 +7,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import shutil
 import time
 from pathlib import Path
 
@@ -32,16 +33,24 @@ def plan(root, *, now=None, **flags):
     return plan_tags(t, now_ms=now or int(time.time() * 1000), options=opts, read=read_tags(t, options=opts))
 
 
-@pytest.fixture
-def tagged(paimon_java, tmp_path):
-    """A Paimon table with tags t002, t005, t008, t011 of which the first snapshots are expired."""
-    root = str(tmp_path / "t")
+@pytest.fixture(scope="module")
+def tagged_once(paimon_java, tmp_path_factory):
+    """``tagged``'s table, written by Paimon once per module; tests work on copies."""
+    root = str(tmp_path_factory.mktemp("tagged") / "t")
     g = paimon_java.generate(root, seed=3, kind="append", steps=16, partitions=2, ops={"consumer": 0, "tag": 0,
                                                                                          "untag": 0})
     for sid in (2, 5, 8, 11):
         paimon_java.create_tag(root, f"t{sid:03d}", sid)
     paimon_java.expire(root, retain_min=3, retain_max=3, max_deletes=1000)
     assert open_table(root).earliest_latest()[0] > 11, g["snapshots"][-1]
+    return root
+
+
+@pytest.fixture
+def tagged(tagged_once, tmp_path):
+    """A Paimon table with tags t002, t005, t008, t011 of which the first snapshots are expired."""
+    root = str(tmp_path / "t")
+    shutil.copytree(tagged_once, root)
     return root
 
 

@@ -132,13 +132,15 @@ def run_history(harness, tmp_path, seed: int, *, time_rule: str = TIME_RULE_OWN)
     return {"deleted": len(set(tree(base)[0]) - o_files), "range": (plan.begin, plan.end)}
 
 
-@pytest.mark.parametrize("seed", range(30))
+# Seeds 0 to 10 draw every combination of table kind, clean-empty-directories and consumer; the slow tier
+# runs the other histories.
+@pytest.mark.parametrize("seed", range(11))
 def test_expire_agrees_with_paimon(paimon_java, tmp_path, seed):
     run_history(paimon_java, tmp_path, seed)
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("seed", range(30, 230))
+@pytest.mark.parametrize("seed", range(11, 230))
 def test_expire_agrees_with_paimon_many(paimon_java, tmp_path, seed):
     run_history(paimon_java, tmp_path, seed)
 

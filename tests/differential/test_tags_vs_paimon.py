@@ -123,22 +123,41 @@ def test_deleting_tags_frees_what_paimon_frees_on_more_histories(paimon_java, tm
     assert all_files(ours) == all_files(theirs)
 
 
+@pytest.fixture(scope="module")
+def daily_tagged(paimon_java, tmp_path_factory):
+    """``daily_tagged(kind)``: the root of a table with daily tags by name on every third snapshot (most of
+    them expired) and a manual tag among them, and the daily tags' snapshot ids; written by Paimon once per
+    kind, on first use; tests work on copies."""
+    made: dict[str, tuple[str, list[int]]] = {}
+
+    def make(kind: str) -> tuple[str, list[int]]:
+        if kind not in made:
+            root = str(tmp_path_factory.mktemp(f"daily-tagged-{kind}") / "t")
+            table_kind, options = KINDS[kind]
+            g = paimon_java.generate(root, seed=5, kind=table_kind, steps=24, partitions=3, options=options,
+                                     ops={"consumer": 0, "tag": 0, "untag": 0})
+            latest = g["snapshots"][-1]["id"]
+            days = list(range(2, latest - 2, 3))
+            for i, sid in enumerate(days):
+                paimon_java.create_tag(root, f"2024-01-{i + 1:02d}", sid)
+            paimon_java.create_tag(root, "manual", days[1] + 1)
+            paimon_java.expire(root, retain_min=3, retain_max=3, max_deletes=1000)
+            made[kind] = (root, days)
+        return made[kind]
+
+    return make
+
+
 @pytest.mark.parametrize("kind", sorted(KINDS))
 @pytest.mark.parametrize("keep", [1, 3])
-def test_num_retained_max_deletes_what_paimons_tag_auto_creation_deletes(paimon_java, tmp_path, kind, keep):
+def test_num_retained_max_deletes_what_paimons_tag_auto_creation_deletes(paimon_java, daily_tagged, tmp_path, kind,
+                                                                         keep):
     """Daily tags by name on every third snapshot (most of them expired) and a manual tag among them; Paimon
     0.9's TagAutoCreation then adds yesterday's tag and deletes the oldest beyond tag.num-retained-max.
     lakesweep, given the same new tag, plans and applies the same deletion."""
     ours = str(tmp_path / "ours")
-    table_kind, options = KINDS[kind]
-    g = paimon_java.generate(ours, seed=5, kind=table_kind, steps=24, partitions=3, options=options,
-                             ops={"consumer": 0, "tag": 0, "untag": 0})
-    latest = g["snapshots"][-1]["id"]
-    days = list(range(2, latest - 2, 3))
-    for i, sid in enumerate(days):
-        paimon_java.create_tag(ours, f"2024-01-{i + 1:02d}", sid)
-    paimon_java.create_tag(ours, "manual", days[1] + 1)
-    paimon_java.expire(ours, retain_min=3, retain_max=3, max_deletes=1000)
+    base, days = daily_tagged(kind)
+    shutil.copytree(base, ours)
     before = {t.name for t in open_table(ours).tags()}
     theirs = copies(ours, tmp_path)
     auto = {"tag.automatic-creation": "process-time", "tag.num-retained-max": str(keep)}

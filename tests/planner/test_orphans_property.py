@@ -229,13 +229,17 @@ def every_file(root: str) -> list[ListedFile]:
     return out
 
 
-@settings(max_examples=int(os.environ.get("LAKESWEEP_ORPHAN_EXAMPLES", 120)), deadline=None,
-          suppress_health_check=[HealthCheck.too_slow])
-@given(source=st.sampled_from(SOURCES), seed=st.integers(0, 5), steps=st.sampled_from([6, 14]),
-       expiry=st.sampled_from([None, "paimon", "lakesweep", "lakesweep"]), retain=st.integers(1, 4),
-       lose=st.integers(0, 3), tag=st.none() | st.integers(0, 50), branch=st.none() | st.integers(0, 50),
-       lose_below_branch=st.booleans(), table_age=st.sampled_from([0, 0.5, 2, 5, 5]), junk=junk_strategy,
-       older_than=st.sampled_from(["1 h", "1 d", "2 d", "4 d"]))
+HISTORIES = dict(
+    source=st.sampled_from(SOURCES), seed=st.integers(0, 5), steps=st.sampled_from([6, 14]),
+    expiry=st.sampled_from([None, "paimon", "lakesweep", "lakesweep"]), retain=st.integers(1, 4),
+    lose=st.integers(0, 3), tag=st.none() | st.integers(0, 50), branch=st.none() | st.integers(0, 50),
+    lose_below_branch=st.booleans(), table_age=st.sampled_from([0, 0.5, 2, 5, 5]), junk=junk_strategy,
+    older_than=st.sampled_from(["1 h", "1 d", "2 d", "4 d"]))
+
+
+# 40 examples in the default tier; the slow tier's twin below draws 120 (or $LAKESWEEP_ORPHAN_EXAMPLES).
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(**HISTORIES)
 def test_orphan_cleaning_never_plans_what_any_holder_reaches(base_table, paimon_java, source, seed, steps, expiry,
                                                              retain, lose, tag, branch, lose_below_branch,
                                                              table_age, junk, older_than):
@@ -292,3 +296,15 @@ def test_orphan_cleaning_never_plans_what_any_holder_reaches(base_table, paimon_
         assert all(os.path.exists(p) for p in reachable), sorted(p for p in reachable if not os.path.exists(p))[:3]
     finally:
         shutil.rmtree(work)
+
+
+@pytest.mark.slow
+@settings(max_examples=int(os.environ.get("LAKESWEEP_ORPHAN_EXAMPLES", 120)), deadline=None,
+          suppress_health_check=[HealthCheck.too_slow])
+@given(**HISTORIES)
+def test_orphan_cleaning_never_plans_what_any_holder_reaches_on_more_examples(
+        base_table, paimon_java, source, seed, steps, expiry, retain, lose, tag, branch, lose_below_branch, table_age,
+        junk, older_than):
+    test_orphan_cleaning_never_plans_what_any_holder_reaches.hypothesis.inner_test(
+        base_table, paimon_java, source, seed, steps, expiry, retain, lose, tag, branch, lose_below_branch, table_age,
+        junk, older_than)
