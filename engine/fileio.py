@@ -19,10 +19,13 @@ import threading
 import time
 import uuid
 from dataclasses import dataclass
-from typing import BinaryIO, Iterable, Iterator, Mapping
+from typing import TYPE_CHECKING, BinaryIO, Iterable, Iterator, Mapping
 
 from lakesweep.engine.errors import (AtomicCreateUnsupported, DeleteUnconfirmed, InvalidLocation, QuarantineUnsupported,
                                      StorageError)
+
+if TYPE_CHECKING:
+    from lakesweep.engine.quarantine import VersionedDelete
 
 
 class DeleteOutcome(enum.StrEnum):
@@ -217,6 +220,26 @@ class FileIO(abc.ABC):
         changed, when a file is at ``path`` again."""
         return self.move_no_replace(where, path)
 
+    def purge_version(self, path: str, versioned: VersionedDelete) -> DeleteOutcome:
+        """Delete for good the object version a versioned quarantine kept (``versioned``: the journaled
+        ``engine.quarantine.VersionedDelete``) and its delete marker; ``ALREADY_ABSENT`` when the version is gone.
+        Only S3 keeps versions; other stores raise ``QuarantineUnsupported``."""
+        raise QuarantineUnsupported(path, type(self).__name__, "it keeps no object versions")
+
+    def quarantine_batch(self, pairs: Iterable[tuple[str, str]]) -> dict[str, tuple[tuple[MoveOutcome | StorageError,
+                                                                                          str], int]]:
+        """``quarantine`` for many ``(path, dest)`` pairs, each path's outcome (or the ``StorageError`` that
+        stopped it) with where it went and the attempts it took; one path's failure does not stop the others."""
+        out: dict[str, tuple[tuple[MoveOutcome | StorageError, str], int]] = {}
+        for path, dest in pairs:
+            try:
+                out[path] = (self.quarantine(path, dest), 1)
+            except StorageError as e:
+                out[path] = ((e, dest), 1)
+            except FileExistsError as e:
+                out[path] = ((StorageError(path, f"{e} holds another file already: nothing is replaced"), dest), 1)
+        return out
+
     def check_create_if_absent(self, location: str) -> str:
         """How files under ``location`` (a table's root) are created only if absent, for a committer's check and
         ``doctor``; ``AtomicCreateUnsupported``, naming the alternatives, when this store cannot. On S3 this
@@ -295,6 +318,8 @@ class ArrowFileIO(FileIO):
         self._lock = threading.Lock()
         self._limiter = None
         self._deleter = None
+        self._quarantiner = None
+        self._modes: dict[str, str] = {}  # quarantine mode by bucket (engine.s3_quarantine)
 
     def __getstate__(self):
         return {"scheme": self.scheme, "properties": self.properties, "budget": self.budget}
@@ -308,6 +333,8 @@ class ArrowFileIO(FileIO):
         self._lock = threading.Lock()
         self._limiter = None
         self._deleter = None
+        self._quarantiner = None
+        self._modes: dict[str, str] = {}  # quarantine mode by bucket (engine.s3_quarantine)
 
     @property
     def bulk_deletes(self) -> bool:
@@ -346,15 +373,92 @@ class ArrowFileIO(FileIO):
         return self._deleter.delete(paths)
 
     def move_no_replace(self, src: str, dst: str) -> MoveOutcome:
-        if self.scheme != "file":
-            return super().move_no_replace(src, dst)
-        s, d = self._native(src), self._native(dst)
-        try:
-            return _move_local(s, d)
-        except (FileExistsError, FileNotFoundError):
-            raise
-        except OSError as e:
-            raise StorageError(src, f"cannot move to {dst}: {e}") from e
+        if self.scheme == "file":
+            s, d = self._native(src), self._native(dst)
+            try:
+                return _move_local(s, d)
+            except (FileExistsError, FileNotFoundError):
+                raise
+            except OSError as e:
+                raise StorageError(src, f"cannot move to {dst}: {e}") from e
+        return self._s3_quarantine_copy(src).move(src, dst)
+
+    # Quarantine on S3 (engine.s3_quarantine): versioned buckets keep the deleted version, others get a copy.
+
+    def _s3_quarantine(self):
+        from lakesweep.engine.s3_client import s3_client
+        from lakesweep.engine.s3_quarantine import S3Quarantine
+
+        limiter = self.limiter
+        with self._lock:
+            if self._quarantiner is None:
+                client = s3_client(resolve_s3_settings(self.properties), max_attempts=1)  # it retries itself
+                self._quarantiner = S3Quarantine(client, limiter)
+            return self._quarantiner
+
+    def quarantine_mode(self, path: str) -> str:
+        """How ``quarantine`` works for ``path`` on S3: ``"versioned"`` when its bucket's versioning is enabled,
+        else ``"copy"``; asked once per bucket by this FileIO (GetBucketVersioning)."""
+        from lakesweep.engine.s3_quarantine import versioning_mode
+
+        bucket = self._native(path).partition("/")[0]
+        with self._lock:
+            if bucket in self._modes:
+                return self._modes[bucket]
+        mode = versioning_mode(self._s3_quarantine().client, bucket)
+        with self._lock:
+            return self._modes.setdefault(bucket, mode)
+
+    def _s3_quarantine_copy(self, path: str):
+        """The S3 quarantine, once the store is found to honour ``If-None-Match: *`` on CopyObject."""
+        from lakesweep.engine.s3_quarantine import conditional_copy_support
+
+        quarantiner = self._s3_quarantine()
+        bucket, _, key = self._native(path).partition("/")
+        found = conditional_copy_support(resolve_s3_settings(self.properties), bucket, _scratch_prefix(key),
+                                         client=quarantiner.client)
+        if not found.supported:
+            raise QuarantineUnsupported(path, found.store, f"a copy could replace an object: {found.evidence}")
+        return quarantiner
+
+    def quarantine(self, path: str, dest: str) -> tuple[MoveOutcome, str]:
+        if self.scheme == "s3" and self.quarantine_mode(path) == "versioned":
+            return self._s3_quarantine().quarantine_versioned(path, dest)
+        return super().quarantine(path, dest)
+
+    def restore(self, path: str, where: str) -> MoveOutcome:
+        from lakesweep.engine.quarantine import VersionedDelete
+
+        versioned = VersionedDelete.parse(where)
+        if versioned is None:
+            return super().restore(path, where)
+        if self.scheme != "s3":
+            raise StorageError(path, f"{where} names an S3 version, and {path} is not on S3")
+        return self._s3_quarantine().restore_versioned(path, versioned)
+
+    def purge_version(self, path: str, versioned) -> DeleteOutcome:
+        if self.scheme != "s3":
+            return super().purge_version(path, versioned)
+        return self._s3_quarantine().purge_version(path, versioned)
+
+    def quarantine_batch(self, pairs: Iterable[tuple[str, str]]) -> dict[str, tuple[tuple[MoveOutcome | StorageError,
+                                                                                          str], int]]:
+        """``quarantine`` for many ``(path, dest)`` pairs: ``{path: ((outcome or StorageError, where), attempts)}``.
+        On S3, one ListObjectVersions per directory and DeleteObjects (versioned bucket), or a CopyObject per file
+        and DeleteObjects (``engine.s3_quarantine``); elsewhere one ``quarantine`` per file."""
+        pairs = list(dict(pairs).items())
+        if self.scheme != "s3":
+            return super().quarantine_batch(pairs)
+        by_bucket: dict[str, list[tuple[str, str]]] = {}
+        for path, dest in pairs:
+            by_bucket.setdefault(self._native(path).partition("/")[0], []).append((path, dest))
+        out: dict = {}
+        for bucket, in_bucket in by_bucket.items():
+            if self.quarantine_mode(in_bucket[0][0]) == "versioned":
+                out.update(self._s3_quarantine().quarantine_versioned_batch(bucket, in_bucket))
+            else:
+                out.update(self._s3_quarantine_copy(in_bucket[0][0]).move_batch(in_bucket, self.delete_batch))
+        return out
 
     def __eq__(self, other):
         return isinstance(other, ArrowFileIO) and (self.scheme, self.properties) == (
