@@ -411,15 +411,29 @@ class ArrowFileIO(FileIO):
 
     def _s3_quarantine_copy(self, path: str):
         """The S3 quarantine, once the store is found to honour ``If-None-Match: *`` on CopyObject."""
+        self._conditional_copy(path)
+        return self._s3_quarantine()
+
+    def _conditional_copy(self, path: str):
         from lakesweep.engine.s3_quarantine import conditional_copy_support
 
-        quarantiner = self._s3_quarantine()
         bucket, _, key = self._native(path).partition("/")
         found = conditional_copy_support(resolve_s3_settings(self.properties), bucket, _scratch_prefix(key),
-                                         client=quarantiner.client)
+                                         client=self._s3_quarantine().client)
         if not found.supported:
             raise QuarantineUnsupported(path, found.store, f"a copy could replace an object: {found.evidence}")
-        return quarantiner
+        return found
+
+    def check_quarantine(self, location: str) -> str:
+        """How ``apply --quarantine`` works for a table at ``location`` on S3, for ``doctor``: the bucket's mode,
+        and in copy mode the conditional-copy probe's evidence (``QuarantineUnsupported`` when the store ignores
+        the header)."""
+        from lakesweep.engine.s3_quarantine import describe_mode
+
+        mode = self.quarantine_mode(location)
+        if mode == "versioned":
+            return describe_mode(mode)
+        return f"{describe_mode(mode)}; {self._conditional_copy(location).evidence}"
 
     def quarantine(self, path: str, dest: str) -> tuple[MoveOutcome, str]:
         if self.scheme == "s3" and self.quarantine_mode(path) == "versioned":

@@ -11,23 +11,11 @@ from lakesweep.engine.quarantine import VersionedDelete
 from lakesweep.engine.s3_client import s3_client
 from lakesweep.engine.s3_quarantine import forget_probes
 from tests.support.s3_proxy import header_dropping_proxy
-
-VERSIONED_BUCKET = "lake-versioned"
+from tests.support.seaweed import VERSIONED_BUCKET, ensure_bucket
 
 
 def _client():
     return s3_client(resolve_s3_settings({}), max_attempts=1)
-
-
-def _bucket(name: str, status: str | None) -> str:
-    client = _client()
-    try:
-        client.head_bucket(Bucket=name)
-    except Exception:
-        client.create_bucket(Bucket=name)
-    if status is not None:
-        client.put_bucket_versioning(Bucket=name, VersioningConfiguration={"Status": status})
-    return name
 
 
 def _versions(path: str) -> tuple[list[str], list[str]]:
@@ -40,16 +28,16 @@ def _versions(path: str) -> tuple[list[str], list[str]]:
 
 @pytest.fixture(params=["versioned", "copy"])
 def s3q(request, s3_env):
-    bucket = _bucket(VERSIONED_BUCKET, "Enabled") if request.param == "versioned" else s3_env["bucket"]
+    bucket = ensure_bucket(VERSIONED_BUCKET, "Enabled") if request.param == "versioned" else s3_env["bucket"]
     root = f"s3://{bucket}/q-{uuid.uuid4().hex[:8]}/t"
     return fileio_for(root), root, request.param
 
 
 def test_the_mode_follows_the_bucket_versioning_and_is_asked_once_per_fileio(s3_env):
-    suspended = _bucket("lake-suspended", "Enabled")
+    suspended = ensure_bucket("lake-suspended", "Enabled")
     io = fileio_for(f"s3://{suspended}/t")
     assert io.quarantine_mode(f"s3://{suspended}/t/f") == "versioned"
-    _bucket(suspended, "Suspended")  # a delete now replaces the null version: copies are needed
+    ensure_bucket(suspended, "Suspended")  # a delete now replaces the null version: copies are needed
     assert io.quarantine_mode(f"s3://{suspended}/t/g") == "versioned"  # this FileIO asked already
     assert fileio_for(f"s3://{suspended}/t").quarantine_mode(f"s3://{suspended}/t/f") == "copy"
     assert io.quarantine_mode(f"s3://{s3_env['bucket']}/t/f") == "copy"  # never enabled
@@ -116,7 +104,7 @@ def test_a_copy_left_by_an_interrupted_quarantine_is_finished(s3_env):
 
 
 def test_a_versioned_delete_whose_answer_was_lost_is_found_by_the_retry(s3_env):
-    root = f"s3://{_bucket(VERSIONED_BUCKET, 'Enabled')}/q-{uuid.uuid4().hex[:8]}"
+    root = f"s3://{ensure_bucket(VERSIONED_BUCKET, 'Enabled')}/q-{uuid.uuid4().hex[:8]}"
     io = fileio_for(root)
     p = join(root, "f")
     io.write_atomic(p, b"rows")
@@ -131,7 +119,7 @@ def test_a_versioned_delete_whose_answer_was_lost_is_found_by_the_retry(s3_env):
 
 
 def test_purge_deletes_the_version_and_its_marker_and_refuses_a_restored_one(s3_env):
-    root = f"s3://{_bucket(VERSIONED_BUCKET, 'Enabled')}/q-{uuid.uuid4().hex[:8]}"
+    root = f"s3://{ensure_bucket(VERSIONED_BUCKET, 'Enabled')}/q-{uuid.uuid4().hex[:8]}"
     io = fileio_for(root)
     p, kept = join(root, "f"), join(root, "g")
     io.write_atomic(p, b"rows")
@@ -156,7 +144,7 @@ def test_stores_without_versions_cannot_purge_one():
 
 @pytest.mark.parametrize("mode", ["versioned", "copy"])
 def test_quarantine_batch_lists_once_per_directory_and_deletes_in_one_request(s3_env, mode):
-    bucket = _bucket(VERSIONED_BUCKET, "Enabled") if mode == "versioned" else s3_env["bucket"]
+    bucket = ensure_bucket(VERSIONED_BUCKET, "Enabled") if mode == "versioned" else s3_env["bucket"]
     root = f"s3://{bucket}/q-{uuid.uuid4().hex[:8]}"
     io = fileio_for(root)
     files = [join(root, d, f"f{i}") for d in ("a", "b") for i in range(3)]

@@ -128,3 +128,22 @@ def list_tree(s3, bucket_prefix: str) -> set[str]:
 
     infos = s3.get_file_info(fs.FileSelector(bucket_prefix, recursive=True, allow_not_found=True))
     return {i.path[len(bucket_prefix) + 1:] for i in infos if i.type == fs.FileType.File}
+
+
+VERSIONED_BUCKET = "lake-versioned"
+
+
+def ensure_bucket(name: str, versioning: str | None = None) -> str:
+    """Create the bucket ``name`` on the store the AWS environment names (``s3_env``) unless it exists, and set
+    its versioning status (``Enabled``, ``Suspended``) when given. Returns ``name``."""
+    from lakesweep.engine.fileio import resolve_s3_settings
+    from lakesweep.engine.s3_client import s3_client
+
+    client = s3_client(resolve_s3_settings({}), max_attempts=1)
+    try:
+        client.head_bucket(Bucket=name)
+    except Exception:  # botocore answers a missing bucket with a ClientError 404
+        client.create_bucket(Bucket=name)
+    if versioning is not None:
+        client.put_bucket_versioning(Bucket=name, VersioningConfiguration={"Status": versioning})
+    return name
