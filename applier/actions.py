@@ -11,10 +11,11 @@ import time
 from dataclasses import dataclass
 from typing import Callable, Sequence
 
-from lakesweep.engine.errors import DeleteUnconfirmed, PlanRejected, StorageError
-from lakesweep.engine.fileio import DeleteOutcome, FileIO
+from lakesweep.engine.errors import DeleteUnconfirmed, PlanRejected, QuarantineUnsupported, StorageError
+from lakesweep.engine.fileio import DeleteOutcome, FileIO, MoveOutcome
 from lakesweep.engine.paths import target_of
 from lakesweep.engine.plan import Action, Verb, kind_spec
+from lakesweep.engine.quarantine import QuarantineSpec
 from lakesweep.journal.events import FileOutcome as Outcome  # the journal's outcomes are the executor's
 
 
@@ -25,6 +26,7 @@ class ActionResult:
     attempts: int
     error: str | None = None
     finished_ms: int = 0
+    moved_to: str | None = None  # QUARANTINED: where the file went (``FileIO.quarantine``'s where)
 
 
 def execute_action(fileio: FileIO, root: str, action: Action, external_roots: Sequence[str] = (),
@@ -63,6 +65,24 @@ def execute_action(fileio: FileIO, root: str, action: Action, external_roots: Se
                        "carried out file by file; the plan is refused")
 
 
+def quarantine_action(fileio: FileIO, root: str, action: Action, spec: QuarantineSpec,
+                      external_roots: Sequence[str] = (),
+                      checked: set[str] | None = None) -> tuple[Outcome, str | None]:
+    """Put the file of a DELETE_FILE action aside (``FileIO.quarantine``) instead of deleting it: QUARANTINED
+    and where it went, also when an earlier, interrupted attempt moved it; ALREADY_ABSENT when it is nowhere.
+    ``FileExistsError`` when a file is already at its place in the quarantine (nothing moved)."""
+    target = target_of(fileio, root, action.path, external_roots, checked)
+    dest = spec.location(target, root, external_roots)
+    try:
+        outcome, where = fileio.quarantine(target, dest)
+    except FileExistsError as e:
+        raise FileExistsError(f"not quarantined: a file is already at {dest}, so {target} was not moved there; "
+                              "both are kept") from e
+    if outcome == MoveOutcome.ABSENT:
+        return Outcome.ALREADY_ABSENT, None
+    return Outcome.QUARANTINED, where
+
+
 def execute_with_retry(
     fileio: FileIO,
     root: str,
@@ -74,23 +94,32 @@ def execute_with_retry(
     sleep: Callable[[float], None] = time.sleep,
     clock_ms: Callable[[], int] = lambda: int(time.time() * 1000),
     checked: set[str] | None = None,
+    quarantine: QuarantineSpec | None = None,
 ) -> ActionResult:
     """Execute with exponential backoff and jitter; a storage error on the last attempt is ``FAILED``.
 
     A file found absent after an attempt's delete went out unanswered (``DeleteUnconfirmed``) is ``DELETED``:
-    that attempt saw it, so ``ALREADY_ABSENT`` would be a false record."""
+    that attempt saw it, so ``ALREADY_ABSENT`` would be a false record. With ``quarantine``, a DELETE_FILE
+    action moves its file aside instead (``quarantine_action``); a file already at its place in the
+    quarantine is never replaced: the action FAILS at once, naming both, and the file is kept."""
     last = None
     unconfirmed = False
     for attempt in range(1, attempts + 1):
         try:
+            if quarantine is not None and action.verb is Verb.DELETE_FILE:
+                outcome, where = quarantine_action(fileio, root, action, quarantine, external_roots, checked)
+                return ActionResult(action.action_id, outcome, attempt, None, clock_ms(), where)
             outcome = execute_action(fileio, root, action, external_roots, checked)
             if unconfirmed and outcome is Outcome.ALREADY_ABSENT:
                 outcome = Outcome.DELETED
             return ActionResult(action.action_id, outcome, attempt, None, clock_ms())
-        except PlanRejected as e:
+        except (PlanRejected, QuarantineUnsupported) as e:
             # A refused path is not a storage hiccup: no retry, and the phase fails with the reason.
             return ActionResult(action.action_id, Outcome.FAILED, attempt, f"refused: {e}", clock_ms())
         except (StorageError, OSError) as e:
+            if isinstance(e, FileExistsError) and quarantine is not None and action.verb is Verb.DELETE_FILE:
+                # quarantine_action's: trying again would find the same file there
+                return ActionResult(action.action_id, Outcome.FAILED, attempt, str(e), clock_ms())
             unconfirmed = unconfirmed or isinstance(e, DeleteUnconfirmed)
             last = f"{type(e).__name__}: {e}"
             if attempt < attempts:

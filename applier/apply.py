@@ -16,13 +16,15 @@ from dataclasses import dataclass, field
 from typing import AbstractSet, Callable, Mapping, Sequence
 
 from lakesweep.engine.errors import JournalConflict, JournalError, LakesweepError, PlanRejected, SparkUnavailable
-from lakesweep.engine.fileio import FileIO
+from lakesweep.engine.fileio import FileIO, join
 from lakesweep.engine.formats import check_phases, check_requirements, format_of
 from lakesweep.engine.plan import Action, ActionCheck, CleanupPlan, PhaseMode, Verb, commit_id, pointer_writes
 from lakesweep.engine.plan_io import plan_from_header
+from lakesweep.engine.quarantine import QuarantineSpec
 from lakesweep.engine.timeutil import format_time_ms
-from lakesweep.journal.events import (ApplyCompleted, ApplyFailed, ApplyRefused, ApplyStarted, Committed, FileOutcome,
-                                      MetadataWritten, OutputOrphaned, OutputWritten, PhaseCompleted, Verified)
+from lakesweep.journal.events import (ApplyCompleted, ApplyFailed, ApplyRefused, ApplyStarted, Committed, Event,
+                                      FileOutcome, MetadataWritten, OutputOrphaned, OutputWritten, PhaseCompleted,
+                                      Verified)
 from lakesweep.journal.projection import PlanStatus, RunStatus, project
 from lakesweep.journal.queries import completed_applies, plan_done_actions, plan_state, unfinished_apply
 from lakesweep.journal.recorder import Recorder
@@ -60,6 +62,13 @@ class ApplyReport:
     nothing_safe: bool = False  # every action the live table held back: nothing was done
     files_checked: bool | None = None  # a dry run: whether each file was looked at (False: metadata only)
     applied: dict | None = None  # ALREADY_APPLIED: the completed apply found in the journal (``applied_before``)
+    quarantine: dict | None = None  # apply --quarantine: how files were put aside (``QuarantineSpec.to_json``)
+    bytes_quarantined: int = 0  # of the files put aside whose size is known (not reclaimed until purged)
+
+    @property
+    def mode(self) -> str:
+        """``quarantine`` when files to delete were put aside, else ``delete``."""
+        return "delete" if self.quarantine is None else "quarantine"
 
     @property
     def whole(self) -> bool:
@@ -77,17 +86,18 @@ class ApplyReport:
             "phases": self.phases, "earliest_hint": self.hint, "verify": self.verify, "commits": self.commits,
             "strict": self.strict, "held_reason": self.held_reason, "nothing_safe": self.nothing_safe,
             "files_checked": self.files_checked, "applied": self.applied,
+            "mode": self.mode, "quarantine": self.quarantine, "bytes_quarantined": self.bytes_quarantined,
         }
 
 
 VERIFY_PROBLEMS_JOURNALED = 100  # the first problems the Verified event keeps (it counts them all)
 
 
-def report_outcomes(plan: CleanupPlan) -> tuple[str, ...]:
+def report_outcomes(plan: CleanupPlan, *, quarantine: bool = False) -> tuple[str, ...]:
     """The outcomes a report of ``plan`` counts: deletes, writes, kept directories and failures always (as
     reports always had them); skipped candidates when the plan re-checks actions; commits when it commits;
-    and what the format may hold back on a live table (``held_outcomes``)."""
-    extra = set()
+    what the format may hold back on a live table (``held_outcomes``); files put aside with ``quarantine``."""
+    extra = {FileOutcome.QUARANTINED} if quarantine else set()
     if any(isinstance(r, ActionCheck) for r in plan.requirements):
         extra.add(FileOutcome.SKIPPED_REFERENCED)
     if any(p.mode == PhaseMode.COMMIT for p in plan.phases):
@@ -143,6 +153,7 @@ class _Apply:
     first_held: str | None = None  # why the first action the live table held back was skipped or dropped
     journaled_commits: frozenset = frozenset()  # commit phases with a Committed record in the journal
     check_files: bool = True  # a dry run: look whether each file is there (False: the metadata alone)
+    quarantine: QuarantineSpec | None = None  # files to delete are put aside as it says (apply --quarantine)
 
     def refuse(self, e: PlanRejected) -> None:
         if self.recorder is not None:
@@ -176,6 +187,8 @@ class _Apply:
             except PlanRejected as e:
                 self.refuse(e)
                 raise
+            if self.quarantine is not None:
+                check_quarantine(table.fileio, self.quarantine, table.location, fmt.external_roots(table))
             if bulk_left:
                 # Started before ApplyStarted: a master that cannot be reached, a bad --conf or executors that
                 # cannot run lakesweep leave no unfinished apply behind.
@@ -194,19 +207,23 @@ class _Apply:
         elif self.resume_apply_id is None:
             crash_hook("before-start", 1)  # the plan is recorded, its apply not started (a kill during Spark's start)
             apply_id = uuid.uuid4().hex[:16]
+            q = self.quarantine
             recorder.append([ApplyStarted(apply_id=apply_id, plan_id=plan_id, n_actions=len(plan.actions),
                                           bytes=sum(a.size or 0 for a in plan.actions), master=self.master,
-                                          dry_run=False, started_ms=started)])
+                                          dry_run=False, started_ms=started,
+                                          mode="delete" if q is None else "quarantine",
+                                          quarantine=None if q is None else q.to_json())])
         else:
             apply_id = self.resume_apply_id
         runner = PhaseRunner(actions=plan.actions, plan_id=plan_id, recorder=recorder, apply_id=apply_id,
                              fileio=table.fileio, root=table.location, external=fmt.external_roots(table),
                              targets=targets, progress=self.progress, clock=clock, executor=self.executor,
-                             dry_run=dry_run, check_files=self.check_files)
-        outcomes = report_outcomes(plan)
+                             dry_run=dry_run, check_files=self.check_files, quarantine=self.quarantine)
+        outcomes = report_outcomes(plan, quarantine=self.quarantine is not None)
         report = ApplyReport(plan_id, apply_id, "DRY_RUN" if dry_run else "COMPLETED", dry_run=dry_run,
                              resumed=self.resume_apply_id is not None, counts=dict.fromkeys(outcomes, 0),
-                             strict=self.strict, files_checked=self.check_files if dry_run else None)
+                             strict=self.strict, files_checked=self.check_files if dry_run else None,
+                             quarantine=None if self.quarantine is None else self.quarantine.to_json())
         for number, spec in enumerate(plan.phases, 1):
             in_phase = by_phase.get(number)
             if number in self.completed or not in_phase:
@@ -277,6 +294,7 @@ class _Apply:
         if dry_run:
             report.counts = {o: sum(p.get(o, 0) for p in report.phases) for o in outcomes}
             report.bytes_reclaimed = sum(p["bytes"] for p in report.phases)
+            report.bytes_quarantined = sum(p.get("quarantined_bytes", 0) for p in report.phases)
             report.unknown_size = sum(p["unknown_size"] for p in report.phases)
             report.duration_ms = clock() - started
             report.hint = plan.earliest_hint
@@ -286,6 +304,7 @@ class _Apply:
         totals = recorder.apply_totals(apply_id)
         report.counts = {o: totals[FileOutcome(o)][0] for o in outcomes}
         report.bytes_reclaimed = totals[FileOutcome.DELETED][1]
+        report.bytes_quarantined = totals[FileOutcome.QUARANTINED][1]
         report.unknown_size = sum(1 for i in recorder.deleted_without_size(apply_id)
                                   if plan.actions[i].verb is Verb.DELETE_FILE)
         report.duration_ms = clock() - started
@@ -431,7 +450,8 @@ class _Apply:
                     if self.written.get(g) is None or not fmt.output_in_place(live, self.written[g])}
             again = [a for a in actions if a.bucket in lost]
             if again:
-                self._merge(runner, number, again, again, Tally(report_outcomes(self.plan)), live)
+                self._merge(runner, number, again, again,
+                            Tally(report_outcomes(self.plan, quarantine=self.quarantine is not None)), live)
 
     def _merge(self, runner: PhaseRunner, number: int, in_phase: list[Action], actions: list[Action], tally: Tally,
                live) -> None:
@@ -481,6 +501,7 @@ def apply_plan(
     skip_if_applied: bool = False,
     on_spark_ui: Callable[[str], None] | None = None,
     budget=None,
+    quarantine: QuarantineSpec | None = None,
 ) -> ApplyReport:
     """Apply ``plan`` and journal it. Raises ``PlanRejected``/``StalePlan`` (after journaling the refusal)
     when the plan is foreign, tampered, escapes the table, or is no longer safe.
@@ -499,9 +520,16 @@ def apply_plan(
     journaled). Without it the plan is applied again, which changes nothing that is already done.
 
     ``budget`` (an ``engine.s3_bulk.RequestBudget``) limits the requests of the bulk phases on an object store:
-    their rate and concurrency, shared by the Spark tasks in flight, and the keys per DeleteObjects."""
+    their rate and concurrency, shared by the Spark tasks in flight, and the keys per DeleteObjects.
+
+    With ``quarantine`` (its plan id the plan's), every file the plan deletes is put aside instead, where the
+    spec says, and journaled QUARANTINED with where it went; a store that cannot is refused before anything
+    is done (``QuarantineUnsupported``). An apply resumed by ``resume_apply_id`` goes on in the mode its
+    ``ApplyStarted`` journaled, whatever ``quarantine`` says."""
     started = clock()
     plan_id = plan.plan_id
+    if quarantine is not None and quarantine.plan_id != plan_id:
+        raise ValueError(f"the quarantine spec is for plan {quarantine.plan_id}, not {plan_id}")
     if skip_if_applied:
         before = applied_before(recorder, plan_id)
         if before is not None and unfinished_apply(recorder, plan_id) is None:  # else: resume it (below)
@@ -524,6 +552,13 @@ def apply_plan(
             )
     elif resume_apply_id not in prior:
         raise LakesweepError(f"apply {resume_apply_id} of plan {plan_id} is not in the journal")
+    else:
+        mode = next((ev.mode for ev in events if isinstance(ev, ApplyStarted) and ev.apply_id == resume_apply_id),
+                    "delete")
+        if mode == "restore":
+            raise LakesweepError(f"apply {resume_apply_id} of plan {plan_id} is a restore, not an apply; "
+                                 f"finish it with 'lakesweep restore {plan_id}'")
+        quarantine = journaled_quarantine(events, resume_apply_id)
     by_phase = actions_by_phase(plan.actions)
     # Actions whose latest record, in any apply of this plan, is not a failure: the journal's answer. They
     # may be gone from the table; a resumed or repeated apply does not run them again.
@@ -542,8 +577,38 @@ def apply_plan(
                  skip=done if (skip_done or resume_apply_id is not None) else frozenset(),
                  done=possibly_done, completed=completed, verify=verify, strict=strict,
                  written=journaled_outputs(events, {aid for aid, r in prior.items() if r.dry_run}),
-                 journaled_commits=frozenset(ev.phase for ev in events if isinstance(ev, Committed)))
+                 journaled_commits=frozenset(ev.phase for ev in events if isinstance(ev, Committed)),
+                 quarantine=quarantine)
     return run.run(by_phase, started)
+
+
+def journaled_quarantine(events: Sequence[Event], apply_id: str | None = None) -> QuarantineSpec | None:
+    """How the apply ``apply_id`` (None: the plan's latest apply that is not a dry run) put files aside, as its
+    ``ApplyStarted`` journaled it; None when it deleted them (or there is no such apply)."""
+    started = [ev for ev in events if isinstance(ev, ApplyStarted) and not ev.dry_run
+               and (apply_id is None or ev.apply_id == apply_id) and ev.mode in ("delete", "quarantine")]
+    if not started or started[-1].quarantine is None:
+        return None
+    q = started[-1].quarantine
+    return QuarantineSpec(q["plan_id"], q["retention_ms"], q.get("root"))
+
+
+def check_quarantine(fileio: FileIO, spec: QuarantineSpec, root: str, external: Sequence[str]) -> None:
+    """Refuse (``QuarantineUnsupported``) before anything is done when the table's store cannot put a file
+    aside: a move of a file that does not exist (under each root, to where the spec puts it) must answer
+    ABSENT, which creates nothing. On S3 the FileIO's ``check_quarantine`` asks the bucket's mode (and in copy
+    mode whether copies can refuse to replace); a FileIO with its own ``quarantine`` and no moves decides for
+    itself."""
+    if fileio.scheme == "s3" and hasattr(fileio, "check_quarantine"):
+        for base in dict.fromkeys((root, *external)):
+            fileio.check_quarantine(base)
+        return
+    if type(fileio).quarantine is not FileIO.quarantine and type(fileio).move_no_replace is FileIO.move_no_replace:
+        return
+    name = f".lakesweep-quarantine-probe-{uuid.uuid4().hex}"
+    for base in (root, *external):
+        absent = join(base, name)
+        fileio.move_no_replace(absent, spec.location(absent, root, external))
 
 
 def applied_before(recorder: Recorder, plan_id: str) -> dict | None:
@@ -560,7 +625,8 @@ def applied_before(recorder: Recorder, plan_id: str) -> dict | None:
     done = ", ".join(f"{o.lower().replace('_', ' ')} {n}" for o, n in counts.items()) or "no files"
     check = {True: "verified whole", False: "verify found problems", None: "not verified"}[run.whole]
     return {"apply_id": run.apply_id, "started_ms": run.started_ms, "finished_ms": run.finished_ms,
-            "counts": counts, "bytes_reclaimed": totals[FileOutcome.DELETED][1], "whole": run.whole,
+            "counts": counts, "bytes_reclaimed": totals[FileOutcome.DELETED][1],
+            "bytes_quarantined": totals[FileOutcome.QUARANTINED][1], "whole": run.whole,
             "outcome": f"completed: {done}; {check}"}
 
 
@@ -583,18 +649,20 @@ def dry_run_plan(plan: CleanupPlan, *, fileio: FileIO | None = None, master: str
                  conf: dict[str, str] | None = None, spark=None, executor: BulkExecutor | None = None,
                  committer: Committer | None = None, strict: bool = False, check_files: bool = True,
                  on_spark_ui: Callable[[str], None] | None = None,
-                 clock: Callable[[], int] = lambda: int(time.time() * 1000)) -> ApplyReport:
+                 clock: Callable[[], int] = lambda: int(time.time() * 1000),
+                 quarantine: QuarantineSpec | None = None) -> ApplyReport:
     """Validate the plan against the live table exactly as apply does, and count what apply would do,
     deleting nothing and writing nothing (not even to the journal).
 
     With ``check_files`` every file the plan deletes is looked for (on Spark for bulk phases), so files
     already gone are counted ALREADY_ABSENT. Without it only metadata is read and no Spark session is
     started: every delete the live table allows is counted DELETED ("would delete"), present or not
-    (``ApplyReport.files_checked`` says which was done)."""
+    (``ApplyReport.files_checked`` says which was done). With ``quarantine`` a file to delete is counted
+    QUARANTINED ("would put aside"), the store checked to be able to."""
     started = clock()
     table = format_of(plan).open(plan, fileio)
     run = _Apply(plan, None, table, executor or SparkExecutor(spark, master, conf, on_spark_ui), NoProgress(), clock,
-                 master, committer=committer, strict=strict, check_files=check_files)
+                 master, committer=committer, strict=strict, check_files=check_files, quarantine=quarantine)
     return run.run(actions_by_phase(plan.actions), started)
 
 
@@ -646,6 +714,8 @@ def _resume_one(recorder: Recorder, pid: str, kwargs) -> ApplyReport:
     running = unfinished_apply(recorder, pid)
     if running is not None:
         return apply_plan(plan, recorder, resume_apply_id=running, **kwargs)
-    report = apply_plan(plan, recorder, skip_done=True, **kwargs)
+    # A failed apply is followed by one in the same mode: files an apply --quarantine left are put aside too.
+    quarantine = journaled_quarantine(recorder.events(plan_id=pid))
+    report = apply_plan(plan, recorder, skip_done=True, **{"quarantine": quarantine, **kwargs})
     report.resumed = True
     return report

@@ -94,8 +94,9 @@ class BulkExecutor(Protocol):
 
     def run(self, fileio: FileIO, root: str, external: Sequence[str], actions: Sequence[Action], *,
             on_batch: Callable[[list[ActionResult]], None], dry_run: bool = False,
-            on_throttled: Callable[[int, float], None] | None = None) -> None:
-        """``on_throttled(slowdowns, lowest_rate)``: the store throttled a batch (``503 SlowDown``)."""
+            on_throttled: Callable[[int, float], None] | None = None, quarantine=None) -> None:
+        """``on_throttled(slowdowns, lowest_rate)``: the store throttled a batch (``503 SlowDown``);
+        ``quarantine`` (an ``engine.quarantine.QuarantineSpec``): files to delete are put aside as it says."""
 
     def map(self, fn: Callable, items: Sequence, *, on_result: Callable[[int, bool, object], None]) -> None:
         """Merge phases: ``fn(item)`` for each item, one task per item, in any order; ``on_result(index, ok,
@@ -149,11 +150,12 @@ class SparkExecutor:
             raise error
         self.session.get()
 
-    def run(self, fileio, root, external, actions, *, on_batch, dry_run=False, on_throttled=None) -> None:
+    def run(self, fileio, root, external, actions, *, on_batch, dry_run=False, on_throttled=None,
+            quarantine=None) -> None:
         from lakesweep.applier.spark_exec import run_on_spark
 
         run_on_spark(self.session.get(), fileio, root, external, actions, on_batch=on_batch, dry_run=dry_run,
-                     budget=self.budget, on_throttled=on_throttled)
+                     budget=self.budget, on_throttled=on_throttled, quarantine=quarantine)
 
     def map(self, fn, items, *, on_result) -> None:
         from lakesweep.applier.spark_exec import map_on_spark
@@ -180,11 +182,13 @@ class DriverExecutor:
     def start(self) -> None:
         pass
 
-    def run(self, fileio, root, external, actions, *, on_batch, dry_run=False, on_throttled=None) -> None:
+    def run(self, fileio, root, external, actions, *, on_batch, dry_run=False, on_throttled=None,
+            quarantine=None) -> None:
         from lakesweep.applier.spark_exec import DEFAULT_BATCH, execute_rows, kinds_of, results_and_throttling, task_row
 
         for rows in execute_rows(map(task_row, actions), fileio, root, list(external), dry_run,
-                                 self.batch or DEFAULT_BATCH, kinds=kinds_of(actions), budget=self.budget):
+                                 self.batch or DEFAULT_BATCH, kinds=kinds_of(actions), budget=self.budget,
+                                 quarantine=quarantine):
             results, throttled = results_and_throttling(rows)
             for slowdowns, rate in throttled:
                 if on_throttled is not None:

@@ -16,6 +16,7 @@ from typing import Callable, Protocol, Sequence
 
 from lakesweep.engine.fileio import FileIO
 from lakesweep.engine.plan import Action, Verb
+from lakesweep.engine.quarantine import QuarantineSpec
 from lakesweep.journal.events import FileOutcome, FileRecord, OutputWritten, RequestsThrottled
 from lakesweep.journal.recorder import Recorder
 
@@ -58,11 +59,13 @@ def crash_hook(stage: str, count: int) -> None:
 
 
 class Tally:
-    """One phase's results as they arrive: outcome counts, bytes deleted, failures, actions done."""
+    """One phase's results as they arrive: outcome counts, bytes deleted (or quarantined), failures, actions
+    done."""
 
     def __init__(self, outcomes=tuple(o.value for o in FileOutcome)):
         self.counts = dict.fromkeys(outcomes, 0)  # the outcomes the report shows; others are added as they come
         self.deleted_bytes = 0
+        self.quarantined_bytes = 0  # of files put aside (known sizes): not reclaimed until purged
         self.unknown_size = 0  # files deleted whose size the plan does not know (not in deleted_bytes)
         self.failed = 0
         self.first_failure: tuple[Action, str | None] | None = None
@@ -76,6 +79,8 @@ class Tally:
                 self.unknown_size += a.verb is Verb.DELETE_FILE  # a directory has no size to know
             else:
                 self.deleted_bytes += a.size
+        elif r.outcome == Outcome.QUARANTINED:
+            self.quarantined_bytes += a.size or 0
         if r.outcome in (Outcome.SKIPPED_REFERENCED, Outcome.DROPPED) and r.error and self.first_held is None:
             self.first_held = (a, r.error)
         if r.outcome == Outcome.FAILED:
@@ -86,17 +91,25 @@ class Tally:
             self.done.add(a.action_id)
 
     def summary(self, phase: str, n_actions: int) -> dict:
-        """One row of the report: the phase, its action count, outcome counts, bytes deleted (known sizes)
-        and how many files were deleted whose size is unknown."""
-        return {"phase": phase, "actions": n_actions, **self.counts, "bytes": self.deleted_bytes,
-                "unknown_size": self.unknown_size}
+        """One row of the report: the phase, its action count, outcome counts, bytes deleted (known sizes),
+        how many files were deleted whose size is unknown, and (files quarantined) the bytes put aside."""
+        row = {"phase": phase, "actions": n_actions, **self.counts, "bytes": self.deleted_bytes,
+               "unknown_size": self.unknown_size}
+        if Outcome.QUARANTINED.value in self.counts:
+            row["quarantined_bytes"] = self.quarantined_bytes
+        return row
 
 
-def probe(fileio: FileIO, target: str, a: Action, *, look: bool = True) -> ActionResult:
+def probe(fileio: FileIO, target: str, a: Action, *, look: bool = True,
+          quarantine: tuple[QuarantineSpec, str, Sequence[str]] | None = None) -> ActionResult:
     """What executing ``a`` would do, found by looking only (``look`` false: by the plan alone, a delete
-    counted DELETED whether or not the file is still there)."""
+    counted DELETED whether or not the file is still there). ``quarantine``: (spec, root, external roots)
+    of an apply that puts files aside: a file to delete would be QUARANTINED, to where the spec says."""
     if a.verb.deletes:
         outcome = Outcome.DELETED if not look or fileio.exists(target) else Outcome.ALREADY_ABSENT
+        if quarantine is not None and a.verb is Verb.DELETE_FILE and outcome == Outcome.DELETED:
+            spec, root, external = quarantine
+            return ActionResult(a.action_id, Outcome.QUARANTINED, 0, moved_to=spec.location(target, root, external))
     else:
         outcome = Outcome.WRITTEN
     return ActionResult(a.action_id, outcome, 0)
@@ -108,12 +121,14 @@ class PhaseRunner:
 
     def __init__(self, *, actions: Sequence[Action], plan_id: str, recorder: Recorder | None, apply_id: str | None,
                  fileio: FileIO, root: str, external: Sequence[str], targets: Sequence[str], progress: Progress,
-                 clock: Callable[[], int], executor: BulkExecutor, dry_run: bool = False, check_files: bool = True):
+                 clock: Callable[[], int], executor: BulkExecutor, dry_run: bool = False, check_files: bool = True,
+                 quarantine: QuarantineSpec | None = None):
         self.actions = actions  # canonical: an action's id is its index
         self.plan_id, self.recorder, self.apply_id = plan_id, recorder, apply_id
         self.fileio, self.root, self.external, self.targets = fileio, root, external, targets
         self.progress, self.clock, self.executor, self.dry_run = progress, clock, executor, dry_run
         self.check_files = check_files  # a dry run: look at each file (else the plan alone answers)
+        self.quarantine = quarantine  # files to delete are put aside as it says (apply --quarantine)
         self.received = 0
         self.journaled = 0
         self.throttled = 0  # 503 SlowDown answers the store gave the bulk phases
@@ -132,7 +147,7 @@ class PhaseRunner:
                 rows.append(FileRecord(
                     apply_id=self.apply_id, plan_id=self.plan_id, action_id=a.action_id, path=a.path, kind=a.kind,
                     phase=a.phase, bytes=a.size, outcome=r.outcome, error=r.error,
-                    attempt=r.attempts, time_ms=r.finished_ms or self.clock(),
+                    attempt=r.attempts, time_ms=r.finished_ms or self.clock(), moved_to=r.moved_to,
                 ))
         if self.recorder is not None:
             self.recorder.record_files(rows)
@@ -166,7 +181,7 @@ class PhaseRunner:
                                                         lowest_rate=rate, recorded_ms=self.clock())])
 
         self.executor.run(self.fileio, self.root, self.external, actions, on_batch=on_batch, dry_run=self.dry_run,
-                          on_throttled=on_throttled)
+                          on_throttled=on_throttled, quarantine=self.quarantine)
         if gathered:
             self.record(gathered, tally)
 
@@ -177,10 +192,12 @@ class PhaseRunner:
         flushed = time.monotonic()
         for a in actions:
             if self.dry_run:
-                pending.append(probe(self.fileio, self.targets[a.action_id], a, look=self.check_files))
+                where = None if self.quarantine is None else (self.quarantine, self.root, self.external)
+                pending.append(probe(self.fileio, self.targets[a.action_id], a, look=self.check_files,
+                                     quarantine=where))
             else:
                 pending.append(execute_with_retry(self.fileio, self.root, a, external_roots=self.external,
-                                                  clock_ms=self.clock))
+                                                  clock_ms=self.clock, quarantine=self.quarantine))
             if len(pending) >= _DRIVER_BATCH or time.monotonic() - flushed >= _DRIVER_BATCH_S:
                 self.record(pending, tally)
                 pending, flushed = [], time.monotonic()

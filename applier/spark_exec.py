@@ -19,9 +19,10 @@ from dataclasses import dataclass
 from typing import Callable, Iterator, Mapping, Sequence
 
 from lakesweep.engine.errors import PlanRejected, SparkUnavailable, StorageError
-from lakesweep.engine.fileio import DeleteOutcome, FileIO
+from lakesweep.engine.fileio import DeleteOutcome, FileIO, MoveOutcome
 from lakesweep.engine.paths import resolve_action_path, target_of
 from lakesweep.engine.plan import Action, Verb
+from lakesweep.engine.quarantine import QuarantineSpec
 from lakesweep.engine.s3_bulk import DEFAULT_DELETE_BATCH
 
 from lakesweep.applier.actions import ActionResult, Outcome, execute_with_retry
@@ -29,7 +30,7 @@ from lakesweep.applier.actions import ActionResult, Outcome, execute_with_retry
 DEFAULT_BATCH = 500
 DEFAULT_THREADS = 8  # per task: deletes wait on storage, so a task keeps several in flight
 TASKS_IN_FLIGHT = 2  # toLocalIterator runs one partition at a time and prefetches the next
-THROTTLED = -1  # the action id of a result row that reports throttling: (-1, "THROTTLED", slowdowns, rate, ms)
+THROTTLED = -1  # the action id of a result row that reports throttling: (-1, "THROTTLED", slowdowns, rate, ms, None)
 LOG4J = os.path.join(os.path.dirname(os.path.abspath(__file__)), "log4j2.properties")
 
 
@@ -327,24 +328,28 @@ def _action(row: tuple, kinds: Mapping[str, object]) -> Action:
 def execute_rows(
     rows: Iterator[tuple], fileio: FileIO, root: str, external: Sequence[str], dry_run: bool, batch: int,
     threads: int = 1, kinds: Mapping[str, object] | None = None, budget=None,
+    quarantine: QuarantineSpec | None = None,
 ) -> Iterator[list[tuple]]:
-    """Executor side: run each action and yield result batches ``[(action_id, outcome, attempts, error, ms)]``.
-    ``kinds``: the actions' kinds by label (``kinds_of``); ``budget``: this task's share of the apply's
-    ``RequestBudget`` (its pace, its concurrency and the DeleteObjects batch size).
+    """Executor side: run each action and yield result batches ``[(action_id, outcome, attempts, error, ms,
+    moved_to)]``. ``kinds``: the actions' kinds by label (``kinds_of``); ``budget``: this task's share of the
+    apply's ``RequestBudget`` (its pace, its concurrency and the DeleteObjects batch size); ``quarantine``:
+    files to delete are put aside as it says (``applier.actions.quarantine_action``), not deleted.
 
     With ``threads`` > 1 the actions of a batch run on that many threads: the actions of a bulk phase
     are independent of one another, and a delete spends its time waiting on storage (a local unlink
     on a journaling file system, a request to an object store), not holding the interpreter. On a store
     with bulk deletes (S3), the batch's file deletes go to ``FileIO.delete_batch`` together. A batch
     is yielded when all its actions are done, so what is journaled is what was done; when the store
-    throttled the batch, the batch ends with a ``THROTTLED`` row (``results_and_throttling``).
+    throttled the batch, the batch ends with a ``THROTTLED`` row (``results_and_throttling``). A quarantine
+    goes through the bulk path only on a store whose FileIO has ``quarantine_batch`` (``run_bulk``); elsewhere
+    each file is moved on its own.
     """
 
     if budget is not None and hasattr(fileio, "with_budget"):
         fileio = fileio.with_budget(budget)
         if budget.max_concurrency is not None:
             threads = max(1, min(threads, budget.max_concurrency))
-    bulk = fileio.bulk_deletes and not dry_run
+    bulk = fileio.bulk_deletes and not dry_run and (quarantine is None or hasattr(fileio, "quarantine_batch"))
     checked: set[str] = set()  # directories found not to be symbolic links, in this batch
 
     def run(row: tuple) -> tuple:
@@ -352,10 +357,15 @@ def execute_rows(
         if dry_run:
             target = resolve_action_path(root, action.path, external)
             exists = fileio.exists(target)
-            res = ActionResult(action.action_id, Outcome.DELETED if exists else Outcome.ALREADY_ABSENT, 0)
+            if quarantine is not None and action.verb is Verb.DELETE_FILE and exists:
+                res = ActionResult(action.action_id, Outcome.QUARANTINED, 0,
+                                   moved_to=quarantine.location(target, root, external))
+            else:
+                res = ActionResult(action.action_id, Outcome.DELETED if exists else Outcome.ALREADY_ABSENT, 0)
         else:
-            res = execute_with_retry(fileio, root, action, external_roots=external, checked=checked)
-        return (res.action_id, res.outcome.value, res.attempts, res.error, res.finished_ms)
+            res = execute_with_retry(fileio, root, action, external_roots=external, checked=checked,
+                                     quarantine=quarantine)
+        return (res.action_id, res.outcome.value, res.attempts, res.error, res.finished_ms, res.moved_to)
 
     def run_bulk(chunk: list[tuple]) -> list[tuple]:
         done: dict[int, tuple] = {}
@@ -366,9 +376,15 @@ def execute_rows(
             try:
                 targets[row[0]] = target_of(fileio, root, row[2], external, checked)
             except PlanRejected as e:
-                done[row[0]] = (row[0], Outcome.FAILED.value, 1, f"refused: {e}", _now_ms())
+                done[row[0]] = (row[0], Outcome.FAILED.value, 1, f"refused: {e}", _now_ms(), None)
             except (StorageError, OSError) as e:
-                done[row[0]] = (row[0], Outcome.FAILED.value, 1, f"{type(e).__name__}: {e}", _now_ms())
+                done[row[0]] = (row[0], Outcome.FAILED.value, 1, f"{type(e).__name__}: {e}", _now_ms(), None)
+        if quarantine is not None:
+            done.update(quarantine_bulk(targets))
+            rest = [row for row in chunk if row[0] not in done]
+            for out in (pool.map(run, rest) if pool is not None else map(run, rest)):
+                done[out[0]] = out
+            return [done[row[0]] for row in chunk]
         # The DeleteObjects batches of one task batch go out together, on the task's threads.
         unique = list(dict.fromkeys(targets.values()))
         own = getattr(fileio, "budget", None)
@@ -383,14 +399,33 @@ def execute_rows(
             outcome, attempts = outcomes[target]
             if isinstance(outcome, DeleteOutcome):
                 value = Outcome.DELETED if outcome == DeleteOutcome.DELETED else Outcome.ALREADY_ABSENT
-                done[action_id] = (action_id, value.value, attempts, None, now)
+                done[action_id] = (action_id, value.value, attempts, None, now, None)
             else:
                 done[action_id] = (action_id, Outcome.FAILED.value, attempts, f"{type(outcome).__name__}: {outcome}",
-                                   now)
+                                   now, None)
         rest = [row for row in chunk if row[0] not in done]
         for out in (pool.map(run, rest) if pool is not None else map(run, rest)):
             done[out[0]] = out
         return [done[row[0]] for row in chunk]
+
+    def quarantine_bulk(targets: Mapping[int, str]) -> dict[int, tuple]:
+        """The bulk path's quarantine (a store whose FileIO has ``quarantine_batch``): the batch's files put
+        aside together. ``quarantine_batch([(path, dest), ...])`` answers ``{path: (MoveOutcome or the error,
+        where, attempts)}``, as ``FileIO.quarantine`` answers for one file (an error: the file kept)."""
+        pairs = [(t, quarantine.location(t, root, external)) for t in dict.fromkeys(targets.values())]
+        answers = fileio.quarantine_batch(pairs)
+        now = _now_ms()
+        out: dict[int, tuple] = {}
+        for action_id, target in targets.items():
+            outcome, where, attempts = answers[target]
+            if outcome == MoveOutcome.ABSENT:
+                out[action_id] = (action_id, Outcome.ALREADY_ABSENT.value, attempts, None, now, None)
+            elif isinstance(outcome, MoveOutcome):
+                out[action_id] = (action_id, Outcome.QUARANTINED.value, attempts, None, now, where)
+            else:
+                out[action_id] = (action_id, Outcome.FAILED.value, attempts, f"{type(outcome).__name__}: {outcome}",
+                                  now, None)
+        return out
 
     rows = iter(rows)
     pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="lakesweep-action") if threads > 1 else None
@@ -405,7 +440,7 @@ def execute_rows(
             if limiter is not None:
                 slowdowns, lowest = limiter.take_report()
                 if slowdowns:
-                    out.append((THROTTLED, "THROTTLED", slowdowns, repr(lowest), _now_ms()))
+                    out.append((THROTTLED, "THROTTLED", slowdowns, repr(lowest), _now_ms(), None))
             yield out
     finally:
         if pool is not None:
@@ -419,11 +454,11 @@ def _now_ms() -> int:
 def results_and_throttling(batch: list[tuple]) -> tuple[list[ActionResult], list[tuple[int, float]]]:
     """A result batch from ``execute_rows`` as action results and (slowdowns, lowest rate) reports."""
     results, throttled = [], []
-    for (i, o, att, err, ms) in batch:
+    for (i, o, att, err, ms, moved_to) in batch:
         if i == THROTTLED:
             throttled.append((att, float(err)))
         else:
-            results.append(ActionResult(i, Outcome(o), att, err, ms))
+            results.append(ActionResult(i, Outcome(o), att, err, ms, moved_to))
     return results, throttled
 
 
@@ -449,10 +484,12 @@ def run_on_spark(
     threads: int = DEFAULT_THREADS,
     budget=None,
     on_throttled: Callable[[int, float], None] | None = None,
+    quarantine: QuarantineSpec | None = None,
 ) -> None:
     """Execute ``actions`` as Spark tasks, calling ``on_batch`` on the driver for every result batch and
     ``on_throttled(slowdowns, lowest_rate)`` for every batch the store throttled. ``budget`` (the apply's
-    ``RequestBudget``) is shared evenly by the tasks in flight (``tasks_for``)."""
+    ``RequestBudget``) is shared evenly by the tasks in flight (``tasks_for``); ``quarantine``: as in
+    ``execute_rows``."""
     if not actions:
         return
     sc = spark.sparkContext
@@ -464,7 +501,7 @@ def run_on_spark(
     forward_credentials(sc)
 
     def task(it):
-        return execute_rows(it, fileio, root, external, dry_run, batch, threads, kinds, share)
+        return execute_rows(it, fileio, root, external, dry_run, batch, threads, kinds, share, quarantine)
 
     sc.setJobGroup("lakesweep-apply", f"lakesweep: {len(actions)} actions of phase {actions[0].phase}")
     for result_batch in sc.parallelize(rows, slices).mapPartitions(task).toLocalIterator(prefetchPartitions=True):

@@ -226,20 +226,6 @@ class FileIO(abc.ABC):
         Only S3 keeps versions; other stores raise ``QuarantineUnsupported``."""
         raise QuarantineUnsupported(path, type(self).__name__, "it keeps no object versions")
 
-    def quarantine_batch(self, pairs: Iterable[tuple[str, str]]) -> dict[str, tuple[tuple[MoveOutcome | StorageError,
-                                                                                          str], int]]:
-        """``quarantine`` for many ``(path, dest)`` pairs, each path's outcome (or the ``StorageError`` that
-        stopped it) with where it went and the attempts it took; one path's failure does not stop the others."""
-        out: dict[str, tuple[tuple[MoveOutcome | StorageError, str], int]] = {}
-        for path, dest in pairs:
-            try:
-                out[path] = (self.quarantine(path, dest), 1)
-            except StorageError as e:
-                out[path] = ((e, dest), 1)
-            except FileExistsError as e:
-                out[path] = ((StorageError(path, f"{e} holds another file already: nothing is replaced"), dest), 1)
-        return out
-
     def check_create_if_absent(self, location: str) -> str:
         """How files under ``location`` (a table's root) are created only if absent, for a committer's check and
         ``doctor``; ``AtomicCreateUnsupported``, naming the alternatives, when this store cannot. On S3 this
@@ -455,14 +441,20 @@ class ArrowFileIO(FileIO):
             return super().purge_version(path, versioned)
         return self._s3_quarantine().purge_version(path, versioned)
 
-    def quarantine_batch(self, pairs: Iterable[tuple[str, str]]) -> dict[str, tuple[tuple[MoveOutcome | StorageError,
-                                                                                          str], int]]:
-        """``quarantine`` for many ``(path, dest)`` pairs: ``{path: ((outcome or StorageError, where), attempts)}``.
+    def quarantine_batch(self, pairs: Iterable[tuple[str, str]]) -> dict[str, tuple[MoveOutcome | StorageError, str,
+                                                                                    int]]:
+        """``quarantine`` for many ``(path, dest)`` pairs: ``{path: (outcome or StorageError, where, attempts)}``.
         On S3, one ListObjectVersions per directory and DeleteObjects (versioned bucket), or a CopyObject per file
         and DeleteObjects (``engine.s3_quarantine``); elsewhere one ``quarantine`` per file."""
         pairs = list(dict(pairs).items())
         if self.scheme != "s3":
-            return super().quarantine_batch(pairs)
+            out = {}
+            for path, dest in pairs:
+                try:
+                    out[path] = (*self.quarantine(path, dest), 1)
+                except StorageError as e:
+                    out[path] = (e, dest, 1)
+            return out
         by_bucket: dict[str, list[tuple[str, str]]] = {}
         for path, dest in pairs:
             by_bucket.setdefault(self._native(path).partition("/")[0], []).append((path, dest))
@@ -757,6 +749,8 @@ def _move_local(s: str, d: str) -> MoveOutcome:
     """``FileIO.move_no_replace`` on a local file system: ``renameat2(RENAME_NOREPLACE)``, or where the file
     system lacks it, a hard link and an unlink (a crash between them leaves both names of one file, which
     the next attempt finishes)."""
+    if os.path.isdir(s) and not os.path.islink(s):
+        raise StorageError(s, "is a directory; lakesweep moves files only")
     for _ in range(2):
         try:
             _rename_noreplace(s, d)

@@ -14,7 +14,7 @@ import uuid
 from typing import BinaryIO, Mapping
 
 from lakesweep.engine.errors import StorageError
-from lakesweep.engine.fileio import DeleteOutcome, FileInfo, FileIO
+from lakesweep.engine.fileio import DeleteOutcome, FileInfo, FileIO, MoveOutcome
 
 SCHEME = "hdfs"
 
@@ -221,6 +221,30 @@ class HdfsFileIO(FileIO):
         except Exception as e:
             self._drop(tmp)
             raise StorageError(path, f"cannot create: {_first_line(e)}") from e
+
+    def move_no_replace(self, src: str, dst: str) -> MoveOutcome:
+        # HDFS's rename without overwrite is refused by the NameNode when dst exists (FileAlreadyExistsException),
+        # so nothing is ever replaced; one RPC, no bytes copied.
+        s, d = self._native(src), self._native(dst)
+        st = self._status(src, s)
+        if st is None:
+            return MoveOutcome.ALREADY_MOVED if self._status(dst, d) is not None else MoveOutcome.ABSENT
+        if st.isdir:
+            raise StorageError(src, "is a directory; lakesweep moves files only")
+        try:
+            self.client.mkdirs(d.rpartition("/")[0] or "/", create_parent=True)
+            self.client.rename(s, d, False)
+        except FileExistsError:
+            if self._status(src, s) is None:
+                return MoveOutcome.ALREADY_MOVED  # another attempt moved it meanwhile
+            raise FileExistsError(dst) from None
+        except FileNotFoundError:
+            if self._status(src, s) is None:
+                return MoveOutcome.ALREADY_MOVED if self._status(dst, d) is not None else MoveOutcome.ABSENT
+            raise StorageError(src, f"cannot move to {dst}: a parent of it is not a directory") from None
+        except Exception as e:
+            raise StorageError(src, f"cannot move to {dst}: {_first_line(e)}") from e
+        return MoveOutcome.MOVED
 
 
 def _first_line(e: BaseException) -> str:

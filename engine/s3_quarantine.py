@@ -28,7 +28,7 @@ VERSIONED = "versioned"
 COPY = "copy"
 PROBE_NAME = ".lakesweep-conditional-copy-probe-"
 
-Result = tuple[tuple[MoveOutcome | StorageError, str], int]  # ((outcome or error, where), attempts)
+Result = tuple[MoveOutcome | StorageError, str, int]  # (outcome or the error, where, attempts)
 
 
 def versioning_mode(client, bucket: str) -> str:
@@ -211,14 +211,14 @@ class S3Quarantine:
                 if directory in failed:
                     errors[key] = failed[directory]
                 elif key in dirs and state is None:
-                    out[path] = ((StorageError(path, "is a directory; lakesweep moves files only"), dest_of[path]),
+                    out[path] = (StorageError(path, "is a directory; lakesweep moves files only"), dest_of[path],
                                  attempt)
                 elif state is not None and state.latest is None:
                     errors[key] = "the store lists no latest version of this key"
                 elif (settled := self._settled(state)) is MoveOutcome.ABSENT:
-                    out[path] = ((settled, dest_of[path]), attempt)
+                    out[path] = (settled, dest_of[path], attempt)
                 elif settled is MoveOutcome.ALREADY_MOVED:
-                    out[path] = ((settled, VersionedDelete(state.hidden(), state.latest).where()), attempt)
+                    out[path] = (settled, VersionedDelete(state.hidden(), state.latest).where(), attempt)
                 else:
                     hidden[key] = state.latest
             if hidden:
@@ -231,7 +231,7 @@ class S3Quarantine:
                 for d in response.get("Deleted", ()):
                     key, marker = d.get("Key"), d.get("DeleteMarkerVersionId")
                     if key in hidden and marker and d.get("DeleteMarker", True):
-                        out[keys[key]] = ((MoveOutcome.MOVED, VersionedDelete(hidden[key], str(marker)).where()),
+                        out[keys[key]] = (MoveOutcome.MOVED, VersionedDelete(hidden[key], str(marker)).where(),
                                           attempt)
                 for err in response.get("Errors", ()):
                     if err.get("Key") in hidden:
@@ -242,8 +242,8 @@ class S3Quarantine:
             pending = [k for k in pending if keys[k] not in out]
         for k in pending:
             path = keys[k]
-            out[path] = ((StorageError(path, f"cannot quarantine: {errors.get(k)} (after {self.attempts} attempts)"),
-                          dest_of[path]), self.attempts)
+            out[path] = (StorageError(path, f"cannot quarantine: {errors.get(k)} (after {self.attempts} attempts)"),
+                         dest_of[path], self.attempts)
         return out
 
     def restore_versioned(self, path: str, versioned: VersionedDelete) -> MoveOutcome:
@@ -361,8 +361,8 @@ class S3Quarantine:
                 try:
                     done = self.copy_no_replace(src, dst)
                 except FileExistsError:
-                    out[src] = ((StorageError(src, f"{dst} holds another file already: nothing is replaced, the file "
-                                                   "is kept"), dst), attempt)
+                    out[src] = (StorageError(src, f"not quarantined: a file is already at {dst}, so {src} was not "
+                                                  "moved there; both are kept"), dst, attempt)
                     break
                 except StorageError as e:
                     last = e
@@ -370,17 +370,17 @@ class S3Quarantine:
                 if done is None:
                     copied[src] = (dst, attempt)
                 else:
-                    out[src] = ((done, dst), attempt)
+                    out[src] = (done, dst, attempt)
                 break
             else:
-                out[src] = ((StorageError(src, f"{last} (after {self.attempts} attempts)"), dst), self.attempts)
+                out[src] = (StorageError(src, f"{last} (after {self.attempts} attempts)"), dst, self.attempts)
         deleted = delete_batch(list(copied)) if copied else {}
         for src, (dst, tries) in copied.items():
             outcome, attempts = deleted[src]
             if isinstance(outcome, DeleteOutcome):
-                out[src] = ((MoveOutcome.MOVED, dst), max(tries, attempts))
+                out[src] = (MoveOutcome.MOVED, dst, max(tries, attempts))
             else:
-                out[src] = ((StorageError(src, f"copied to {dst}, but {outcome}"), dst), max(tries, attempts))
+                out[src] = (StorageError(src, f"copied to {dst}, but {outcome}"), dst, max(tries, attempts))
         return out
 
 

@@ -29,7 +29,7 @@ def test_every_action_runs_once_and_a_batch_comes_back_only_when_done(tmp_path, 
     seen: list[int] = []
     for batch in execute_rows(map(task_row, actions), ArrowFileIO("file"), str(root), [], False, 64, threads):
         assert 0 < len(batch) <= 64
-        for action_id, outcome, attempts, error, _ms in batch:
+        for action_id, outcome, attempts, error, _ms, _moved_to in batch:
             assert not (root / actions[action_id].path).exists()  # journaled means done
             assert (outcome, attempts, error) == (("ALREADY_ABSENT" if action_id in missing else "DELETED"), 1, None)
             seen.append(action_id)

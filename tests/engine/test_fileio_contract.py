@@ -250,11 +250,18 @@ def test_create_if_absent_never_replaces(fio):
     assert [f.path for f in io.list(join(root, "snapshot"))] == [p]  # no temporary file left behind
 
 
-@pytest.fixture(params=["local", "memory"])
+@pytest.fixture(params=["local", "memory", pytest.param("hdfs", marks=pytest.mark.java)])
 def mover(request, tmp_path):
     """The stores that quarantine by moving a file (one rename); S3 quarantines in its own ways."""
     if request.param == "local":
         return ArrowFileIO("file"), str(tmp_path)
+    if request.param == "hdfs":
+        import uuid
+
+        from lakesweep.engine.fileio import fileio_for
+
+        root = f"{request.getfixturevalue('hdfs')}/mover-{uuid.uuid4().hex[:8]}"
+        return fileio_for(root), root
     return MemoryFileIO(clock=lambda: 1000), "/mem/root"
 
 
@@ -280,6 +287,25 @@ def test_restore_never_replaces_a_file_written_again(mover):
     with pytest.raises(FileExistsError):
         io.restore(p, q)
     assert io.read_bytes(p) == b"new" and io.read_bytes(q) == b"old"
+
+
+def test_a_move_never_replaces_a_file_and_refuses_a_directory(mover):
+    io, root = mover
+    p, q = join(root, "d", "f"), join(root, "q", "deep", "er", "f")
+    io.write_atomic(p, b"mine")
+    io.write_atomic(q, b"theirs")
+    with pytest.raises(FileExistsError):
+        io.move_no_replace(p, q)
+    assert io.read_bytes(p) == b"mine" and io.read_bytes(q) == b"theirs"
+    with pytest.raises(StorageError, match="is a directory; lakesweep moves files only"):
+        io.move_no_replace(join(root, "d"), join(root, "q2", "d"))
+    assert io.read_bytes(p) == b"mine"
+
+
+def test_moving_a_file_that_is_not_there_creates_nothing(mover):
+    io, root = mover
+    assert io.move_no_replace(join(root, "a", "nope"), join(root, "q", "a", "nope")) is MoveOutcome.ABSENT
+    assert not io.exists(join(root, "q"))
 
 
 def test_local_move_finishes_a_link_left_by_an_interrupted_move(tmp_path):

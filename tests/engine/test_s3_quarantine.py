@@ -154,11 +154,11 @@ def test_quarantine_batch_lists_once_per_directory_and_deletes_in_one_request(s3
     _, earlier = io.quarantine(files[0], dest[files[0]])  # an earlier attempt's
     io.limiter.sent.clear()
     out = io.quarantine_batch(dest.items())
-    outcomes = {f[len(root) + 1:]: (o, n) for f, ((o, _), n) in out.items()}
+    outcomes = {f[len(root) + 1:]: (o, n) for f, (o, _, n) in out.items()}
     assert outcomes == {"a/f0": (MoveOutcome.ALREADY_MOVED, 1), "a/f1": (MoveOutcome.MOVED, 1),
                         "a/f2": (MoveOutcome.MOVED, 1), "b/f0": (MoveOutcome.MOVED, 1), "b/f1": (MoveOutcome.MOVED, 1),
                         "b/f2": (MoveOutcome.MOVED, 1), "a/gone": (MoveOutcome.ABSENT, 1)}
-    assert out[files[0]][0][1] == earlier
+    assert out[files[0]][1] == earlier
     assert not any(io.exists(f) for f in files)
     if mode == "versioned":
         assert dict(io.limiter.sent) == {"LIST": 2, "DELETE": 1}
@@ -167,7 +167,7 @@ def test_quarantine_batch_lists_once_per_directory_and_deletes_in_one_request(s3
         assert dict(io.limiter.sent) == {"COPY": 7, "HEAD": 2, "LIST": 2, "DELETE": 1}
         assert all(io.read_bytes(dest[f]) == f.encode() for f in files)
     for f in files:
-        assert io.restore(f, out[f][0][1]) is MoveOutcome.MOVED
+        assert io.restore(f, out[f][1]) is MoveOutcome.MOVED
         assert io.read_bytes(f) == f.encode()
 
 
