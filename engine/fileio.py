@@ -455,15 +455,20 @@ class ArrowFileIO(FileIO):
                 except StorageError as e:
                     out[path] = (e, dest, 1)
             return out
+        from lakesweep.engine.s3_bulk import DEFAULT_DELETE_BATCH
+
+        size = DEFAULT_DELETE_BATCH if self.budget is None else self.budget.delete_batch
         by_bucket: dict[str, list[tuple[str, str]]] = {}
         for path, dest in pairs:
             by_bucket.setdefault(self._native(path).partition("/")[0], []).append((path, dest))
         out: dict = {}
         for bucket, in_bucket in by_bucket.items():
-            if self.quarantine_mode(in_bucket[0][0]) == "versioned":
-                out.update(self._s3_quarantine().quarantine_versioned_batch(bucket, in_bucket))
-            else:
-                out.update(self._s3_quarantine_copy(in_bucket[0][0]).move_batch(in_bucket, self.delete_batch))
+            for i in range(0, len(in_bucket), size):  # at most delete_batch keys per DeleteObjects
+                part = in_bucket[i:i + size]
+                if self.quarantine_mode(part[0][0]) == "versioned":
+                    out.update(self._s3_quarantine().quarantine_versioned_batch(bucket, part))
+                else:
+                    out.update(self._s3_quarantine_copy(part[0][0]).move_batch(part, self.delete_batch))
         return out
 
     def __eq__(self, other):

@@ -68,6 +68,14 @@ class KeyVersions:
         return self.objects[0] if self.latest_is_marker and self.objects else None
 
 
+def _just_before(key: str) -> str:
+    """A key that sorts just before ``key`` (its last character one lower), so that a listing after it starts at
+    ``key``, give or take the few keys that extend that lower string."""
+    if key and ord(key[-1]) > 0x21 and not 0xD800 < ord(key[-1]) <= 0xE000:  # never a lone surrogate
+        return key[:-1] + chr(ord(key[-1]) - 1)
+    return key[:-1]
+
+
 def _status(e) -> tuple[int, str]:
     response = getattr(e, "response", None) or {}
     return (int(response.get("ResponseMetadata", {}).get("HTTPStatusCode") or 0),
@@ -119,8 +127,9 @@ class S3Quarantine:
             wanted = set(in_dir)
             prefix = f"{directory}/" if directory else ""
             kwargs = {"Bucket": bucket, "Prefix": prefix, "Delimiter": "/", "MaxKeys": min(1000, 2 * len(in_dir) + 2)}
-            if in_dir[0][:-1]:
-                kwargs["KeyMarker"] = in_dir[0][:-1]  # ListObjectVersions lists the keys after KeyMarker
+            marker = _just_before(in_dir[0])
+            if marker > prefix:
+                kwargs["KeyMarker"] = marker  # ListObjectVersions lists the keys after KeyMarker
             entries: dict[str, list[tuple[bool, str, bool]]] = collections.defaultdict(list)
             try:
                 while True:

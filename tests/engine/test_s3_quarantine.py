@@ -8,6 +8,7 @@ import pytest
 from lakesweep.engine.errors import QuarantineUnsupported, StorageError
 from lakesweep.engine.fileio import DeleteOutcome, MemoryFileIO, MoveOutcome, fileio_for, join, resolve_s3_settings
 from lakesweep.engine.quarantine import VersionedDelete
+from lakesweep.engine.s3_bulk import RequestBudget
 from lakesweep.engine.s3_client import s3_client
 from lakesweep.engine.s3_quarantine import forget_probes
 from tests.support.s3_proxy import header_dropping_proxy
@@ -188,3 +189,14 @@ def test_copy_mode_is_refused_where_the_store_ignores_if_none_match(s3_env, monk
     assert str(refused.value).endswith("with If-None-Match: * succeeded and replaced the object: the header is "
                                        "ignored); apply without --quarantine deletes them for good")
     assert fileio_for(root).read_bytes(join(root, "f")) == b"rows"
+
+
+def test_quarantine_batch_sends_at_most_the_budget_s_keys_per_delete_objects(s3_env):
+    root = f"s3://{ensure_bucket(VERSIONED_BUCKET, 'Enabled')}/q-{uuid.uuid4().hex[:8]}"
+    io = fileio_for(root).with_budget(RequestBudget(delete_batch=2))
+    files = [join(root, f"f{i}") for i in range(5)]
+    for f in files:
+        io.write_atomic(f, b"x")
+    out = io.quarantine_batch([(f, join(root, "q", f)) for f in files])
+    assert {f: o for f, (o, _, _) in out.items()} == dict.fromkeys(files, MoveOutcome.MOVED)
+    assert dict(io.limiter.sent) == {"LIST": 3, "DELETE": 3}
