@@ -19,13 +19,10 @@ import threading
 import time
 import uuid
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, BinaryIO, Iterable, Iterator, Mapping
+from typing import BinaryIO, Iterable, Iterator, Mapping
 
 from lakesweep.engine.errors import (AtomicCreateUnsupported, DeleteUnconfirmed, InvalidLocation, QuarantineUnsupported,
                                      StorageError)
-
-if TYPE_CHECKING:
-    from lakesweep.engine.quarantine import VersionedDelete
 
 
 class DeleteOutcome(enum.StrEnum):
@@ -220,11 +217,11 @@ class FileIO(abc.ABC):
         changed, when a file is at ``path`` again."""
         return self.move_no_replace(where, path)
 
-    def purge_version(self, path: str, versioned: VersionedDelete) -> DeleteOutcome:
-        """Delete for good the object version a versioned quarantine kept (``versioned``: the journaled
-        ``engine.quarantine.VersionedDelete``) and its delete marker; ``ALREADY_ABSENT`` when the version is gone.
-        Only S3 keeps versions; other stores raise ``QuarantineUnsupported``."""
-        raise QuarantineUnsupported(path, type(self).__name__, "it keeps no object versions")
+    def purge_version(self, path: str, versioned) -> DeleteOutcome:
+        """Delete for good the version of ``path`` that a versioned delete hid (``versioned``, an
+        ``engine.quarantine.VersionedDelete``: the version and its delete marker): ``ALREADY_ABSENT`` when
+        neither is there any more. A store without versions raises ``QuarantineUnsupported``."""
+        raise QuarantineUnsupported(path, type(self).__name__, "it keeps no versions to purge")
 
     def check_create_if_absent(self, location: str) -> str:
         """How files under ``location`` (a table's root) are created only if absent, for a committer's check and
@@ -359,15 +356,15 @@ class ArrowFileIO(FileIO):
         return self._deleter.delete(paths)
 
     def move_no_replace(self, src: str, dst: str) -> MoveOutcome:
-        if self.scheme == "file":
-            s, d = self._native(src), self._native(dst)
-            try:
-                return _move_local(s, d)
-            except (FileExistsError, FileNotFoundError):
-                raise
-            except OSError as e:
-                raise StorageError(src, f"cannot move to {dst}: {e}") from e
-        return self._s3_quarantine_copy(src).move(src, dst)
+        if self.scheme != "file":
+            return self._s3_quarantine_copy(src).move(src, dst)  # a conditional CopyObject, then a delete
+        s, d = self._native(src), self._native(dst)
+        try:
+            return _move_local(s, d)
+        except (FileExistsError, FileNotFoundError):
+            raise
+        except OSError as e:
+            raise StorageError(src, f"cannot move to {dst}: {e}") from e
 
     # Quarantine on S3 (engine.s3_quarantine): versioned buckets keep the deleted version, others get a copy.
 
@@ -454,6 +451,9 @@ class ArrowFileIO(FileIO):
                     out[path] = (*self.quarantine(path, dest), 1)
                 except StorageError as e:
                     out[path] = (e, dest, 1)
+                except FileExistsError:
+                    out[path] = (StorageError(path, f"not quarantined: a file is already at {dest}; both are kept"),
+                                 dest, 1)
             return out
         from lakesweep.engine.s3_bulk import DEFAULT_DELETE_BATCH
 
