@@ -20,7 +20,7 @@ from lakesweep.engine.fileio import FileIO, join
 from lakesweep.engine.formats import check_phases, check_requirements, format_of
 from lakesweep.engine.plan import Action, ActionCheck, CleanupPlan, PhaseMode, Verb, commit_id, pointer_writes
 from lakesweep.engine.plan_io import plan_from_header
-from lakesweep.engine.quarantine import QuarantineSpec
+from lakesweep.engine.quarantine import QUARANTINE_DIR, QuarantineSpec
 from lakesweep.engine.timeutil import format_time_ms
 from lakesweep.journal.events import (ApplyCompleted, ApplyFailed, ApplyRefused, ApplyStarted, Committed, Event,
                                       FileOutcome, MetadataWritten, OutputOrphaned, OutputWritten, PhaseCompleted,
@@ -33,6 +33,7 @@ from lakesweep.applier.actions import ActionResult, Outcome
 from lakesweep.applier.commit import Committer, committer_for, run_commit
 from lakesweep.applier.executors import BulkExecutor, DriverExecutor, SparkExecutor  # noqa: F401  (tests)
 from lakesweep.applier.phases import NoProgress, PhaseRunner, Progress, Tally, crash_hook
+from lakesweep.applier.quarantine import QuarantineChoice
 
 
 @dataclass
@@ -62,7 +63,7 @@ class ApplyReport:
     nothing_safe: bool = False  # every action the live table held back: nothing was done
     files_checked: bool | None = None  # a dry run: whether each file was looked at (False: metadata only)
     applied: dict | None = None  # ALREADY_APPLIED: the completed apply found in the journal (``applied_before``)
-    quarantine: dict | None = None  # apply --quarantine: how files were put aside (``QuarantineSpec.to_json``)
+    quarantine: dict | None = None  # apply --quarantine: ``QuarantineSpec.to_json`` and the "directory" files go to
     bytes_quarantined: int = 0  # of the files put aside whose size is known (not reclaimed until purged)
 
     @property
@@ -223,7 +224,7 @@ class _Apply:
         report = ApplyReport(plan_id, apply_id, "DRY_RUN" if dry_run else "COMPLETED", dry_run=dry_run,
                              resumed=self.resume_apply_id is not None, counts=dict.fromkeys(outcomes, 0),
                              strict=self.strict, files_checked=self.check_files if dry_run else None,
-                             quarantine=None if self.quarantine is None else self.quarantine.to_json())
+                             quarantine=None if self.quarantine is None else _shown(self.quarantine, table.location))
         for number, spec in enumerate(plan.phases, 1):
             in_phase = by_phase.get(number)
             if number in self.completed or not in_phase:
@@ -501,7 +502,7 @@ def apply_plan(
     skip_if_applied: bool = False,
     on_spark_ui: Callable[[str], None] | None = None,
     budget=None,
-    quarantine: QuarantineSpec | None = None,
+    quarantine: QuarantineSpec | QuarantineChoice | None = None,
 ) -> ApplyReport:
     """Apply ``plan`` and journal it. Raises ``PlanRejected``/``StalePlan`` (after journaling the refusal)
     when the plan is foreign, tampered, escapes the table, or is no longer safe.
@@ -522,14 +523,13 @@ def apply_plan(
     ``budget`` (an ``engine.s3_bulk.RequestBudget``) limits the requests of the bulk phases on an object store:
     their rate and concurrency, shared by the Spark tasks in flight, and the keys per DeleteObjects.
 
-    With ``quarantine`` (its plan id the plan's), every file the plan deletes is put aside instead, where the
-    spec says, and journaled QUARANTINED with where it went; a store that cannot is refused before anything
-    is done (``QuarantineUnsupported``). An apply resumed by ``resume_apply_id`` goes on in the mode its
-    ``ApplyStarted`` journaled, whatever ``quarantine`` says."""
+    With ``quarantine`` (a spec for this plan, or a ``QuarantineChoice`` the live table's options complete),
+    every file the plan deletes is put aside instead, where the spec says, and journaled QUARANTINED with
+    where it went; a store that cannot is refused before anything is done (``QuarantineUnsupported``). An
+    apply resumed by ``resume_apply_id`` goes on in the mode its ``ApplyStarted`` journaled, whatever
+    ``quarantine`` says."""
     started = clock()
     plan_id = plan.plan_id
-    if quarantine is not None and quarantine.plan_id != plan_id:
-        raise ValueError(f"the quarantine spec is for plan {quarantine.plan_id}, not {plan_id}")
     if skip_if_applied:
         before = applied_before(recorder, plan_id)
         if before is not None and unfinished_apply(recorder, plan_id) is None:  # else: resume it (below)
@@ -539,6 +539,7 @@ def apply_plan(
                                    f"{format_time_ms(before['finished_ms'])} ({before['outcome']}); nothing was "
                                    f"done. To run it again (it deletes nothing already deleted), add --again"))
     table = format_of(plan).open(plan, fileio)
+    quarantine = _quarantine_spec(plan, table, quarantine)
     recorder.record_plan(plan, recorded_ms=started)
 
     events = recorder.events(plan_id=plan_id)
@@ -580,6 +581,20 @@ def apply_plan(
                  journaled_commits=frozenset(ev.phase for ev in events if isinstance(ev, Committed)),
                  quarantine=quarantine)
     return run.run(by_phase, started)
+
+
+def _shown(spec: QuarantineSpec, table_location: str) -> dict:
+    """A quarantine as reports show it: the spec, and the directory of the table root's files."""
+    base = spec.root if spec.root is not None else join(table_location, QUARANTINE_DIR)
+    return {**spec.to_json(), "directory": join(base, spec.plan_id)}
+
+
+def _quarantine_spec(plan: CleanupPlan, table, quarantine) -> QuarantineSpec | None:
+    if isinstance(quarantine, QuarantineChoice):
+        return quarantine.spec(plan.plan_id, table.location, table.options)
+    if quarantine is not None and quarantine.plan_id != plan.plan_id:
+        raise ValueError(f"the quarantine spec is for plan {quarantine.plan_id}, not {plan.plan_id}")
+    return quarantine
 
 
 def journaled_quarantine(events: Sequence[Event], apply_id: str | None = None) -> QuarantineSpec | None:
@@ -650,7 +665,7 @@ def dry_run_plan(plan: CleanupPlan, *, fileio: FileIO | None = None, master: str
                  committer: Committer | None = None, strict: bool = False, check_files: bool = True,
                  on_spark_ui: Callable[[str], None] | None = None,
                  clock: Callable[[], int] = lambda: int(time.time() * 1000),
-                 quarantine: QuarantineSpec | None = None) -> ApplyReport:
+                 quarantine: QuarantineSpec | QuarantineChoice | None = None) -> ApplyReport:
     """Validate the plan against the live table exactly as apply does, and count what apply would do,
     deleting nothing and writing nothing (not even to the journal).
 
@@ -661,6 +676,7 @@ def dry_run_plan(plan: CleanupPlan, *, fileio: FileIO | None = None, master: str
     QUARANTINED ("would put aside"), the store checked to be able to."""
     started = clock()
     table = format_of(plan).open(plan, fileio)
+    quarantine = _quarantine_spec(plan, table, quarantine)
     run = _Apply(plan, None, table, executor or SparkExecutor(spark, master, conf, on_spark_ui), NoProgress(), clock,
                  master, committer=committer, strict=strict, check_files=check_files, quarantine=quarantine)
     return run.run(actions_by_phase(plan.actions), started)

@@ -27,12 +27,32 @@ MaxRpsOpt = typer.Option(None, "--max-requests-per-second", min=0.001, help="On 
                          "per second back.")
 MaxConcurrencyOpt = typer.Option(None, "--max-concurrency", min=1, help="On an object store: at most this many "
                                  "requests in flight for the whole apply (caps the Spark tasks and their threads).")
+QuarantineOpt = typer.Option(None, "--quarantine/--no-quarantine", help="Move each file the plan deletes into "
+                             "<table>/_lakesweep_quarantine/<plan id>/ instead of deleting it, so that 'lakesweep "
+                             "restore' can bring it back; 'lakesweep plan purge' deletes it after --retention. "
+                             "Default: the table's option (Paimon) or property (Iceberg) lakesweep.quarantine "
+                             "(true or false; absent: false).")
+RetentionOpt = typer.Option(None, "--retention", help="With --quarantine: how long quarantined files are kept "
+                            "before 'plan purge' may delete them ('7 d', '36 h'). Default: the table's "
+                            "lakesweep.quarantine.retention, else 7 d.")
+QuarantineRootOpt = typer.Option(None, "--quarantine-root", help="With --quarantine: put the table root's files "
+                                 "under PATH/<plan id>/ instead, on the same file system as the table and outside "
+                                 "it (files under an external root go to that root's _lakesweep_quarantine).")
 DeleteBatchOpt = typer.Option(250, "--delete-batch-size", min=1, max=1000, help="On S3: keys per DeleteObjects "
                               "request (S3 allows 1,000).")
 
 
 def _conf(values: List[str]) -> dict:
     return key_values(values, "--conf")
+
+
+def _quarantine_choice(quarantine, retention, root):
+    from lakesweep.applier.quarantine import QuarantineChoice
+    from lakesweep.engine.fileio import normalize_location
+    from lakesweep.engine.timeutil import parse_duration_ms
+
+    return QuarantineChoice(quarantine, None if retention is None else parse_duration_ms(retention),
+                            None if root is None else normalize_location(root))
 
 
 def _budget(max_rps, max_concurrency, delete_batch):
@@ -61,6 +81,9 @@ def apply(
     max_rps: Optional[float] = MaxRpsOpt,
     max_concurrency: Optional[int] = MaxConcurrencyOpt,
     delete_batch: int = DeleteBatchOpt,
+    quarantine: Optional[bool] = QuarantineOpt,
+    retention: Optional[str] = RetentionOpt,
+    quarantine_root: Optional[str] = QuarantineRootOpt,
     fmt: OutputFormat = OutputOpt,
 ):
     """Execute a reviewed plan on Spark, phase by phase, journaling every deletion.
@@ -91,7 +114,14 @@ def apply(
     On S3, the files of a bulk phase go in DeleteObjects requests (--delete-batch-size keys each), after one
     LIST per directory of the batch: a file not listed is journaled as already absent. --max-requests-per-second
     and --max-concurrency set the apply's request budget; every 503 SlowDown is journaled. 'lakesweep show'
-    tells how many requests a plan's apply sends."""
+    tells how many requests a plan's apply sends.
+
+    With --quarantine (or a table whose lakesweep.quarantine is true, unless --no-quarantine), nothing is
+    deleted for good: each file the plan deletes is moved into <table>/_lakesweep_quarantine/<plan id>/ under
+    its own relative path (local files and HDFS: one rename, no byte copied) and journaled QUARANTINED with
+    where it went. 'lakesweep restore PLAN_ID' brings the files back; 'lakesweep plan purge' deletes them
+    once --retention has passed. Empty directories, hints and commits are done as without it: restoring
+    files does not undo a commit. A store that cannot move files is refused before anything is done."""
     from lakesweep.applier.apply import apply_plan, dry_run_plan
     from lakesweep.engine.errors import JournalError
     from lakesweep.engine.plan_io import read_plan
@@ -103,16 +133,18 @@ def apply(
                                  param_hint="--check-files")
     spark_conf, on_ui = spark_ui(spark_ui_on, _conf(conf))
     p = read_plan(str(plan))
+    choice = _quarantine_choice(quarantine, retention, quarantine_root)
     if dry_run:
         report = dry_run_plan(p, master=master, conf=spark_conf, strict=strict, check_files=check_files,
-                              on_spark_ui=on_ui)
+                              on_spark_ui=on_ui, quarantine=choice)
     else:
         path = journal_path(journal)
         refuse_inside_table(path, p.table_location, "--journal", JournalError)
         with DuckDBRecorder(path) as recorder, RichProgress(output.draws_progress) as progress:
             report = apply_plan(p, recorder, master=master, conf=spark_conf, progress=progress,
                                 verify=not no_verify, strict=strict, skip_if_applied=not again,
-                                on_spark_ui=on_ui, budget=_budget(max_rps, max_concurrency, delete_batch))
+                                on_spark_ui=on_ui, budget=_budget(max_rps, max_concurrency, delete_batch),
+                                quarantine=choice)
     output.apply_report(report)
     if report.state == "FAILED" or not report.whole or report.nothing_safe:
         raise typer.Exit(1)
@@ -137,6 +169,7 @@ def resume(
 
     The plan is rebuilt from the journal; the plan file is not needed. Files deleted before the crash
     but not yet journaled are recorded as already absent. Progress is shown as for 'lakesweep apply'.
+    An apply --quarantine goes on quarantining: files it moved before the crash are journaled QUARANTINED.
 
     A plan whose apply never started (killed before it began) is started only when named by its id;
     without an id it is listed as not started, with that command."""

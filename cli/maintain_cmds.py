@@ -62,6 +62,13 @@ def maintain_cmd(
     apply_deletes: bool = typer.Option(True, "--apply-deletes/--no-apply-deletes", help="Iceberg compaction: apply "
                                        "position and equality deletes while merging (otherwise tables with delete "
                                        "files are skipped)."),
+    quarantine: Optional[bool] = typer.Option(None, "--quarantine/--no-quarantine", help="Move the files each "
+                                              "apply deletes into <table>/_lakesweep_quarantine/<plan id>/ instead "
+                                              "('lakesweep restore' brings them back). Default: each table's "
+                                              "lakesweep.quarantine option or property (absent: false)."),
+    quarantine_retention: Optional[str] = typer.Option(None, "--quarantine-retention", help="How long quarantined "
+                                                       "files are kept before they may be purged ('7 d'). Default: "
+                                                       "each table's lakesweep.quarantine.retention, else 7 d."),
     log_file: Optional[Path] = typer.Option(None, "--log-file", help="Also append one JSON object per line to this "
                                             "file, flushed as it happens, for schedulers (systemd, Kubernetes): "
                                             "run_started, cycle_started, one 'operation' per table and operation "
@@ -78,7 +85,11 @@ def maintain_cmd(
     recorded and the run goes on; the exit code is 1 when any operation failed (partial success).
 
     Thresholds take SeaweedFS's maintenance worker's names; retention defaults are each engine's own, the
-    same as 'lakesweep plan' uses, and a table's own properties win."""
+    same as 'lakesweep plan' uses, and a table's own properties win.
+
+    A table whose option (Paimon) or property (Iceberg) lakesweep.quarantine is true has its files
+    quarantined instead of deleted; --quarantine does so for every table, --no-quarantine for none."""
+    from lakesweep.applier.quarantine import QuarantineChoice
     from lakesweep.maintain import Maintenance, Thresholds, check_plans_dir, parse_operations
     from lakesweep.engine.errors import PlanRejected
     from lakesweep.engine.timeutil import parse_duration_ms
@@ -88,6 +99,8 @@ def maintain_cmd(
         raise PlanRejected("give the tables to maintain: --catalog NAME (Iceberg) or --warehouse PATH (Paimon)")
     ops = parse_operations(operations)
     every_ms = parse_duration_ms(every) if every is not None else None
+    choice = QuarantineChoice(quarantine, None if quarantine_retention is None
+                              else parse_duration_ms(quarantine_retention), many_tables=True)
     if every_ms is not None and every_ms < 1000:
         raise PlanRejected(f"--every {every} is less than a second")
     for name, value in (("--retain-last", max_snapshots_to_keep), ("--min-manifests-to-rewrite",
@@ -116,7 +129,7 @@ def maintain_cmd(
     with JsonLinesLog(log_file) as log, DuckDBRecorder(path) as recorder:
         run = Maintenance(recorder, plans, catalog=catalog, warehouse=warehouse, namespace_filter=namespace_filter,
                           table_filter=table_filter, operations=ops, dry_run=dry_run, master=master,
-                          conf=spark_conf, on_spark_ui=on_ui,
+                          conf=spark_conf, on_spark_ui=on_ui, quarantine=choice,
                           thresholds=Thresholds(max_snapshots_to_keep, snapshot_retention_hours,
                                                 orphan_older_than_hours, min_manifests_to_rewrite, max_commit_retries,
                                                 target_file_size_mb, min_input_files, apply_deletes),

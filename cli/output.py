@@ -35,9 +35,10 @@ class Output(ABC):
         """A plan just made and written to ``location``."""
 
     @abstractmethod
-    def plan_shown(self, plan, *, files: bool, requests: dict | None = None) -> None:
+    def plan_shown(self, plan, *, files: bool, requests: dict | None = None, quarantine: dict | None = None) -> None:
         """A saved plan read back; with ``files``, every action; ``requests``: what applying it sends to an
-        object store (``{"by_kind", "total", "rate", "seconds"}``), for a plan on one."""
+        object store (``{"by_kind", "total", "rate", "seconds"}``), for a plan on one; ``quarantine``: what
+        ``apply --quarantine`` costs (``applier.quarantine.quarantine_cost``)."""
 
     @abstractmethod
     def apply_report(self, report) -> None:
@@ -101,13 +102,15 @@ class TextOutput(Output):
     def plan_written(self, plan, location: str) -> None:
         render.render_plan(plan, location=location)
 
-    def plan_shown(self, plan, *, files: bool, requests: dict | None = None) -> None:
+    def plan_shown(self, plan, *, files: bool, requests: dict | None = None, quarantine: dict | None = None) -> None:
         render.render_plan(plan, files=files)
         if requests is not None:
             kinds = ", ".join(f"{n} {kind}" for kind, n in requests["by_kind"].items())
             pace = (f"{requests['seconds']:.1f} s at {requests['rate']:g} requests/s" if requests["rate"] is not None
                     else "no request budget (apply --max-requests-per-second)")
             render.out.print(f"Requests to the store: {kinds}; {requests['total']} in all, {pace}")
+        if quarantine is not None:
+            render.render_quarantine_cost(quarantine)
 
     def apply_report(self, report) -> None:
         render.render_report(report)
@@ -159,10 +162,12 @@ class JsonOutput(Output):
     def plan_written(self, plan, location: str) -> None:
         render.emit_json(render.plan_document(plan) | {"out": location})
 
-    def plan_shown(self, plan, *, files: bool, requests: dict | None = None) -> None:
+    def plan_shown(self, plan, *, files: bool, requests: dict | None = None, quarantine: dict | None = None) -> None:
         document = render.plan_document(plan, files=files)
         if requests is not None:
             document["requests"] = requests
+        if quarantine is not None:
+            document["quarantine_cost"] = quarantine
         render.emit_json(document)
 
     def apply_report(self, report) -> None:

@@ -412,7 +412,9 @@ def show(
 ):
     """Show a saved plan: the range, counts and bytes per kind and partition, what tags and consumers
     protected, and whether there is anything to do. For a plan on S3, also the requests its apply sends
-    (LIST, DELETE, HEAD, GET, PUT) and, with --max-requests-per-second, how long they take at that budget."""
+    (LIST, DELETE, HEAD, GET, PUT) and, with --max-requests-per-second, how long they take at that budget.
+    On local files and HDFS, also what 'apply --quarantine' costs: one rename per file, no byte copied."""
+    from lakesweep.applier.quarantine import quarantine_cost
     from lakesweep.engine.plan_io import read_plan
     from lakesweep.engine.s3_bulk import plan_requests, seconds_at
 
@@ -429,7 +431,7 @@ def show(
         by_kind = plan_requests(read, batch=delete_batch)
         total = sum(by_kind.values())
         requests = {"by_kind": by_kind, "total": total, "rate": max_rps, "seconds": seconds_at(total, max_rps)}
-    output_for(fmt).plan_shown(read, files=files, requests=requests)
+    output_for(fmt).plan_shown(read, files=files, requests=requests, quarantine=quarantine_cost(read))
 
 
 def _refuse_iceberg_only(given: dict) -> None:

@@ -188,15 +188,16 @@ def render_actions(plan) -> None:
 # speaks of what would happen (DRY_RUN_*). Any other outcome is shown under its own name.
 OUTCOME_HEADERS = {"DELETED": "deleted", "ALREADY_ABSENT": "absent", "WRITTEN": "written", "KEPT_NOT_EMPTY": "kept",
                    "SKIPPED_REFERENCED": "skipped", "COMMITTED": "committed", "ALREADY_COMMITTED": "found",
-                   "DROPPED": "dropped", "FAILED": "failed"}
-DRY_RUN_HEADERS = {"DELETED": "to delete", "WRITTEN": "to write", "COMMITTED": "to commit"}
+                   "DROPPED": "dropped", "QUARANTINED": "quarantined", "FAILED": "failed"}
+DRY_RUN_HEADERS = {"DELETED": "to delete", "WRITTEN": "to write", "COMMITTED": "to commit",
+                   "QUARANTINED": "to quarantine"}
 OUTCOME_LABELS = {"DELETED": "deleted", "ALREADY_ABSENT": "already absent", "WRITTEN": "written",
                   "KEPT_NOT_EMPTY": "kept (not empty)", "SKIPPED_REFERENCED": "skipped (still needed)",
                   "COMMITTED": "committed", "ALREADY_COMMITTED": "found committed", "DROPPED": "dropped",
-                  "FAILED": "failed"}
+                  "QUARANTINED": "quarantined", "FAILED": "failed"}
 DRY_RUN_LABELS = {"DELETED": "would delete", "WRITTEN": "would write", "COMMITTED": "would commit",
                   "KEPT_NOT_EMPTY": "would keep (not empty)", "SKIPPED_REFERENCED": "would skip (still needed)",
-                  "DROPPED": "would drop"}
+                  "DROPPED": "would drop", "QUARANTINED": "would quarantine"}
 # Outcomes counted in the table only: the summary line tells what happened to the files the plan removes.
 TABLE_ONLY_OUTCOMES = frozenset({"WRITTEN", "KEPT_NOT_EMPTY"})
 # Outcomes the summary line counts even when none happened (it leaves out the other outcomes that did not).
@@ -248,6 +249,8 @@ def render_report(report) -> None:
     out.print(f"  {counted + '; ' if counted else ''}{verb} "
               f"{reclaimed_bytes(report.bytes_reclaimed, getattr(report, 'unknown_size', 0))} in "
               f"{report.duration_ms / 1000:.1f} s")
+    if getattr(report, "quarantine", None) is not None:
+        _render_quarantined(report)
     if report.dry_run and getattr(report, "files_checked", None) is not None:
         out.print("  checked: the table's metadata and every file" if report.files_checked else
                   "  checked: the table's metadata, not each file (--check-files looks)")
@@ -278,6 +281,26 @@ def render_report(report) -> None:
             err.print(f"  {p['kind']}: {escape(p['path'])}{escape(needed)}: {escape(p['detail'])}")
         err.print("Run 'lakesweep verify TABLE' for the whole table, and 'lakesweep journal files' for what "
                   "this apply deleted")
+
+
+def _render_quarantined(report) -> None:
+    """Where an apply --quarantine put the files, for how long, and how they come back."""
+    from lakesweep.cli.humanize import duration
+
+    q = report.quarantine
+    n = report.counts.get("QUARANTINED", 0)
+    verb = "would put" if report.dry_run else "put"
+    out.print(f"  quarantine: {verb} {n} file(s), {human_bytes(report.bytes_quarantined)}, aside in "
+              f"{escape(q['directory'])}, kept {duration(q['retention_ms'])}; not reclaimed until purged "
+              f"('lakesweep plan purge'). 'lakesweep restore {report.plan_id}' brings them back.")
+
+
+def render_quarantine_cost(cost: dict) -> None:
+    """``show``: what ``apply --quarantine`` of the plan costs on a store that renames (local, HDFS)."""
+    store = {"local": "local files", "hdfs": "HDFS"}[cost["store"]]
+    out.print(f"With apply --quarantine ({store}): {cost['renames']} rename(s), one per file, no byte copied; "
+              f"the {cost['files']} file(s) ({human_bytes(cost['bytes'])}) stay in {escape(cost['directory'])} "
+              "until purged.")
 
 
 def rows_table(rows: list[dict], columns: list[str], title: str):

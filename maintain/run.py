@@ -32,6 +32,7 @@ from lakesweep.journal.recorder import Recorder
 from lakesweep.planner.kinds import describe_plan, kinds_of, plan_kind
 
 from lakesweep.applier.executors import SparkExecutor
+from lakesweep.applier.quarantine import QuarantineChoice
 
 from lakesweep.maintain.report import RunReport, TableResult
 from lakesweep.maintain.selection import ALL_OPERATIONS, CANONICAL, TableRef, Thresholds, detect, discover
@@ -133,6 +134,8 @@ class Maintenance:
     master: str = "local[*]"
     conf: dict | None = None
     executor: object | None = None  # tests: a DriverExecutor
+    # Whether applies quarantine instead of deleting; by default each table's lakesweep.quarantine decides.
+    quarantine: QuarantineChoice = field(default_factory=QuarantineChoice)
     on_spark_ui: Callable[[str], None] | None = None  # given the Spark UI's URL when the session has one
     clock: Callable[[], int] = lambda: int(time.time() * 1000)
     say: Callable[[str], None] = lambda text: None
@@ -307,14 +310,20 @@ class Maintenance:
                          size=sum(a.size or 0 for a in plan.actions if a.verb.deletes))
             return
         step.name = "apply"
-        result = apply_plan(plan, self.recorder, master=self.master, conf=self.conf, executor=executor)
-        done = {"files": sum(result.counts.get(o, 0) for o in ("DELETED", "WRITTEN")), "size": result.bytes_reclaimed}
+        result = apply_plan(plan, self.recorder, master=self.master, conf=self.conf, executor=executor,
+                            quarantine=self.quarantine)
+        done = {"files": sum(result.counts.get(o, 0) for o in ("DELETED", "QUARANTINED", "WRITTEN")),
+                "size": result.bytes_reclaimed}
         if result.state != "COMPLETED" or not result.whole:
             why = result.reason or "the table was not whole afterwards"
             self._record(report, cycle, ref, op, MaintenanceOutcome.FAILED, f"apply {result.state.lower()}: {why}",
                          plan, plan_file, result.apply_id, started_ms=started, **done)
             return
-        self._record(report, cycle, ref, op, MaintenanceOutcome.APPLIED, _applied_message(plan, result.counts),
+        message = _applied_message(plan, result.counts)
+        if result.quarantine is not None:
+            message += (f"; quarantined {result.counts.get('QUARANTINED', 0)} file(s) in "
+                        f"{result.quarantine['directory']} ('lakesweep restore {plan.plan_id}' brings them back)")
+        self._record(report, cycle, ref, op, MaintenanceOutcome.APPLIED, message,
                      plan, plan_file, result.apply_id, started_ms=started, **done)
 
 

@@ -8,6 +8,7 @@ import os
 import pytest
 
 from lakesweep.applier.apply import DriverExecutor, apply_plan, dry_run_plan, resume
+from lakesweep.applier.quarantine import QuarantineChoice
 from lakesweep.engine.errors import QuarantineUnsupported
 from lakesweep.engine.fileio import ArrowFileIO, FileIO
 from lakesweep.engine.plan import Verb
@@ -142,3 +143,30 @@ def test_a_store_that_cannot_move_files_is_refused_before_the_apply_starts(demo,
                    quarantine=QuarantineSpec(plan.plan_id))
     assert _digests(demo) == before
     assert not any(isinstance(e, ApplyStarted) for e in recorder.events(plan_id=plan.plan_id))
+
+
+@pytest.mark.parametrize("choice, quarantined", [(None, True), (QuarantineChoice(False, many_tables=True), False)])
+def test_maintain_quarantines_a_table_whose_option_says_so_unless_told_not_to(tmp_path, choice, quarantined):
+    from lakesweep.journal.audit import list_maintenance
+    from lakesweep.journal.duckdb_store import DuckDBRecorder
+    from lakesweep.maintain import Maintenance
+
+    w = pt.write_append_table(str(tmp_path / "wh"), options={
+        "lakesweep.quarantine": "true", "lakesweep.quarantine.retention": "2 d", "snapshot.num-retained.min": "1",
+        "snapshot.num-retained.max": "1", "snapshot.time-retained": "0 s"})
+    extra = {} if choice is None else {"quarantine": choice}
+    with DuckDBRecorder(str(tmp_path / "j.duckdb")) as rec:
+        report = Maintenance(rec, str(tmp_path / "plans"), warehouse=str(tmp_path / "wh"), operations=("expire",),
+                             executor=DriverExecutor(), **extra).run()
+        [row] = list_maintenance(rec)
+        started = [e for e in rec.events(plan_id=row["plan_id"]) if isinstance(e, ApplyStarted)]
+        moved = sum(1 for r in rec.file_records(plan_id=row["plan_id"]) if r.outcome == FileOutcome.QUARANTINED)
+    assert report.failed == 0 and row["outcome"] == "applied"
+    directory = os.path.join(w.path, QUARANTINE_DIR, row["plan_id"])
+    if quarantined:
+        assert [(e.mode, e.quarantine["retention_ms"]) for e in started] == [("quarantine", 2 * 86_400_000)]
+        assert moved > 0 and row["message"].endswith(f"; quarantined {moved} file(s) in {directory} "
+                                       f"('lakesweep restore {row['plan_id']}' brings them back)"), row["message"]
+        assert os.path.isdir(directory)
+    else:
+        assert [e.mode for e in started] == ["delete"] and moved == 0 and not os.path.exists(directory)

@@ -32,16 +32,16 @@ def test_a_dry_run_says_would_delete(printed):
 
 
 def test_an_outcome_without_a_label_is_shown_under_its_name(printed):
-    counts = {"DELETED": 2, "COMMITTED": 1, "SKIPPED_REFERENCED": 4, "QUARANTINED": 1, "FAILED": 0}
-    phases = [{"phase": "data", "actions": 7, "DELETED": 2, "SKIPPED_REFERENCED": 4, "QUARANTINED": 1, "FAILED": 0,
+    counts = {"DELETED": 2, "COMMITTED": 1, "SKIPPED_REFERENCED": 4, "NEW_OUTCOME": 1, "FAILED": 0}
+    phases = [{"phase": "data", "actions": 7, "DELETED": 2, "SKIPPED_REFERENCED": 4, "NEW_OUTCOME": 1, "FAILED": 0,
                "bytes": 20},
               {"phase": "commit", "actions": 1, "COMMITTED": 1, "bytes": 0}]
     render.render_report(ApplyReport(plan_id="p1", apply_id="a1", state="COMPLETED", counts=counts, phases=phases))
     out, _ = printed()
-    assert _header(out) == ["phase", "actions", "deleted", "committed", "skipped", "QUARANTINED", "failed", "bytes"]
+    assert _header(out) == ["phase", "actions", "deleted", "committed", "skipped", "NEW_OUTCOME", "failed", "bytes"]
     rows = [[c.strip() for c in line.strip("│ ").split("│")] for line in out.splitlines() if line.startswith("│")]
     assert rows == [["data", "7", "2", "0", "4", "1", "0", "20 B"], ["commit", "1", "0", "1", "0", "0", "0", "0 B"]]
-    assert out.splitlines()[-1].startswith("  deleted 2, committed 1, skipped (still needed) 4, QUARANTINED 1, "
+    assert out.splitlines()[-1].startswith("  deleted 2, committed 1, skipped (still needed) 4, NEW_OUTCOME 1, "
                                            "failed 0; reclaimed")
 
 
