@@ -450,15 +450,24 @@ def _probe(client, store: str, bucket: str, prefix: str) -> ConditionalPutSuppor
                 pass  # a leftover scratch key outside every table harms nothing
 
 
-def quarantine_requests(paths: Iterable[tuple[str, int | None]], *, batch: int) -> dict[str, dict[str, int]]:
-    """What ``apply --quarantine`` sends for the files ``paths`` ((s3:// path, size)) of bulk phases, by mode:
-    versioned, one ListObjectVersions per directory of each batch and one DeleteObjects per batch; copy, one
-    CopyObject per file plus the bulk deletes (a LIST per directory and a DeleteObjects per batch), and the
-    bytes the store copies."""
-    from lakesweep.engine.s3_bulk import estimate_requests
+def plan_quarantine_requests(plan, *, batch: int) -> dict:
+    """What ``apply --quarantine`` of ``plan`` sends to S3, by request kind, in each mode (``show``): as
+    ``engine.s3_bulk.plan_requests`` counts a delete, with, on a versioned bucket, ListObjectVersions
+    (``LIST_VERSIONS``) in place of the bulk phases' LIST and of the ordered phases' HEAD; without versioning,
+    a CopyObject (``COPY``) per file in place of the ordered phases' HEAD, and the bytes the store copies.
+    Asking the bucket's versioning, and in copy mode the conditional-copy probe, come on top."""
+    from lakesweep.engine.plan import PhaseMode, Verb
+    from lakesweep.engine.s3_bulk import estimate_requests, plan_requests
 
-    paths = list(paths)
-    plain = estimate_requests([p for p, _ in paths], batch=batch)
-    return {VERSIONED: {"LIST_VERSIONS": plain["LIST"], "DELETE": plain["DELETE"]},
-            COPY: {"COPY": len(paths), "LIST": plain["LIST"], "DELETE": plain["DELETE"],
-                   "bytes_copied": sum(size or 0 for _, size in paths)}}
+    deleted = [a for a in plan.actions if a.verb is Verb.DELETE_FILE]
+    bulk = [f"{plan.table_location}/{a.path}" for a in deleted if plan.phases[a.phase - 1].mode == PhaseMode.BULK]
+    ordered = len(deleted) - len(bulk)
+    base = plan_requests(plan, batch=batch)
+    listed = estimate_requests(bulk, batch=batch)["LIST"]
+    versioned = {**base, "LIST": base["LIST"] - listed, "HEAD": base["HEAD"] - ordered,
+                 "LIST_VERSIONS": listed + ordered}
+    copy = {**base, "HEAD": base["HEAD"] - ordered, "COPY": len(deleted)}
+    size = sum(a.size or 0 for a in deleted)
+    return {"store": "s3", "files": len(deleted), "bytes": size,
+            VERSIONED: {k: n for k, n in versioned.items() if n}, COPY: {k: n for k, n in copy.items() if n},
+            "bytes_copied": size}

@@ -1,6 +1,7 @@
 """apply --quarantine of a pypaimon table's expiry on SeaweedFS, in a versioned bucket (delete markers) and in one
 without versioning (copies), then every file restored: the table is back whole, as pypaimon reads it."""
 
+import json
 import os
 import uuid
 
@@ -13,7 +14,9 @@ from lakesweep.engine.fileio import MoveOutcome, fileio_for
 from lakesweep.engine.plan import PhaseMode, Verb
 from lakesweep.engine.plan_io import read_plan
 from lakesweep.engine.quarantine import QUARANTINE_DIR, QuarantineSpec, VersionedDelete
+from lakesweep.engine.s3_bulk import estimate_requests
 from lakesweep.engine.s3_quarantine import forget_probes as forget_copy_probes
+from lakesweep.engine.units import human_bytes
 from lakesweep.journal.events import FileOutcome
 from tests.support import pypaimon_tables as pt
 from tests.support.s3_proxy import faulty_s3
@@ -43,6 +46,40 @@ def _rows_by_snapshot(s3fs, warehouse: str, local: str) -> dict[int, list[tuple]
             data = rb.new_read().to_arrow(rb.new_scan().plan().splits())
             out[int(name.split("-")[1])] = sorted(zip(*(data.column(c).to_pylist() for c in data.column_names)))
     return out
+
+
+def test_show_prints_what_quarantine_sends_to_s3_in_each_mode(tmp_path, s3_env):
+    w = pt.write_demo_table(str(tmp_path / "wh"))
+    prefix = f"{s3_env['bucket']}/wh-{uuid.uuid4().hex[:8]}/{pt.DATABASE}.db/demo_t"
+    upload_tree(s3_env["fs"], w.path, prefix)
+    out = tmp_path / "plan.parquet"
+    r = CliRunner().invoke(app, ["plan", "expire", f"s3://{prefix}", "--out", str(out), "--retain-min", "3",
+                                 "--time-retained", "0 s", "-o", "json"])
+    assert r.exit_code == 0, r.output
+    plan = read_plan(str(out))
+    files = [a for a in plan.actions if a.verb is Verb.DELETE_FILE]
+    bulk = [f"{plan.table_location}/{a.path}" for a in files if plan.phases[a.phase - 1].mode == PhaseMode.BULK]
+    ordered = len(files) - len(bulk)
+    writes = [a for a in plan.actions if a.verb is Verb.WRITE_FILE]
+    gets = sum(a.source is not None for a in writes)
+    est = estimate_requests(bulk, batch=3)
+    size = sum(a.size or 0 for a in files)
+
+    r = CliRunner().invoke(app, ["show", str(out), "--delete-batch-size", "3", "-o", "json"])
+    assert r.exit_code == 0, r.output
+    puts = {"PUT": len(writes)} | ({"GET": gets} if gets else {})
+    assert json.loads(r.stdout)["quarantine_cost"] == {
+        "store": "s3", "files": len(files), "bytes": size, "bytes_copied": size,
+        "versioned": {"DELETE": est["DELETE"] + ordered, **puts, "LIST_VERSIONS": est["LIST"] + ordered},
+        "copy": {"LIST": est["LIST"], "DELETE": est["DELETE"] + ordered, **puts, "COPY": len(files)}}
+    text = " ".join(CliRunner().invoke(app, ["show", str(out), "--delete-batch-size", "3"]).stdout.split())
+    versioned = est["DELETE"] + ordered + len(writes) + gets + est["LIST"] + ordered
+    copy = est["LIST"] + est["DELETE"] + ordered + len(writes) + gets + len(files)
+    assert (f"With apply --quarantine on S3, for {len(files)} file(s) ({human_bytes(size)}): on a versioned bucket "
+            f"{est['DELETE'] + ordered} DELETE, ") in text
+    assert f"{est['LIST'] + ordered} ListObjectVersions ({versioned} in all), nothing copied; on a bucket " in text
+    assert (f"{len(files)} CopyObject ({copy} in all), and the store copies {human_bytes(size)}. 'lakesweep doctor "
+            "--table' says which this bucket is.") in text
 
 
 @pytest.mark.parametrize("mode", ["versioned", "copy"])
