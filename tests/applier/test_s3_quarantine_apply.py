@@ -9,6 +9,7 @@ import pytest
 from typer.testing import CliRunner
 
 from lakesweep.applier.apply import DriverExecutor, apply_plan
+from lakesweep.applier.executors import SparkExecutor
 from lakesweep.cli.main import app
 from lakesweep.engine.fileio import MoveOutcome, fileio_for
 from lakesweep.engine.plan import PhaseMode, Verb
@@ -82,8 +83,9 @@ def test_show_prints_what_quarantine_sends_to_s3_in_each_mode(tmp_path, s3_env):
             "--table' says which this bucket is.") in text
 
 
-@pytest.mark.parametrize("mode", ["versioned", "copy"])
-def test_quarantined_expiry_on_s3_is_restored_whole(tmp_path, s3_env, recorder, mode, monkeypatch):
+@pytest.mark.parametrize("mode, on", [("versioned", "driver"), ("copy", "driver"),
+                                      pytest.param("versioned", "spark", marks=pytest.mark.spark)])
+def test_quarantined_expiry_on_s3_is_restored_whole(tmp_path, s3_env, recorder, mode, on, monkeypatch, request):
     bucket = ensure_bucket(VERSIONED_BUCKET, "Enabled") if mode == "versioned" else s3_env["bucket"]
     s3fs = s3_env["fs"]
     w = pt.write_demo_table(str(tmp_path / "wh"))
@@ -103,7 +105,8 @@ def test_quarantined_expiry_on_s3_is_restored_whole(tmp_path, s3_env, recorder, 
     forget_copy_probes()  # probed again through the proxy, whatever port it has
     with faulty_s3(s3_env) as proxy:  # counts the requests by kind
         monkeypatch.setenv("AWS_ENDPOINT_URL", proxy.url)
-        report = apply_plan(plan, recorder, executor=DriverExecutor(), quarantine=QuarantineSpec(plan.plan_id))
+        executor = DriverExecutor() if on == "driver" else SparkExecutor(request.getfixturevalue("spark"))
+        report = apply_plan(plan, recorder, executor=executor, quarantine=QuarantineSpec(plan.plan_id))
     monkeypatch.setenv("AWS_ENDPOINT_URL", s3_env["AWS_ENDPOINT_URL"])
 
     bulk = [a for a in files if plan.phases[a.phase - 1].mode == PhaseMode.BULK]
