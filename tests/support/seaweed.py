@@ -57,6 +57,9 @@ def weed_binary() -> str:
 
 
 ACCESS_KEY, SECRET_KEY = "lakesweep", "lakesweep-secret"
+# Each bucket is a collection of its own, which grows up to 7 volumes on its first writes (and the filer's log
+# another): room for the tests' buckets (lake, lake-versioned, lake-suspended). Volumes grow as they fill.
+VOLUMES = 30
 
 
 def _weed_env() -> dict[str, str]:
@@ -78,7 +81,7 @@ def seaweed_s3(workdir: str, bucket: str = "lake"):
     proc = subprocess.Popen(
         [weed, "server", f"-dir={workdir}", "-ip=127.0.0.1", "-ip.bind=127.0.0.1",
          f"-master.port={ports['master']}", f"-volume.port={ports['volume']}", f"-filer.port={ports['filer']}",
-         "-s3", f"-s3.port={ports['s3']}", "-s3.port.iceberg=0", "-s3.port.lance=0", "-volume.max=10"],
+         "-s3", f"-s3.port={ports['s3']}", "-s3.port.iceberg=0", "-s3.port.lance=0", f"-volume.max={VOLUMES}"],
         stdout=log, stderr=subprocess.STDOUT, env=_weed_env(),
     )
     settings = {
