@@ -15,7 +15,7 @@ from lakesweep.engine.errors import DeleteUnconfirmed, PlanRejected, QuarantineU
 from lakesweep.engine.fileio import DeleteOutcome, FileIO, MoveOutcome
 from lakesweep.engine.paths import target_of
 from lakesweep.engine.plan import Action, Verb, kind_spec
-from lakesweep.engine.quarantine import QuarantineSpec
+from lakesweep.engine.quarantine import QuarantineSpec, VersionedDelete
 from lakesweep.journal.events import FileOutcome as Outcome  # the journal's outcomes are the executor's
 
 
@@ -39,6 +39,13 @@ def execute_action(fileio: FileIO, root: str, action: Action, external_roots: Se
     verb = action.verb
     if verb is Verb.DELETE_FILE:
         result = fileio.delete(target)
+        return Outcome.DELETED if result == DeleteOutcome.DELETED else Outcome.ALREADY_ABSENT
+    if verb is Verb.PURGE_VERSION:
+        versioned = VersionedDelete.parse(action.source or "")
+        if versioned is None:
+            raise PlanRejected(f"action {action.action_id} ({action.kind} {action.path!r}): its source "
+                               f"{action.source!r} names no version to purge; the plan is refused")
+        result = fileio.purge_version(target, versioned)
         return Outcome.DELETED if result == DeleteOutcome.DELETED else Outcome.ALREADY_ABSENT
     if verb is Verb.DELETE_EMPTY_DIR:
         if not fileio.exists(target):

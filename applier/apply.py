@@ -20,12 +20,14 @@ from lakesweep.engine.fileio import FileIO, join
 from lakesweep.engine.formats import check_phases, check_requirements, format_of
 from lakesweep.engine.plan import Action, ActionCheck, CleanupPlan, PhaseMode, Verb, commit_id, pointer_writes
 from lakesweep.engine.plan_io import plan_from_header
+from lakesweep.engine.purge import PURGE, check_journaled
 from lakesweep.engine.quarantine import QUARANTINE_DIR, QuarantineSpec
 from lakesweep.engine.timeutil import format_time_ms
 from lakesweep.journal.events import (ApplyCompleted, ApplyFailed, ApplyRefused, ApplyStarted, Committed, Event,
                                       FileOutcome, MetadataWritten, OutputOrphaned, OutputWritten, PhaseCompleted,
                                       Verified)
 from lakesweep.journal.projection import PlanStatus, RunStatus, project
+from lakesweep.journal.quarantined import quarantine_records
 from lakesweep.journal.queries import completed_applies, plan_done_actions, plan_state, unfinished_apply
 from lakesweep.journal.recorder import Recorder
 
@@ -177,6 +179,10 @@ class _Apply:
                 check_phases(plan)
                 self.committer = committer_for(plan, self.committer, strict=self.strict)
                 targets = fmt.verify_paths(plan, table)
+                if plan.kind == PURGE and self.recorder is not None:
+                    # whatever the plan says: each file is in this journal's quarantine, its retention passed now
+                    check_journaled(plan, targets, quarantine_records(self.recorder), now_ms=self.clock(),
+                                    location=table.location, external_roots=fmt.external_roots(table), skip=self.skip)
                 if self.committer is not None:
                     self.done |= self._committed_before(table, by_phase)
                 index = {t: i for i, t in enumerate(targets)}
@@ -560,6 +566,8 @@ def apply_plan(
             raise LakesweepError(f"apply {resume_apply_id} of plan {plan_id} is a restore, not an apply; "
                                  f"finish it with 'lakesweep restore {plan_id}'")
         quarantine = journaled_quarantine(events, resume_apply_id)
+    if plan.kind == PURGE:
+        quarantine = None  # never put aside, whatever an apply of it journaled (``_quarantine_spec``)
     by_phase = actions_by_phase(plan.actions)
     # Actions whose latest record, in any apply of this plan, is not a failure: the journal's answer. They
     # may be gone from the table; a resumed or repeated apply does not run them again.
@@ -590,6 +598,8 @@ def _shown(spec: QuarantineSpec, table_location: str) -> dict:
 
 
 def _quarantine_spec(plan: CleanupPlan, table, quarantine) -> QuarantineSpec | None:
+    if plan.kind == PURGE:
+        return None  # a purge deletes what a quarantine kept: put aside again, it would never go
     if isinstance(quarantine, QuarantineChoice):
         return quarantine.spec(plan.plan_id, table.location, table.options)
     if quarantine is not None and quarantine.plan_id != plan.plan_id:
@@ -696,6 +706,10 @@ def resume(recorder: Recorder, plan_id: str | None = None, **kwargs) -> list[App
     """
     reports = []
     for pid in ([plan_id] if plan_id is not None else recorder.plan_ids()):
+        restore = _resume_restore(recorder, pid, kwargs)
+        if restore is not None:
+            reports.append(restore)
+            continue
         status = plan_state(recorder, pid)
         if status == PlanStatus.RECORDED and plan_id is None:
             reports.append(_not_started(recorder, pid))
@@ -721,6 +735,22 @@ def _not_started(recorder: Recorder, pid: str) -> ApplyReport:
     return ApplyReport(pid, None, "NOT_STARTED", reason=(
         f"plan {pid} ({header['plan_kind']} of {header['table']['location']}) was recorded, but its apply never "
         f"started; nothing was deleted. Start it with: lakesweep resume {pid}"))
+
+
+def _resume_restore(recorder: Recorder, pid: str, kwargs) -> ApplyReport | None:
+    """Finish the plan's crashed restore (``applier.restore``), if its unfinished apply is one; else None."""
+    from lakesweep.applier.restore import is_restore, restore_plan
+
+    running = unfinished_apply(recorder, pid)
+    if running is None or not is_restore(recorder, pid, running):
+        return None
+    plan = plan_from_header(recorder.plan_header(pid), recorder.plan_actions(pid), source=f"journal plan {pid}")
+    wanted = ("fileio", "executor", "master", "conf", "spark", "clock", "on_spark_ui")
+    done = restore_plan(plan, recorder, resume_apply_id=running, **{k: v for k, v in kwargs.items() if k in wanted})
+    counts = {FileOutcome.RESTORED.value: done.restored, FileOutcome.FAILED.value: len(done.refused) + len(done.failed)}
+    phase = {"phase": "restore", "actions": sum(counts.values()), **counts, "bytes": 0, "unknown_size": 0}
+    return ApplyReport(pid, running, done.state, resumed=True, counts=counts, duration_ms=done.duration_ms,
+                       reason=done.reason, phases=[phase])
 
 
 def _resume_one(recorder: Recorder, pid: str, kwargs) -> ApplyReport:

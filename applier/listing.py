@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import posixpath
 from dataclasses import dataclass
-from typing import Callable, Iterator
+from typing import Any, Callable, Iterator
 
 from lakesweep.engine.errors import PlanRejected
 from lakesweep.engine.fileio import FileIO
@@ -52,7 +52,7 @@ def task_directories(table: PaimonTable, dirs: ListedDirs) -> list[str]:
             below = []
             for d in level:
                 for f in (f for page in table.fileio.list_pages(d) for f in page):
-                    if not f.is_dir:
+                    if not f.is_dir or dirs.quarantined(f.path):
                         continue
                     if d != table.location:
                         refuse_foreign(table, f)
@@ -70,9 +70,6 @@ def list_directory(fileio: FileIO, layout: Layout, location: str, directory: str
     """Executor side, a listing page at a time: ``("files", ipc)``, the files of ``directory`` orphan
     cleaning may delete as an Arrow IPC stream of ``path``, ``size``, ``mtime_ms``; and
     ``("schema", holder, file)`` for another table's schema file in a sub-directory ``schema``."""
-    import pyarrow as pa
-
-    schema = pa.schema(list(SCHEMA_FIELDS))
     for page in fileio.list_pages(directory):
         paths, sizes, mtimes = [], [], []
         for f in page:
@@ -89,36 +86,46 @@ def list_directory(fileio: FileIO, layout: Layout, location: str, directory: str
                 sizes.append(f.size)
                 mtimes.append(f.mtime_ms)
         if paths:
-            sink = pa.BufferOutputStream()
-            with pa.ipc.new_stream(sink, schema) as writer:
-                writer.write_batch(pa.record_batch([paths, sizes, mtimes], schema=schema))
-            yield ("files", sink.getvalue().to_pybytes())
+            yield files_batch(paths, sizes, mtimes)
 
 
-def list_on_spark(table: PaimonTable, out: str, *, spark, master: str,
-                  on_files: Callable[[int], None] | None = None, batch_rows: int = BATCH_ROWS) -> SparkListing:
-    """List ``table`` for orphan cleaning on ``spark``, a directory per task, into the Parquet file
-    ``out`` (local). Raises ``PlanRejected`` when a listed directory holds another table."""
+def files_batch(paths: list, sizes: list, mtimes: list) -> tuple[str, bytes]:
+    """``("files", ipc)``: one listing page's files as an Arrow IPC stream of ``SCHEMA_FIELDS``."""
+    import pyarrow as pa
+
+    schema = pa.schema(list(SCHEMA_FIELDS))
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, schema) as writer:
+        writer.write_batch(pa.record_batch([paths, sizes, mtimes], schema=schema))
+    return ("files", sink.getvalue().to_pybytes())
+
+
+def run_tasks(spark, tasks: list, task: Callable[[Any], Iterator[tuple]], what: str) -> Iterator[tuple]:
+    """``task`` run on ``spark`` for each of ``tasks`` (one Spark task each), what they yield taken back on
+    the driver a partition at a time."""
+    sc = spark.sparkContext
+    forward_credentials(sc)
+    sc.setJobGroup("lakesweep-list", what)
+    rdd = sc.parallelize(tasks, max(1, len(tasks))).flatMap(task)
+    return rdd.toLocalIterator(prefetchPartitions=True)
+
+
+def write_listing(items: Iterator[tuple], out: str, *, on_other: Callable[[tuple], None] | None = None,
+                  on_files: Callable[[int], None] | None = None, batch_rows: int = BATCH_ROWS) -> int:
+    """Write the ``("files", ipc)`` items (``files_batch``) into the plain-form inventory ``out`` (local) as
+    they come, ``batch_rows`` rows or more at a time, and return how many files it holds; any other item
+    goes to ``on_other``. ``on_files`` is told the files written so far after each write."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    if table.branch != "main":
-        raise PlanRejected("orphan cleaning covers the whole table, every branch included: open its main branch")
-    dirs = ListedDirs(table)
-    directories = task_directories(table, dirs)
-    fileio, layout, location = table.fileio, dirs.layout, table.location
-    sc = spark.sparkContext
-    forward_credentials(sc)
-    sc.setJobGroup("lakesweep-list", f"lakesweep: listing {len(directories)} directories of {location}")
-    rdd = sc.parallelize(directories, max(1, len(directories))).flatMap(
-        lambda d: list_directory(fileio, layout, location, d))
     schema = pa.schema(list(SCHEMA_FIELDS))
     files = pending_rows = 0
     pending: list = []  # record batches not yet written
     with pq.ParquetWriter(out, schema) as writer:
-        for item in rdd.toLocalIterator(prefetchPartitions=True):
-            if item[0] == "schema":
-                refuse_foreign_table(table, item[1], item[2])
+        for item in items:
+            if item[0] != "files":
+                on_other(item)
+                continue
             batch = pa.ipc.open_stream(item[1]).read_all()
             pending.append(batch)
             pending_rows += batch.num_rows
@@ -130,12 +137,30 @@ def list_on_spark(table: PaimonTable, out: str, *, spark, master: str,
                     on_files(files)
         writer.write_table(pa.concat_tables(pending) if pending else schema.empty_table())
         files += pending_rows
+    return files
+
+
+def list_on_spark(table: PaimonTable, out: str, *, spark, master: str,
+                  on_files: Callable[[int], None] | None = None, batch_rows: int = BATCH_ROWS) -> SparkListing:
+    """List ``table`` for orphan cleaning on ``spark``, a directory per task, into the Parquet file
+    ``out`` (local). Raises ``PlanRejected`` when a listed directory holds another table."""
+    if table.branch != "main":
+        raise PlanRejected("orphan cleaning covers the whole table, every branch included: open its main branch")
+    dirs = ListedDirs(table)
+    directories = task_directories(table, dirs)
+    fileio, layout, location = table.fileio, dirs.layout, table.location
+    items = run_tasks(spark, directories, lambda d: list_directory(fileio, layout, location, d),
+                      f"lakesweep: listing {len(directories)} directories of {location}")
+    files = write_listing(items, out, on_other=lambda item: refuse_foreign_table(table, item[1], item[2]),
+                          on_files=on_files, batch_rows=batch_rows)
     return SparkListing(out, len(directories), files, master)
 
 
-def list_with_session(table: PaimonTable, out: str, *, master: str, conf: dict[str, str] | None = None,
-                      on_files: Callable[[int], None] | None = None) -> SparkListing:
-    """``list_on_spark`` on a session started for it on ``master`` (with the executor preflight), stopped
+def list_with_session(table, out: str, *, master: str, conf: dict[str, str] | None = None,
+                      on_files: Callable[[int], None] | None = None,
+                      on_spark: Callable[..., SparkListing] = list_on_spark) -> SparkListing:
+    """``on_spark`` (``list_on_spark`` for a Paimon table, ``applier.iceberg_listing.list_iceberg_on_spark``
+    for an Iceberg one) on a session started for it on ``master`` (with the executor preflight), stopped
     afterwards unless it was already running in this process."""
     from lakesweep.applier.executors import require_pyspark, start_session
 
@@ -145,7 +170,7 @@ def list_with_session(table: PaimonTable, out: str, *, master: str, conf: dict[s
     created = SparkContext._active_spark_context is None
     spark = start_session(master, conf, consequence="nothing was listed and no plan was written")
     try:
-        return list_on_spark(table, out, spark=spark, master=master, on_files=on_files)
+        return on_spark(table, out, spark=spark, master=master, on_files=on_files)
     finally:
         if created:
             spark.stop()

@@ -21,11 +21,10 @@ import typer
 from typer.core import TyperGroup
 
 from lakesweep.cli import render
-from lakesweep.cli.app import (ConfOpt, MasterOpt, OutputOpt, app, check_output_file, handle_errors, key_values,
-                               name_metavars, refuse_inside_table)
+from lakesweep.cli.app import (ConfOpt, JournalOpt, MasterOpt, OutputOpt, app, check_output_file, existing_journal,
+                               handle_errors, key_values, name_metavars, refuse_inside_table)
 from lakesweep.cli.output import OutputFormat, output_for
 from lakesweep.cli.progress import progress_enabled
-
 
 
 class PlanGroup(TyperGroup):
@@ -340,7 +339,10 @@ def plan_orphans_cmd(
                                     "directories the plan's deletes leave empty: deepest first, each only if it is "
                                     "empty when apply gets to it (never recursively), never the table root."),
     spark: bool = typer.Option(False, "--spark", help="List on Spark, a task for each bucket and metadata "
-                               "directory, the files streamed back to a temporary Parquet file (for large tables)."),
+                               "directory (Iceberg: the metadata directory, each partition directory of the data "
+                               "directory's first level, and each other directory), the files streamed back to a "
+                               "temporary Parquet file that is then planned from as an inventory (for large "
+                               "tables; --master, --conf)."),
     master: str = MasterOpt,
     conf: List[str] = ConfOpt,
     catalog: Optional[str] = CatalogOpt,
@@ -359,7 +361,9 @@ def plan_orphans_cmd(
 
     Iceberg (--catalog, TABLE is namespace.table): files under the table location that no metadata
     reaches (metadata files, manifest lists, manifests, data and delete files, statistics files), older
-    than --older-than (default 3 d); a file of unknown age is kept.
+    than --older-than (default 3 d); a file of unknown age is kept. The table location and the write
+    paths its properties name are listed recursively (on S3, ListObjectsV2 by prefix), or with --spark
+    split into prefixes that Spark tasks list; either plans the same.
 
     Nothing is deleted. Review the plan with 'lakesweep show PLAN'."""
     if catalog is not None:
@@ -367,9 +371,13 @@ def plan_orphans_cmd(
             from lakesweep.engine.errors import PlanRejected
 
             raise PlanRejected("--older-than and --orphan-older-than-hours say the same thing: give one of them")
-        make_iceberg_plan("orphans", catalog=catalog, table=table, out=out, now=now, fmt=fmt,
-                          paimon_only={"--inventory": inventory, "--empty-dirs": empty_dirs, "--spark": spark},
-                          older_than=older_than or _hours(orphan_hours, "--orphan-older-than-hours"), force=force)
+        with tempfile.TemporaryDirectory(prefix="lakesweep-listing-") as scratch:
+            lister = _spark_lister(master, key_values(conf, "--conf"), scratch, output_for(fmt),
+                                   iceberg=True) if spark else None
+            make_iceberg_plan("orphans", catalog=catalog, table=table, out=out, now=now, fmt=fmt,
+                              paimon_only={"--inventory": inventory, "--empty-dirs": empty_dirs},
+                              older_than=older_than or _hours(orphan_hours, "--orphan-older-than-hours"), force=force,
+                              spark=master if spark else None, lister=lister)
         return
     _refuse_iceberg_only({"--orphan-older-than-hours": orphan_hours})
     with tempfile.TemporaryDirectory(prefix="lakesweep-listing-") as scratch:
@@ -379,19 +387,51 @@ def plan_orphans_cmd(
                   spark=master if spark else None, lister=lister)
 
 
-def _spark_lister(master: str, conf: dict, scratch: str, output):
-    """The listing of ``plan orphans --spark``: the table listed on ``master``, a directory per task, into a
-    Parquet file in ``scratch``."""
+@plan_app.command("purge", short_help="Delete quarantined files past their retention (Paimon, Iceberg).")
+@handle_errors
+def plan_purge_cmd(
+    table: str = TableArg,
+    out: Path = PlanOutOpt,
+    journal: Optional[Path] = JournalOpt,
+    now: Optional[str] = NowOpt,
+    catalog: Optional[str] = CatalogOpt,
+    fmt: OutputFormat = OutputOpt,
+):
+    """Plan deleting for good the files 'apply --quarantine' put aside for TABLE, once their retention has
+    passed (quarantined at + retention <= --now), as the journal records them: the moved files in the table's
+    _lakesweep_quarantine/<plan id>/ folders (and those folders once empty), or on a versioned S3 bucket the
+    versions the deletes hid. A restored file is never purged. Apply checks each file in its journal again.
+
+    Nothing is deleted. Review the plan with 'lakesweep show PLAN'."""
+    from lakesweep.journal.duckdb_store import DuckDBRecorder
+    from lakesweep.journal.quarantined import quarantine_records
+
+    path = existing_journal(journal)
+    with DuckDBRecorder(path, read_only=True) as recorder:
+        records = quarantine_records(recorder)
+    if catalog is not None:
+        make_iceberg_plan("purge", catalog=catalog, table=table, out=out, now=now, fmt=fmt, paimon_only={},
+                          journal=path, records=records)
+        return
+    make_plan("purge", table=table, out=out, now=now, option=[], branch="main", fmt=fmt, journal=path,
+              records=records)
+
+
+def _spark_lister(master: str, conf: dict, scratch: str, output, *, iceberg: bool = False):
+    """The listing of ``plan orphans --spark``: the table listed on ``master``, a directory (Iceberg: a
+    prefix) per task, into a Parquet file in ``scratch``."""
 
     def lister(table):
-        from lakesweep.applier.listing import list_with_session
+        from lakesweep.applier.iceberg_listing import list_iceberg_on_spark
+        from lakesweep.applier.listing import list_on_spark, list_with_session
 
         path = os.path.join(scratch, "listing.parquet")
         with contextlib.ExitStack() as stack:
             status = (stack.enter_context(render.err.status("listing on Spark"))
                       if progress_enabled(output.draws_progress) else None)
             listing = list_with_session(table, path, master=master, conf=conf, on_files=None if status is None else
-                                        lambda n: status.update(f"listing on Spark: {n} files"))
+                                        lambda n: status.update(f"listing on Spark: {n} files"),
+                                        on_spark=list_iceberg_on_spark if iceberg else list_on_spark)
         return listing.path, listing.source()
 
     return lister

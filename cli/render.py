@@ -351,6 +351,11 @@ def render_journal_plans(rows: list[dict]) -> None:
         out.print(f"[bold]{escape(table)}[/bold]")
         out.print(fitted(None, columns, cells, out.width))
         for r in plans:
+            if r.get("quarantined") or r.get("restored"):
+                out.print(f"  plan {ids[r['plan_id']]}: {r['quarantined']} file(s) in quarantine "
+                          f"({human_bytes(r['quarantined_bytes'])}), {r['restored']} restored "
+                          f"({human_bytes(r['restored_bytes'])})" + (
+                              f"; 'lakesweep restore {r['plan_id']}' brings them back" if r["quarantined"] else ""))
             if r.get("whole") is False:
                 out.print(f"  [red]plan {ids[r['plan_id']]}[/red]: the check after its apply found the table "
                           "damaged; run 'lakesweep verify' on it")
@@ -438,6 +443,13 @@ def render_verify(report, *, files: bool = False) -> None:
         out.print(t)
     for n in report.notes:
         out.print(f"  note: {escape(n)}")
+    if report.quarantined:
+        plans = {}
+        for f in report.quarantined:
+            plans[f["plan_id"]] = plans.get(f["plan_id"], 0) + 1
+        for (plan_id, n), command in zip(plans.items(), report.restore_commands):
+            out.print(f"  In quarantine: {n} of the missing file(s), put aside by plan {escape(plan_id)}; bring them "
+                      f"back with: {escape(command)}")
     unref = report.unreferenced
     if unref is None:
         return

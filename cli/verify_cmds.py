@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+import dataclasses
+import os
+from pathlib import Path
+from typing import Optional
+
 import typer
 
-from lakesweep.cli.app import OutputOpt, app, handle_errors
+from lakesweep.cli.app import JournalOpt, OutputOpt, app, handle_errors, journal_path
 from lakesweep.cli import render
 from lakesweep.cli.output import OutputFormat, output_for
 from lakesweep.cli.progress import progress_enabled
@@ -21,6 +26,7 @@ def verify(
     files: bool = typer.Option(False, "--files", help="List every unreferenced file, not just their count."),
     catalog: str = typer.Option(None, "--catalog", help="Verify an Iceberg table: the name of its catalog, "
                                 "configured as pyiceberg configures catalogs. TABLE is then namespace.table."),
+    journal: Optional[Path] = JournalOpt,
     fmt: OutputFormat = OutputOpt,
 ):
     """Check that a Paimon table is whole: every file that its snapshots, tags, branches and changelogs
@@ -32,6 +38,9 @@ def verify(
     every snapshot's manifest list and manifests, the data and delete files of their live entries, and the
     statistics files.
 
+    A missing file that a plan applied with --quarantine put aside (the journal, when it exists, says so) is
+    named with its plan, and the 'lakesweep restore' command that brings it back is printed.
+
     Exit code 0 when the table is whole, 1 when it is not (or cannot be read)."""
     from lakesweep.engine.paimon.table import open_table
     from lakesweep.engine.paimon.verify import verify_table
@@ -41,7 +50,7 @@ def verify(
         from lakesweep.engine.iceberg.table import IcebergTable
         from lakesweep.engine.iceberg.verify import verify_iceberg
 
-        report = verify_iceberg(IcebergTable(catalog, table))
+        report = _with_quarantine(verify_iceberg(IcebergTable(catalog, table)), journal)
         output.verify(report, files=False)
         if not report.whole:
             raise typer.Exit(1)
@@ -53,6 +62,25 @@ def verify(
                                   progress=lambda what: status.update(f"verifying: {what}"))
     else:
         report = verify_table(t, unreferenced=unreferenced)
+    report = _with_quarantine(report, journal)
     output.verify(report, files=files)
     if not report.whole:
         raise typer.Exit(1)
+
+
+def _with_quarantine(report, journal):
+    """``report`` with its missing files that a plan's quarantine holds, and the commands that restore them
+    (the journal named, or the default one when it exists; none: ``report`` as it is)."""
+    from lakesweep.journal.duckdb_store import DuckDBRecorder
+    from lakesweep.journal.queries import quarantined_locations
+
+    missing = [p.path for p in report.problems if p.kind == "missing"]
+    path = journal_path(journal)
+    if not missing or not os.path.exists(path):
+        return report
+    with DuckDBRecorder(path, read_only=True) as recorder:
+        held = quarantined_locations(recorder, report.location)
+    found = [{"path": m, "plan_id": held[m][0], "where": held[m][1]} for m in dict.fromkeys(missing) if m in held]
+    named = f" --journal {path}" if journal is not None else ""
+    commands = tuple(f"lakesweep restore {pid}{named}" for pid in dict.fromkeys(f["plan_id"] for f in found))
+    return dataclasses.replace(report, quarantined=tuple(found), restore_commands=commands)

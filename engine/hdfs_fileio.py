@@ -13,7 +13,7 @@ import threading
 import uuid
 from typing import BinaryIO, Mapping
 
-from lakesweep.engine.errors import StorageError
+from lakesweep.engine.errors import DeleteUnconfirmed, StorageError
 from lakesweep.engine.fileio import DeleteOutcome, FileInfo, FileIO, MoveOutcome
 
 SCHEME = "hdfs"
@@ -162,7 +162,8 @@ class HdfsFileIO(FileIO):
         except FileNotFoundError:
             return DeleteOutcome.ALREADY_ABSENT
         except Exception as e:
-            raise StorageError(path, f"cannot delete: {_first_line(e)}") from e
+            # The call went out: the NameNode may have deleted the file before its answer was lost.
+            raise DeleteUnconfirmed(path, f"cannot delete, or the NameNode's answer was lost: {_first_line(e)}") from e
         return DeleteOutcome.DELETED if deleted else DeleteOutcome.ALREADY_ABSENT
 
     def delete_empty_dir(self, path: str) -> bool:

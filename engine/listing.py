@@ -17,6 +17,7 @@ from typing import Iterable, Iterator, Mapping, Sequence
 
 from lakesweep.engine.errors import InvalidLocation, PlanRejected
 from lakesweep.engine.fileio import FileIO, fileio_for, normalize_location
+from lakesweep.engine.quarantine import quarantined
 from lakesweep.engine.timeutil import format_time_ms
 
 
@@ -43,7 +44,8 @@ class Inventory:
     ``files`` are the listed files under a root, in the files' order; ``rows`` counts every row read,
     ``outside`` those under no root, ``left_out`` the others that name no current file (by reason:
     ``noncurrent-version``, ``delete-marker``, ``folder-marker``, ``unaddressable`` for a location
-    lakesweep cannot address, such as a key with an empty segment)."""
+    lakesweep cannot address, such as a key with an empty segment, ``quarantine`` for a file in a root's
+    ``_lakesweep_quarantine``)."""
 
     locations: tuple[str, ...]
     forms: tuple[str, ...]  # each file's form, in ``locations`` order
@@ -231,6 +233,8 @@ def _read_batch(loc: str, form: str, batch, first_row: int, roots: tuple[str, ..
                 location = normalize_location(location, relative_ok=False)
             except InvalidLocation:
                 why = "unaddressable"
+        if why is None and quarantined(location, roots):
+            why = "quarantine"  # put aside by apply --quarantine: never the table's
         if why is not None:
             left_out[why] = left_out.get(why, 0) + 1
         elif location.startswith(tuple(r + "/" for r in roots)):

@@ -35,10 +35,12 @@ class Verb(enum.StrEnum):
     WRITE_FILE = "write-file"
     COMMIT = "commit"
     MERGE = "merge"  # read into a new file with others (Iceberg compaction: an input of a bin's output)
+    # delete the version a versioned S3 delete hid (``source``: its ``engine.quarantine.VersionedDelete``)
+    PURGE_VERSION = "purge-version"
 
     @property
     def deletes(self) -> bool:
-        return self is Verb.DELETE_FILE or self is Verb.DELETE_EMPTY_DIR
+        return self is Verb.DELETE_FILE or self is Verb.DELETE_EMPTY_DIR or self is Verb.PURGE_VERSION
 
 
 class PhaseMode(enum.StrEnum):

@@ -10,7 +10,7 @@ Design: docs/design/quarantine.md.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Iterable, Sequence
 
 from lakesweep.engine.fileio import join
 from lakesweep.engine.paths import containing_root
@@ -50,6 +50,16 @@ class QuarantineSpec:
 def in_quarantine(relative_path: str) -> bool:
     """Whether a path relative to a root lies in its quarantine folder: never an orphan, never the table's."""
     return relative_path == QUARANTINE_DIR or relative_path.startswith(QUARANTINE_DIR + "/")
+
+
+def quarantined(location: str, roots: Iterable[str]) -> bool:
+    """Whether the full ``location`` lies in the quarantine folder of one of ``roots`` (a table's root and its
+    external roots): never an orphan candidate, never another table, never the table's."""
+    for root in roots:
+        root = root.rstrip("/")
+        if location.startswith(root + "/") and in_quarantine(location[len(root) + 1:]):
+            return True
+    return False
 
 
 @dataclass(frozen=True, slots=True)

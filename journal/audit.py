@@ -17,6 +17,7 @@ from lakesweep.journal import duckdb_store
 from lakesweep.journal.duckdb_store import DuckDBRecorder, connect_journal, copy_to_parquet, has_journal_tables
 from lakesweep.journal.events import ApplyRefused, Event, FileOutcome, MaintenanceResult, PlanRecorded
 from lakesweep.journal.projection import PlanStatus, RunStatus, plan_status, project
+from lakesweep.journal.queries import in_quarantine, restore_applies
 from lakesweep.journal.recorder import Recorder
 from lakesweep.journal import rules
 from lakesweep.journal.rules import FILE_AUDIT_SCHEMA, FileQuery
@@ -44,6 +45,10 @@ def list_plans(recorder: Recorder) -> list[dict[str, Any]]:
     rows = [_plan_row(plan_id, events, runs[plan_id], totals.get(plan_id, zero)) for plan_id, events in by_plan.items()]
     for row in rows:
         row["unknown_size_files"] = unknown.get(row["plan_id"], 0)
+        if restore_applies(by_plan[row["plan_id"]]):
+            # A restore's refusal (FAILED) leaves the file in quarantine: the journal's answer, not the latest record.
+            still = in_quarantine(recorder, row["plan_id"]).values()
+            row["quarantined"], row["quarantined_bytes"] = len(still), sum(r.bytes or 0 for r in still)
     return rows
 
 
@@ -74,6 +79,10 @@ def _plan_row(plan_id: str, events: list[Event], all_runs: dict, totals: dict) -
         "written": totals[FileOutcome.WRITTEN][0],
         "kept": totals[FileOutcome.KEPT_NOT_EMPTY][0],
         "bytes_reclaimed": totals[FileOutcome.DELETED][1],
+        "quarantined": totals[FileOutcome.QUARANTINED][0],  # in quarantine now
+        "quarantined_bytes": totals[FileOutcome.QUARANTINED][1],
+        "restored": totals[FileOutcome.RESTORED][0],
+        "restored_bytes": totals[FileOutcome.RESTORED][1],
         "recorded_ms": recorded.recorded_ms if recorded else None,
         "started_ms": min(started) if started else None,
         "finished_ms": max(finished) if finished else None,

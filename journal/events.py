@@ -538,6 +538,7 @@ _OUTCOME_NAMES = tuple(o.value for o in FileOutcome)
 OUTCOMES: Mapping[Verb, frozenset[FileOutcome]] = {
     Verb.DELETE_FILE: frozenset({FileOutcome.DELETED, FileOutcome.ALREADY_ABSENT, FileOutcome.SKIPPED_REFERENCED,
                                  FileOutcome.QUARANTINED, FileOutcome.RESTORED, FileOutcome.FAILED}),
+    Verb.PURGE_VERSION: frozenset({FileOutcome.DELETED, FileOutcome.ALREADY_ABSENT, FileOutcome.FAILED}),
     Verb.DELETE_EMPTY_DIR: frozenset({FileOutcome.DELETED, FileOutcome.ALREADY_ABSENT, FileOutcome.KEPT_NOT_EMPTY,
                                       FileOutcome.FAILED}),
     Verb.WRITE_FILE: frozenset({FileOutcome.WRITTEN, FileOutcome.FAILED}),

@@ -192,11 +192,12 @@ def project(events: Iterable[Event], file_records: Iterable[FileRecord] = ()) ->
 def plan_status(events: Sequence[Event]) -> PlanStatus:
     """The state of a plan from its events: RECORDED, then the outcome of its latest apply or refusal.
 
-    Dry runs do not count. APPLIED stays once reached: a later refusal (the table moved on, say) does not
-    un-apply an applied plan.
+    Dry runs and restores (``ApplyStarted.mode`` ``restore``) do not count. APPLIED stays once reached: a later
+    refusal (the table moved on, say) does not un-apply an applied plan.
     """
     runs = project(events)  # validates the transitions
     dry = {aid for aid, run in runs.items() if run.dry_run}
+    dry |= {ev.apply_id for ev in events if isinstance(ev, ApplyStarted) and ev.mode == "restore"}
     state = PlanStatus.RECORDED
     for ev in events:
         if ev.event_apply_id in dry or state == PlanStatus.APPLIED:

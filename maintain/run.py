@@ -1,6 +1,7 @@
 """``lakesweep maintain``: every table of a catalog (Iceberg) or warehouse directory (Paimon) in scope, each
 operation planned, written, applied and its result journaled, in the canonical order of SeaweedFS's
-maintenance worker: compact, expire, orphans, rewrite-manifests (Paimon: expire, orphans, partitions).
+maintenance worker: compact, expire, orphans, rewrite-manifests (Paimon: expire, orphans, partitions), then
+a purge of what this journal holds in quarantine for the table, when it holds any.
 
 Detection reads metadata only and says which operations a table needs; thresholds are the worker's names
 (``Thresholds``) and a table's own properties win. Each operation's result is a ``MaintenanceResult`` in the
@@ -24,8 +25,10 @@ from lakesweep.engine.errors import JournalConflict, JournalError, LakesweepErro
 from lakesweep.engine.iceberg.scopes import CompactScope, RewriteManifestsScope
 from lakesweep.engine.plan import CleanupPlan, Verb
 from lakesweep.engine.plan_io import write_plan
+from lakesweep.engine.purge import PURGE
 from lakesweep.journal.events import MaintenanceOutcome, MaintenanceResult, run_stream
 from lakesweep.journal.projection import PlanStatus
+from lakesweep.journal.quarantined import quarantine_records
 from lakesweep.journal.queries import plan_state
 from lakesweep.journal.recorder import Recorder
 
@@ -192,10 +195,13 @@ class Maintenance:
         self.say(f"cycle {cycle}: {len(tables)} table(s) in scope")
         self._log("cycle_started", cycle=cycle, tables=len(tables))
         busy = unfinished_applies(self.recorder)
+        # the tables whose quarantine the journal holds: only they get a purge
+        held = {q.table_location for q in quarantine_records(self.recorder) if q.in_quarantine} \
+            if PURGE in self.operations else set()
         for ref in tables:
             if stop.is_set():
                 break
-            self._table(report, cycle, ref, executor, busy)
+            self._table(report, cycle, ref, executor, busy, held)
 
     def _record(self, report, cycle, ref, op, outcome, message, plan=None, plan_file=None, apply_id=None, *,
                 started_ms=None, files=0, size=0):
@@ -212,9 +218,10 @@ class Maintenance:
                   message=message, plan_id=result.plan_id, plan_file=plan_file, apply_id=apply_id, files=files,
                   bytes=size, duration_ms=result.duration_ms)
 
-    def _table(self, report: RunReport, cycle: int, ref: TableRef, executor, busy: dict[str, str]) -> None:
-        ops = [op for op in self.operations if op in CANONICAL[ref.format]]
-        if not ops:
+    def _table(self, report: RunReport, cycle: int, ref: TableRef, executor, busy: dict[str, str],
+               held: set[str] = frozenset()) -> None:
+        ops = [op for op in self.operations if op in CANONICAL[ref.format] and op != PURGE]
+        if not ops and PURGE not in self.operations:
             return
         try:
             view = self._open(ref)
@@ -224,6 +231,10 @@ class Maintenance:
             for op in ops:
                 self._record(report, cycle, ref, op, MaintenanceOutcome.FAILED,
                              f"the table cannot be read: {_reason(e)}")
+            return
+        if PURGE in self.operations and view.location in held:
+            ops.append(PURGE)  # last, as in the canonical order
+        if not ops:
             return
         unfinished = busy.get(view.location)
         if unfinished is not None:
@@ -287,6 +298,9 @@ class Maintenance:
             self._record(report, cycle, ref, op, MaintenanceOutcome.SKIPPED, _not_configured(ref, op),
                          started_ms=started)
             return
+        if op == PURGE:  # what this run's journal holds in quarantine, read now
+            flags = {**flags, "journal": getattr(self.recorder, "path", "the maintain journal"),
+                     "records": quarantine_records(self.recorder)}
         entry = plan_kind(op, ref.format)
         now = self.clock()
         plan = step.plan = entry.read_and_plan(view, now_ms=now, options=entry.resolve_options(view.options, **flags))

@@ -5,7 +5,7 @@ Each entry (``planner.plan_kind.PlanKind``) lives in its kind's own module, besi
 (``planner/<format>/<kind>.py``, its ``KIND``, with its ``plan`` command's options); this module only
 collects them. Adding a kind is its module, one line here, and its action kinds and rules in the format's
 own table (``engine/<format>/kinds.py``, ``PLAN_KIND_RULES``), plus where their files live
-(``engine/paimon/layout.py`` for Paimon).
+(``engine/paimon/layout.py`` for Paimon). ``purge`` is one kind of both formats (``planner/purge.py``).
 """
 
 from __future__ import annotations
@@ -15,15 +15,17 @@ from typing import Mapping
 from lakesweep.engine.plan import CleanupPlan
 from lakesweep.planner.iceberg import compact, expire as iceberg_expire, orphans as iceberg_orphans, rewrite_manifests
 from lakesweep.planner.paimon import changelog, consumers, expire, orphans, partitions, tags
+from lakesweep.planner import purge
 from lakesweep.planner.plan_kind import PlanDescription, PlanKind
 
 __all__ = ["ICEBERG_KINDS", "KINDS", "PlanDescription", "PlanKind", "all_kinds", "describe_plan", "kinds_of",
            "plan_kind"]
 
 KINDS: dict[str, PlanKind] = {k.name: k for k in (expire.KIND, orphans.KIND, partitions.KIND, consumers.KIND,
-                                                    tags.KIND, changelog.KIND)}
+                                                    tags.KIND, changelog.KIND, purge.KIND)}
 ICEBERG_KINDS: dict[str, PlanKind] = {k.name: k for k in (iceberg_expire.KIND, iceberg_orphans.KIND,
-                                                            rewrite_manifests.KIND, compact.KIND)}
+                                                            rewrite_manifests.KIND, compact.KIND,
+                                                            purge.ICEBERG_KIND)}
 _BY_FORMAT = {"paimon": KINDS, "iceberg": ICEBERG_KINDS}
 
 

@@ -71,6 +71,10 @@ class IcebergFormat:
 
     def verify_paths(self, plan, table) -> list[str]:
         from lakesweep.engine.iceberg.kinds import PLAN_KIND_OF
+        from lakesweep.engine.purge import PURGE, purge_targets
+
+        if plan.kind == PURGE:  # quarantined files: never where a kind of the table's own files lives
+            return purge_targets(plan, table.location, table.external_roots(), local=table.fileio.scheme == "file")
 
         roots = [table.location, *table.external_roots()]
         resolver = PathResolver(table.location, roots[1:])

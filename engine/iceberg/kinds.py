@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from lakesweep.engine.plan import ActionKindSpec, PhaseMode, PhaseSpec, Verb, register_action_kinds
+from lakesweep.engine.purge import PURGE, PURGE_PHASES, PurgeKind, SPECS as PURGE_SPECS
 
 
 class ExpirePhase(enum.IntEnum):
@@ -158,6 +159,7 @@ PLAN_KIND_RULES = {k.name: k for k in (
                     commit_steps=_rewrite_steps),
     IcebergPlanKind("compact", CompactKind, COMPACT_PHASES, commit_action=CompactKind.COMPACT_REPLACE,
                     commit_steps=_compact_steps),
+    IcebergPlanKind(PURGE, PurgeKind, PURGE_PHASES),  # one kind for both formats: engine.purge
 )}
 PLAN_KINDS = tuple(PLAN_KIND_RULES)
 # A plan kind without an entry (refused by ``verify_table`` before anything else) gets no special rule.
@@ -168,7 +170,8 @@ def rules_of(plan) -> IcebergPlanKind:
     return PLAN_KIND_RULES.get(plan.kind, NO_RULES)
 
 
-KINDS = {k.value: k for k in (*ExpireKind, *OrphanKind, *RewriteKind, *CompactKind)}
+SPECS.update(PURGE_SPECS)  # registered with PurgeKind by engine.purge, shared with Paimon
+KINDS = {k.value: k for k in (*ExpireKind, *OrphanKind, *RewriteKind, *CompactKind, *PurgeKind)}
 register_action_kinds(SPECS, ExpireKind, OrphanKind, RewriteKind, CompactKind)
 SHAPES = {label: (spec.verb, spec.phase) for label, spec in SPECS.items()}
 PLAN_KIND_OF = {k.value: rule.name for rule in PLAN_KIND_RULES.values() for k in rule.actions}

@@ -4,10 +4,11 @@
 
 from __future__ import annotations
 
-from typing import Iterable
+from typing import Iterable, Iterator, Sequence
 
 from lakesweep.engine.fileio import FileInfo
 from lakesweep.engine.iceberg.table import metadata_table_uuid
+from lakesweep.engine.listing import InventoryScan
 
 
 def list_table_files(table) -> list[FileInfo]:
@@ -21,6 +22,19 @@ def list_table_files(table) -> list[FileInfo]:
         except FileNotFoundError:
             continue
     return listed
+
+
+class InventoryListing:
+    """The files a plain inventory file (``engine.listing``) lists under ``roots``, as ``list_table_files``
+    gives them, read from the file again each time this is iterated, a batch at a time: the listing is
+    never held."""
+
+    def __init__(self, location: str, roots: Sequence[str]):
+        self.location, self.roots = location, tuple(roots)
+
+    def __iter__(self) -> Iterator[FileInfo]:
+        for f in InventoryScan([self.location], roots=self.roots).files():
+            yield FileInfo(f.path, f.size, f.mtime_ms)
 
 
 def metadata_owners(table, locations: Iterable[str]) -> dict[str, str | None]:

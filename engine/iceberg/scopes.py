@@ -77,3 +77,12 @@ class CompactScope(IcebergScope):
 def removed_refs(scope: IcebergScope) -> Sequence[str]:
     """The refs a plan removes: an expiry's; none for any other kind."""
     return scope.removed_refs if isinstance(scope, ExpireScope) else ()
+
+
+@scope_type
+@dataclass(frozen=True, slots=True)
+class PurgeScope(IcebergScope):
+    """The plans whose quarantined files a purge deletes (``engine.purge``)."""
+
+    TYPE = "iceberg.purge"
+    quarantines: Sequence[str]

@@ -40,7 +40,10 @@ class PaimonFormat:
 
     def verify_paths(self, plan, table) -> list[str]:
         from lakesweep.engine.paimon.apply_checks import verify_paths
+        from lakesweep.engine.purge import PURGE, purge_targets
 
+        if plan.kind == PURGE:  # quarantined files: never where a kind of the table's own files lives
+            return purge_targets(plan, table.location, self.external_roots(table), local=table.fileio.scheme == "file")
         return verify_paths(plan, table)
 
     def check_unreachable(self, plan, table, actions, targets, *, done, strict: bool = False) -> dict[int, str]:

@@ -14,6 +14,7 @@ from typing import Any, Callable
 
 from lakesweep.engine.fileio import join
 from lakesweep.engine.plan import Action, ActionKindSpec, PhaseMode, PhaseSpec, Verb, register_action_kinds
+from lakesweep.engine.purge import PURGE, PurgeKind, SPECS as PURGE_SPECS
 
 
 class Phase(enum.IntEnum):
@@ -267,7 +268,9 @@ CHANGELOG_KIND_OF = {ActionKind.DATA_FILE: ChangelogKind.DATA_FILE, ActionKind.E
                      ActionKind.CHANGELOG_FILE: ChangelogKind.CHANGELOG_FILE, ActionKind.EMPTY_DIR: ChangelogKind.EMPTY_DIR,
                      ActionKind.MANIFEST: ChangelogKind.MANIFEST, ActionKind.MANIFEST_LIST: ChangelogKind.MANIFEST_LIST}
 
-KINDS = {k.value: k for k in (*ActionKind, *OrphanKind, *PartitionKind, *ConsumerKind, *TagKind, *ChangelogKind)}
+SPECS.update(PURGE_SPECS)  # registered with PurgeKind by engine.purge, shared with Iceberg
+KINDS = {k.value: k for k in (*ActionKind, *OrphanKind, *PartitionKind, *ConsumerKind, *TagKind, *ChangelogKind,
+                               *PurgeKind)}
 register_action_kinds(SPECS, ActionKind, OrphanKind, PartitionKind, ConsumerKind, TagKind, ChangelogKind)
 # A label -> (verb, phase), looked up by the label's text: hashing an enum member calls Enum.__hash__ in
 # Python, once per action of a 300,000-action plan.
@@ -314,6 +317,7 @@ PLAN_KIND_RULES = {k.name: k for k in (
     PaimonPlanKind("consumers", ConsumerKind),
     PaimonPlanKind("tags", TagKind, gate_end=_tag_gate_end, deletes_tags=True),
     PaimonPlanKind("changelog", ChangelogKind, gate_end=_changelog_gate_end, deletes_changelogs=True),
+    PaimonPlanKind(PURGE, PurgeKind),  # one kind for both formats: engine.purge
 )}
 PLAN_KINDS = tuple(PLAN_KIND_RULES)  # the plan kinds whose actions are defined here
 # A plan kind without an entry (refused by ``verify_table`` before anything else) gets no special rule.

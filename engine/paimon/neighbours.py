@@ -17,6 +17,7 @@ from lakesweep.engine.fileio import FileIO
 from lakesweep.engine.neighbours import Neighbour
 from lakesweep.engine.paimon.paths import external_roots
 from lakesweep.engine.paimon.table import BRANCH_PREFIX, PaimonTable, discover_tables, parse_versioned_id, SCHEMA_PREFIX
+from lakesweep.engine.quarantine import quarantined
 
 
 def table_roots(location: str, options) -> tuple[tuple[str, str], ...]:
@@ -37,7 +38,10 @@ def _iceberg_compatible(table: PaimonTable, path: str) -> bool:
 
 def nested_neighbour(table: PaimonTable, path: str) -> Neighbour | None:
     """The other table whose metadata file ``path`` (a full location under the table's roots) is: another
-    Paimon table's ``schema/schema-<n>``, or an Iceberg ``*.metadata.json``; else ``None``."""
+    Paimon table's ``schema/schema-<n>``, or an Iceberg ``*.metadata.json``; else ``None``. What apply put
+    aside in a root's ``_lakesweep_quarantine`` is no other table."""
+    if quarantined(path, (table.location, *external_roots(table.options))):
+        return None
     name = posixpath.basename(path)
     parent = posixpath.dirname(path)
     if name.endswith(".metadata.json") and not _iceberg_compatible(table, path):

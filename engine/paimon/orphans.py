@@ -21,6 +21,7 @@ from lakesweep.engine.paimon.kinds import OrphanKind
 from lakesweep.engine.paimon.layout import Layout, orphan_kind_of
 from lakesweep.engine.paimon.model import Snapshot
 from lakesweep.engine.paimon.table import BRANCH_PREFIX, SCHEMA_PREFIX, PaimonTable, parse_versioned_id
+from lakesweep.engine.quarantine import quarantined
 
 
 class ListedDirs:
@@ -32,7 +33,8 @@ class ListedDirs:
     * ``manifest/``, ``index/``, ``statistics/``;
     * in each data tree (the table root, or its ``data-file.path-directory``, and every external root):
       the root, the partition directories, one level per key and named ``key=`` of the key at that level,
-      and the bucket directories below the last (``Layout.partition_dir``, ``Layout.bucket_dir``).
+      and the bucket directories below the last (``Layout.partition_dir``, ``Layout.bucket_dir``);
+    * never anything in a root's ``_lakesweep_quarantine`` (``quarantined``): what apply put aside.
     """
 
     def __init__(self, table: PaimonTable):
@@ -44,6 +46,7 @@ class ListedDirs:
             join(loc, d) for d in ("manifest", "index", "statistics"))
         pd = self.layout.path_directory
         self.data_roots = (join(loc, pd) if pd else loc, *self.layout.external)
+        self.roots = (loc, *self.layout.external)  # where a quarantine folder lies (``engine.quarantine``)
         self._metadata = frozenset(self.metadata)
         self._listed: dict[str, bool] = {}  # directory -> listed (asked once per file of a listing)
 
@@ -58,10 +61,14 @@ class ListedDirs:
         """Orphan cleaning lists the files of ``directory`` (a full location)."""
         found = self._listed.get(directory)
         if found is None:
-            found = self._listed[directory] = (
+            found = self._listed[directory] = not self.quarantined(directory) and (
                 directory in self._metadata or directory in self.data_roots
                 or any(self.in_tree(root, directory) for root in self.data_roots))
         return found
+
+    def quarantined(self, path: str) -> bool:
+        """``path`` (a full location) lies in a root's quarantine folder: not the table's, never listed."""
+        return quarantined(path, self.roots)
 
     def kind_of(self, path: str) -> OrphanKind | None:
         """What orphan cleaning may delete at ``path`` (a full location): ``orphan_kind_of`` for a file
@@ -96,6 +103,8 @@ def list_orphan_candidates(table: PaimonTable) -> tuple[ListedFile, ...]:
                 if not f.is_dir:
                     if dirs.kind_of(f.path) is not None:
                         found.append(ListedFile(f.path, f.size, f.mtime_ms))
+                    continue
+                if dirs.quarantined(f.path):
                     continue
                 if directory != table.location:
                     refuse_foreign(table, f)

@@ -70,3 +70,12 @@ class TagScope(Scope):
     snapshots_gone: Sequence[int]
     earliest: int | None
     latest: int | None
+
+
+@scope_type
+@dataclass(frozen=True, slots=True)
+class PurgeScope(Scope):
+    """The plans whose quarantined files a purge deletes (``engine.purge``)."""
+
+    TYPE = "paimon.purge"
+    quarantines: Sequence[str]

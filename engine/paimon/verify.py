@@ -61,6 +61,9 @@ class VerifyReport:
     unreferenced: tuple[ListedFile, ...] | None = None
     only: int | None = None  # the number of locations asked about, when limited to them
     referenced: frozenset[str] = frozenset()  # every referenced file checked (full locations)
+    # missing files a plan's quarantine holds, ``{"path", "plan_id", "where"}``, and the commands that restore them
+    quarantined: tuple[dict, ...] = ()
+    restore_commands: tuple[str, ...] = ()
 
     @property
     def whole(self) -> bool:
@@ -74,6 +77,7 @@ class VerifyReport:
             "unreferenced": None if unref is None else [
                 {"path": f.path, "size": f.size, "mtime_ms": f.mtime_ms} for f in unref],
             "unreferenced_bytes": None if unref is None else sum(f.size or 0 for f in unref),
+            "in_quarantine": list(self.quarantined), "restore_commands": list(self.restore_commands),
         }
 
 

@@ -1,18 +1,18 @@
 """Iceberg orphan removal, planned as Iceberg's ``DeleteOrphanFiles`` decides, failing closed where it would
 guess. Used: every location the metadata names (``engine.iceberg.reachability.all_referenced``). A candidate
 is a listed file under the table location (or a write path its properties name) that is not used and older
-than the cut-off; hidden paths never are. A ``*.metadata.json`` of this table above the log's oldest is kept.
-The plan is refused on a bucket mismatch (``prefix_mismatch_mode=ERROR``), another table's metadata under
-the location, a catalog neighbour whose paths overlap (apache/iceberg#17213, #17448), or a listing that
-misses a file the current state reads. The planner reads no file: ``metadata_to_read`` says which, and
+than the cut-off; hidden paths never are, nor a root's ``_lakesweep_quarantine``. A ``*.metadata.json`` of
+this table above the log's oldest is kept. The plan is refused on a bucket mismatch
+(``prefix_mismatch_mode=ERROR``), another table's metadata under the location, a catalog neighbour whose
+paths overlap (apache/iceberg#17213, #17448), or a listing that misses a file the current state reads. The planner reads no file: ``metadata_to_read`` says which, and
 ``metadata_owners`` is handed in. The rules: docs/design/iceberg.md#orphan-removal.
 """
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
-from typing import Any, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from lakesweep.engine.errors import PlanRejected
 from lakesweep.engine.fileio import FileInfo
@@ -25,6 +25,7 @@ from lakesweep.engine.iceberg.scopes import OrphanScope
 from lakesweep.engine.paimon.requirements import AssertNowReached
 from lakesweep.engine.neighbours import Neighbour, refuse_shared_storage
 from lakesweep.engine.plan import Action, CleanupPlan, OptionValue, canonical_actions, summarize
+from lakesweep.engine.quarantine import quarantined
 from lakesweep.planner.iceberg.common import relative_to, scope_base
 from lakesweep.planner.paimon.options import ORPHAN_FORCE_BELOW_MS
 from lakesweep.planner.plan_kind import Maintained, PlanDescription, PlanKind, hours, refuse_future_now, utc
@@ -40,6 +41,8 @@ class IcebergOrphanOptions:
     at_ms: int | None
     force: bool
     sources: Mapping[str, OptionValue]
+    # lists the table elsewhere (on Spark): returns a plain inventory file of the listing and its source
+    lister: Callable[[Any], tuple[str, Mapping[str, Any]]] | None = None
 
     def cutoff_ms(self, now_ms: int) -> int:
         """The cut-off; one less than an hour back from ``now_ms`` is refused without ``force`` (a writer
@@ -53,8 +56,11 @@ class IcebergOrphanOptions:
 
 
 def resolve_orphan_options(table_options: Mapping[str, str], *, older_than: str | None = None, force: bool = False,
-                           **_) -> IcebergOrphanOptions:
-    """``older_than``: a duration back from the plan's now (default ``3 d``, Iceberg's) or an instant."""
+                           spark: str | None = None,
+                           lister: Callable[[Any], tuple[str, Mapping[str, Any]]] | None = None, **_) -> IcebergOrphanOptions:
+    """``older_than``: a duration back from the plan's now (default ``3 d``, Iceberg's) or an instant.
+    ``lister``: lists the table instead of the read step's recursive listing (``--spark``: ``spark`` is its
+    master), writing a plain inventory file the planner reads as an inventory."""
     from lakesweep.engine.timeutil import parse_duration_ms, parse_time_ms
     from lakesweep.planner.paimon.options import _UNIT_DURATION
 
@@ -65,7 +71,9 @@ def resolve_orphan_options(table_options: Mapping[str, str], *, older_than: str 
         duration, at = None, parse_time_ms(text)
     return IcebergOrphanOptions(text, duration, at, bool(force),
                                 {"older_than": OptionValue(text, "default" if older_than is None else "flag"),
-                                 "force": OptionValue(bool(force), "flag" if force else "default")})
+                                 "force": OptionValue(bool(force), "flag" if force else "default"),
+                                 "spark": OptionValue(spark, "flag" if spark else "default")},
+                                lister=lister)
 
 
 def metadata_version(name: str) -> int | None:
@@ -99,11 +107,14 @@ def metadata_to_read(table, listed: Iterable[FileInfo]) -> list[str]:
     logged = set(table.metadata_files())
     oldest = _oldest_logged(table)
     roots = _metadata_roots(table)
+    table_roots = [table.location, *table.external_roots()]
     out = set()
     for info in listed:
         if info.is_dir:
             continue
         path = canonical(info.path)
+        if quarantined(path, table_roots):
+            continue
         name = path.rsplit("/", 1)[1]
         if name.endswith(".metadata.json") and path not in logged and any(path.startswith(r) for r in roots) \
                 and _may_be_kept(name, oldest):
@@ -120,12 +131,14 @@ def _key(location: str) -> str:
 
 def plan_iceberg_orphans(table, listed: Iterable[FileInfo], *, now_ms: int, options: IcebergOrphanOptions,
                          metadata_owners: Mapping[str, str | None] | None = None,
-                         neighbours: Sequence[Neighbour] = ()) -> CleanupPlan:
+                         neighbours: Sequence[Neighbour] = (), source: Mapping[str, Any] | None = None) -> CleanupPlan:
     """``metadata_owners``: the ``table-uuid`` of each file ``metadata_to_read`` names (``None``: it does not
     parse as table metadata); a file not in it counts as not parsing. ``neighbours``: the other tables of
     the catalog (``engine.iceberg.neighbours.catalog_neighbours``); one storing files in this table's roots
     refuses the plan (``SharedStorage``). Asks the store for the modification time of each file the current
-    state reads that ``listed`` misses (``check_listing_complete``)."""
+    state reads that ``listed`` misses (``check_listing_complete``). ``listed`` is iterated once, and no
+    set of every listed path is kept. ``source``: where the listing came from, kept in ``stats["listing"]``
+    (``{"from": "store"}`` by default)."""
     from lakesweep.engine.iceberg.reachability import all_referenced, current_references
     from lakesweep.engine.iceberg.table import canonical
 
@@ -146,12 +159,23 @@ def plan_iceberg_orphans(table, listed: Iterable[FileInfo], *, now_ms: int, opti
     partition_prefixes = hidden_partition_prefixes(table)
     warnings: list[str] = []
     actions: list[Action] = []
-    seen: set[str] = set()
+    # what the current state reads under the roots, until the listing shows it
+    unseen: dict[str, str] = {}
+    for path, holder in current_references(table):
+        if relative_to(path, roots) is not None:
+            unseen.setdefault(path, holder)
+    any_listed = False
     for info in listed:
         if info.is_dir:
             continue
         path = canonical(info.path)
-        seen.add(path)
+        if quarantined(path, roots):
+            # put aside by apply --quarantine: not the table's, never an orphan, never another table's
+            # metadata; hidden as Iceberg's own listing hides any directory named with a leading "_"
+            kept["hidden"] += 1
+            continue
+        any_listed = True
+        unseen.pop(path, None)
         name = path.rsplit("/", 1)[1]
         if name.endswith(".metadata.json") and not any(path.startswith(r) for r in metadata_roots):
             raise PlanRejected(f"{path} is the metadata of another Iceberg table under {table.location}: its files "
@@ -189,13 +213,8 @@ def plan_iceberg_orphans(table, listed: Iterable[FileInfo], *, now_ms: int, opti
                 else OrphanKind.ORPHAN_DATA_FILE if path.startswith(table.location + "/data/") or rel == path
                 else OrphanKind.ORPHAN_FILE)
         actions.append(Action(kind, rel, size=info.size))
-    if seen:
-        unseen: dict[str, str] = {}
-        for path, holder in current_references(table):
-            if path not in seen and relative_to(path, roots) is not None:
-                unseen.setdefault(path, holder)
-        if unseen:
-            check_listing_complete(table, sorted(unseen.items()), threshold_ms=cutoff)
+    if any_listed and unseen:
+        check_listing_complete(table, sorted(unseen.items()), threshold_ms=cutoff)
     canonical_list = canonical_actions(actions)
     return CleanupPlan(
         kind="orphans", format="iceberg", table_location=table.location, table_identity=table.uuid, branch="main",
@@ -205,7 +224,7 @@ def plan_iceberg_orphans(table, listed: Iterable[FileInfo], *, now_ms: int, opti
                       AssertOrphansUnreferenced(cutoff, force=options.force)),
         phases=ORPHAN_PHASES, actions=canonical_list,
         stats={"kept": kept, "used": len(used), "neighbours": len(neighbours), "summary": summarize(canonical_list),
-               "warnings": warnings},
+               "warnings": sorted(warnings), "listing": dict(source) if source is not None else {"from": "store"}},
     )
 
 
@@ -216,45 +235,56 @@ class OrphanRead:
     """What orphan planning needs beyond the table's metadata, read by the caller (``_read``)."""
 
     view: Any  # the table as read after the listing: what the metadata names is read from it
-    listed: list[FileInfo]
+    listed: Iterable[FileInfo]  # a list, or an inventory file read again each time it is iterated
     metadata_owners: Mapping[str, Any]  # metadata file outside the log -> the table UUID it names
     neighbours: tuple  # the other tables of the catalog (``engine.neighbours.Neighbour``)
+    source: Mapping[str, Any] = field(default_factory=lambda: {"from": "store"})  # where the listing came from
 
 
 def _read(table, *, now_ms: int, options) -> OrphanRead:
     """List first, then plan: what the metadata names is read after the listing, so a file committed
-    while listing is seen as used."""
+    while listing is seen as used. ``options.lister`` lists into an inventory file, read as one."""
     from lakesweep.engine.iceberg.neighbours import catalog_neighbours
-    from lakesweep.engine.iceberg.plan_reads import list_table_files, metadata_owners
+    from lakesweep.engine.iceberg.plan_reads import InventoryListing, list_table_files, metadata_owners
 
     options.cutoff_ms(now_ms)  # refuse a bad --older-than before listing a large table
     refuse_future_now(table, now_ms, "orphans")  # apply would refuse the plan: say so before listing
-    listed = list_table_files(table)
+    if options.lister is not None:
+        location, source = options.lister(table)
+        listed, source = InventoryListing(location, [table.location, *table.external_roots()]), dict(source)
+    else:
+        listed, source = list_table_files(table), {"from": "store"}
     view = table.refreshed()
     # the metadata files outside the log that are kept only if they are this table's: read here, the
     # planner reads no file
     owners = metadata_owners(view, metadata_to_read(view, listed))
     # the other tables of the catalog, read after the listing (a table created meanwhile is seen); the
     # planner refuses one that stores files in this table's roots
-    return OrphanRead(view, listed, owners, catalog_neighbours(view))
+    return OrphanRead(view, listed, owners, catalog_neighbours(view), source)
 
 
 def _plan(table, *, now_ms: int, options, read: OrphanRead) -> CleanupPlan:
     """``table`` as ``read`` saw it after the listing (``read.view``) is planned."""
     return plan_iceberg_orphans(read.view, read.listed, now_ms=now_ms, options=options,
-                                metadata_owners=read.metadata_owners, neighbours=read.neighbours)
+                                metadata_owners=read.metadata_owners, neighbours=read.neighbours, source=read.source)
 
 
 def describe_iceberg_orphans(plan: CleanupPlan) -> PlanDescription:
+    from lakesweep.planner.paimon.orphans import listed_from
+
     kept = plan.stats.get("kept", {})
-    notes = (f"kept: {kept.get('young', 0)} younger than {utc(plan.scope.cutoff_ms)}, "
+    listing = plan.stats.get("listing")
+    notes = (*((listed_from(listing),) if listing is not None else ()),
+             f"kept: {kept.get('young', 0)} younger than {utc(plan.scope.cutoff_ms)}, "
              f"{kept.get('unknown_age', 0)} of unknown age, {kept.get('newer_metadata', 0)} metadata file(s) newer "
              f"than the metadata log",)
+    document = {"listing": listing} if listing is not None else {}
     if not plan.actions:
         return PlanDescription(nothing_to_do=True, nothing_label="No orphan files",
-                               scope="every file under the table location is used or too young.", notes=notes)
+                               scope="every file under the table location is used or too young.", notes=notes,
+                               document=document)
     return PlanDescription(nothing_to_do=False, scope=f"removes {len(plan.actions)} orphan file(s) no metadata "
-                           f"names, older than {utc(plan.scope.cutoff_ms)}", notes=notes)
+                           f"names, older than {utc(plan.scope.cutoff_ms)}", notes=notes, document=document)
 
 
 def _applied(plan: CleanupPlan, counts) -> str:

@@ -122,6 +122,9 @@ def plan_orphans(table: PaimonTable, listing: Iterable[ListedFile | tuple], *, n
     kept_dirs: set[str] = set()
     for item in listing:
         f = item if isinstance(item, ListedFile) else ListedFile(*item)
+        if dirs.quarantined(f.path):  # put aside by apply --quarantine: not the table's, never an orphan
+            ignored += 1
+            continue
         dirs.check_foreign(f.path)
         if f.path.endswith(".metadata.json") or "/schema/" in f.path:
             nested = nested_neighbour(table, f.path)
@@ -266,7 +269,7 @@ def describe_orphans(plan: CleanupPlan) -> PlanDescription:
     scope = (f"deletes files orphan cleaning lists that were modified before {when} and that no snapshot, tag or "
              "changelog of any branch uses" if deletes else
              f"no listed file modified before {when} is unused ({stats.get('listed', 0)} listed).")
-    notes = (_listed_from(stats.get("listing")),
+    notes = (listed_from(stats.get("listing")),
              f"kept: {stats.get('kept_used', 0)} used, {stats.get('kept_young', 0)} modified since {when}, "
              f"{stats.get('kept_unknown_time', 0)} without a modification time",
              "apply checks every candidate again and keeps (SKIPPED_REFERENCED) any that became used",
@@ -276,7 +279,7 @@ def describe_orphans(plan: CleanupPlan) -> PlanDescription:
                            notes=notes, document={"older_than_ms": at, "listing": stats.get("listing")})
 
 
-def _listed_from(listing) -> str:
+def listed_from(listing) -> str:
     """Where an orphan plan's listing came from, for the reviewer."""
     if isinstance(listing, dict) and listing.get("from") == "spark":
         return (f"listed: on Spark ({listing.get('master')}), a task for each of {listing.get('directories')} "
@@ -284,10 +287,13 @@ def _listed_from(listing) -> str:
     if not isinstance(listing, dict) or listing.get("from") != "inventory":
         return "listed: the store, before reading what the table uses"
     files = ", ".join(f"{f.get('file')} ({f.get('form')})" for f in listing.get("inventory", ()))
-    left_out = sum((listing.get("left_out") or {}).values())
+    left = dict(listing.get("left_out") or {})
+    quarantined = left.pop("quarantine", 0)
     return (f"listed: from the inventory {files}, not the store: {listing.get('rows')} rows, "
             f"{listing.get('under_table')} under the table, {listing.get('outside_table')} outside it, "
-            f"{left_out} naming no current file; files written after it was made are not candidates")
+            f"{sum(left.values())} naming no current file"
+            + (f", {quarantined} in a quarantine folder" if quarantined else "")
+            + "; files written after it was made are not candidates")
 
 
 def _applied(plan: CleanupPlan, counts) -> str:

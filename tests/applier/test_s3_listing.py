@@ -120,18 +120,17 @@ ICEBERG_HIDDEN = ["data/_SUCCESS", "data/region=eu/.part-0.parquet.crc", "data/.
                   "metadata/_temporary/0/x"]
 
 
-def test_an_iceberg_table_on_s3_lists_and_plans_as_a_local_copy_of_its_tree(tmp_path, s3_env):
+def iceberg_table_on_s3(tmp_path, s3_env, name: str):
+    """A pyiceberg table on S3 with ``ICEBERG_ORPHANS`` and ``ICEBERG_HIDDEN`` written beside its files, and a
+    local copy of its tree: (the table, the copy's directory)."""
     import pyarrow as pa
     from pyarrow import fs as pafs
     from pyiceberg.catalog.sql import SqlCatalog
 
-    from lakesweep.engine.errors import PlanRejected
-    from lakesweep.engine.fileio import FileInfo
     from lakesweep.engine.iceberg.table import IcebergTable
-    from lakesweep.planner.iceberg.orphans import plan_iceberg_orphans
     from tests.iceberg.conftest import SCHEMA, SPEC
 
-    catalog = SqlCatalog("s3list", uri=f"sqlite:///{tmp_path / 'catalog.db'}",
+    catalog = SqlCatalog(name, uri=f"sqlite:///{tmp_path / 'catalog.db'}",
                          warehouse=f"s3://{s3_env['bucket']}/ice-{uuid.uuid4().hex[:8]}",
                          **{"s3.endpoint": s3_env["AWS_ENDPOINT_URL"], "s3.region": "us-east-1"})
     catalog.create_namespace("ns")
@@ -139,7 +138,7 @@ def test_an_iceberg_table_on_s3_lists_and_plans_as_a_local_copy_of_its_tree(tmp_
     for i in range(3):
         written.append(pa.table({"id": pa.array([i, i + 10], pa.int64()), "region": ["us", "eu"]}))
     written.delete("region = 'us'")
-    view = IcebergTable("s3list", "ns.t", catalog=catalog)
+    view = IcebergTable(name, "ns.t", catalog=catalog)
     native = view.location[len("s3://"):]
     s3 = s3_env["fs"]
 
@@ -151,6 +150,15 @@ def test_an_iceberg_table_on_s3_lists_and_plans_as_a_local_copy_of_its_tree(tmp_
         list(pool.map(put, ICEBERG_ORPHANS + ICEBERG_HIDDEN))
     copy = tmp_path / "copy"
     pafs.copy_files(native, str(copy), source_filesystem=s3, destination_filesystem=pafs.LocalFileSystem())
+    return view, copy
+
+
+def test_an_iceberg_table_on_s3_lists_and_plans_as_a_local_copy_of_its_tree(tmp_path, s3_env):
+    from lakesweep.engine.errors import PlanRejected
+    from lakesweep.engine.fileio import FileInfo
+    from lakesweep.planner.iceberg.orphans import plan_iceberg_orphans
+
+    view, copy = iceberg_table_on_s3(tmp_path, s3_env, "s3list")
 
     time.sleep(1.1)  # S3 keeps modification times to the second
     cut_ms = int(time.time() * 1000)

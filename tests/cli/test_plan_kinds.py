@@ -174,7 +174,7 @@ def test_every_kind_of_the_registry_has_its_plan_command_and_the_declared_ones_a
 
     group = get_command(app).get_command(Context(get_command(app)), "plan")
     ctx = Context(group)
-    assert group.list_commands(ctx) == ["expire", "orphans", "partitions", "consumers", "tags", "changelog",
+    assert group.list_commands(ctx) == ["expire", "orphans", "purge", "partitions", "consumers", "tags", "changelog",
                                         "rewrite-manifests", "compact"]
     assert {e.name for e in all_kinds()} == set(group.list_commands(ctx))
     consumers = group.get_command(ctx, "consumers")

@@ -49,7 +49,7 @@ def maintain(tmp_path, **kw) -> tuple[Maintenance, object]:
 def test_operations_run_in_canonical_order_whatever_the_order_given():
     assert parse_operations("rewrite_manifests,expire_snapshots,remove_orphans") == \
         ("expire", "orphans", "rewrite-manifests")
-    assert parse_operations("all") == ("compact", "expire", "orphans", "rewrite-manifests", "partitions")
+    assert parse_operations("all") == ("compact", "expire", "orphans", "rewrite-manifests", "partitions", "purge")
     with pytest.raises(PlanRejected, match="unknown operation 'vacuum'"):
         parse_operations("expire,vacuum")
 

@@ -13,7 +13,8 @@ from lakesweep.planner.kinds import kinds_of
 from tests.iceberg.conftest import write_history
 from tests.support.guarded_fileio import GuardedFileIO
 
-FLAGS = {"expire": {"older_than": "0 s"}, "orphans": {}, "rewrite-manifests": {}, "compact": {}}
+FLAGS = {"expire": {"older_than": "0 s"}, "orphans": {}, "rewrite-manifests": {}, "compact": {},
+         "purge": {"journal": "j.duckdb"}}
 
 
 def test_every_iceberg_kind_is_planned_here():

@@ -135,6 +135,7 @@ def test_each_verb_has_its_outcomes():
         Verb.WRITE_FILE: ["FAILED", "WRITTEN"],
         Verb.COMMIT: ["ALREADY_COMMITTED", "COMMITTED", "DROPPED", "FAILED", "SKIPPED_REFERENCED"],
         Verb.MERGE: ["FAILED", "WRITTEN"],
+        Verb.PURGE_VERSION: ["ALREADY_ABSENT", "DELETED", "FAILED"],
     }
 
 

@@ -368,15 +368,18 @@ class RecorderContract:
         assert rows == [
             {"plan_id": PLAN.plan_id, "table": "/t", "table_identity": "schema:abc", "kind": "expire",
              "state": "FAILED", "n_actions": 10, "planned_bytes": 187, "applies": 1, "deleted": 1,
-             "already_absent": 1, "failed": 1, "written": 0, "kept": 0, "bytes_reclaimed": 10, "recorded_ms": 5,
+             "already_absent": 1, "failed": 1, "written": 0, "kept": 0, "bytes_reclaimed": 10,
+             "quarantined": 0, "quarantined_bytes": 0, "restored": 0, "restored_bytes": 0, "recorded_ms": 5,
              "started_ms": 10, "finished_ms": 150, "whole": None, "unknown_size_files": 0},
             {"plan_id": other.plan_id, "table": "/u", "table_identity": "schema:def", "kind": "expire",
              "state": "RECORDED", "n_actions": 10, "planned_bytes": 187, "applies": 0, "deleted": 0,
-             "already_absent": 0, "failed": 0, "written": 0, "kept": 0, "bytes_reclaimed": 0, "recorded_ms": 6,
+             "already_absent": 0, "failed": 0, "written": 0, "kept": 0, "bytes_reclaimed": 0,
+             "quarantined": 0, "quarantined_bytes": 0, "restored": 0, "restored_bytes": 0, "recorded_ms": 6,
              "started_ms": None, "finished_ms": None, "whole": None, "unknown_size_files": 0},
             {"plan_id": "p-tampered", "table": None, "table_identity": None, "kind": None, "state": "REFUSED",
              "n_actions": None, "planned_bytes": None, "applies": 0, "deleted": 0, "already_absent": 0,
-             "failed": 0, "written": 0, "kept": 0, "bytes_reclaimed": 0, "recorded_ms": None,
+             "failed": 0, "written": 0, "kept": 0, "bytes_reclaimed": 0,
+             "quarantined": 0, "quarantined_bytes": 0, "restored": 0, "restored_bytes": 0, "recorded_ms": None,
              "started_ms": None, "finished_ms": 160, "whole": None, "unknown_size_files": 0},
         ]
         assert [e["event_type"] for e in list_events(recorder, apply_id="a1")] == [

@@ -17,6 +17,7 @@ import pytest
 from lakesweep.engine import fileio as fileio_module
 from lakesweep.engine.fileio import FileIO
 from lakesweep.engine.paimon.table import PaimonTable
+from lakesweep.engine.purge import Quarantined
 from lakesweep.planner.kinds import kinds_of
 from tests.planner.conftest import expire
 from tests.support.guarded_fileio import GuardedFileIO
@@ -99,7 +100,7 @@ def paimon_table(root: str) -> None:
 
 FLAGS = {"expire": {"time_retained": 0, "retain_min": 2, "retain_max": 2}, "changelog": {"retain_min": 1, "retain_max": 1, "time_retained": "0 s"},
          "consumers": {"expiration_time": "1 d"}, "tags": {"older_than": "1 d", "system_zone": "UTC"},
-         "orphans": {"older_than": "1 d"}, "partitions": {}}
+         "orphans": {"older_than": "1 d"}, "partitions": {}, "purge": {"journal": "j.duckdb"}}
 
 
 @pytest.fixture(scope="module")
@@ -119,7 +120,9 @@ def test_a_paimon_planner_asks_the_store_nothing_after_its_read_step(kind, paimo
     entry = kinds_of("paimon")[kind]
     io = GuardedFileIO(VIEW)
     table = PaimonTable(paimon_root, io)
-    options = entry.resolve_options(table.options, **FLAGS[kind])
+    flags = FLAGS[kind] if kind != "purge" else {**FLAGS[kind], "records": [Quarantined(
+        paimon_root, "p" * 32, "a1", 0, "x", f"{paimon_root}/_lakesweep_quarantine/{'p' * 32}/x", 1, 0, 0)]}
+    options = entry.resolve_options(table.options, **flags)
     read = entry.read(table, now_ms=now, options=options) if entry.read is not None else None
     io.armed = True
     plan = entry.plan(table, now_ms=now, options=options, read=read)
