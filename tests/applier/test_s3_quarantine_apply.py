@@ -1,5 +1,5 @@
 """apply --quarantine of a pypaimon table's expiry on SeaweedFS, in a versioned bucket (delete markers) and in one
-without versioning (copies), then every file restored: the table is back whole, as pypaimon reads it."""
+without versioning (copies), then `restore`: the table is back whole, as pypaimon reads it."""
 
 import json
 import os
@@ -10,8 +10,8 @@ from typer.testing import CliRunner
 
 from lakesweep.applier.apply import DriverExecutor, apply_plan
 from lakesweep.applier.executors import SparkExecutor
+from lakesweep.applier.restore import restore_plan
 from lakesweep.cli.main import app
-from lakesweep.engine.fileio import MoveOutcome, fileio_for
 from lakesweep.engine.plan import PhaseMode, Verb
 from lakesweep.engine.plan_io import read_plan
 from lakesweep.engine.quarantine import QUARANTINE_DIR, QuarantineSpec, VersionedDelete
@@ -132,9 +132,11 @@ def test_quarantined_expiry_on_s3_is_restored_whole(tmp_path, s3_env, recorder, 
         assert records == {a.action_id: f"s3://{prefix}/{QUARANTINE_DIR}/{plan.plan_id}/{a.path}" for a in files}
     assert 3 not in _rows_by_snapshot(s3fs, warehouse, str(tmp_path / "during"))  # expired, as the plan said
 
-    io = fileio_for(f"s3://{prefix}")
-    for action_id, where in records.items():
-        assert io.restore(f"s3://{prefix}/{plan.actions[action_id].path}", where) is MoveOutcome.MOVED
+    restored = restore_plan(plan, recorder, executor=DriverExecutor())
+
+    assert (restored.state, restored.restored, restored.refused, restored.failed) == ("COMPLETED", len(files), [], [])
+    assert sorted(r.action_id for r in recorder.file_records(plan_id=plan.plan_id)
+                  if r.outcome == FileOutcome.RESTORED) == sorted(records)
 
     # every file back, the quarantine folder empty; the expiry's EARLIEST hint is a write, not undone
     assert list_tree(s3fs, prefix) == before_files | {"snapshot/EARLIEST"}
