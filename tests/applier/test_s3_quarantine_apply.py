@@ -12,10 +12,12 @@ from lakesweep.applier.apply import DriverExecutor, apply_plan
 from lakesweep.applier.executors import SparkExecutor
 from lakesweep.applier.restore import restore_plan
 from lakesweep.cli.main import app
+from lakesweep.engine.fileio import resolve_s3_settings
 from lakesweep.engine.plan import PhaseMode, Verb
 from lakesweep.engine.plan_io import read_plan
 from lakesweep.engine.quarantine import QUARANTINE_DIR, QuarantineSpec, VersionedDelete
 from lakesweep.engine.s3_bulk import estimate_requests
+from lakesweep.engine.s3_client import s3_client
 from lakesweep.engine.s3_quarantine import forget_probes as forget_copy_probes
 from lakesweep.engine.units import human_bytes
 from lakesweep.journal.events import FileOutcome
@@ -141,3 +143,41 @@ def test_quarantined_expiry_on_s3_is_restored_whole(tmp_path, s3_env, recorder, 
     # every file back, the quarantine folder empty; the expiry's EARLIEST hint is a write, not undone
     assert list_tree(s3fs, prefix) == before_files | {"snapshot/EARLIEST"}
     assert _rows_by_snapshot(s3fs, warehouse, str(tmp_path / "after")) == before_rows  # time travel works again
+
+
+@pytest.mark.parametrize("mode", ["versioned", "copy"])
+def test_purge_after_the_retention_deletes_exactly_the_quarantined_files_on_s3(tmp_path, s3_env, mode):
+    from lakesweep.journal.duckdb_store import DuckDBRecorder
+
+    bucket = ensure_bucket(VERSIONED_BUCKET, "Enabled") if mode == "versioned" else s3_env["bucket"]
+    s3fs = s3_env["fs"]
+    w = pt.write_demo_table(str(tmp_path / "wh"))
+    warehouse = f"{bucket}/wh-{uuid.uuid4().hex[:8]}"
+    prefix = f"{warehouse}/{pt.DATABASE}.db/demo_t"
+    upload_tree(s3fs, w.path, prefix)
+    out, purge, journal = tmp_path / "plan.parquet", tmp_path / "purge.parquet", tmp_path / "j.duckdb"
+    r = CliRunner().invoke(app, ["plan", "expire", f"s3://{prefix}", "--out", str(out), "--retain-min", "3",
+                                 "--time-retained", "0 s", "-o", "json"])
+    assert r.exit_code == 0, r.output
+    plan = read_plan(str(out))
+    files = [a for a in plan.actions if a.verb is Verb.DELETE_FILE]
+    live = _rows_by_snapshot(s3fs, warehouse, str(tmp_path / "before"))
+    with DuckDBRecorder(str(journal)) as rec:
+        assert apply_plan(plan, rec, executor=DriverExecutor(),
+                          quarantine=QuarantineSpec(plan.plan_id, retention_ms=0)).state == "COMPLETED"
+    table_files = {f for f in list_tree(s3fs, prefix) if not f.startswith(QUARANTINE_DIR + "/")}
+
+    r = CliRunner().invoke(app, ["plan", "purge", f"s3://{prefix}", "--journal", str(journal), "--out", str(purge),
+                                 "-o", "json"])
+    assert r.exit_code == 0, r.output
+    with DuckDBRecorder(str(journal)) as rec:
+        report = apply_plan(read_plan(str(purge)), rec, executor=DriverExecutor())
+    assert (report.state, report.counts["DELETED"]) == ("COMPLETED", len(files)), report.counts
+    assert list_tree(s3fs, prefix) == table_files  # the table untouched, the quarantine folder gone
+    key = prefix.partition("/")[2]
+    client = s3_client(resolve_s3_settings({}), max_attempts=1)
+    for a in files:  # no version, no marker, no copy left of any quarantined file
+        page = client.list_object_versions(Bucket=bucket, Prefix=f"{key}/{a.path}")
+        assert [v["Key"] for v in page.get("Versions", []) + page.get("DeleteMarkers", [])] == []
+    now = _rows_by_snapshot(s3fs, warehouse, str(tmp_path / "after"))
+    assert now == {s: rows for s, rows in live.items() if s >= 6}  # the retained snapshots read as before
