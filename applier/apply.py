@@ -621,8 +621,14 @@ def journaled_quarantine(events: Sequence[Event], apply_id: str | None = None) -
 def check_quarantine(fileio: FileIO, spec: QuarantineSpec, root: str, external: Sequence[str]) -> None:
     """Refuse (``QuarantineUnsupported``) before anything is done when the table's store cannot put a file
     aside: a move of a file that does not exist (under each root, to where the spec puts it) must answer
-    ABSENT, which creates nothing. A FileIO with its own ``quarantine`` (S3 versions) decides for itself."""
-    if type(fileio).quarantine is not FileIO.quarantine:
+    ABSENT, which creates nothing. On S3 the FileIO's ``check_quarantine`` asks the bucket's mode (and in copy
+    mode whether copies can refuse to replace); a FileIO with its own ``quarantine`` and no moves decides for
+    itself."""
+    if fileio.scheme == "s3" and hasattr(fileio, "check_quarantine"):
+        for base in dict.fromkeys((root, *external)):
+            fileio.check_quarantine(base)
+        return
+    if type(fileio).quarantine is not FileIO.quarantine and type(fileio).move_no_replace is FileIO.move_no_replace:
         return
     name = f".lakesweep-quarantine-probe-{uuid.uuid4().hex}"
     for base in (root, *external):

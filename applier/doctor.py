@@ -216,7 +216,8 @@ def check_table(location: str, env: Mapping[str, str] | None = None) -> Check:
     """The table's storage answers: for ``s3://``, the endpoint and credentials found (never their
     values) and one authenticated listing of the table's directory; for a local path, the same listing.
     The directory must hold ``schema/``, as every Paimon table does. Then whether commits can be applied
-    there: on S3, the conditional-write probe (``engine.s3_conditional``), outside the table."""
+    there: on S3, the conditional-write probe (``engine.s3_conditional``), outside the table; and how
+    ``apply --quarantine`` works on the table's bucket (``engine.s3_quarantine``)."""
     from lakesweep.engine.errors import StorageError
     from lakesweep.engine.fileio import fileio_for, normalize_location
 
@@ -247,6 +248,8 @@ def check_table(location: str, env: Mapping[str, str] | None = None) -> Check:
         return Check("table", False, tuple(found), f"{loc} is not a Paimon table: it has no schema/ directory",
                      "give the table's own directory (warehouse/DB.db/TABLE), which holds schema/ and snapshot/")
     found.append(("commits", _commits(fileio_for(loc), loc)))
+    if loc.startswith("s3://"):
+        found.append(("quarantine", _quarantine(fileio_for(loc), loc)))
     return Check("table", True, tuple(found))
 
 
@@ -260,6 +263,19 @@ def _commits(fileio, location: str) -> str:
     except AtomicCreateUnsupported as e:
         return (f"refused: {e.reason or 'this store cannot create a file only if it is absent'}; partition drops "
                 f"cannot be applied here: {AtomicCreateUnsupported.ALTERNATIVES}")
+    except StorageError as e:
+        return f"unknown, so refused: {e}"
+
+
+def _quarantine(fileio, location: str) -> str:
+    """What ``apply --quarantine`` does on this bucket (versioned: delete markers; else copies); not a failure
+    when it cannot: applies without --quarantine still delete."""
+    from lakesweep.engine.errors import QuarantineUnsupported, StorageError
+
+    try:
+        return f"possible: {fileio.check_quarantine(location)}"
+    except QuarantineUnsupported as e:
+        return f"refused: {e}"
     except StorageError as e:
         return f"unknown, so refused: {e}"
 

@@ -453,7 +453,9 @@ def show(
     """Show a saved plan: the range, counts and bytes per kind and partition, what tags and consumers
     protected, and whether there is anything to do. For a plan on S3, also the requests its apply sends
     (LIST, DELETE, HEAD, GET, PUT) and, with --max-requests-per-second, how long they take at that budget.
-    On local files and HDFS, also what 'apply --quarantine' costs: one rename per file, no byte copied."""
+    On local files and HDFS, also what 'apply --quarantine' costs: one rename per file, no byte copied. On S3,
+    its requests on a versioned bucket (ListObjectVersions, then the deletes) and on one without versioning (a
+    CopyObject per file, then the deletes, and the bytes copied); 'lakesweep doctor --table' says which."""
     from lakesweep.applier.quarantine import quarantine_cost
     from lakesweep.engine.plan_io import read_plan
     from lakesweep.engine.s3_bulk import plan_requests, seconds_at
@@ -471,7 +473,13 @@ def show(
         by_kind = plan_requests(read, batch=delete_batch)
         total = sum(by_kind.values())
         requests = {"by_kind": by_kind, "total": total, "rate": max_rps, "seconds": seconds_at(total, max_rps)}
-    output_for(fmt).plan_shown(read, files=files, requests=requests, quarantine=quarantine_cost(read))
+    if read.table_location.startswith("s3://"):
+        from lakesweep.engine.s3_quarantine import plan_quarantine_requests
+
+        cost = plan_quarantine_requests(read, batch=delete_batch)
+    else:
+        cost = quarantine_cost(read)
+    output_for(fmt).plan_shown(read, files=files, requests=requests, quarantine=cost)
 
 
 def _refuse_iceberg_only(given: dict) -> None:

@@ -304,11 +304,29 @@ def print_wrapped(text: str, indent: str = "    ") -> None:
 
 
 def render_quarantine_cost(cost: dict) -> None:
-    """``show``: what ``apply --quarantine`` of the plan costs on a store that renames (local, HDFS)."""
+    """``show``: what ``apply --quarantine`` of the plan costs on a store that renames (local, HDFS), or on S3
+    in each of its modes."""
+    if cost["store"] == "s3":
+        _render_s3_quarantine_cost(cost)
+        return
     store = {"local": "local files", "hdfs": "HDFS"}[cost["store"]]
     print_wrapped(f"With apply --quarantine ({store}): {cost['renames']} rename(s), one per file, no byte "
                   f"copied; the {cost['files']} file(s) ({human_bytes(cost['bytes'])}) stay in {cost['directory']} "
                   "until purged.", indent="  ")
+
+
+_S3_KINDS = {"LIST_VERSIONS": "ListObjectVersions", "COPY": "CopyObject"}
+
+
+def _render_s3_quarantine_cost(cost: dict) -> None:
+    def sent(by_kind: dict) -> str:
+        kinds = ", ".join(f"{n} {_S3_KINDS.get(kind, kind)}" for kind, n in by_kind.items())
+        return f"{kinds} ({sum(by_kind.values())} in all)"
+
+    out.print(f"With apply --quarantine on S3, for {cost['files']} file(s) ({human_bytes(cost['bytes'])}): on a "
+              f"versioned bucket {sent(cost['versioned'])}, nothing copied; on a bucket without versioning "
+              f"{sent(cost['copy'])}, and the store copies {human_bytes(cost['bytes_copied'])}. 'lakesweep doctor "
+              "--table' says which this bucket is.")
 
 
 def rows_table(rows: list[dict], columns: list[str], title: str):

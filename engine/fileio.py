@@ -301,6 +301,8 @@ class ArrowFileIO(FileIO):
         self._lock = threading.Lock()
         self._limiter = None
         self._deleter = None
+        self._quarantiner = None
+        self._modes: dict[str, str] = {}  # quarantine mode by bucket (engine.s3_quarantine)
 
     def __getstate__(self):
         return {"scheme": self.scheme, "properties": self.properties, "budget": self.budget}
@@ -314,6 +316,8 @@ class ArrowFileIO(FileIO):
         self._lock = threading.Lock()
         self._limiter = None
         self._deleter = None
+        self._quarantiner = None
+        self._modes: dict[str, str] = {}  # quarantine mode by bucket (engine.s3_quarantine)
 
     @property
     def bulk_deletes(self) -> bool:
@@ -353,7 +357,7 @@ class ArrowFileIO(FileIO):
 
     def move_no_replace(self, src: str, dst: str) -> MoveOutcome:
         if self.scheme != "file":
-            return super().move_no_replace(src, dst)
+            return self._s3_quarantine_copy(src).move(src, dst)  # a conditional CopyObject, then a delete
         s, d = self._native(src), self._native(dst)
         try:
             return _move_local(s, d)
@@ -361,6 +365,111 @@ class ArrowFileIO(FileIO):
             raise
         except OSError as e:
             raise StorageError(src, f"cannot move to {dst}: {e}") from e
+
+    # Quarantine on S3 (engine.s3_quarantine): versioned buckets keep the deleted version, others get a copy.
+
+    def _s3_quarantine(self):
+        from lakesweep.engine.s3_client import s3_client
+        from lakesweep.engine.s3_quarantine import S3Quarantine
+
+        limiter = self.limiter
+        with self._lock:
+            if self._quarantiner is None:
+                client = s3_client(resolve_s3_settings(self.properties), max_attempts=1)  # it retries itself
+                self._quarantiner = S3Quarantine(client, limiter)
+            return self._quarantiner
+
+    def quarantine_mode(self, path: str) -> str:
+        """How ``quarantine`` works for ``path`` on S3: ``"versioned"`` when its bucket's versioning is enabled,
+        else ``"copy"``; asked once per bucket by this FileIO (GetBucketVersioning)."""
+        from lakesweep.engine.s3_quarantine import versioning_mode
+
+        bucket = self._native(path).partition("/")[0]
+        with self._lock:
+            if bucket in self._modes:
+                return self._modes[bucket]
+        mode = versioning_mode(self._s3_quarantine().client, bucket)
+        with self._lock:
+            return self._modes.setdefault(bucket, mode)
+
+    def _s3_quarantine_copy(self, path: str):
+        """The S3 quarantine, once the store is found to honour ``If-None-Match: *`` on CopyObject."""
+        self._conditional_copy(path)
+        return self._s3_quarantine()
+
+    def _conditional_copy(self, path: str):
+        from lakesweep.engine.s3_quarantine import conditional_copy_support
+
+        bucket, _, key = self._native(path).partition("/")
+        found = conditional_copy_support(resolve_s3_settings(self.properties), bucket, _scratch_prefix(key),
+                                         client=self._s3_quarantine().client)
+        if not found.supported:
+            raise QuarantineUnsupported(path, found.store, f"a copy could replace an object: {found.evidence}")
+        return found
+
+    def check_quarantine(self, location: str) -> str:
+        """How ``apply --quarantine`` works for a table at ``location`` on S3, for ``doctor``: the bucket's mode,
+        and in copy mode the conditional-copy probe's evidence (``QuarantineUnsupported`` when the store ignores
+        the header)."""
+        from lakesweep.engine.s3_quarantine import describe_mode
+
+        mode = self.quarantine_mode(location)
+        if mode == "versioned":
+            return describe_mode(mode)
+        return f"{describe_mode(mode)}; {self._conditional_copy(location).evidence}"
+
+    def quarantine(self, path: str, dest: str) -> tuple[MoveOutcome, str]:
+        if self.scheme == "s3" and self.quarantine_mode(path) == "versioned":
+            return self._s3_quarantine().quarantine_versioned(path, dest)
+        return super().quarantine(path, dest)
+
+    def restore(self, path: str, where: str) -> MoveOutcome:
+        from lakesweep.engine.quarantine import VersionedDelete
+
+        versioned = VersionedDelete.parse(where)
+        if versioned is None:
+            return super().restore(path, where)
+        if self.scheme != "s3":
+            raise StorageError(path, f"{where} names an S3 version, and {path} is not on S3")
+        return self._s3_quarantine().restore_versioned(path, versioned)
+
+    def purge_version(self, path: str, versioned) -> DeleteOutcome:
+        if self.scheme != "s3":
+            return super().purge_version(path, versioned)
+        return self._s3_quarantine().purge_version(path, versioned)
+
+    def quarantine_batch(self, pairs: Iterable[tuple[str, str]]) -> dict[str, tuple[MoveOutcome | StorageError, str,
+                                                                                    int]]:
+        """``quarantine`` for many ``(path, dest)`` pairs: ``{path: (outcome or StorageError, where, attempts)}``.
+        On S3, one ListObjectVersions per directory and DeleteObjects (versioned bucket), or a CopyObject per file
+        and DeleteObjects (``engine.s3_quarantine``); elsewhere one ``quarantine`` per file."""
+        pairs = list(dict(pairs).items())
+        if self.scheme != "s3":
+            out = {}
+            for path, dest in pairs:
+                try:
+                    out[path] = (*self.quarantine(path, dest), 1)
+                except StorageError as e:
+                    out[path] = (e, dest, 1)
+                except FileExistsError:
+                    out[path] = (StorageError(path, f"not quarantined: a file is already at {dest}; both are kept"),
+                                 dest, 1)
+            return out
+        from lakesweep.engine.s3_bulk import DEFAULT_DELETE_BATCH
+
+        size = DEFAULT_DELETE_BATCH if self.budget is None else self.budget.delete_batch
+        by_bucket: dict[str, list[tuple[str, str]]] = {}
+        for path, dest in pairs:
+            by_bucket.setdefault(self._native(path).partition("/")[0], []).append((path, dest))
+        out: dict = {}
+        for bucket, in_bucket in by_bucket.items():
+            for i in range(0, len(in_bucket), size):  # at most delete_batch keys per DeleteObjects
+                part = in_bucket[i:i + size]
+                if self.quarantine_mode(part[0][0]) == "versioned":
+                    out.update(self._s3_quarantine().quarantine_versioned_batch(bucket, part))
+                else:
+                    out.update(self._s3_quarantine_copy(part[0][0]).move_batch(part, self.delete_batch))
+        return out
 
     def __eq__(self, other):
         return isinstance(other, ArrowFileIO) and (self.scheme, self.properties) == (

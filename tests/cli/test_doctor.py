@@ -14,10 +14,11 @@ from typer.testing import CliRunner
 from lakesweep.applier.doctor import JOURNAL_FIX, check_java, check_table
 from lakesweep.cli.main import app
 from lakesweep.engine.s3_conditional import forget_probes
+from lakesweep.engine.s3_quarantine import forget_probes as forget_copy_probes
 from tests.applier.test_preflight import lakesweep, stand_in_path, words
 from tests.support import pypaimon_tables as pt
 from tests.support.s3_proxy import header_dropping_proxy
-from tests.support.seaweed import list_tree, upload_tree
+from tests.support.seaweed import VERSIONED_BUCKET, ensure_bucket, list_tree, upload_tree
 from tests.support.table_builder import all_files
 
 runner = CliRunner()
@@ -117,6 +118,10 @@ def test_s3_table_check_passes_against_a_real_endpoint_and_never_prints_the_secr
     assert re.fullmatch(rf"possible: PutObject with If-None-Match: \* on s3://lake at {s3_env['AWS_ENDPOINT_URL']}: "
                         r"a second PutObject of s3://lake/(\S+/)?\.lakesweep-conditional-put-probe-[0-9a-f]{32} with "
                         r"If-None-Match: \* was answered 412 PreconditionFailed", table["found"].pop("commits"))
+    assert re.fullmatch(r"possible: no versioning: --quarantine copies each file under _lakesweep_quarantine "
+                        r"\(CopyObject, If-None-Match: \*\) before deleting it; restore copies it back; a second "
+                        r"CopyObject to s3://lake/\S+-dst with If-None-Match: \* was answered 412 PreconditionFailed",
+                        table["found"].pop("quarantine"))
     assert table["found"] == {
         "location": f"s3://{prefix}",
         "endpoint": f"{s3_env['AWS_ENDPOINT_URL']} (from AWS_ENDPOINT_URL)",
@@ -164,11 +169,17 @@ def test_s3_table_check_says_commits_are_refused_where_the_store_ignores_if_none
     warehouse = f"{s3_env['bucket']}/doctor-{uuid.uuid4().hex[:8]}"
     upload_tree(s3_env["fs"], w.path, f"{warehouse}/default.db/orders")
     forget_probes()  # a proxy on a port an earlier one had must be probed again
+    forget_copy_probes()
     with header_dropping_proxy(s3_env["AWS_ENDPOINT_URL"],
                                (s3_env["AWS_ACCESS_KEY_ID"], s3_env["AWS_SECRET_ACCESS_KEY"])) as endpoint:
         monkeypatch.setenv("AWS_ENDPOINT_URL", endpoint)
         c = check_table(f"s3://{warehouse}/default.db/orders")
+    forget_copy_probes()
     assert c.ok  # every plan but a partition drop still applies there
+    quarantine = dict(c.found)["quarantine"]
+    assert quarantine.startswith(f"refused: s3://{warehouse}/default.db/orders: s3://lake at {endpoint} cannot "
+                                 f"quarantine files (a copy could replace an object: a second CopyObject to "
+                                 f"s3://{warehouse}/.lakesweep-conditional-copy-probe-")
     commits = dict(c.found)["commits"]
     assert commits.startswith(f"refused: a second PutObject of s3://{warehouse}/.lakesweep-conditional-put-probe-")
     assert commits.endswith(" with If-None-Match: * succeeded and replaced the object: the header is ignored; "
@@ -211,3 +222,13 @@ def test_an_unreachable_namenode_fails_the_table_check_with_what_to_check():
                                 "cannot list: Connection refused")
     assert c.fix == ("check that the NameNode (hdfs://host:port, its RPC port, not the web port) is reachable from "
                      "this machine, that the path exists and that this user may read it")
+
+
+def test_s3_table_check_names_the_quarantine_mode_of_a_versioned_bucket(tmp_path, s3_env):
+    w = pt.write_demo_table(str(tmp_path / "wh"))
+    location = f"{ensure_bucket(VERSIONED_BUCKET, 'Enabled')}/doctor-{uuid.uuid4().hex[:8]}/default.db/orders"
+    upload_tree(s3_env["fs"], w.path, location)
+    c = check_table(f"s3://{location}")
+    assert c.ok and dict(c.found)["quarantine"] == (
+        "possible: versioned bucket: --quarantine deletes as usual and journals each object's version id; restore "
+        "removes the delete marker")

@@ -57,6 +57,9 @@ def weed_binary() -> str:
 
 
 ACCESS_KEY, SECRET_KEY = "lakesweep", "lakesweep-secret"
+# Each bucket is a collection of its own, which grows up to 7 volumes on its first writes (and the filer's log
+# another): room for the tests' buckets (lake, lake-versioned, lake-suspended). Volumes grow as they fill.
+VOLUMES = 30
 
 
 def _weed_env() -> dict[str, str]:
@@ -78,7 +81,7 @@ def seaweed_s3(workdir: str, bucket: str = "lake"):
     proc = subprocess.Popen(
         [weed, "server", f"-dir={workdir}", "-ip=127.0.0.1", "-ip.bind=127.0.0.1",
          f"-master.port={ports['master']}", f"-volume.port={ports['volume']}", f"-filer.port={ports['filer']}",
-         "-s3", f"-s3.port={ports['s3']}", "-s3.port.iceberg=0", "-s3.port.lance=0", "-volume.max=10"],
+         "-s3", f"-s3.port={ports['s3']}", "-s3.port.iceberg=0", "-s3.port.lance=0", f"-volume.max={VOLUMES}"],
         stdout=log, stderr=subprocess.STDOUT, env=_weed_env(),
     )
     settings = {
@@ -128,3 +131,22 @@ def list_tree(s3, bucket_prefix: str) -> set[str]:
 
     infos = s3.get_file_info(fs.FileSelector(bucket_prefix, recursive=True, allow_not_found=True))
     return {i.path[len(bucket_prefix) + 1:] for i in infos if i.type == fs.FileType.File}
+
+
+VERSIONED_BUCKET = "lake-versioned"
+
+
+def ensure_bucket(name: str, versioning: str | None = None) -> str:
+    """Create the bucket ``name`` on the store the AWS environment names (``s3_env``) unless it exists, and set
+    its versioning status (``Enabled``, ``Suspended``) when given. Returns ``name``."""
+    from lakesweep.engine.fileio import resolve_s3_settings
+    from lakesweep.engine.s3_client import s3_client
+
+    client = s3_client(resolve_s3_settings({}), max_attempts=1)
+    try:
+        client.head_bucket(Bucket=name)
+    except Exception:  # botocore answers a missing bucket with a ClientError 404
+        client.create_bucket(Bucket=name)
+    if versioning is not None:
+        client.put_bucket_versioning(Bucket=name, VersioningConfiguration={"Status": versioning})
+    return name
