@@ -4,8 +4,8 @@ is a listed file under the table location (or a write path its properties name) 
 than the cut-off; hidden paths never are, nor a root's ``_lakesweep_quarantine``. A ``*.metadata.json`` of
 this table above the log's oldest is kept. The plan is refused on a bucket mismatch
 (``prefix_mismatch_mode=ERROR``), another table's metadata under the location, a catalog neighbour whose
-paths overlap (apache/iceberg#17213, #17448), or a listing that misses a file the current state reads. The planner reads no file: ``metadata_to_read`` says which, and
-``metadata_owners`` is handed in. The rules: docs/design/iceberg.md#orphan-removal.
+paths overlap (apache/iceberg#17213, #17448), or a listing that misses a file the current state reads. The
+planner reads no file: ``metadata_to_read`` says which, and ``metadata_owners`` is handed in. The rules: docs/design/iceberg.md#orphan-removal.
 """
 
 from __future__ import annotations
@@ -57,7 +57,8 @@ class IcebergOrphanOptions:
 
 def resolve_orphan_options(table_options: Mapping[str, str], *, older_than: str | None = None, force: bool = False,
                            spark: str | None = None,
-                           lister: Callable[[Any], tuple[str, Mapping[str, Any]]] | None = None, **_) -> IcebergOrphanOptions:
+                           lister: Callable[[Any], tuple[str, Mapping[str, Any]]] | None = None,
+                           **_) -> IcebergOrphanOptions:
     """``older_than``: a duration back from the plan's now (default ``3 d``, Iceberg's) or an instant.
     ``lister``: lists the table instead of the read step's recursive listing (``--spark``: ``spark`` is its
     master), writing a plain inventory file the planner reads as an inventory."""

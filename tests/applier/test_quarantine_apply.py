@@ -126,7 +126,8 @@ def test_dry_run_with_quarantine_counts_files_it_would_put_aside_and_moves_nothi
     report = dry_run_plan(plan, executor=DriverExecutor(), quarantine=QuarantineSpec(plan.plan_id))
     files = [a for a in plan.actions if a.verb is Verb.DELETE_FILE]
     dirs = [a for a in plan.actions if a.verb is Verb.DELETE_EMPTY_DIR]
-    assert (report.mode, report.counts["QUARANTINED"], report.counts["DELETED"]) == ("quarantine", len(files), len(dirs))
+    assert (report.mode, report.counts["QUARANTINED"], report.counts["DELETED"]) == ("quarantine", len(files),
+                                                                                     len(dirs))
     assert report.bytes_quarantined == sum(a.size or 0 for a in files)
     assert _digests(demo) == before
 

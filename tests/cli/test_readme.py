@@ -73,8 +73,8 @@ def tables(tmp_path, monkeypatch):
     catalog.create_namespace("ns")
     it.many_appends(catalog, "ns.t", n=6)
     files = ["plan.parquet", "j.duckdb", "audit.parquet", "orphans.parquet", "drop.parquet", "consumers.parquet",
-             "tags.parquet", "changelog.parquet", "p.parquet", "purge.parquet", "report.html", "plan.html", "maintain.jsonl",
-             "lakesweep-demo"]
+             "tags.parquet", "changelog.parquet", "p.parquet", "purge.parquet", "report.html", "plan.html",
+             "maintain.jsonl", "lakesweep-demo"]
     subst = {name: str(tmp_path / name) for name in files}
     subst |= {"TABLE": w.path, "WAREHOUSE": str(tmp_path / "wh"), "release-1": pt.DEMO_TAG,
               "PLAN_ID": lambda: _last_quarantined_plan(subst["j.duckdb"])}
