@@ -5,7 +5,8 @@ than the cut-off; hidden paths never are, nor a root's ``_lakesweep_quarantine``
 this table above the log's oldest is kept. The plan is refused on a bucket mismatch
 (``prefix_mismatch_mode=ERROR``), another table's metadata under the location, a catalog neighbour whose
 paths overlap (apache/iceberg#17213, #17448), or a listing that misses a file the current state reads. The
-planner reads no file: ``metadata_to_read`` says which, and ``metadata_owners`` is handed in. The rules: docs/design/iceberg.md#orphan-removal.
+planner reads no file: ``metadata_to_read`` says which, and ``metadata_owners`` is handed in. The rules:
+docs/design/iceberg.md#orphan-removal.
 """
 
 from __future__ import annotations

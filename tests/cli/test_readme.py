@@ -17,8 +17,8 @@ USAGE = ROOT / "docs" / "usage"
 # The usage pages' examples run in this order: the plans first, then what reads or applies them.
 # restore first: its example quarantines an expiry of the fresh demo table, which later examples have expired
 PAGE_ORDER = ["restore", "plan-purge", "plan-expire", "plan-orphans", "plan-partitions", "plan-consumers", "plan-tags",
-              "plan-changelog", "plan-rewrite-manifests", "plan-compact", "inspect", "show", "verify", "apply", "resume",
-              "journal-plans", "journal-files", "journal-query", "journal-export", "journal-maintenance",
+              "plan-changelog", "plan-rewrite-manifests", "plan-compact", "inspect", "show", "verify", "apply",
+              "resume", "journal-plans", "journal-files", "journal-query", "journal-export", "journal-maintenance",
               "journal-report", "doctor", "maintain"]
 NOT_RUN = {"demo"}  # the whole demo takes 16 s; tests/cli/test_demo_dir.py runs it
 
