@@ -121,7 +121,7 @@ def test_a_path_a_writer_recreated_is_refused_and_only_that_file(broken):
     assert os.path.exists(went[again])
 
 
-@pytest.mark.parametrize("stage", ["before-journal:1", "after-journal:1"])
+@pytest.mark.parametrize("stage", ["before-journal:1", pytest.param("after-journal:1", marks=pytest.mark.slow)])
 def test_kill_during_restore_then_resume_loses_and_duplicates_nothing(broken, stage):
     lake, plan, journal = broken
     with DuckDBRecorder(str(journal), read_only=True) as recorder:

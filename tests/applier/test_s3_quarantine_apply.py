@@ -85,7 +85,8 @@ def test_show_prints_what_quarantine_sends_to_s3_in_each_mode(tmp_path, s3_env):
             "--table' says which this bucket is.") in text
 
 
-@pytest.mark.parametrize("mode, on", [("versioned", "driver"), ("copy", "driver"),
+# versioned on the driver runs in the slow tier: the same requests and outcomes as on Spark tasks, which stays
+@pytest.mark.parametrize("mode, on", [pytest.param("versioned", "driver", marks=pytest.mark.slow), ("copy", "driver"),
                                       pytest.param("versioned", "spark", marks=pytest.mark.spark)])
 def test_quarantined_expiry_on_s3_is_restored_whole(tmp_path, s3_env, recorder, mode, on, monkeypatch, request):
     bucket = ensure_bucket(VERSIONED_BUCKET, "Enabled") if mode == "versioned" else s3_env["bucket"]

@@ -71,6 +71,7 @@ def _row(out: str, prefix: str) -> str:
     return rows[0]
 
 
+@pytest.mark.slow  # a minute; the other benchmark smoke tests are slow too (the benchmarks are not the product)
 def test_quick_benchmark_prints_every_row(tmp_path):
     report = tmp_path / "report.json"
     proc = subprocess.run(

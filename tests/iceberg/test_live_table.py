@@ -151,6 +151,7 @@ def test_orphans_applies_on_a_table_being_written(lake, tmp_path):
     assert not any(os.path.exists(p) for p in strays)
 
 
+@pytest.mark.slow  # each operation's own test above runs under the writer in the default tier
 def test_maintain_every_makes_progress_on_a_table_being_written_in_every_cycle(lake, tmp_path):
     streaming_table(lake)
     journal = str(tmp_path / "j.duckdb")
