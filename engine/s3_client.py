@@ -13,13 +13,12 @@ from lakesweep.engine.fileio import S3Settings
 def parse_timestamp(value):
     """botocore's timestamp parsing, without dateutil for S3's own form (``2026-11-26T08:49:30.000Z``):
     dateutil's parser took ~0.1 ms a key in ListObjectsV2 responses, more than the rest of their parsing.
-    The same value as botocore's (a datetime in dateutil's UTC); any other form goes to botocore's parser."""
+    The same instant as botocore's, in UTC; any other form goes to botocore's parser."""
     from botocore.utils import parse_timestamp as botocore_parse
-    from dateutil.tz import tzutc
 
     if isinstance(value, str) and value.endswith("Z"):
         try:
-            return datetime.datetime.fromisoformat(value[:-1]).replace(tzinfo=tzutc())
+            return datetime.datetime.fromisoformat(value[:-1]).replace(tzinfo=datetime.timezone.utc)
         except ValueError:
             pass
     return botocore_parse(value)
