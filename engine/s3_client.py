@@ -5,6 +5,7 @@ used and never pickled, so no credential travels with a FileIO."""
 from __future__ import annotations
 
 import datetime
+import os
 import threading
 
 from lakesweep.engine.fileio import S3Settings
@@ -24,7 +25,7 @@ def parse_timestamp(value):
     return botocore_parse(value)
 
 
-_CLIENTS: dict = {}  # (settings, max_attempts) -> client, for settings with explicit credentials
+_CLIENTS: dict = {}  # (process id, settings, max_attempts) -> client, for settings with explicit credentials
 _CLIENTS_LOCK = threading.Lock()
 
 
@@ -35,13 +36,15 @@ def s3_client(settings: S3Settings, *, max_attempts: int):
 
     Building a client takes 0.2-0.5 s (botocore loads S3's service model), so one for explicit credentials is
     built once per process and shared (botocore clients are thread-safe): a Spark worker running one task
-    after another builds it once. Credentials from the chain are found anew for every client."""
+    after another builds it once. A forked child builds its own: its parent's open connections are not its
+    to use. Credentials from the chain are found anew for every client."""
     if settings.access_key is None:
         return _new_client(settings, max_attempts)
+    key = (os.getpid(), settings, max_attempts)
     with _CLIENTS_LOCK:
-        client = _CLIENTS.get((settings, max_attempts))
+        client = _CLIENTS.get(key)
         if client is None:
-            client = _CLIENTS[(settings, max_attempts)] = _new_client(settings, max_attempts)
+            client = _CLIENTS[key] = _new_client(settings, max_attempts)
         return client
 
 

@@ -36,3 +36,17 @@ def test_a_client_with_credentials_from_the_chain_is_built_anew():
     settings = resolve_s3_settings({"endpoint": "http://127.0.0.1:9", "region": "us-east-1"}, env={})
     assert settings.access_key is None
     assert s3_client(settings, max_attempts=1) is not s3_client(settings, max_attempts=1)
+
+
+def test_a_forked_child_builds_its_own_client():
+    import multiprocessing
+
+    settings = resolve_s3_settings(PROPS, env={})
+    parent = id(s3_client(settings, max_attempts=1))
+    with multiprocessing.get_context("fork").Pool(1) as pool:
+        child = pool.apply(_client_id, (settings,))
+    assert child != parent and id(s3_client(settings, max_attempts=1)) == parent
+
+
+def _client_id(settings):
+    return id(s3_client(settings, max_attempts=1))
