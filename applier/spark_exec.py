@@ -7,6 +7,7 @@ a few batches, and journals each batch as it arrives.
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import itertools
 import os
@@ -338,11 +339,12 @@ def execute_rows(
     With ``threads`` > 1 the actions of a batch run on that many threads: the actions of a bulk phase
     are independent of one another, and a delete spends its time waiting on storage (a local unlink
     on a journaling file system, a request to an object store), not holding the interpreter. On a store
-    with bulk deletes (S3), the batch's file deletes go to ``FileIO.delete_batch`` together. A batch
-    is yielded when all its actions are done, so what is journaled is what was done; when the store
-    throttled the batch, the batch ends with a ``THROTTLED`` row (``results_and_throttling``). A quarantine
-    goes through the bulk path only on a store whose FileIO has ``quarantine_batch`` (``run_bulk``); elsewhere
-    each file is moved on its own.
+    with bulk deletes (S3), the batch's file deletes go to ``FileIO.delete_batch`` in DeleteObjects-sized
+    parts, and the parts of the next batches are started while this one's are answered (up to ``threads``
+    parts in flight). A batch is yielded when all its actions are done, so what is journaled is what was
+    done; when the store throttled the batch, the batch ends with a ``THROTTLED`` row
+    (``results_and_throttling``). A quarantine goes through the bulk path only on a store whose FileIO has
+    ``quarantine_batch`` (``submit_bulk``); elsewhere each file is moved on its own.
     """
 
     if budget is not None and hasattr(fileio, "with_budget"):
@@ -367,7 +369,9 @@ def execute_rows(
                                      quarantine=quarantine)
         return (res.action_id, res.outcome.value, res.attempts, res.error, res.finished_ms, res.moved_to)
 
-    def run_bulk(chunk: list[tuple]) -> list[tuple]:
+    def submit_bulk(chunk: list[tuple]) -> tuple:
+        """Start the DeleteObjects batches of ``chunk``'s file deletes on the task's threads (a quarantine:
+        put the batch's files aside now, ``quarantine_bulk``)."""
         done: dict[int, tuple] = {}
         targets: dict[int, str] = {}
         for row in chunk:
@@ -381,19 +385,16 @@ def execute_rows(
                 done[row[0]] = (row[0], Outcome.FAILED.value, 1, f"{type(e).__name__}: {e}", _now_ms(), None)
         if quarantine is not None:
             done.update(quarantine_bulk(targets))
-            rest = [row for row in chunk if row[0] not in done]
-            for out in (pool.map(run, rest) if pool is not None else map(run, rest)):
-                done[out[0]] = out
-            return [done[row[0]] for row in chunk]
-        # The DeleteObjects batches of one task batch go out together, on the task's threads.
+            return chunk, done, {}, []
         unique = list(dict.fromkeys(targets.values()))
-        own = getattr(fileio, "budget", None)
-        size = own.delete_batch if own is not None else DEFAULT_DELETE_BATCH
         parts = [unique[i:i + size] for i in range(0, len(unique), size)]
+        futures = [pool.submit(fileio.delete_batch, part) for part in parts] if pool is not None else parts
+        return chunk, done, targets, futures
+
+    def finish_bulk(chunk: list[tuple], done: dict, targets: dict, futures: list) -> list[tuple]:
         outcomes: dict = {}
-        for part in (pool.map(fileio.delete_batch, parts) if pool is not None and len(parts) > 1
-                     else map(fileio.delete_batch, parts)):
-            outcomes.update(part)
+        for part in futures:
+            outcomes.update(part.result() if pool is not None else fileio.delete_batch(part))
         now = _now_ms()
         for action_id, target in targets.items():
             outcome, attempts = outcomes[target]
@@ -407,6 +408,25 @@ def execute_rows(
         for out in (pool.map(run, rest) if pool is not None else map(run, rest)):
             done[out[0]] = out
         return [done[row[0]] for row in chunk]
+
+    def bulk_batches() -> Iterator[list[tuple]]:
+        # The DeleteObjects batches (each after its LIST) of the next task batches go out while those of
+        # this one are answered, up to the task's threads in flight: the store is never left waiting on a
+        # batch's slowest request, its results, or the driver. A batch is still yielded only when done.
+        window: collections.deque = collections.deque()
+        in_flight = 0  # DeleteObjects batches submitted and not yet taken
+        while True:
+            ahead = pool is not None and quarantine is None  # a quarantine moves its batch at submit_bulk
+            while (not window or (ahead and len(window) < threads and in_flight < threads)) and (
+                    chunk := list(itertools.islice(rows, batch))):
+                checked.clear()  # a directory is checked again in every batch: the window stays short
+                window.append(submit_bulk(chunk))
+                in_flight += len(window[-1][3])
+            if not window:
+                return
+            head = window.popleft()
+            in_flight -= len(head[3])
+            yield finish_bulk(*head)
 
     def quarantine_bulk(targets: Mapping[int, str]) -> dict[int, tuple]:
         """The bulk path's quarantine (a store whose FileIO has ``quarantine_batch``): the batch's files put
@@ -430,13 +450,16 @@ def execute_rows(
     rows = iter(rows)
     pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="lakesweep-action") if threads > 1 else None
     limiter = getattr(fileio, "limiter", None) if fileio.bulk_deletes else None
-    try:
+    own = getattr(fileio, "budget", None)
+    size = own.delete_batch if own is not None else DEFAULT_DELETE_BATCH
+
+    def plain_batches() -> Iterator[list[tuple]]:
         while chunk := list(itertools.islice(rows, batch)):
             checked.clear()  # a directory is checked again in every batch: the window stays short
-            if bulk:
-                out = run_bulk(chunk)
-            else:
-                out = list(pool.map(run, chunk)) if pool is not None else [run(row) for row in chunk]
+            yield list(pool.map(run, chunk)) if pool is not None else [run(row) for row in chunk]
+
+    try:
+        for out in (bulk_batches() if bulk else plain_batches()):
             if limiter is not None:
                 slowdowns, lowest = limiter.take_report()
                 if slowdowns:
@@ -444,7 +467,7 @@ def execute_rows(
             yield out
     finally:
         if pool is not None:
-            pool.shutdown()
+            pool.shutdown(cancel_futures=True)  # a consumer that stops early: what has not started never starts
 
 
 def _now_ms() -> int:

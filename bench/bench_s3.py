@@ -5,10 +5,11 @@ each mode runs in its own process (its own peak RSS): ``listing`` (``list_orphan
 ``list-floor`` on the ``bulk`` copy before it is deleted; ``bulk`` and ``per-object`` through
 ``applier.spark_exec.execute_rows`` (a Spark task's code: 8 threads, batches of 500, 250 keys per DeleteObjects)
 without Spark or journal; ``apply`` is what a user runs (bench/s3_cli_arm.py): ``lakesweep plan orphans``, then
-``lakesweep apply --master local[2] --journal J``, whole processes. Prints keys/s, requests, peak RSS; fails on
+``lakesweep apply --master local[2] --journal J``, whole processes (``--delete-batch-size N``: also an apply with
+N keys per DeleteObjects, on a copy of its own). Prints keys/s, requests, peak RSS; fails on
 any outcome other than DELETED or any object left. ``--per-object-objects`` runs the slowest mode on fewer objects.
 
-    python bench/bench_s3.py [--objects 100000] [--per-object-objects 20000] [--json FILE]
+    python bench/bench_s3.py [--objects 100000] [--per-object-objects 20000] [--delete-batch-size N] [--json FILE]
 """
 
 from __future__ import annotations
@@ -204,6 +205,7 @@ def main() -> None:
     ap.add_argument("--objects", type=int, default=100_000)
     ap.add_argument("--per-object-objects", type=int, help="objects of the per-object mode (default: --objects)")
     ap.add_argument("--json", help="also write the results to this file")
+    ap.add_argument("--delete-batch-size", type=int, help="also run apply with this many keys per DeleteObjects")
     ap.add_argument("--mode", help=argparse.SUPPRESS)
     ap.add_argument("--settings", help=argparse.SUPPRESS)
     ap.add_argument("--prefix", help=argparse.SUPPRESS)
@@ -221,6 +223,10 @@ def main() -> None:
     copies = ("bulk", "apply", "per-object", "floor")
     modes = (("listing", "bulk"), ("list-floor", "bulk"), ("plan (CLI)", "apply"), ("apply (CLI)", "apply"),
              ("floor", "floor"), ("bulk", "bulk"), ("per-object", "per-object"))
+    wide = f"apply (CLI), {args.delete_batch_size} per DeleteObjects"
+    if args.delete_batch_size:
+        copies += ("wide",)
+        modes = modes[:4] + (("plan (CLI)", "wide"), (wide, "wide")) + modes[4:]
     with tempfile.TemporaryDirectory() as work, seaweed_s3(os.path.join(work, "weed")) as settings:
         settings = {k: v for k, v in settings.items() if k != "fs"}
         table_dir = _table(work)
@@ -230,14 +236,18 @@ def main() -> None:
               file=sys.stderr)
         time.sleep(1.1)
         cutoff_ms = int(time.time() * 1000) - 100  # every file of every copy is older: the extras are orphans
-        plan_path, journal = os.path.join(work, "plan.parquet"), os.path.join(work, "journal.duckdb")
+        plan_path, journal = "plan.parquet", "journal.duckdb"
         results = []
         for mode, copy in modes:
             load = os.getloadavg()[0]
+            own = os.path.join(work, "wide-" if copy == "wide" else "")  # the wide apply's plan and journal
             if mode == "plan (CLI)":
-                r = s3_cli_arm.plan(settings, f"copy-{copy}", n, plan_path, cutoff_ms)
-            elif mode == "apply (CLI)":
-                r = s3_cli_arm.apply(settings, f"copy-{copy}", n, plan_path, journal)
+                r = s3_cli_arm.plan(settings, f"copy-{copy}", n, own + plan_path, cutoff_ms)
+                if copy == "wide":
+                    continue  # its plan is timed once, on the apply copy
+            elif mode.startswith("apply (CLI)"):
+                r = s3_cli_arm.apply(settings, f"copy-{copy}", n, own + plan_path, own + journal, mode=mode,
+                                     delete_batch=args.delete_batch_size if copy == "wide" else None)
                 left, r["markers"] = _remaining(_client(settings), settings["bucket"], f"copy-{copy}", n)
                 if left:
                     raise SystemExit(f"{mode}: {left} objects left")
@@ -262,13 +272,13 @@ def _report(results: list[dict], n: int, sizes: dict) -> None:
     print(f"{n} extra data files ({sizes['per-object']} for per-object) in {DIRS} directories of a Paimon table, "
           f"SeaweedFS on loopback, "
           f"{os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f} at the end")
-    print(f"{'mode':<30} {'seconds':>8} {'keys/s':>9} {'x floor':>8} {'x per-obj':>9} {'peak RSS MB':>12} "
+    print(f"{'mode':<52} {'seconds':>8} {'keys/s':>9} {'x floor':>8} {'x per-obj':>9} {'peak RSS MB':>12} "
           f"{'load':>5}  requests (request-seconds)")
     rows = []
     for r in results:
         rows.append((r["mode"], r["seconds"], r["keys_per_s"], r))
-        if r["mode"] == "apply (CLI)":
-            rows.append(("apply (CLI), excl. Spark start-up", r["excl_seconds"], r["excl_keys_per_s"], r))
+        if r["mode"].startswith("apply (CLI)"):
+            rows.append((r["mode"] + ", excl. Spark start-up", r["excl_seconds"], r["excl_keys_per_s"], r))
     for mode, seconds, rate, r in rows:
         listing = mode.startswith(("list", "plan"))
         base = by["list-floor"]["keys_per_s"] if listing else floor
@@ -277,10 +287,10 @@ def _report(results: list[dict], n: int, sizes: dict) -> None:
                          for k, v in sorted(r["requests"].items()))
         if mode == "plan (CLI)":
             reqs = "apply will send " + ", ".join(f"{v} {k}" for k, v in r["planned_requests"].items() if v)
-        if r["mode"] == "apply (CLI)":
+        if r["mode"].startswith("apply (CLI)"):
             reqs = (f"{r['throttled_events']} RequestsThrottled ({r['slowdowns']} SlowDown); JVM "
                     f"{r['peaks_mib']['java']} MB, worker {r['peaks_mib']['other']} MB")
-        print(f"{mode:<30} {seconds:>8.1f} {rate:>9.0f} {rate / base:>8.2f} "
+        print(f"{mode:<52} {seconds:>8.1f} {rate:>9.0f} {rate / base:>8.2f} "
               f"{x_per:>9} {r['peak_rss_mb']:>12.0f} {r['load']:>5.1f}  {reqs}")
     a = by["apply (CLI)"]
     print(f"apply (CLI): excl. Spark start-up from its phase bar (delete phase start to end; the bar's elapsed "

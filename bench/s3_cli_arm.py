@@ -52,8 +52,10 @@ def plan(settings: dict, prefix: str, n: int, out: str, cutoff_ms: int) -> dict:
             "peaks_mib": _mib(res.peaks_kib), "planned_requests": plan_requests(p)}
 
 
-def apply(settings: dict, prefix: str, n: int, plan_path: str, journal: str) -> dict:
-    """``lakesweep apply PLAN --master local[2] --journal J``, stderr on a pseudo-terminal."""
+def apply(settings: dict, prefix: str, n: int, plan_path: str, journal: str, *, delete_batch: int | None = None,
+          mode: str = "apply (CLI)") -> dict:
+    """``lakesweep apply PLAN --master local[2] --journal J`` (with ``--delete-batch-size`` when given),
+    stderr on a pseudo-terminal."""
     import duckdb
 
     master, slave = pty.openpty()
@@ -72,6 +74,8 @@ def apply(settings: dict, prefix: str, n: int, plan_path: str, journal: str) -> 
     reader = threading.Thread(target=read, daemon=True)
     reader.start()
     cmd = [*LAKESWEEP, "apply", plan_path, "--master", "local[2]", "--journal", journal]
+    if delete_batch is not None:
+        cmd += ["--delete-batch-size", str(delete_batch)]
     t0 = time.perf_counter()
     proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=slave, env=_env(settings))
     sampler = TreeSampler(proc.pid)
@@ -104,7 +108,7 @@ def apply(settings: dict, prefix: str, n: int, plan_path: str, journal: str) -> 
         by_type.setdefault(kind, []).append(json.loads(payload))
     started, completed = by_type["ApplyStarted"][0], by_type["ApplyCompleted"][0]
     throttled = by_type.get("RequestsThrottled", [])
-    return {"mode": "apply (CLI)", "seconds": seconds, "keys": n, "keys_per_s": n / seconds,
+    return {"mode": mode, "seconds": seconds, "keys": n, "keys_per_s": n / seconds,
             "excl_keys_per_s": bar_rate, "excl_seconds": n / bar_rate,
             "bar_elapsed_s": int(h) * 3600 + int(m) * 60 + int(s),
             "journal_span_s": (completed["finished_ms"] - started["started_ms"]) / 1000,

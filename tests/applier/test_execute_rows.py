@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import threading
+
 import pytest
 
 from lakesweep.applier.spark_exec import execute_rows, task_row
-from lakesweep.engine.fileio import ArrowFileIO
+from lakesweep.engine.fileio import ArrowFileIO, MemoryFileIO
 from lakesweep.engine.plan import Action
 from lakesweep.engine.paimon.kinds import ActionKind
+from lakesweep.engine.s3_bulk import RequestBudget
 
 
 def _table(tmp_path, n: int, missing: set[int]):
@@ -56,3 +59,38 @@ def test_a_path_outside_the_root_fails_its_action_and_deletes_nothing(tmp_path):
     assert out[20][1] == "FAILED" and "outside the table root" in out[20][3]
     assert outside.read_bytes() == b"keep"
     assert all(out[i][1] == "DELETED" for i in range(20))
+
+
+class _BulkMemory(MemoryFileIO):
+    """A store with bulk deletes (one DeleteObjects per key: ``budget.delete_batch`` 1) whose first
+    ``threads`` requests are answered only once all of them are in flight at the same time."""
+
+    bulk_deletes = True
+    budget = RequestBudget(delete_batch=1)
+
+    def __init__(self, threads: int):
+        super().__init__()
+        self.barrier = threading.Barrier(threads, timeout=10)
+        self.calls = 0
+        self.lock = threading.Lock()
+
+    def delete_batch(self, paths):
+        with self.lock:
+            self.calls += 1
+            first = self.calls <= self.barrier.parties
+        if first:
+            self.barrier.wait()  # BrokenBarrierError unless `parties` requests are in flight together
+        return super().delete_batch(paths)
+
+
+def test_bulk_deletes_of_the_next_batches_go_out_while_this_one_is_answered():
+    io = _BulkMemory(threads=4)
+    for i in range(10):
+        if i != 6:
+            io.put(f"/t/d/f-{i}", b"x")
+    rows = [task_row(Action(ActionKind.DATA_FILE, f"d/f-{i}", snapshot_id=1, action_id=i)) for i in range(10)]
+    # Batches of two actions, two DeleteObjects each: four in flight means two batches' requests at once.
+    batches = [[(r[0], r[1], r[2], r[3]) for r in b] for b in execute_rows(iter(rows), io, "/t", [], False, 2, 4)]
+    assert batches == [[(i, "ALREADY_ABSENT" if i == 6 else "DELETED", 1, None) for i in (j, j + 1)]
+                       for j in range(0, 10, 2)]
+    assert io.calls == 10 and io.files == {}
