@@ -111,14 +111,9 @@ def _is_slowdown(e: Exception) -> bool:
     return code in ("SlowDown", "Throttling", "ThrottlingException", "RequestLimitExceeded") or status == 503
 
 
-class S3BulkDeleter:
-    """Deletes keys in DeleteObjects batches; see the module docstring for what each outcome means."""
-
-    def __init__(self, client, limiter: RateLimiter, *, batch: int = DEFAULT_DELETE_BATCH, attempts: int = 4,
-                 base_delay_s: float = 0.05, throttle_retries: int = 20,
-                 sleep: Callable[[float], None] = time.sleep):
-        self.client, self.limiter, self.batch, self.attempts = client, limiter, batch, attempts
-        self.base_delay_s, self.throttle_retries, self._sleep = base_delay_s, throttle_retries, sleep
+class BudgetedCalls:
+    """Requests sent under a ``RateLimiter`` (``self.limiter``), with ``throttle_retries``, ``base_delay_s`` and
+    ``_sleep`` set by the subclass."""
 
     def _call(self, kind: str, fn: Callable, **kwargs):
         """One request under the budget; ``503 SlowDown`` slows the limiter down and is sent again."""
@@ -135,6 +130,16 @@ class S3BulkDeleter:
             self.limiter.succeeded()
             return out
         raise AssertionError("unreachable")
+
+
+class S3BulkDeleter(BudgetedCalls):
+    """Deletes keys in DeleteObjects batches; see the module docstring for what each outcome means."""
+
+    def __init__(self, client, limiter: RateLimiter, *, batch: int = DEFAULT_DELETE_BATCH, attempts: int = 4,
+                 base_delay_s: float = 0.05, throttle_retries: int = 20,
+                 sleep: Callable[[float], None] = time.sleep):
+        self.client, self.limiter, self.batch, self.attempts = client, limiter, batch, attempts
+        self.base_delay_s, self.throttle_retries, self._sleep = base_delay_s, throttle_retries, sleep
 
     def delete(self, paths: Sequence[str]) -> dict[str, tuple[object, int]]:
         """``{path: (DeleteOutcome or StorageError, attempts)}`` for every ``s3://`` path."""

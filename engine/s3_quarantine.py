@@ -21,7 +21,7 @@ from typing import Callable, Iterable, Sequence
 from lakesweep.engine.errors import DeleteUnconfirmed, StorageError
 from lakesweep.engine.fileio import DeleteOutcome, MoveOutcome, S3Settings
 from lakesweep.engine.quarantine import VersionedDelete
-from lakesweep.engine.s3_bulk import _is_slowdown, split_s3
+from lakesweep.engine.s3_bulk import BudgetedCalls, split_s3
 from lakesweep.engine.s3_conditional import ConditionalPutSupport, store_name
 
 VERSIONED = "versioned"
@@ -82,7 +82,7 @@ def _status(e) -> tuple[int, str]:
             str(response.get("Error", {}).get("Code") or ""))
 
 
-class S3Quarantine:
+class S3Quarantine(BudgetedCalls):
     """The requests of both modes, paced by the FileIO's ``RateLimiter`` (``503 SlowDown`` slows it and is
     sent again). ``client`` retries nothing itself: a versioned delete sent twice would stack two markers."""
 
@@ -90,21 +90,6 @@ class S3Quarantine:
                  throttle_retries: int = 20, sleep: Callable[[float], None] = time.sleep):
         self.client, self.limiter, self.attempts = client, limiter, attempts
         self.base_delay_s, self.throttle_retries, self._sleep = base_delay_s, throttle_retries, sleep
-
-    def _call(self, kind: str, fn: Callable, **kwargs):
-        for n in range(self.throttle_retries + 1):
-            self.limiter.acquire(kind)
-            try:
-                out = fn(**kwargs)
-            except Exception as e:  # botocore raises ClientError and several transport errors
-                if _is_slowdown(e) and n < self.throttle_retries:
-                    self.limiter.throttled()
-                    self._sleep(self.base_delay_s * (2 ** min(n, 6)) * (1 + random.random()))
-                    continue
-                raise
-            self.limiter.succeeded()
-            return out
-        raise AssertionError("unreachable")
 
     def _backoff(self, attempt: int) -> None:
         if attempt > 1:
