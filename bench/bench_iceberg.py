@@ -2,7 +2,7 @@
 ``lakesweep apply`` as whole processes (Spark in local mode, a new DuckDB journal), against Iceberg's own
 ``expire_snapshots`` procedure on Spark, pyiceberg's own expiry and the physical floor.
 
-    .venv/bin/python bench/bench_iceberg.py [--sizes 20k,200k] [--repeat 3]
+    .venv/bin/python bench/bench_iceberg.py [--sizes 20k,200k,1m] [--repeat 3]
     .venv/bin/python bench/bench_iceberg.py --quick        # a tiny table: a smoke test of the benchmark
 
 The table (pyiceberg's SQL catalog on SQLite, under ``~/.cache/lakesweep-bench/iceberg``) has 40 snapshots;
@@ -18,8 +18,10 @@ works on a fresh copy (``cp -a`` of the warehouse and catalog) and expires every
   retain_last => 1)``, Iceberg's Spark runtime (pinned in tests/support/maven.py) opening the SQLite catalog
   with its ``JdbcCatalog``, in a new process on ``local[2]``: timed whole (Python, JVM, session, call) and
   the call alone. It deletes files, so it is the like-for-like of plan + apply (``ls/iceberg``);
-* the floor, in a child process: fastavro decoding of every manifest list and manifest (what any expiry
-  must read) plus ``os.unlink`` of the files lakesweep's plan deletes;
+* the floors, in a child process: fastavro decoding of every manifest list and manifest whole (``decode``,
+  what any expiry must read), decoding only the fields an expiry reads (``project``: a reader schema of the
+  writer's), the same over a process per core (``par``), and ``os.unlink`` of the files lakesweep's plan
+  deletes on a thread per core (``unlink``);
 * peak RSS of each process (``ru_maxrss`` from ``wait4``).
 
 Afterwards the table's last snapshot must read the same data files, exactly the planned files must be gone,
@@ -113,21 +115,56 @@ t.maintenance.expire_snapshots().older_than(datetime.datetime.fromtimestamp(last
 """
 
 FLOOR = r"""
-import json, os, sys, time
+import io, json, os, sys, time
+from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
 import fastavro
-root, listing = sys.argv[1], sys.argv[2]
-t0 = time.perf_counter()
-meta = root + "/wh/ns/t/metadata"
-n = 0
-for name in os.listdir(meta):
-    if name.endswith(".avro"):
-        for rec in fastavro.reader(open(os.path.join(meta, name), "rb")):
-            n += 1
-read = time.perf_counter() - t0
-paths = json.load(open(listing))
-for p in paths:
-    os.unlink(p)
-print(json.dumps({"read_s": read, "delete_s": time.perf_counter() - t0 - read, "records": n, "deleted": len(paths)}))
+
+# the fields an expiry's rules read; a partition record is kept whole
+KEEP = {"status", "snapshot_id", "sequence_number", "file_sequence_number", "data_file", "content", "file_path",
+        "file_size_in_bytes", "partition", "manifest_path", "manifest_length", "partition_spec_id",
+        "added_snapshot_id", "added_files_count", "existing_files_count", "deleted_files_count"}
+
+def project(t):
+    if isinstance(t, list):
+        return [project(x) for x in t]
+    if isinstance(t, dict) and t.get("type") == "record":
+        return {**t, "fields": [{**f, "type": f["type"] if f["name"] == "partition" else project(f["type"])}
+                                for f in t["fields"] if f["name"] in KEEP]}
+    return t
+
+def full(path):
+    with open(path, "rb") as f:
+        return sum(1 for _ in fastavro.reader(f))
+
+def projected(path):
+    with open(path, "rb") as f:
+        data = f.read()
+    schema = project(fastavro.reader(io.BytesIO(data)).writer_schema)
+    return sum(1 for _ in fastavro.reader(io.BytesIO(data), reader_schema=schema))
+
+def unlink_all(chunk):
+    for p in chunk:
+        os.unlink(p)
+
+if __name__ == "__main__":
+    root, listing = sys.argv[1], sys.argv[2]
+    meta = root + "/wh/ns/t/metadata"
+    files = sorted(os.path.join(meta, n) for n in os.listdir(meta) if n.endswith(".avro"))
+    workers = os.cpu_count() or 1
+    t0 = time.perf_counter()
+    n = sum(map(full, files))
+    t1 = time.perf_counter()
+    assert sum(map(projected, files)) == n
+    t2 = time.perf_counter()
+    with ProcessPoolExecutor(workers) as pool:
+        assert sum(pool.map(projected, files)) == n
+    t3 = time.perf_counter()
+    paths = json.load(open(listing))
+    with ThreadPoolExecutor(workers) as pool:
+        list(pool.map(unlink_all, [paths[i:i + 1000] for i in range(0, len(paths), 1000)]))
+    t4 = time.perf_counter()
+    print(json.dumps({"read_s": t1 - t0, "projected_s": t2 - t1, "parallel_s": t3 - t2, "delete_s": t4 - t3,
+                      "records": n, "deleted": len(paths), "workers": workers}))
 """
 
 
@@ -205,16 +242,23 @@ def one_run(base: Path, scratch: str, pristine: set[str]) -> dict:
     return out
 
 
+def parse_size(text: str) -> int:
+    """``20k``, ``1m``, ``400``: a number of data files."""
+    text = text.strip().lower()
+    scale = {"k": 1_000, "m": 1_000_000}.get(text[-1:], 1)
+    return int(float(text.rstrip("km")) * scale)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--sizes", default="20k,200k")
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--quick", action="store_true")
     args = ap.parse_args()
-    sizes = [400] if args.quick else [int(s.lower().replace("k", "000")) for s in args.sizes.split(",")]
+    sizes = [400] if args.quick else [parse_size(s) for s in args.sizes.split(",")]
     repeat = 1 if args.quick else args.repeat
-    print(f"{'files':>8} {'deleted':>8} | {'pyiceberg':>9} {'plan':>7} {'apply':>7} {'floor':>7} | "
-          f"{'plan/floor-read':>15} {'apply/floor-del':>15} | {'RSS plan':>8} {'RSS apply':>9} | "
+    print(f"{'files':>8} {'deleted':>8} | {'pyiceberg':>9} {'plan':>7} {'apply':>7} | {'decode':>7} {'project':>7} "
+          f"{'par':>7} {'unlink':>7} | {'plan/par':>8} {'apply/unlink':>12} | {'RSS plan':>8} {'RSS apply':>9} | "
           f"{'iceberg':>8} {'call':>7} {'ls/iceberg':>10} {'RSS ice':>8}", flush=True)
     for n in sizes:
         base = ensure_table(n)
@@ -229,10 +273,11 @@ def main() -> None:
         med = lambda f: statistics.median(f(r) for r in runs)  # noqa: E731
         py, plan, apply = med(lambda r: r["pyiceberg"].seconds), med(lambda r: r["plan"].seconds), \
             med(lambda r: r["apply"].seconds)
-        fread, fdel = med(lambda r: r["floor"]["read_s"]), med(lambda r: r["floor"]["delete_s"])
+        fread, fproj = med(lambda r: r["floor"]["read_s"]), med(lambda r: r["floor"]["projected_s"])
+        fpar, fdel = med(lambda r: r["floor"]["parallel_s"]), med(lambda r: r["floor"]["delete_s"])
         ice, ends = med(lambda r: r["iceberg"].seconds), med(lambda r: r["plan"].seconds + r["apply"].seconds)
-        print(f"{n:>8} {runs[0]['deleted']:>8} | {py:>8.2f}s {plan:>6.2f}s {apply:>6.2f}s {fread + fdel:>6.2f}s | "
-              f"{plan / fread:>14.1f}x {apply / max(fdel, 1e-3):>14.1f}x | "
+        print(f"{n:>8} {runs[0]['deleted']:>8} | {py:>8.2f}s {plan:>6.2f}s {apply:>6.2f}s | {fread:>6.2f}s "
+              f"{fproj:>6.2f}s {fpar:>6.2f}s {fdel:>6.2f}s | {plan / fpar:>7.1f}x {apply / max(fdel, 1e-3):>11.1f}x | "
               f"{med(lambda r: r['plan'].maxrss_kib) / 1024:>6.0f}Mi {med(lambda r: r['apply'].maxrss_kib) / 1024:>7.0f}Mi | "
               f"{ice:>7.2f}s {med(lambda r: r['iceberg_call']):>6.2f}s {ends / ice:>9.2f}x "
               f"{med(lambda r: r['iceberg'].peaks_kib['java']) / 1024:>6.0f}Mi")

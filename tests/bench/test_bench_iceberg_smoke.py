@@ -3,7 +3,8 @@
 ``bench/bench_iceberg.py --quick`` builds an Iceberg table of 400 data files in 78 snapshots (pyiceberg's SQL
 catalog), expires copies of it with pyiceberg, with ``lakesweep plan expire`` and ``lakesweep apply`` on
 local Spark and with Iceberg's own ``expire_snapshots`` on Spark, checks that lakesweep and Iceberg deleted
-the same files, runs the floor, and prints one row. This test reads what it printed.
+the same files, runs the floors (whole, projected and parallel decoding; unlink on a thread per core), and
+prints one row. This test reads what it printed.
 """
 
 from __future__ import annotations
@@ -34,14 +35,16 @@ def test_quick_iceberg_expiry_benchmark_prints_its_row(tmp_path):
 
     rows = [line for line in out.splitlines() if line.lstrip().startswith("400 ")]
     assert len(rows) == 1, out
-    m = re.fullmatch(rf"\s*400\s+532 \|\s+{S}\s+{S}\s+{S}\s+{S} \|\s+{N}x\s+{N}x \|\s+(\d+)Mi\s+(\d+)Mi \|"
-                     rf"\s+{S}\s+{S}\s+{N}x\s+(\d+)Mi", rows[0])
+    m = re.fullmatch(rf"\s*400\s+532 \|\s+{S}\s+{S}\s+{S} \|\s+{S}\s+{S}\s+{S}\s+{S} \|\s+{N}x\s+{N}x \|"
+                     rf"\s+(\d+)Mi\s+(\d+)Mi \|\s+{S}\s+{S}\s+{N}x\s+(\d+)Mi", rows[0])
     assert m, rows[0]
-    plan, apply, floor = float(m.group(2)), float(m.group(3)), float(m.group(4))
-    assert 0 < plan and 0 < apply and 0 < floor
-    assert all(int(m.group(i)) > 50 for i in (7, 8)), rows[0]
-    iceberg, call = float(m.group(9)), float(m.group(10))
-    assert 0 < call < iceberg and float(m.group(11)) == pytest.approx((plan + apply) / iceberg, rel=0.05, abs=0.02)
-    assert int(m.group(12)) > 100, rows[0]  # Iceberg's Spark JVM
+    plan, apply = float(m.group(2)), float(m.group(3))
+    decode, projected, parallel, unlink = (float(m.group(i)) for i in (4, 5, 6, 7))
+    assert 0 < plan and 0 < apply and 0 < decode and 0 < projected and 0 < parallel and 0 <= unlink
+    assert float(m.group(8)) == pytest.approx(plan / parallel, rel=0.05, abs=0.05), rows[0]
+    assert all(int(m.group(i)) > 50 for i in (10, 11)), rows[0]
+    iceberg, call = float(m.group(12)), float(m.group(13))
+    assert 0 < call < iceberg and float(m.group(14)) == pytest.approx((plan + apply) / iceberg, rel=0.05, abs=0.02)
+    assert int(m.group(15)) > 100, rows[0]  # Iceberg's Spark JVM
     assert ("Iceberg expire_snapshots deleted 380 data files, 75 manifests and 77 manifest lists: the same 532 "
             "files lakesweep deleted, checked after each of 1 runs") in out
