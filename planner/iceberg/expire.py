@@ -106,10 +106,11 @@ def plan_iceberg_expire(table, *, now_ms: int, options: IcebergExpireOptions) ->
     actions: list[Action] = []
     roots = [table.location, *table.external_roots()]
     outside = 0
+    inside, cut = roots[0] + "/", len(roots[0]) + 1  # relative_to's first case, inline: most paths take it
 
     def add(kind, path: str, size, sid, partition=None):
         nonlocal outside
-        rel = relative_to(path, roots)
+        rel = path[cut:] if path.startswith(inside) else relative_to(path, roots)
         if rel is None:
             outside += 1
             return
