@@ -27,8 +27,10 @@ from tests.support import iceberg_tables as it
 from tests.support.processes import LAKESWEEP
 
 IDENT = f"{it.NAMESPACE}.t"
-NULLS_SCHEMA = Schema(NestedField(1, "id", LongType(), required=False), NestedField(2, "region", StringType(), required=False),
-                      NestedField(3, "day", DateType(), required=False), NestedField(4, "ts", TimestampType(), required=False),
+NULLS_SCHEMA = Schema(NestedField(1, "id", LongType(), required=False),
+                      NestedField(2, "region", StringType(), required=False),
+                      NestedField(3, "day", DateType(), required=False),
+                      NestedField(4, "ts", TimestampType(), required=False),
                       NestedField(5, "price", DecimalType(9, 2), required=False))
 NULLS_SPEC = PartitionSpec(PartitionField(2, 1000, IdentityTransform(), "region"),
                            PartitionField(3, 1001, IdentityTransform(), "day"),
