@@ -36,6 +36,8 @@ def retained_snapshots(table: IcebergTable, expired: AbstractSet[int],
 
 def used_files(table: IcebergTable, snapshot_ids: Iterable[int], *, live_only: bool) -> set[str]:
     """Every location the snapshots reach (``IcebergTable.snapshot_files``)."""
+    snapshot_ids = list(snapshot_ids)
+    table.prefetch_snapshots(snapshot_ids)
     used: set[str] = set()
     for sid in snapshot_ids:
         used.update(path for _, path, _ in table.snapshot_files(sid, live_only=live_only))
@@ -87,6 +89,7 @@ def reachable(table: IcebergTable, planned: AbstractSet[str], *, expired: Abstra
     refs_at: dict[int, list[str]] = {}
     for name, sid in table.refs().items():
         refs_at.setdefault(sid, []).append(name)
+    table.prefetch_snapshots(retained)
     for sid in retained:
         for _, path, _ in table.snapshot_files(sid, live_only=live_only):
             if path in planned and path not in seen:

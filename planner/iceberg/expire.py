@@ -13,6 +13,7 @@ from typing import Mapping
 
 from lakesweep.engine.errors import PlanRejected
 from lakesweep.engine.iceberg.retention import expire_rule
+from lakesweep.engine.iceberg.table import DELETED
 from lakesweep.engine.iceberg.kinds import EXPIRE_PHASES, FILE_KINDS, ExpireKind
 from lakesweep.engine.iceberg.requirements import plan_requirements
 from lakesweep.engine.iceberg.scopes import ExpireScope
@@ -105,23 +106,25 @@ def plan_iceberg_expire(table, *, now_ms: int, options: IcebergExpireOptions) ->
     actions: list[Action] = []
     roots = [table.location, *table.external_roots()]
     outside = 0
+    inside, cut = roots[0] + "/", len(roots[0]) + 1  # relative_to's first case, inline: most paths take it
 
     def add(kind, path: str, size, sid, partition=None):
         nonlocal outside
-        rel = relative_to(path, roots)
+        rel = path[cut:] if path.startswith(inside) else relative_to(path, roots)
         if rel is None:
             outside += 1
             return
         actions.append(Action(kind, rel, snapshot_id=sid, size=size, partition=partition))
 
     if expired:
+        table.prefetch_snapshots([*retained, *expired])  # every manifest the loops below read, on every core
         kept_manifests: set[str] = set()
         kept_files: set[str] = set()
         for sid in retained:
             for m in table.manifest_list(table.snapshots[sid]):
                 if m.path not in kept_manifests:
                     kept_manifests.add(m.path)
-                    kept_files.update(f.path for f in table.manifest_entries(m) if f.live)
+                    kept_files.update(f.path for f in table.manifest_entries(m) if f.status != DELETED)
         kept_stats = {p for s, p, _ in table.statistics_files() if s not in gone}
         seen: set[str] = set()  # manifests of expired snapshots already planned (by the earliest listing them)
         for sid in expired:
@@ -134,8 +137,8 @@ def plan_iceberg_expire(table, *, now_ms: int, options: IcebergExpireOptions) ->
                 seen.add(m.path)
                 add(ExpireKind.MANIFEST, m.path, m.size, sid)
                 for f in table.manifest_entries(m):
-                    if f.live and f.path not in kept_files:
-                        add(FILE_KINDS[_FILE_KIND[f.content]], f.path, f.size, sid, f.partition)
+                    if f.status != DELETED and f.path not in kept_files:
+                        add(_ENTRY_KINDS[f.content], f.path, f.size, sid, f.partition)
             for _, path, size in table.statistics_files(sid):
                 if path not in kept_stats:
                     add(ExpireKind.STATISTICS, path, size, sid)
@@ -156,6 +159,7 @@ def plan_iceberg_expire(table, *, now_ms: int, options: IcebergExpireOptions) ->
 
 
 _FILE_KIND = {0: "data-file", 1: "position-delete-file", 2: "equality-delete-file"}
+_ENTRY_KINDS = {content: FILE_KINDS[kind] for content, kind in _FILE_KIND.items()}
 
 
 def _canon(location: str) -> str:

@@ -45,6 +45,9 @@ class StubView:
     def statistics_files(self, snapshot_id=None):
         return []
 
+    def prefetch_snapshots(self, snapshot_ids):
+        pass  # its locations are in memory already
+
     def snapshot_files(self, sid, *, live_only):
         for u in self.used:
             yield "data-file", u, 1
