@@ -11,6 +11,7 @@ by ``planner.iceberg.expire.expire_plan`` exactly as the local planner builds it
 
 from __future__ import annotations
 
+import itertools
 from typing import Iterator
 
 from lakesweep.engine.errors import CorruptMetadata, MetadataNotFound, TableFormatError
@@ -19,7 +20,11 @@ from lakesweep.engine.plan import Action, CleanupPlan
 from lakesweep.planner.iceberg.common import relative_to
 from lakesweep.planner.iceberg.expire import IcebergExpireOptions, expiry, expire_plan, refuse_future_expiry
 
-TASK_ENTRIES = 20_000  # manifest entries a task decodes, about (a manifest is never split)
+# Manifest entries a task decodes, about (a manifest is never split): at least TASK_ENTRIES, and so many that
+# each core gets about TASKS_PER_CORE tasks (a task costs Spark about a second whatever its size).
+TASK_ENTRIES = 20_000
+TASKS_PER_CORE = 2
+BATCH_ROWS = 65_536  # entries an executor hands Spark at a time
 ENTRY_SCHEMA = "sid long, content int, path string, partition string, size long, error string"
 _FILE_KIND = {0: "data-file", 1: "position-delete-file", 2: "equality-delete-file"}
 
@@ -60,6 +65,21 @@ def decode_group(io, group: list[tuple[str, str, int | None]]) -> Iterator[tuple
                     yield (sid, f.content, f.path, f.partition, f.size, None)
 
 
+def decode_tasks(io, groups: list, tasks) -> Iterator:
+    """Executor side, for ``mapInArrow``: the rows of ``decode_group`` for each task index of ``tasks`` (Arrow
+    batches of one ``task`` column), as Arrow batches of ``ENTRY_SCHEMA``."""
+    import pyarrow as pa
+
+    schema = pa.schema([("sid", pa.int64()), ("content", pa.int32()), ("path", pa.string()),
+                        ("partition", pa.string()), ("size", pa.int64()), ("error", pa.string())])
+    for batch in tasks:
+        for task in batch.column(0).to_pylist():
+            rows = decode_group(io, groups[task])
+            while chunk := list(itertools.islice(rows, BATCH_ROWS)):
+                yield pa.record_batch([pa.array(column, f.type) for column, f in zip(zip(*chunk), schema)],
+                                      schema=schema)
+
+
 def _ipc(batches):
     """Executor side: each Arrow batch as one row of its IPC stream (``ipc binary``)."""
     import pyarrow as pa
@@ -84,14 +104,17 @@ def candidate_files(table, spark, *, kept: list, freed: list[tuple[object, int]]
 
     manifests = [(table.manifest_location(m), m.path, None, m.entries) for m in kept]
     manifests += [(table.manifest_location(m), m.path, sid, m.entries) for m, sid in freed]
-    groups = task_groups(manifests, task_entries=TASK_ENTRIES)
-    io = table.io
     sc = spark.sparkContext
+    total = sum(entries for *_, entries in manifests)
+    groups = task_groups(manifests, task_entries=max(TASK_ENTRIES, -(-total // (TASKS_PER_CORE *
+                                                                              sc.defaultParallelism))))
+    io = table.io
     forward_credentials(sc)
     sc.setJobGroup("lakesweep-expire", f"lakesweep: {len(manifests)} manifests of {table.location} in "
                                         f"{len(groups)} tasks")
-    rdd = sc.parallelize(groups, max(1, len(groups))).flatMap(lambda g: decode_group(io, g))
-    entries = spark.createDataFrame(rdd, ENTRY_SCHEMA, verifySchema=False).persist(StorageLevel.MEMORY_AND_DISK)
+    tasks = spark.createDataFrame(sc.parallelize([(i,) for i in range(len(groups))], max(1, len(groups))), "task int")
+    entries = (tasks.mapInArrow(lambda batches: decode_tasks(io, groups, batches), ENTRY_SCHEMA)
+               .persist(StorageLevel.MEMORY_AND_DISK))
     try:
         bad = entries.where(F.col("error").isNotNull()).limit(1).collect()
         if bad:

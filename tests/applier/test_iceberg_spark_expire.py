@@ -28,6 +28,7 @@ def lake(tmp_path, monkeypatch, spark):
     """A lake as tests/iceberg's, on the module's Spark session (the CLI plans on it and leaves it running);
     a task for each manifest, so that a file named by several manifests meets itself across tasks."""
     monkeypatch.setattr(iceberg_expire, "TASK_ENTRIES", 1)
+    monkeypatch.setattr(iceberg_expire, "TASKS_PER_CORE", 10**9)
     return make_lake(tmp_path / "lake", monkeypatch)
 
 
