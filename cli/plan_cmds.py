@@ -106,9 +106,10 @@ MaxCommitRetriesOpt = typer.Option(None, "--max-commit-retries", help="Iceberg: 
 
 
 def make_iceberg_plan(kind: str, *, catalog: str, table: str, out: Path, now: Optional[str], fmt: OutputFormat,
-                      paimon_only: dict, **flags) -> None:
+                      paimon_only: dict, planner=None, **flags) -> None:
     """Make a plan of ``kind`` for the Iceberg table ``table`` (namespace.table) of ``catalog``, write it to
-    ``out`` and show it. ``paimon_only``: the Paimon options given on the command line, refused here."""
+    ``out`` and show it. ``paimon_only``: the Paimon options given on the command line, refused here.
+    ``planner(table, *, now_ms, options)``: makes the plan instead of the kind's entry (``--spark``)."""
     from lakesweep.engine.errors import PlanRejected
     from lakesweep.engine.iceberg.table import IcebergTable
     from lakesweep.engine.plan_io import write_plan
@@ -129,7 +130,7 @@ def make_iceberg_plan(kind: str, *, catalog: str, table: str, out: Path, now: Op
     refuse_inside_table(out, t.location, "--out", PlanRejected)
     options = entry.resolve_options(t.options, **flags)
     with reads if reads is not None else contextlib.nullcontext():
-        plan = entry.read_and_plan(t, now_ms=now_ms, options=options)
+        plan = (entry.read_and_plan if planner is None else planner)(t, now_ms=now_ms, options=options)
     write_plan(plan, str(out))
     output.plan_written(plan, str(out))
 
@@ -260,6 +261,13 @@ def plan_expire_cmd(
     retention_hours: Optional[int] = typer.Option(None, "--snapshot-retention-hours", help="Iceberg: "
                                                   "--older-than in whole hours (SeaweedFS's name)."),
     max_commit_retries: Optional[int] = MaxCommitRetriesOpt,
+    spark: bool = typer.Option(False, "--spark", help="Iceberg: plan on Spark, for tables too large for one "
+                               "machine: the driver reads the snapshots and manifest lists, executors decode the "
+                               "manifests (a task per group) and a Spark job keeps the files only expired "
+                               "snapshots reach; only those come back. The plan is the one planning without "
+                               "--spark makes, byte for byte (--master, --conf)."),
+    master: str = MasterOpt,
+    conf: List[str] = ConfOpt,
     fmt: OutputFormat = OutputOpt,
 ):
     """Plan a snapshot expiration exactly as Apache Paimon or Apache Iceberg would run it, and save the plan.
@@ -286,8 +294,15 @@ def plan_expire_cmd(
                                        "--branch": branch, "--time-rule": None if time_rule == "successor" else time_rule},
                           retain_last=retain_last, older_than=older_than or _hours(retention_hours,
                                                                                    "--snapshot-retention-hours"),
-                          max_commit_retries=max_commit_retries)
+                          max_commit_retries=max_commit_retries,
+                          planner=_spark_expirer(master, key_values(conf, "--conf"), output_for(fmt))
+                          if spark else None)
         return
+    if spark:
+        from lakesweep.engine.errors import PlanRejected
+
+        raise PlanRejected("--spark plans snapshot expiry of Iceberg tables (--catalog) only; plan a Paimon table's "
+                           "expiry without it")
     iceberg_only = {"--retain-last": retain_last, "--snapshot-retention-hours": retention_hours,
                     "--max-commit-retries": max_commit_retries}
     _refuse_iceberg_only(iceberg_only)
@@ -415,6 +430,20 @@ def plan_purge_cmd(
         return
     make_plan("purge", table=table, out=out, now=now, option=[], branch="main", fmt=fmt, journal=path,
               records=records)
+
+
+def _spark_expirer(master: str, conf: dict, output):
+    """The planner of ``plan expire --catalog C --spark``: the expiry planned on ``master``."""
+
+    def planner(table, *, now_ms: int, options):
+        from lakesweep.applier.iceberg_expire import plan_expire_with_session
+
+        with contextlib.ExitStack() as stack:
+            if progress_enabled(output.draws_progress):
+                stack.enter_context(render.err.status("planning on Spark"))
+            return plan_expire_with_session(table, now_ms=now_ms, options=options, master=master, conf=conf)
+
+    return planner
 
 
 def _spark_lister(master: str, conf: dict, scratch: str, output, *, iceberg: bool = False):

@@ -307,6 +307,13 @@ class IcebergTable:
             self._cache.manifests[manifest.path] = refs
         return refs
 
+    def manifest_location(self, manifest: ManifestRef) -> str:
+        """Where ``manifest`` is read from (``read_file_refs``): its location as the manifest list names it."""
+        mf = self._cache.files.get(manifest.path)
+        if mf is None:
+            raise CorruptMetadata(manifest.path, "manifest read before the manifest list that names it")
+        return mf.manifest_path
+
     def _tell(self, path: str, what: str, nbytes: int) -> None:
         if self.on_read is not None:
             self.on_read.read(path, what, nbytes)

@@ -94,15 +94,19 @@ def snapshots_to_expire(table, *, now_ms: int, options: IcebergExpireOptions) ->
                        max_ref_age_ms=options.max_ref_age_ms)
 
 
-def plan_iceberg_expire(table, *, now_ms: int, options: IcebergExpireOptions) -> CleanupPlan:
+def expiry(table, *, now_ms: int, options: IcebergExpireOptions) -> tuple[list[int], list[str]]:
+    """``snapshots_to_expire``, once the table is one lakesweep expires (writable, ``gc.enabled``)."""
     refuse_unwritable(table)
     if not table.gc_enabled():
         raise PlanRejected(f"Iceberg table {table.identifier} has gc.enabled=false: Iceberg refuses to expire "
                            f"snapshots with file cleanup there (its files may belong to other tables)")
-    expired, removed_refs = snapshots_to_expire(table, now_ms=now_ms, options=options)
+    return snapshots_to_expire(table, now_ms=now_ms, options=options)
+
+
+def plan_iceberg_expire(table, *, now_ms: int, options: IcebergExpireOptions) -> CleanupPlan:
+    expired, removed_refs = expiry(table, now_ms=now_ms, options=options)
     gone = set(expired)
     retained = [s for s in sorted(table.snapshots) if s not in gone]
-    warnings: list[str] = []
     actions: list[Action] = []
     roots = [table.location, *table.external_roots()]
     outside = 0
@@ -142,10 +146,20 @@ def plan_iceberg_expire(table, *, now_ms: int, options: IcebergExpireOptions) ->
             for _, path, size in table.statistics_files(sid):
                 if path not in kept_stats:
                     add(ExpireKind.STATISTICS, path, size, sid)
+    return expire_plan(table, now_ms=now_ms, options=options, expired=expired, removed_refs=removed_refs,
+                       retained=len(retained), actions=actions, outside=outside)
+
+
+def expire_plan(table, *, now_ms: int, options: IcebergExpireOptions, expired: list[int], removed_refs: list[str],
+                retained: int, actions: list[Action], outside: int) -> CleanupPlan:
+    """The expiry plan of ``actions`` (each file planned once or more, as each expired snapshot finds it;
+    ``canonical_actions`` keeps the earliest), ``outside`` the times a file outside the table's roots was met.
+    Both the local planner and the one on Spark (``applier.iceberg_expire``) end here."""
+    warnings: list[str] = []
     if outside:
         warnings.append(f"{outside} file(s) outside the table location and its write paths are kept")
     canonical = canonical_actions(actions)
-    counts = {"expired_snapshots": len(expired), "retained_snapshots": len(retained)}
+    counts = {"expired_snapshots": len(expired), "retained_snapshots": retained}
     return CleanupPlan(
         kind="expire", format="iceberg", table_location=table.location, table_identity=table.uuid, branch="main",
         now_ms=now_ms, options=dict(options.sources),
@@ -171,11 +185,11 @@ def _canon(location: str) -> str:
 # ---- the registry entry (``planner.kinds``) ------------------------------------------------------------
 
 def _plan(table, *, now_ms: int, options, read=None) -> CleanupPlan:
-    _refuse_future_expiry(table, now_ms)
+    refuse_future_expiry(table, now_ms)
     return plan_iceberg_expire(table, now_ms=now_ms, options=options)
 
 
-def _refuse_future_expiry(table, now_ms: int) -> None:
+def refuse_future_expiry(table, now_ms: int) -> None:
     """Apply refuses an expiry as of a time the clock has not reached (``AssertNowReached``: Iceberg's rule
     would expire, as of then, snapshots that it keeps now): say so now, not at apply."""
     from lakesweep.engine.errors import PlanRejected

@@ -1,0 +1,202 @@
+"""Iceberg snapshot expiry planned on Spark: the manifests decoded on executors, the set difference a Spark job.
+
+The driver reads what is small: which snapshots expire, their manifest lists and the retained snapshots',
+hence the manifests each side keeps or frees (each freed one attributed to the first expired snapshot listing
+it, as ``planner.iceberg.expire`` does). Executors decode those manifests, a group per task, with
+``engine.iceberg.table.read_file_refs``; Spark removes every file a kept manifest names live from the live
+entries of the freed ones (a left anti-join) and keeps, per file, the earliest snapshot's entry and how often
+it was met (a group-by). Only those candidates come back to the driver, as Arrow batches, and the plan is built
+by ``planner.iceberg.expire.expire_plan`` exactly as the local planner builds it.
+"""
+
+from __future__ import annotations
+
+import itertools
+from typing import Iterator
+
+from lakesweep.engine.errors import CorruptMetadata, MetadataNotFound, TableFormatError
+from lakesweep.engine.iceberg.kinds import FILE_KINDS, ExpireKind
+from lakesweep.engine.plan import Action, CleanupPlan
+from lakesweep.planner.iceberg.common import relative_to
+from lakesweep.planner.iceberg.expire import IcebergExpireOptions, expiry, expire_plan, refuse_future_expiry
+
+# Manifest entries a task decodes, about (a manifest is never split): at least TASK_ENTRIES, and so many that
+# each core gets about TASKS_PER_CORE tasks (a task costs Spark about a second whatever its size).
+TASK_ENTRIES = 20_000
+TASKS_PER_CORE = 2
+BATCH_ROWS = 65_536  # entries an executor hands Spark at a time
+ENTRY_SCHEMA = "sid long, content int, path string, partition string, size long, error string"
+_FILE_KIND = {0: "data-file", 1: "position-delete-file", 2: "equality-delete-file"}
+
+
+def task_groups(manifests: list[tuple[str, str, int | None, int]], *,
+                task_entries: int = TASK_ENTRIES) -> list[list[tuple[str, str, int | None]]]:
+    """``(location, path, snapshot id or None for kept, entries)`` grouped, in order, into tasks of about
+    ``task_entries`` entries: ``(location, path, snapshot id)`` each."""
+    groups: list[list[tuple[str, str, int | None]]] = []
+    size = 0
+    for location, path, sid, entries in manifests:
+        if not groups or (groups[-1] and size + entries > task_entries):
+            groups.append([])
+            size = 0
+        groups[-1].append((location, path, sid))
+        size += entries
+    return groups
+
+
+def decode_group(io, group: list[tuple[str, str, int | None]]) -> Iterator[tuple]:
+    """Executor side: the live entries of each manifest of ``group`` as ``ENTRY_SCHEMA`` rows (only the path
+    of a kept manifest's, ``sid`` None); a manifest that cannot be read is one row naming it in ``error``."""
+    from lakesweep.engine.iceberg.table import read_file_refs
+
+    for location, path, sid in group:
+        try:
+            refs = read_file_refs(io, location, path)
+        except TableFormatError as e:
+            yield (None, -1, e.path, None, None, f"{type(e).__name__}:{str(e)[len(e.path) + 2:]}")
+            continue
+        if sid is None:
+            for f in refs:
+                if f.live:
+                    yield (None, None, f.path, None, None, None)
+        else:
+            for f in refs:
+                if f.live:
+                    yield (sid, f.content, f.path, f.partition, f.size, None)
+
+
+def decode_tasks(io, groups: list, tasks) -> Iterator:
+    """Executor side, for ``mapInArrow``: the rows of ``decode_group`` for each task index of ``tasks`` (Arrow
+    batches of one ``task`` column), as Arrow batches of ``ENTRY_SCHEMA``."""
+    import pyarrow as pa
+
+    schema = pa.schema([("sid", pa.int64()), ("content", pa.int32()), ("path", pa.string()),
+                        ("partition", pa.string()), ("size", pa.int64()), ("error", pa.string())])
+    for batch in tasks:
+        for task in batch.column(0).to_pylist():
+            rows = decode_group(io, groups[task])
+            while chunk := list(itertools.islice(rows, BATCH_ROWS)):
+                yield pa.record_batch([pa.array(column, f.type) for column, f in zip(zip(*chunk), schema)],
+                                      schema=schema)
+
+
+def _ipc(batches):
+    """Executor side: each Arrow batch as one row of its IPC stream (``ipc binary``)."""
+    import pyarrow as pa
+
+    for batch in batches:
+        sink = pa.BufferOutputStream()
+        with pa.ipc.new_stream(sink, batch.schema) as writer:
+            writer.write_batch(batch)
+        yield pa.record_batch([pa.array([sink.getvalue().to_pybytes()], pa.binary())], names=["ipc"])
+
+
+def candidate_files(table, spark, *, kept: list, freed: list[tuple[object, int]]) -> Iterator[tuple]:
+    """``(content, path, snapshot id, partition, size, times)`` of each file the ``freed`` manifests (each with
+    the expired snapshot it is attributed to) name live and no ``kept`` manifest names live: the earliest
+    snapshot's entry (smallest snapshot id, then partition, then size) and how many entries named it, in
+    batches as Spark returns them. A manifest that cannot be read raises its ``TableFormatError``."""
+    import pyarrow as pa
+    from pyspark import StorageLevel
+    from pyspark.sql import functions as F
+
+    from lakesweep.applier.spark_exec import forward_credentials
+
+    manifests = [(table.manifest_location(m), m.path, None, m.entries) for m in kept]
+    manifests += [(table.manifest_location(m), m.path, sid, m.entries) for m, sid in freed]
+    sc = spark.sparkContext
+    total = sum(entries for *_, entries in manifests)
+    groups = task_groups(manifests, task_entries=max(TASK_ENTRIES, -(-total // (TASKS_PER_CORE *
+                                                                              sc.defaultParallelism))))
+    io = table.io
+    forward_credentials(sc)
+    sc.setJobGroup("lakesweep-expire", f"lakesweep: {len(manifests)} manifests of {table.location} in "
+                                        f"{len(groups)} tasks")
+    tasks = spark.createDataFrame(sc.parallelize([(i,) for i in range(len(groups))], max(1, len(groups))), "task int")
+    entries = (tasks.mapInArrow(lambda batches: decode_tasks(io, groups, batches), ENTRY_SCHEMA)
+               .persist(StorageLevel.MEMORY_AND_DISK))
+    try:
+        bad = entries.where(F.col("error").isNotNull()).limit(1).collect()
+        if bad:
+            name, _, message = bad[0]["error"].partition(":")
+            if name == "MetadataNotFound":
+                raise MetadataNotFound(bad[0]["path"], "manifest")
+            raise CorruptMetadata(bad[0]["path"], message)
+        kept_paths = entries.where(F.col("sid").isNull()).select("path")
+        first = F.min(F.struct("sid", "partition", "size")).alias("first")
+        found = (entries.where(F.col("sid").isNotNull()).join(kept_paths, on="path", how="left_anti")
+                 .groupBy("content", "path").agg(first, F.count(F.lit(1)).alias("times"))
+                 .select("content", "path", "first.sid", "first.partition", "first.size", "times"))
+        for row in found.mapInArrow(_ipc, "ipc binary").toLocalIterator(prefetchPartitions=True):
+            batch = pa.ipc.open_stream(row["ipc"]).read_all()
+            yield from zip(*(batch.column(i).to_pylist() for i in range(6)))
+    finally:
+        entries.unpersist()
+
+
+def plan_expire_on_spark(table, *, now_ms: int, options: IcebergExpireOptions, spark) -> CleanupPlan:
+    """The plan ``planner.iceberg.expire.plan_iceberg_expire`` makes of ``table`` as of ``now_ms``, its
+    manifests decoded and its files chosen on ``spark`` (the same plan, byte for byte)."""
+    expired, removed_refs = expiry(table, now_ms=now_ms, options=options)
+    gone = set(expired)
+    retained = [s for s in sorted(table.snapshots) if s not in gone]
+    actions: list[Action] = []
+    roots = [table.location, *table.external_roots()]
+    outside = 0
+
+    def add(kind, path: str, size, sid, partition=None, times: int = 1):
+        nonlocal outside
+        rel = relative_to(path, roots)
+        if rel is None:
+            outside += times
+            return
+        actions.append(Action(kind, rel, snapshot_id=sid, size=size, partition=partition))
+
+    if expired:
+        from lakesweep.engine.iceberg.table import canonical
+
+        kept: dict[str, object] = {}
+        for sid in retained:
+            for m in table.manifest_list(table.snapshots[sid]):
+                kept.setdefault(m.path, m)
+        kept_stats = {p for s, p, _ in table.statistics_files() if s not in gone}
+        freed: dict[str, tuple[object, int]] = {}  # by the earliest expired snapshot listing it
+        for sid in expired:
+            snap = table.snapshots[sid]
+            add(ExpireKind.EXPIRE_SNAPSHOT, canonical(snap.manifest_list), None, sid)
+            add(ExpireKind.MANIFEST_LIST, canonical(snap.manifest_list), None, sid)
+            for m in table.manifest_list(snap):
+                if m.path not in kept and m.path not in freed:
+                    freed[m.path] = (m, sid)
+                    add(ExpireKind.MANIFEST, m.path, m.size, sid)
+            for _, path, size in table.statistics_files(sid):
+                if path not in kept_stats:
+                    add(ExpireKind.STATISTICS, path, size, sid)
+        if freed:
+            for content, path, sid, partition, size, times in candidate_files(table, spark, kept=list(kept.values()),
+                                                                              freed=list(freed.values())):
+                add(FILE_KINDS[_FILE_KIND[content]], path, size, sid, partition, times)
+    return expire_plan(table, now_ms=now_ms, options=options, expired=expired, removed_refs=removed_refs,
+                       retained=len(retained), actions=actions, outside=outside)
+
+
+def plan_expire_with_session(table, *, now_ms: int, options: IcebergExpireOptions, master: str,
+                             conf: dict[str, str] | None = None) -> CleanupPlan:
+    """``plan_expire_on_spark`` on a session started for it on ``master`` (with the executor preflight) once
+    the table is one lakesweep expires as of ``now_ms``, stopped afterwards unless it was already running in
+    this process."""
+    from lakesweep.applier.executors import require_pyspark, start_session
+
+    refuse_future_expiry(table, now_ms)
+    expiry(table, now_ms=now_ms, options=options)
+    consequence = "nothing was planned and no plan was written"
+    require_pyspark(consequence)
+    from pyspark import SparkContext
+
+    created = SparkContext._active_spark_context is None
+    spark = start_session(master, conf, consequence=consequence)
+    try:
+        return plan_expire_on_spark(table, now_ms=now_ms, options=options, spark=spark)
+    finally:
+        if created:
+            spark.stop()
