@@ -3,7 +3,7 @@
 The driver reads what is small: which snapshots expire, their manifest lists and the retained snapshots',
 hence the manifests each side keeps or frees (each freed one attributed to the first expired snapshot listing
 it, as ``planner.iceberg.expire`` does). Executors decode those manifests, a group per task, with
-``engine.iceberg.table.read_file_refs``; Spark removes every file a kept manifest names live from the live
+``engine.iceberg.table.read_manifest``; Spark removes every file a kept manifest names live from the live
 entries of the freed ones (a left anti-join) and keeps, per file, the earliest snapshot's entry and how often
 it was met (a group-by). Only those candidates come back to the driver, as Arrow batches, and the plan is built
 by ``planner.iceberg.expire.expire_plan`` exactly as the local planner builds it.
@@ -47,11 +47,11 @@ def task_groups(manifests: list[tuple[str, str, int | None, int]], *,
 def decode_group(io, group: list[tuple[str, str, int | None]]) -> Iterator[tuple]:
     """Executor side: the live entries of each manifest of ``group`` as ``ENTRY_SCHEMA`` rows (only the path
     of a kept manifest's, ``sid`` None); a manifest that cannot be read is one row naming it in ``error``."""
-    from lakesweep.engine.iceberg.table import read_file_refs
+    from lakesweep.engine.iceberg.table import read_manifest
 
     for location, path, sid in group:
         try:
-            refs = read_file_refs(io, location, path)
+            refs = read_manifest(io, location, path)
         except TableFormatError as e:
             yield (None, -1, e.path, None, None, f"{type(e).__name__}:{str(e)[len(e.path) + 2:]}")
             continue

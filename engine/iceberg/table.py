@@ -262,7 +262,7 @@ class IcebergTable:
         cached = self._cache.manifests.get(manifest.path)
         if cached is not None:
             return cached
-        rows = decode_manifest((manifest.path, self._read(self._location_of(manifest), manifest.path, "manifest")))
+        rows = decode_manifest((manifest.path, self._read(self.manifest_location(manifest), manifest.path, "manifest")))
         return self._store(manifest, rows)
 
     def prefetch(self, manifests: Iterable[ManifestRef]) -> None:
@@ -275,7 +275,7 @@ class IcebergTable:
                 todo[m.path] = m
         if not todo:
             return
-        wanted = [(m, self._location_of(m)) for m in todo.values()]
+        wanted = [(m, self.manifest_location(m)) for m in todo.values()]
         items = ((m.path, self._read(location, m.path, "manifest")) for m, location in wanted)
         processes = processes_for(sum(m.size for m in todo.values()))
         for (m, _), rows in zip(wanted, map_ordered(decode_manifest, items, processes=processes)):
@@ -285,20 +285,15 @@ class IcebergTable:
         """``prefetch`` of every manifest the snapshots list, their manifest lists read first."""
         self.prefetch(m for sid in snapshot_ids for m in self.manifest_list(self.snapshots[sid]))
 
-    def _location_of(self, manifest: ManifestRef) -> str:
+    def manifest_location(self, manifest: ManifestRef) -> str:
+        """Where ``manifest`` is read from: its location as the manifest list names it."""
         location = self._cache.files.get(manifest.path)
         if location is None:
             raise CorruptMetadata(manifest.path, "manifest read before the manifest list that names it")
         return location
 
     def _read(self, location: str, shown: str, what: str) -> bytes:
-        try:
-            with self.io.new_input(location).open() as stream:
-                return stream.read()  # one read: fastavro's many small reads through a pyarrow stream cost more
-        except FileNotFoundError as e:
-            raise MetadataNotFound(shown, what) from e
-        except Exception as e:
-            raise CorruptMetadata(shown, f"{what} cannot be read: {type(e).__name__}: {e}") from e
+        return read_metadata_bytes(self.io, location, shown, what)
 
     def _store(self, manifest: ManifestRef, rows) -> tuple[FileRef, ...]:
         refs = tuple(map(FileRef._make, rows))
@@ -306,13 +301,6 @@ class IcebergTable:
         with self._cache.lock:
             self._cache.manifests[manifest.path] = refs
         return refs
-
-    def manifest_location(self, manifest: ManifestRef) -> str:
-        """Where ``manifest`` is read from (``read_file_refs``): its location as the manifest list names it."""
-        mf = self._cache.files.get(manifest.path)
-        if mf is None:
-            raise CorruptMetadata(manifest.path, "manifest read before the manifest list that names it")
-        return mf.manifest_path
 
     def _tell(self, path: str, what: str, nbytes: int) -> None:
         if self.on_read is not None:
@@ -333,6 +321,23 @@ class IcebergTable:
 
 
 _FILE_KIND = {0: "data-file", 1: "position-delete-file", 2: "equality-delete-file"}
+
+
+def read_metadata_bytes(io, location: str, shown: str, what: str) -> bytes:
+    """The bytes of the manifest or manifest list at ``location`` (pyiceberg's ``io``); ``shown`` names it in
+    the ``MetadataNotFound`` or ``CorruptMetadata`` raised when it cannot be read."""
+    try:
+        with io.new_input(location).open() as stream:
+            return stream.read()  # one read: fastavro's many small reads through a pyarrow stream cost more
+    except FileNotFoundError as e:
+        raise MetadataNotFound(shown, what) from e
+    except Exception as e:
+        raise CorruptMetadata(shown, f"{what} cannot be read: {type(e).__name__}: {e}") from e
+
+
+def read_manifest(io, location: str, shown: str) -> tuple[FileRef, ...]:
+    """Every entry of the manifest at ``location``, all statuses (a Spark task's read, outside any view)."""
+    return tuple(map(FileRef._make, decode_manifest((shown, read_metadata_bytes(io, location, shown, "manifest")))))
 
 
 def decode_manifest(item: tuple[str, bytes]) -> list[tuple[str, int, int, int, str]]:
