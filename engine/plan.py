@@ -230,14 +230,23 @@ def canonical_actions(actions: Sequence[Action]) -> tuple[Action, ...]:
     broken on the remaining fields, so the result never depends on the input order.
     """
     unique = list(actions)
+    n = len(unique)
     order = _column_order(unique)
     if order is None:  # a (kind, path) planned twice, or keys Arrow cannot hold
         unique = _unique(unique)
-        order = _column_order(unique) if len(unique) < len(actions) else None
+        order = _column_order(unique) if len(unique) < n else None
     ordered = sorted(unique, key=Action.sort_key) if order is None else list(map(unique.__getitem__, order))
-    cols = [list(map(attrgetter(name), ordered)) for name in ACTION_FIELDS]
-    cols[ACTION_FIELDS.index("action_id")] = range(len(ordered))
+    cols = _fields(ordered)
+    cols[_FIELD["action_id"]] = range(len(ordered))
     return tuple(map(Action, *cols))
+
+
+_FIELD = {name: i for i, name in enumerate(ACTION_FIELDS)}
+
+
+def _fields(actions: list[Action]) -> list:
+    """The actions' fields column by column, in ``ACTION_FIELDS`` order."""
+    return [list(map(attrgetter(name), actions)) for name in ACTION_FIELDS]
 
 
 def _unique(actions: list[Action]) -> list[Action]:
@@ -292,7 +301,7 @@ def _column_order(actions: list[Action]) -> list[int] | None:
         if pc.count_distinct(pc.binary_join_element_wise(pc.cast(label, pa.string()), path, "/")).as_py() < len(path):
             return None  # duplicates: the caller keeps one of each first
         by = pa.array([by_names.index("deepest" if o is None else o.by) for o in orders], pa.int8()).take(group)
-        middle = pc.choose(by, pa.array(np.zeros(len(actions), dtype=np.int64)), column("snapshot_id").fill_null(0),
+        middle = pc.choose(by, pa.array(np.zeros(len(path), dtype=np.int64)), column("snapshot_id").fill_null(0),
                            pc.negate_checked(column("depth")), column("bucket").fill_null(-1))
         first = pc.add(pc.shift_left(phase, 42), pa.array(packed, pa.int64()).take(group))
         if middle.null_count:

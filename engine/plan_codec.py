@@ -23,6 +23,7 @@ _ALLOWED = {"string": {str, type(None)}, "int64": {int, type(None)}, "int32": {i
 # What json's ASCII encoder writes unchanged between quotes: printable ASCII but the quote and the backslash.
 _PLAIN = r"^[ !#-\[\]-~]*$"
 _string = json.encoder.encode_basestring_ascii
+_FEW = {i for i, (name, _, _) in enumerate(ACTION_COLUMNS) if name in ("kind", "verb")}
 
 
 class NotColumnar(ValueError):
@@ -44,8 +45,12 @@ def action_arrays(actions: Sequence[Action]) -> list[pa.Array]:
     return arrays
 
 
-def _json_text(array: pa.Array) -> pa.Array:
-    """Each value's compact JSON, ``null`` for a null."""
+def _json_text(array: pa.Array, *, few: bool = False) -> pa.Array:
+    """Each value's compact JSON, ``null`` for a null; ``few``: a column of a few distinct strings (a
+    kind, a verb), encoded once each."""
+    if few:
+        encoded = array.dictionary_encode()
+        return _json_text(encoded.dictionary).take(encoded.indices).fill_null("null")
     if pa.types.is_integer(array.type):
         return pc.cast(array, pa.string()).fill_null("null")
     if array.null_count == len(array) or pc.all(pc.match_substring_regex(array, _PLAIN)).as_py() is not False:
@@ -66,5 +71,5 @@ def rows_json(arrays: Sequence[pa.Array]) -> memoryview:
     """For each row of the columns, a newline and its row as compact JSON: the bytes the plan id hashes."""
     if not len(arrays[0]):
         return memoryview(b"")
-    body = pc.binary_join_element_wise(*map(_json_text, arrays), ",")
+    body = pc.binary_join_element_wise(*(_json_text(a, few=i in _FEW) for i, a in enumerate(arrays)), ",")
     return _data(pc.binary_join_element_wise("\n[", body, "]", ""))
