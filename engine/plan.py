@@ -21,7 +21,7 @@ import types
 import typing
 from dataclasses import dataclass, field
 from operator import attrgetter
-from typing import AbstractSet, Any, Callable, ClassVar, Mapping, Sequence
+from typing import AbstractSet, Any, Callable, ClassVar, Iterable, Mapping, Sequence
 
 FORMAT_VERSION = 3
 FORMATS = ("paimon", "iceberg")  # table formats a plan may name; each is a package engine/<format>/
@@ -174,6 +174,31 @@ _VERB_TEXT = {v: str.__str__(v) for v in Verb}  # an enum's .value is a descript
 
 _UNRANKED = 1 << 30  # the rank of kinds that define no order: after every kind that does
 
+# An ``ActionOrder``'s middle key: what it sorts on after its rank and before the path.
+_ORDER_BY: dict[str, Callable[[Action], Any]] = {
+    "path": lambda a: 0,
+    "snapshot_id": lambda a: a.snapshot_id or 0,  # ascending id, None first (as 0)
+    "deepest": lambda a: -a.depth,
+    "bucket": lambda a: a.bucket if a.bucket is not None else -1,
+}
+
+
+@dataclass(frozen=True, slots=True)
+class ActionOrder:
+    """A kind's ``order(action)`` as data: (``rank``, the ``by`` key, path). ``by`` is ``path`` (0),
+    ``snapshot_id`` (ascending, None as 0), ``deepest`` (minus the depth) or ``bucket`` (None as -1).
+    ``canonical_actions`` sorts kinds ordered this way column by column instead of calling it per action."""
+
+    rank: int
+    by: str = "path"
+
+    def __post_init__(self):
+        if self.by not in _ORDER_BY or type(self.rank) is not int or not 0 <= self.rank < _UNRANKED:
+            raise ValueError(f"an action order needs a rank from 0 and one of {list(_ORDER_BY)}, got {self!r}")
+
+    def __call__(self, a: Action) -> tuple:
+        return (self.rank, _ORDER_BY[self.by](a), a.path)
+
 # The action columns, in order, with their types: derived once from the dataclass.
 ACTION_COLUMNS: tuple[tuple[str, str, bool], ...] = tuple(
     (f.name, f.metadata["column"], f.metadata["nullable"]) for f in dataclasses.fields(Action))
@@ -204,15 +229,88 @@ def canonical_actions(actions: Sequence[Action]) -> tuple[Action, ...]:
     A file planned by several snapshots keeps the earliest snapshot as its cause; any other tie is
     broken on the remaining fields, so the result never depends on the input order.
     """
+    unique = list(actions)
+    n = len(unique)
+    order = _column_order(unique)
+    if order is None:  # a (kind, path) planned twice, or keys Arrow cannot hold
+        unique = _unique(unique)
+        order = _column_order(unique) if len(unique) < n else None
+    ordered = sorted(unique, key=Action.sort_key) if order is None else list(map(unique.__getitem__, order))
+    cols = _fields(ordered)
+    cols[_FIELD["action_id"]] = range(len(ordered))
+    return tuple(map(Action, *cols))
+
+
+_FIELD = {name: i for i, name in enumerate(ACTION_FIELDS)}
+
+
+def _fields(actions: list[Action]) -> list:
+    """The actions' fields column by column, in ``ACTION_FIELDS`` order."""
+    return [list(map(attrgetter(name), actions)) for name in ACTION_FIELDS]
+
+
+def _unique(actions: list[Action]) -> list[Action]:
+    """The actions with one per (kind, path), in first-seen order: the preferred one where they repeat."""
     by_key: dict[tuple[str, str], Action] = {}
     for a in actions:
-        key = (str(a.kind), a.path)
+        key = (str.__str__(a.kind), a.path)
         old = by_key.get(key)
         if old is None or _preference(a) < _preference(old):
             by_key[key] = a
-    ordered = sorted(by_key.values(), key=Action.sort_key)
-    return tuple(Action(a.kind, a.path, a.snapshot_id, a.partition, a.bucket, a.size, a.source, a.depth, i, a.verb,
-                        a.phase) for i, a in enumerate(ordered))
+    return list(by_key.values())
+
+
+def _column_order(actions: list[Action]) -> list[int] | None:
+    """The positions of ``actions`` in ``Action.sort_key`` order, sorted by Arrow over columns; None when
+    two share a (kind, path), a kind's order is not an ``ActionOrder``, or a key does not fit a column.
+
+    The keys are (phase, rank, the rank of an unordered kind's label) packed in one integer, the ``by``
+    key and the path: the tuples ``sort_key`` gives, with the label replaced by its rank among the labels
+    (Python's order); Arrow's sort is stable, as ``sorted``. Arrow compares strings by their UTF-8 bytes,
+    which is the order of their code points, as Python's; a string UTF-8 cannot hold falls back."""
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    kinds = list(map(attrgetter("kind"), actions))
+    groups = list(zip(map(type, kinds), map(str.__str__, kinds)))
+    group_of = {g: i for i, g in enumerate(dict.fromkeys(groups))}
+    orders = []
+    for typ, label in group_of:
+        table = _KIND_SPECS.get(typ)
+        spec = None if table is None else table[label]
+        if spec is not None and spec.order is not None and type(spec.order) is not ActionOrder:
+            return None
+        orders.append(None if spec is None or spec.order is None else spec.order)
+    labels = sorted({label for _, label in group_of})
+    if len(labels) >= 1 << 11:
+        return None
+    unranked = sorted({label for (_, label), order in zip(group_of, orders) if order is None})
+    packed = [(_UNRANKED if o is None else o.rank) << 11 | (0 if o is not None else unranked.index(label))
+              for (_, label), o in zip(group_of, orders)]
+    by_names = list(_ORDER_BY)
+    try:
+        group = pa.array(list(map(group_of.__getitem__, groups)), pa.int32())
+        column = lambda name: pa.array(list(map(attrgetter(name), actions)), pa.int64())  # noqa: E731
+        phase = column("phase")
+        bounds = pc.min_max(phase).as_py()
+        if phase.null_count or not 0 <= (bounds["min"] or 0) <= (bounds["max"] or 0) < 1 << 20:
+            return None
+        path = pa.array(list(map(attrgetter("path"), actions)), pa.string())
+        label = pa.array([labels.index(label) for _, label in group_of], pa.int64()).take(group)
+        if pc.count_distinct(pc.binary_join_element_wise(pc.cast(label, pa.string()), path, "/")).as_py() < len(path):
+            return None  # duplicates: the caller keeps one of each first
+        by = pa.array([by_names.index("deepest" if o is None else o.by) for o in orders], pa.int8()).take(group)
+        middle = pc.choose(by, pa.array(np.zeros(len(path), dtype=np.int64)), column("snapshot_id").fill_null(0),
+                           pc.negate_checked(column("depth")), column("bucket").fill_null(-1))
+        first = pc.add(pc.shift_left(phase, 42), pa.array(packed, pa.int64()).take(group))
+        if middle.null_count:
+            return None  # a key Python cannot compare either: its sort raises as it always did
+        keys = pa.table({"first": first, "middle": middle, "path": path})
+        indices = pc.sort_indices(keys, sort_keys=[(name, "ascending") for name in keys.column_names])
+    except (pa.ArrowException, TypeError, ValueError, OverflowError):
+        return None
+    return indices.to_numpy().tolist()
 
 
 def _preference(a: Action) -> tuple:
@@ -535,14 +633,24 @@ def action_json_v1(a: Action) -> str:
     return _COMPACT.encode(action_row_v1(a))
 
 
+_ID_BATCH = 65_536  # actions encoded at a time: the rows' text of a batch is held at once
+
+
 def compute_plan_id(header: Mapping, actions: Sequence[Action]) -> str:
     """sha256 over the canonical header JSON and one JSON row per action, in the header's format."""
-    row: Callable[[Action], str] = action_json_v1 if header.get("format_version") == 1 else action_json
     h = hashlib.sha256()
     h.update(json.dumps(header, sort_keys=True, separators=(",", ":")).encode())
-    if actions:
-        h.update(("\n" + "\n".join(map(row, actions))).encode())
+    for start in range(0, len(actions), _ID_BATCH):
+        h.update(action_rows(actions[start:start + _ID_BATCH], v1=header.get("format_version") == 1))
     return h.hexdigest()[:32]
+
+
+def action_rows(actions: Sequence[Action], *, v1: bool = False) -> bytes:
+    """For each action a newline and its row as compact JSON (``action_json``; ``action_json_v1`` for
+    format 1): what the plan id hashes. A plan file's columns give the same bytes column by column
+    (``engine.plan_codec.rows_json``); from Python objects, one row at a time is as fast."""
+    row: Callable[[Action], str] = action_json_v1 if v1 else action_json
+    return "".join(["\n" + row(a) for a in actions]).encode()
 
 
 def summarize(actions: Sequence[Action], *, by_partition: AbstractSet[str] = frozenset()) -> dict:

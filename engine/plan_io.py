@@ -7,28 +7,32 @@ is written; versions 1 and 2 are read, their untyped scope upcast and their head
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import json
 import os
 import stat
+from typing import Iterator, Mapping, Sequence
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
 from lakesweep.engine.errors import PlanRejected
 from lakesweep.engine.fileio import FileIO, fileio_for, normalize_location
 from lakesweep.engine.plan import (ACTION_COLUMNS, FORMAT_VERSION, FORMATS, Action, CleanupPlan, OptionValue, PhaseSpec,
-                                   Verb, action_columns, compute_plan_id, decode_requirement, decode_scope,
-                                   format_module, kind_spec)
+                                   Verb, action_columns, action_rows, compute_plan_id, decode_requirement,
+                                   decode_scope, format_module, kind_spec)
+from lakesweep.engine.plan_codec import ARROW_TYPES, NotColumnar, action_arrays, rows_json
 
 HEADER_KEY = b"lakesweep.plan.header"
 ID_KEY = b"lakesweep.plan.id"
-
-ARROW_TYPES = {"string": pa.string(), "int64": pa.int64(), "int32": pa.int32(), "int8": pa.int8()}
 
 READ_VERSIONS = (1, 2, FORMAT_VERSION)
 
 # Versions 2 and 3: one column per ``Action`` field, in field order, typed as the field declares.
 SCHEMA = pa.schema([pa.field(name, ARROW_TYPES[t], nullable=n) for name, t, n in ACTION_COLUMNS])
+ACTION_FIELDS_INDEX = {name: i for i, name in enumerate(SCHEMA.names)}
 
 # Version 1 (read only): snapshot expiry's columns, before actions had a verb.
 SCHEMA_V1 = pa.schema(
@@ -47,21 +51,106 @@ SCHEMA_V1 = pa.schema(
 )
 
 
+ROW_GROUP = 1024 * 1024  # rows per row group: what ``pq.write_table`` writes by default
+_BATCH = 65_536  # rows decoded or hashed at a time
+
+
+def _header_json(header: Mapping) -> bytes:
+    return json.dumps(header, sort_keys=True, separators=(",", ":")).encode()
+
+
+def _columns(actions: Sequence[Action]) -> tuple[list[pa.Array], bytes | memoryview | None]:
+    """The actions' columns and, where they are columnar, their rows as the id hashes them (else None)."""
+    try:
+        arrays = action_arrays(actions)
+        return arrays, None if not actions else rows_json(arrays)
+    except NotColumnar:
+        cols = action_columns(actions)
+        return [pa.array(cols[name], ARROW_TYPES[t]) for name, t, _ in ACTION_COLUMNS], None
+
+
+def _writer_options() -> dict:
+    return dict(compression="zstd", write_statistics=False, store_schema=True)
+
+
 def plan_to_bytes(plan: CleanupPlan) -> bytes:
     if plan.format_version != FORMAT_VERSION:
         raise PlanRejected(f"plan {plan.plan_id} is in format version {plan.format_version}; lakesweep writes "
                            f"only version {FORMAT_VERSION}: re-run 'lakesweep plan'")
-    cols = action_columns(plan.actions)
     header = plan.header()
-    table = pa.Table.from_pydict(cols, schema=SCHEMA).replace_schema_metadata(
-        {
-            HEADER_KEY: json.dumps(header, sort_keys=True, separators=(",", ":")).encode(),
-            ID_KEY: plan.plan_id.encode(),
-        }
-    )
     sink = pa.BufferOutputStream()
-    pq.write_table(table, sink, compression="zstd", write_statistics=False, store_schema=True)
+    with PlanWriter(sink, header) as writer:
+        for start in range(0, len(plan.actions), _BATCH):
+            writer.write(plan.actions[start:start + _BATCH])
+    plan.remember_id(writer.plan_id)
     return sink.getvalue().to_pybytes()
+
+
+class PlanWriter:
+    """Writes a plan file from batches of its canonical actions, in order, holding at most one row group:
+    the same bytes ``plan_to_bytes`` writes for the whole plan (row groups of ``ROW_GROUP`` rows, the
+    header and id in the key-value metadata). The id hashes the header first, so the header is given
+    when the writer opens; ``close`` returns the plan id. ``sink`` is a path or a pyarrow output stream;
+    the caller makes the file appear atomically (write elsewhere, then rename)."""
+
+    def __init__(self, sink, header: Mapping):
+        if header.get("format_version") != FORMAT_VERSION:
+            raise PlanRejected(f"lakesweep writes only plan format version {FORMAT_VERSION}, not "
+                               f"{header.get('format_version')!r}")
+        self._header = _header_json(header)
+        self._hash = hashlib.sha256(self._header)
+        self._pending: list[pa.RecordBatch] = []
+        self._rows = 0  # pending
+        self._written = 0
+        self._rows_hashed = 0
+        self.plan_id: str | None = None
+        placeholder = SCHEMA.with_metadata({HEADER_KEY: b"", ID_KEY: b""})
+        self._writer = pq.ParquetWriter(sink, placeholder, **_writer_options())
+
+    def write(self, actions: Sequence[Action]) -> None:
+        """Append the next actions; they must be numbered on from the last ones written (from 0)."""
+        if not actions:
+            return
+        arrays, rows = _columns(actions)
+        ids = arrays[ACTION_FIELDS_INDEX["action_id"]]
+        expected = np.arange(self._rows_hashed, self._rows_hashed + len(actions), dtype=np.int64)
+        if ids.null_count or not np.array_equal(ids.to_numpy(), expected):
+            raise ValueError("actions must be canonical (numbered 0..n-1 in order); use canonical_actions")
+        self._hash.update(action_rows(actions) if rows is None else rows)
+        self._rows_hashed += len(actions)
+        self._pending.append(pa.RecordBatch.from_arrays(arrays, schema=SCHEMA))
+        self._rows += len(actions)
+        while self._rows >= ROW_GROUP:
+            self._flush(ROW_GROUP)
+
+    def _flush(self, rows: int) -> None:
+        table = pa.Table.from_batches(self._pending, schema=SCHEMA)
+        self._writer.write_table(table.slice(0, rows).combine_chunks(), row_group_size=ROW_GROUP)
+        rest = table.slice(rows)
+        self._pending = rest.combine_chunks().to_batches() if rest.num_rows else []
+        self._rows -= rows
+        self._written += rows
+
+    def close(self) -> str:
+        if self.plan_id is not None:
+            return self.plan_id
+        if self._rows or not self._written:  # an empty plan is one empty row group, as write_table writes it
+            self._flush(self._rows)
+        self.plan_id = self._hash.hexdigest()[:32]
+        meta = {HEADER_KEY: self._header, ID_KEY: self.plan_id.encode()}
+        schema = SCHEMA.with_metadata(meta)
+        self._writer.add_key_value_metadata({**meta, b"ARROW:schema": base64.b64encode(schema.serialize())})
+        self._writer.close()
+        return self.plan_id
+
+    def __enter__(self) -> "PlanWriter":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if exc[0] is None:
+            self.close()
+        else:
+            self._writer.close()
 
 
 def write_plan(plan: CleanupPlan, location: str, fileio: FileIO | None = None) -> str:
@@ -169,22 +258,21 @@ def _actions(cols: dict, kinds: dict, source: str) -> tuple[Action, ...]:
                         cols["size"], cols["source"], cols["depth"], cols["action_id"], verbs, cols["phase"]))
     own = {label: (spec.verb, spec.phase) for label, spec in ((label, kind_spec(k)) for label, k in kinds.items())
            if spec is not None}
-    for a, label, verb, phase in zip(actions, cols["kind"], verbs, cols["phase"]):
-        expected = own.get(label)
-        if expected is not None and (expected[0] is not verb or expected[1] != phase):
-            raise ValueError(f"action {a.action_id} is a {label} {verb} in phase {phase}; that kind is a "
-                             f"{expected[0]} in phase {expected[1]}")
+    shapes = set(zip(cols["kind"], verbs, cols["phase"]))  # a few (kind, verb, phase): checked once each
+    wrong = {shape for shape in shapes if shape[0] in own and (own[shape[0]][0] is not shape[1]
+                                                                or own[shape[0]][1] != shape[2])}
+    if wrong:
+        for a, shape in zip(actions, zip(cols["kind"], verbs, cols["phase"])):
+            if shape in wrong:
+                label, verb, phase = shape
+                raise ValueError(f"action {a.action_id} is a {label} {verb} in phase {phase}; that kind is a "
+                                 f"{own[label][0]} in phase {own[label][1]}")
     return actions
 
 
-def plan_from_bytes(data: bytes, *, source: str = "<bytes>") -> CleanupPlan:
-    try:
-        # Single-threaded: pyarrow's CPU pool together with the zstandard module (which fastavro loads)
-        # aborts the interpreter at exit with pyarrow 19 ("terminate called without an active exception").
-        table = pq.read_table(pa.BufferReader(data), use_threads=False)
-    except (pa.ArrowInvalid, OSError) as e:
-        raise PlanRejected(f"{source} is not a lakesweep plan (not a readable Parquet file: {e})") from e
-    meta = table.schema.metadata or {}
+def _plan_header(meta: Mapping, schema: pa.Schema, source: str) -> tuple[dict, int]:
+    """The header of a plan file's key-value metadata and its format version, refused as today's reader
+    refuses them: no header, a header that is not JSON, an unknown version, other columns."""
     if HEADER_KEY not in meta or ID_KEY not in meta:
         raise PlanRejected(f"{source} is a Parquet file but not a lakesweep plan (no plan header)")
     try:
@@ -197,10 +285,15 @@ def plan_from_bytes(data: bytes, *, source: str = "<bytes>") -> CleanupPlan:
             f"{source}: plan format version {version!r} is not supported by this lakesweep "
             f"(it reads versions 1, 2 and {FORMAT_VERSION}); re-run 'lakesweep plan'"
         )
-    schema = SCHEMA_V1 if version == 1 else SCHEMA
-    if table.schema.remove_metadata() != schema.remove_metadata():
+    if schema.remove_metadata() != (SCHEMA_V1 if version == 1 else SCHEMA).remove_metadata():
         raise PlanRejected(f"{source}: the plan's columns are not the ones lakesweep writes")
-    cols = {name: column_values(table.column(name)) for name in schema.names}
+    return header, version
+
+
+def _decode(columns: Mapping[str, pa.ChunkedArray | pa.Array], header: dict, version: int,
+            source: str) -> tuple[Action, ...]:
+    """The actions of a plan file's columns (all of them, or one batch), checked as ``_actions`` checks."""
+    cols = {name: column_values(col) for name, col in columns.items()}
     try:
         if version == 1:
             kinds = format_kinds("paimon")
@@ -211,28 +304,109 @@ def plan_from_bytes(data: bytes, *, source: str = "<bytes>") -> CleanupPlan:
                 raise ValueError(f"{e.args[0]!r} is not an action kind") from e
         else:
             kinds = format_kinds(header.get("format"))
-        actions = _actions(cols, kinds, source)
+        return _actions(cols, kinds, source)
     except KeyError as e:
         raise PlanRejected(f"{source}: the plan is malformed ({e.args[0]!r} is not a verb); "
                            "re-run 'lakesweep plan'") from e
     except (TypeError, ValueError) as e:
         raise PlanRejected(f"{source}: the plan is malformed ({e}); re-run 'lakesweep plan'") from e
-    plan = plan_from_header(header, actions, source=source)
-    stored_id = meta[ID_KEY].decode()
-    actual = compute_plan_id(header, actions)
+
+
+def _rows(batch: pa.RecordBatch, actions: tuple[Action, ...], version: int) -> bytes | memoryview:
+    """What the id hashes for these rows: from the stored columns (formats 2 and 3 hash every column as
+    stored), from the actions for format 1."""
+    return action_rows(actions, v1=True) if version == 1 else rows_json(batch.columns)
+
+
+def _check_id(stored_id: str, actual: str, source: str) -> None:
     if stored_id != actual:
         raise PlanRejected(
             f"{source}: the plan's content does not match its id {stored_id} (content hash {actual}): "
             "the file was modified after it was written; re-run 'lakesweep plan'"
         )
+
+
+def plan_from_bytes(data: bytes, *, source: str = "<bytes>") -> CleanupPlan:
+    try:
+        # Single-threaded: pyarrow's CPU pool together with the zstandard module (which fastavro loads)
+        # aborts the interpreter at exit with pyarrow 19 ("terminate called without an active exception").
+        table = pq.read_table(pa.BufferReader(data), use_threads=False)
+    except (pa.ArrowInvalid, OSError) as e:
+        raise PlanRejected(f"{source} is not a lakesweep plan (not a readable Parquet file: {e})") from e
+    header, version = _plan_header(table.schema.metadata or {}, table.schema, source)
+    actions = _decode({name: table.column(name) for name in table.schema.names}, header, version, source)
+    plan = plan_from_header(header, actions, source=source)
+    if version == 1:
+        actual = compute_plan_id(header, actions)
+    else:
+        h = hashlib.sha256(_header_json(header))
+        for batch in table.to_batches(max_chunksize=_BATCH):
+            h.update(rows_json(batch.columns))
+        actual = h.hexdigest()[:32]
+    _check_id(table.schema.metadata[ID_KEY].decode(), actual, source)
     plan.remember_id(actual)
     return plan
 
 
-def read_plan(location: str, fileio: FileIO | None = None) -> CleanupPlan:
-    """Read and verify a plan file. A local path must be a regular file: a FIFO would block the read and
-    a device (``/dev/zero``) would never end, so both are refused before anything is opened."""
-    location = normalize_location(location)
+def iter_action_batches(location: str, batch_size: int = _BATCH, fileio: FileIO | None = None,
+                        ) -> Iterator[tuple[Action, ...]]:
+    """A plan file's actions, ``batch_size`` at a time, each batch checked as ``read_plan`` checks them
+    (kinds, verbs, phases, numbering); the header comes from the footer. The id is hashed as the batches
+    pass and a mismatch raises ``PlanRejected`` after the last one: a consumer that must not act on an
+    edited plan calls ``verify_plan_file`` first (one pass, holding one batch)."""
+    with _open_plan_file(location, fileio) as (parquet, header, version, stored_id):
+        plan = plan_from_header(header, (), source=location)  # the header alone: refused here if malformed
+        h = hashlib.sha256(_header_json(header))
+        n = 0
+        for batch in parquet.iter_batches(batch_size=batch_size, use_threads=False):
+            actions = _decode({name: batch.column(name) for name in batch.schema.names}, header, version, location)
+            for i, a in enumerate(actions, n):
+                if a.action_id != i or not 1 <= a.phase <= len(plan.phases):
+                    raise PlanRejected(f"{location}: the plan is malformed (action {a.action_id} at row {i}, "
+                                       f"in phase {a.phase}); re-run 'lakesweep plan'")
+            h.update(_rows(batch, actions, version))
+            n += len(actions)
+            yield actions
+        _check_id(stored_id, h.hexdigest()[:32], location)
+
+
+def verify_plan_file(location: str, fileio: FileIO | None = None, *, batch_size: int = _BATCH) -> tuple[dict, str]:
+    """Read a plan file once, a batch at a time, and check it as ``read_plan`` does; its header and id."""
+    for _ in iter_action_batches(location, batch_size, fileio):
+        pass
+    with _open_plan_file(location, fileio) as (_, header, _, stored_id):
+        return header, stored_id
+
+
+class _open_plan_file:
+    """A plan file opened for batches: (ParquetFile, header, version, stored id); closed on exit."""
+
+    def __init__(self, location: str, fileio: FileIO | None):
+        self.location = normalize_location(location)
+        self.fileio = fileio
+
+    def __enter__(self):
+        _check_regular(self.location, self.fileio)
+        try:
+            self.stream = (self.fileio or fileio_for(self.location)).open_input(self.location)
+        except FileNotFoundError as e:
+            raise PlanRejected(f"plan file {self.location} does not exist") from e
+        try:
+            parquet = pq.ParquetFile(self.stream)
+        except (pa.ArrowInvalid, OSError) as e:
+            self.stream.close()
+            raise PlanRejected(f"{self.location} is not a lakesweep plan (not a readable Parquet file: {e})") from e
+        schema = parquet.schema_arrow
+        header, version = _plan_header(schema.metadata or {}, schema, self.location)
+        return parquet, header, version, schema.metadata[ID_KEY].decode()
+
+    def __exit__(self, *exc):
+        self.stream.close()
+
+
+def _check_regular(location: str, fileio: FileIO | None) -> None:
+    """A local path must be a regular file: a FIFO would block the read and a device (``/dev/zero``) would
+    never end, so both are refused before anything is opened."""
     if fileio is None and "://" not in location:
         try:
             st = os.stat(location)
@@ -242,6 +416,13 @@ def read_plan(location: str, fileio: FileIO | None = None) -> CleanupPlan:
             raise PlanRejected(f"plan file {location} cannot be read: {e.strerror or e}") from e
         if not stat.S_ISREG(st.st_mode):
             raise PlanRejected(f"plan file {location} is not a regular file")
+
+
+def read_plan(location: str, fileio: FileIO | None = None) -> CleanupPlan:
+    """Read and verify a plan file. A local path must be a regular file: a FIFO would block the read and
+    a device (``/dev/zero``) would never end, so both are refused before anything is opened."""
+    location = normalize_location(location)
+    _check_regular(location, fileio)
     try:
         data = (fileio or fileio_for(location)).read_bytes(location)
     except FileNotFoundError as e:

@@ -14,7 +14,8 @@ from typing import Mapping, Sequence
 
 from lakesweep.engine.errors import PlanRejected
 from lakesweep.engine.paths import PathResolver, refuse_symlinked_parents
-from lakesweep.engine.plan import ActionKindSpec, CleanupPlan, PhaseMode, PhaseSpec, Verb, register_action_kinds
+from lakesweep.engine.plan import (ActionKindSpec, ActionOrder, CleanupPlan, PhaseMode, PhaseSpec, Verb,
+                                   register_action_kinds)
 from lakesweep.engine.quarantine import QUARANTINE_DIR, VersionedDelete
 from lakesweep.engine.timeutil import format_time_ms
 
@@ -39,7 +40,7 @@ SPECS: dict[str, ActionKindSpec] = {
     PurgeKind.QUARANTINED_FILE.value: ActionKindSpec(PurgeKind.QUARANTINED_FILE.value, Verb.DELETE_FILE, 1),
     PurgeKind.QUARANTINED_VERSION.value: ActionKindSpec(PurgeKind.QUARANTINED_VERSION.value, Verb.PURGE_VERSION, 1),
     PurgeKind.QUARANTINE_DIR.value: ActionKindSpec(PurgeKind.QUARANTINE_DIR.value, Verb.DELETE_EMPTY_DIR, 2,
-                                                   lambda a: (0, -a.depth, a.path)),
+                                                   ActionOrder(0, "deepest")),
 }
 register_action_kinds(SPECS, PurgeKind)
 KINDS = {k.value: k for k in PurgeKind}

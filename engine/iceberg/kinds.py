@@ -12,7 +12,7 @@ import enum
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from lakesweep.engine.plan import ActionKindSpec, PhaseMode, PhaseSpec, Verb, register_action_kinds
+from lakesweep.engine.plan import ActionKindSpec, ActionOrder, PhaseMode, PhaseSpec, Verb, register_action_kinds
 from lakesweep.engine.purge import PURGE, PURGE_PHASES, PurgeKind, SPECS as PURGE_SPECS
 
 
@@ -56,8 +56,8 @@ _EXPIRE_PHASE = {
 # The snapshot commit in ascending id; the files by kind, then path.
 SPECS: dict[str, ActionKindSpec] = {k.value: ActionKindSpec(
     k.value, Verb.COMMIT if k is ExpireKind.EXPIRE_SNAPSHOT else Verb.DELETE_FILE, int(_EXPIRE_PHASE[k]),
-    (lambda a: (0, a.snapshot_id or 0, a.path)) if k is ExpireKind.EXPIRE_SNAPSHOT else
-    (lambda a, rank=i: (rank, 0, a.path))) for i, k in enumerate(ExpireKind)}
+    ActionOrder(0, "snapshot_id") if k is ExpireKind.EXPIRE_SNAPSHOT else ActionOrder(i))
+    for i, k in enumerate(ExpireKind)}
 # What a snapshot reaches (``IcebergTable.snapshot_files``), as the expiry kind that deletes it.
 FILE_KINDS = {"data-file": ExpireKind.DATA_FILE, "position-delete-file": ExpireKind.POSITION_DELETE_FILE,
               "equality-delete-file": ExpireKind.EQUALITY_DELETE_FILE, "manifest": ExpireKind.MANIFEST,
@@ -108,7 +108,7 @@ class CompactKind(enum.StrEnum):
 # Each bin's inputs together, by path.
 SPECS.update({k.value: ActionKindSpec(
     k.value, Verb.MERGE if k is CompactKind.COMPACT_INPUT else Verb.COMMIT,
-    1 if k is CompactKind.COMPACT_INPUT else 2, lambda a: (0, a.bucket if a.bucket is not None else -1, a.path))
+    1 if k is CompactKind.COMPACT_INPUT else 2, ActionOrder(0, "bucket"))
     for k in CompactKind})
 
 

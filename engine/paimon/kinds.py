@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from lakesweep.engine.fileio import join
-from lakesweep.engine.plan import Action, ActionKindSpec, PhaseMode, PhaseSpec, Verb, register_action_kinds
+from lakesweep.engine.plan import Action, ActionKindSpec, ActionOrder, PhaseMode, PhaseSpec, Verb, register_action_kinds
 from lakesweep.engine.purge import PURGE, PurgeKind, SPECS as PURGE_SPECS
 
 
@@ -64,15 +64,15 @@ def _after_changelog_copy(fileio, target: str, a: Action) -> None:
 
 def _by_id(rank: int):
     """Snapshots (and their copies, changelogs) in ascending id, then by path."""
-    return lambda a: (rank, a.snapshot_id or 0, a.path)
+    return ActionOrder(rank, "snapshot_id")
 
 
 def _deepest_first(rank: int):
-    return lambda a: (rank, -a.depth, a.path)
+    return ActionOrder(rank, "deepest")
 
 
 def _by_path(rank: int):
-    return lambda a: (rank, 0, a.path)
+    return ActionOrder(rank)
 
 
 def _ordered(kind: enum.Enum, rank: int):
