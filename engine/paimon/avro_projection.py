@@ -3,8 +3,9 @@
 ``read_projected(data, fields)`` compiles the file's writer schema (once per distinct schema) into a reader
 that decodes only the fields ``fields`` names and skips the bytes of all others; each record becomes a list of
 the named fields' values, in the order of ``fields``, ``MISSING`` for a name the writer schema lacks.
-Values are those fastavro gives, except timestamps, which stay epoch milliseconds. fastavro's own schema
-resolution (a reader schema) matches schemas for every record, and decoded slower than whole records.
+Values are those fastavro gives, but timestamps (datetimes in fastavro) are epoch milliseconds. fastavro's
+own schema resolution (a reader schema) matches schemas for every record, and decoded slower than whole
+records.
 """
 
 from __future__ import annotations
@@ -16,10 +17,12 @@ import fastavro
 
 MISSING = object()  # the value of a wanted field that the file's writer schema does not have
 
-# A wanted field: its name and how to read it: VALUE (the decoded value), INT_CHECK (the decoded value,
-# except that a plain int or long, which always converts with int(), is skipped and reads as 0), or a
-# tuple of wanted fields of a nested record.
+# A wanted field: its name and how to read it: VALUE (the decoded value), TIMESTAMP (the decoded value, a
+# timestamp logical type as epoch milliseconds), INT_CHECK (the decoded value, except that a plain int or
+# long, which always converts with int(), is skipped and reads as 0), or a tuple of wanted fields of a
+# nested record.
 VALUE = "value"
+TIMESTAMP = "timestamp"
 INT_CHECK = "int-check"
 Fields = tuple[tuple[str, Union[str, "Fields"]], ...]
 
@@ -49,7 +52,11 @@ def _long(buf: bytes, pos: int) -> tuple[int, int]:
 
 
 def _length(buf: bytes, pos: int) -> tuple[int, int]:
-    n, pos = _long(buf, pos)
+    b = buf[pos]
+    if b < 0x80:  # the common case, a length below 64, inline
+        n, pos = (b >> 1) ^ -(b & 1), pos + 1
+    else:
+        n, pos = _long(buf, pos)
     if n < 0 or pos + n > len(buf):
         raise ValueError(f"a length of {n} at byte {pos} runs outside the block of {len(buf)} bytes")
     return n, pos
@@ -101,6 +108,9 @@ def _branch(buf: bytes, pos: int, n: int) -> tuple[int, int]:
 
 def _count(buf: bytes, pos: int) -> tuple[int, int]:
     """The item count of an array or map block; a negative count is followed by the block's byte size."""
+    b = buf[pos]
+    if b < 0x80 and not b & 1:  # a count below 64, inline
+        return b >> 1, pos + 1
     n, pos = _long(buf, pos)
     if n < 0:
         n = -n
@@ -130,6 +140,18 @@ class _Compiler:
         if isinstance(t, list):
             branches = [self.skip(b) for b in t]
             n = len(branches)
+            if n == 2 and t[0] == "null":  # the nullable field, Paimon's usual union
+                value = branches[1]
+
+                def skip_nullable(buf, pos):
+                    b = buf[pos]
+                    if b == 0:
+                        return pos + 1
+                    if b == 2:
+                        return value(buf, pos + 1)
+                    i, pos = _branch(buf, pos, n)
+                    return branches[i](buf, pos)
+                return skip_nullable
 
             def skip_union(buf, pos):
                 i, pos = _branch(buf, pos, n)
@@ -166,10 +188,10 @@ class _Compiler:
             return _fixed(t["size"], read=False)
         return self.skip(kind)  # {"type": "long", "logicalType": ...} and the like
 
-    def read(self, t) -> Read:
+    def read(self, t, timestamp: bool = False) -> Read:
         t = self._resolve(t)
         if isinstance(t, list):
-            branches = [self.read(b) for b in t]
+            branches = [self.read(b, timestamp) for b in t]
             n = len(branches)
             if n == 2 and t[0] == "null":  # the nullable field, Paimon's usual union
                 value = branches[1]
@@ -195,7 +217,7 @@ class _Compiler:
         kind = t["type"]
         logical = t.get("logicalType")
         if logical is not None:
-            if logical not in _TIMESTAMP_UNITS or kind != "long":
+            if not timestamp or logical not in _TIMESTAMP_UNITS or kind != "long":
                 raise ValueError(f"reading Avro logical type {logical!r} is not supported")
             return _timestamp(_TIMESTAMP_UNITS[logical])
         if kind == "array":
@@ -217,6 +239,13 @@ class _Compiler:
             return _PRIMITIVE_READS[kind]
         raise ValueError(f"reading Avro type {kind!r} is not supported")
 
+    def _flat_skips(self, t) -> list[Skip]:
+        """Skippers of ``t``; a record's are its fields' (one call less per field and record)."""
+        t = self._resolve(t)
+        if isinstance(t, dict) and t.get("type") in ("record", "error"):
+            return [skip for f in t["fields"] for skip in self._flat_skips(f["type"])]
+        return [self.skip(t)]
+
     def record(self, schema, fields: Fields) -> Read:
         """A reader of the ``fields`` of a record: a list of their values, ``MISSING`` where absent."""
         schema = self._resolve(schema)
@@ -229,14 +258,14 @@ class _Compiler:
         for f in schema["fields"]:
             name, ftype = f["name"], f["type"]
             if name not in how:
-                steps.append((-1, self.skip(ftype)))
+                steps.extend((-1, skip) for skip in self._flat_skips(ftype))
             elif how[name] == INT_CHECK and self._resolve(ftype) in ("int", "long"):
                 template[index[name]] = 0
                 steps.append((-1, _skip_long))
             elif isinstance(how[name], tuple):
                 steps.append((index[name], self.record(ftype, how[name])))
             else:
-                steps.append((index[name], self.read(ftype)))
+                steps.append((index[name], self.read(ftype, timestamp=how[name] == TIMESTAMP)))
 
         def read_record(buf, pos):
             out = template.copy()

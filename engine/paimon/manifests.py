@@ -1,10 +1,11 @@
 """Decoding Paimon's Avro manifest lists, manifests and index manifests.
 
-Manifest lists and manifests are decoded field by field (``avro_projection``): only the fields the planners
-read or check, by name from the file's own writer schema, so files of 0.9 (16 DataFileMeta fields) and later
-versions (more trailing fields) read alike; statistics and keys are skipped undecoded. Anything that does not decode raises
-``CorruptMetadata`` naming the file, and so does a file name (of a manifest, a data or extra file, an
-index file) that is not a plain file name: lakesweep joins these names to directories it knows.
+Manifest lists and manifests are decoded field by field (``avro_projection``): only the fields the
+planners read or check, by name from the file's own writer schema, so files of 0.9 (16 DataFileMeta
+fields) and later versions (more trailing fields) read alike; statistics and keys are skipped undecoded.
+Anything that does not decode raises ``CorruptMetadata`` naming the file, and so does a file name (of a
+manifest, a data or extra file, an index file) that is not a plain file name: lakesweep joins these names
+to directories it knows.
 """
 
 from __future__ import annotations
@@ -14,7 +15,8 @@ import io
 import fastavro
 
 from lakesweep.engine.errors import CorruptMetadata
-from lakesweep.engine.paimon.avro_projection import INT_CHECK, MISSING, VALUE, Fields, read_projected
+from lakesweep.engine.paimon.avro_projection import (INT_CHECK, MISSING, TIMESTAMP, VALUE, Fields,
+                                                     read_projected)
 from lakesweep.engine.paimon.model import (DataFileMeta, DeletionVectorRange, FileKind, IndexFileMeta,
                                            IndexManifestEntry, ManifestEntry, ManifestFileMeta, plain_name_problem)
 
@@ -81,7 +83,7 @@ _LIST_FIELDS = (("_VERSION", VALUE), ("_FILE_NAME", VALUE), ("_FILE_SIZE", VALUE
                 ("_NUM_DELETED_FILES", INT_CHECK), ("_SCHEMA_ID", INT_CHECK))
 _FILE_FIELDS = (("_FILE_NAME", VALUE), ("_FILE_SIZE", VALUE), ("_ROW_COUNT", INT_CHECK), ("_LEVEL", VALUE),
                 ("_SCHEMA_ID", INT_CHECK), ("_MIN_SEQUENCE_NUMBER", INT_CHECK), ("_MAX_SEQUENCE_NUMBER", INT_CHECK),
-                ("_EXTRA_FILES", VALUE), ("_CREATION_TIME", VALUE), ("_EMBEDDED_FILE_INDEX", VALUE),
+                ("_EXTRA_FILES", VALUE), ("_CREATION_TIME", TIMESTAMP), ("_EMBEDDED_FILE_INDEX", VALUE),
                 ("_FILE_SOURCE", VALUE), ("_EXTERNAL_PATH", VALUE))
 _ENTRY_FIELDS = (("_VERSION", VALUE), ("_KIND", VALUE), ("_PARTITION", VALUE), ("_BUCKET", VALUE),
                  ("_TOTAL_BUCKETS", INT_CHECK), ("_FILE", _FILE_FIELDS))

@@ -9,6 +9,7 @@ differently fail as before, naming the file.
 
 from __future__ import annotations
 
+import datetime as dt
 import io
 import pickle
 import shutil
@@ -142,6 +143,12 @@ def test_missing_and_retyped_fields_fail_as_whole_records_did(written_once, tmp_
 
     text = _rewritten(src, tmp_path / "text", "_ROW_COUNT", "string", "12")  # int("12") passes, as before
     assert decode_manifest(str(text), text.read_bytes()) == reference.manifest(text.read_bytes())
+
+    micros = _rewritten(src, tmp_path / "micros", "_CREATION_TIME",  # another timestamp unit: the same millis
+                        ["null", {"type": "long", "logicalType": "timestamp-micros"}],
+                        dt.datetime(2024, 5, 6, 7, 8, 9, 123456, tzinfo=dt.timezone.utc))
+    rows = decode_manifest(str(micros), micros.read_bytes())
+    assert rows == reference.manifest(micros.read_bytes()) and rows[0][7] == 1714979289123
 
     no_seq = _rewritten(src, tmp_path / "no-seq", "_MIN_SEQUENCE_NUMBER")  # optional: still reads
     assert decode_manifest(str(no_seq), no_seq.read_bytes()) == reference.manifest(no_seq.read_bytes())
