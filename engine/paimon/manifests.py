@@ -150,8 +150,13 @@ def decode_manifest(path: str, data: bytes) -> list[tuple]:
     return out
 
 
+def manifest_entries(rows: list[tuple]) -> list[ManifestEntry]:
+    """The entries of ``decode_manifest``'s rows (built where they are used, e.g. after a process pool)."""
+    return [ManifestEntry(r[0], r[1], r[2], DataFileMeta(*r[3:])) for r in rows]
+
+
 def parse_manifest(path: str, data: bytes) -> list[ManifestEntry]:
-    return [ManifestEntry(r[0], r[1], r[2], DataFileMeta(*r[3:])) for r in decode_manifest(path, data)]
+    return manifest_entries(decode_manifest(path, data))
 
 
 def parse_manifest_names(path: str, data: bytes) -> list[str]:
