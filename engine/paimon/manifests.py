@@ -90,8 +90,9 @@ _ENTRY_FIELDS = (("_VERSION", VALUE), ("_KIND", VALUE), ("_PARTITION", VALUE), (
 _NAME_FIELDS = (("_VERSION", VALUE), ("_FILE", (("_FILE_NAME", VALUE), ("_EXTRA_FILES", VALUE))))
 
 
-def decode_manifest_list(path: str, data: bytes) -> list[tuple[str, int]]:
-    """``(file name, file size)`` of each entry of a manifest list."""
+def decode_manifest_list(item: tuple[str, bytes]) -> list[tuple[str, int]]:
+    """``(file name, file size)`` of each entry of the manifest list ``item`` = (path, bytes)."""
+    path, data = item
     out = []
     for version, name, size, added, deleted, schema_id in _projected(path, data, _LIST_FIELDS):
         _check_version(path, _opt(version), (2,), "manifest list")
@@ -107,7 +108,7 @@ def decode_manifest_list(path: str, data: bytes) -> list[tuple[str, int]]:
 
 
 def parse_manifest_list(path: str, data: bytes) -> list[ManifestFileMeta]:
-    return [ManifestFileMeta(name, size) for name, size in decode_manifest_list(path, data)]
+    return [ManifestFileMeta(name, size) for name, size in decode_manifest_list((path, data))]
 
 
 def _extra_files(path: str, what: str, names) -> tuple[str, ...]:
@@ -135,9 +136,11 @@ def _entry(path: str, rec: list) -> tuple:
     return (kind, partition, bucket, name, size, level, extra, created, _opt(index), _opt(source), _opt(external))
 
 
-def decode_manifest(path: str, data: bytes) -> list[tuple]:
-    """The entries of a manifest as ``ManifestEntry`` takes them: ``(kind, partition, bucket, *file)``, ``file``
-    being ``DataFileMeta``'s fields in order. A top-level function of (path, bytes), so that it pickles."""
+def decode_manifest(item: tuple[str, bytes]) -> list[tuple]:
+    """The entries of the manifest ``item`` = (path, bytes) as ``ManifestEntry`` takes them: ``(kind,
+    partition, bucket, *file)``, ``file`` being ``DataFileMeta``'s fields in order. A top-level function of
+    one picklable item, as ``engine.decode_pool.map_ordered`` maps."""
+    path, data = item
     out = []
     for rec in _projected(path, data, _ENTRY_FIELDS):
         _check_version(path, _opt(rec[0]), (2,), "manifest entry")
@@ -156,7 +159,7 @@ def manifest_entries(rows: list[tuple]) -> list[ManifestEntry]:
 
 
 def parse_manifest(path: str, data: bytes) -> list[ManifestEntry]:
-    return manifest_entries(decode_manifest(path, data))
+    return manifest_entries(decode_manifest((path, data)))
 
 
 def parse_manifest_names(path: str, data: bytes) -> list[str]:

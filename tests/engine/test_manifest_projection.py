@@ -39,11 +39,11 @@ def _compare(root: Path) -> dict[str, int]:
     counts = {"manifest-list": 0, "manifest": 0}
     for p in files["manifest-list"]:
         data = p.read_bytes()
-        assert decode_manifest_list(str(p), data) == reference.manifest_list(data), p
+        assert decode_manifest_list((str(p), data)) == reference.manifest_list(data), p
         counts["manifest-list"] += len(reference.manifest_list(data))
     for p in files["manifest"]:
         data = p.read_bytes()
-        assert decode_manifest(str(p), data) == reference.manifest(data), p
+        assert decode_manifest((str(p), data)) == reference.manifest(data), p
         assert parse_manifest_names(str(p), data) == reference.manifest_names(data), p
         counts["manifest"] += len(reference.manifest(data))
     return counts
@@ -102,7 +102,7 @@ def test_pypaimon_tables_decode_as_whole_records(written_once, writer):
 def test_the_decode_pickles_by_reference_and_its_values_round_trip(written_once):
     root = Path(written_once(pt.write_append_table).path)
     p = metadata_files(root)["manifest"][0]
-    rows = decode_manifest(str(p), p.read_bytes())
+    rows = decode_manifest((str(p), p.read_bytes()))
     assert pickle.loads(pickle.dumps(decode_manifest)) is decode_manifest
     assert pickle.loads(pickle.dumps(rows)) == rows
 
@@ -132,29 +132,29 @@ def test_missing_and_retyped_fields_fail_as_whole_records_did(written_once, tmp_
     src = metadata_files(Path(written_once(pt.write_append_table).path))["manifest"][0]
     missing = _rewritten(src, tmp_path / "missing", "_ROW_COUNT")
     with pytest.raises(CorruptMetadata) as e:
-        decode_manifest(str(missing), missing.read_bytes())
+        decode_manifest((str(missing), missing.read_bytes()))
     assert str(e.value) == f"{missing}: malformed manifest entry: KeyError('_ROW_COUNT')"
 
     null = _rewritten(src, tmp_path / "null", "_SCHEMA_ID", ["null", "long"], None)
     with pytest.raises(CorruptMetadata) as e:
-        decode_manifest(str(null), null.read_bytes())
+        decode_manifest((str(null), null.read_bytes()))
     assert str(e.value) == (f"{null}: malformed manifest entry: TypeError(\"int() argument must be a string, "
                             "a bytes-like object or a real number, not 'NoneType'\")")
 
     text = _rewritten(src, tmp_path / "text", "_ROW_COUNT", "string", "12")  # int("12") passes, as before
-    assert decode_manifest(str(text), text.read_bytes()) == reference.manifest(text.read_bytes())
+    assert decode_manifest((str(text), text.read_bytes())) == reference.manifest(text.read_bytes())
 
     micros = _rewritten(src, tmp_path / "micros", "_CREATION_TIME",  # another timestamp unit: the same millis
                         ["null", {"type": "long", "logicalType": "timestamp-micros"}],
                         dt.datetime(2024, 5, 6, 7, 8, 9, 123456, tzinfo=dt.timezone.utc))
-    rows = decode_manifest(str(micros), micros.read_bytes())
+    rows = decode_manifest((str(micros), micros.read_bytes()))
     assert rows == reference.manifest(micros.read_bytes()) and rows[0][7] == 1714979289123
 
     no_seq = _rewritten(src, tmp_path / "no-seq", "_MIN_SEQUENCE_NUMBER")  # optional: still reads
-    assert decode_manifest(str(no_seq), no_seq.read_bytes()) == reference.manifest(no_seq.read_bytes())
+    assert decode_manifest((str(no_seq), no_seq.read_bytes())) == reference.manifest(no_seq.read_bytes())
 
     truncated = tmp_path / "truncated"
     shutil.copy(missing, truncated)
     truncated.write_bytes(missing.read_bytes()[:-30])
     with pytest.raises(CorruptMetadata, match=f"^{truncated}: cannot decode Avro: "):
-        decode_manifest(str(truncated), truncated.read_bytes())
+        decode_manifest((str(truncated), truncated.read_bytes()))
