@@ -1,19 +1,22 @@
-"""Decoding Paimon's Avro manifest lists, manifests and index manifests (fastavro).
+"""Decoding Paimon's Avro manifest lists, manifests and index manifests.
 
-Fields are read by name from the file's own writer schema, so files of 0.9 (16 DataFileMeta fields)
-and later versions (more trailing fields) read alike. Anything that does not decode raises
-``CorruptMetadata`` naming the file, and so does a file name (of a manifest, a data or extra file, an
-index file) that is not a plain file name: lakesweep joins these names to directories it knows.
+Manifest lists and manifests are decoded field by field (``avro_projection``): only the fields the
+planners read or check, by name from the file's own writer schema, so files of 0.9 (16 DataFileMeta
+fields) and later versions (more trailing fields) read alike; statistics and keys are skipped undecoded.
+Anything that does not decode raises ``CorruptMetadata`` naming the file, and so does a file name (of a
+manifest, a data or extra file, an index file) that is not a plain file name: lakesweep joins these names
+to directories it knows.
 """
 
 from __future__ import annotations
 
-import datetime as _dt
 import io
 
 import fastavro
 
 from lakesweep.engine.errors import CorruptMetadata
+from lakesweep.engine.paimon.avro_projection import (INT_CHECK, MISSING, TIMESTAMP, VALUE, Fields,
+                                                     read_projected)
 from lakesweep.engine.paimon.model import (DataFileMeta, DeletionVectorRange, FileKind, IndexFileMeta,
                                            IndexManifestEntry, ManifestEntry, ManifestFileMeta, plain_name_problem)
 
@@ -29,18 +32,24 @@ def _records(path: str, data: bytes) -> list[dict]:
         raise CorruptMetadata(path, f"cannot decode Avro: {type(e).__name__}: {e}") from e
 
 
-_EPOCH = _dt.datetime(1970, 1, 1, tzinfo=_dt.timezone.utc)
-_ONE_MS = _dt.timedelta(milliseconds=1)
+def _projected(path: str, data: bytes, fields: Fields) -> list[list]:
+    if not data.startswith(AVRO_MAGIC):
+        raise CorruptMetadata(path, "not an Avro object container file (lakesweep reads Avro manifests only)")
+    try:
+        return read_projected(data, fields)
+    except Exception as e:  # truncated or garbled input fails in many ways
+        raise CorruptMetadata(path, f"cannot decode Avro: {type(e).__name__}: {e}") from e
 
 
-def _millis(v) -> int | None:
-    if v is None:
-        return None
-    if isinstance(v, _dt.datetime):
-        if v.tzinfo is None:
-            v = v.replace(tzinfo=_dt.timezone.utc)
-        return (v - _EPOCH) // _ONE_MS
-    return int(v)
+def _req(value, name: str):
+    """A field every record must have (a ``KeyError`` naming it, as a missing key of a whole record)."""
+    if value is MISSING:
+        raise KeyError(name)
+    return value
+
+
+def _opt(value):
+    return None if value is MISSING else value
 
 
 _FILE_KINDS = {int(k): k for k in FileKind}  # a dict lookup: calling the enum costs a microsecond per entry
@@ -63,50 +72,43 @@ def _plain_name(path: str, what: str, column: str, name):
     return name
 
 
-def _check_version(path: str, rec: dict, allowed: tuple[int, ...], what: str) -> None:
-    v = rec.get("_VERSION")
+def _check_version(path: str, v, allowed: tuple[int, ...], what: str) -> None:
     if v not in allowed:
         raise CorruptMetadata(path, f"{what} version {v!r} is not supported (expected {allowed})")
 
 
-def parse_manifest_list(path: str, data: bytes) -> list[ManifestFileMeta]:
+# The fields the planners read, and those today's checks convert with int() (INT_CHECK: skipped when the
+# writer schema makes them a plain int or long). Statistics, keys and the rest are never decoded.
+_LIST_FIELDS = (("_VERSION", VALUE), ("_FILE_NAME", VALUE), ("_FILE_SIZE", VALUE), ("_NUM_ADDED_FILES", INT_CHECK),
+                ("_NUM_DELETED_FILES", INT_CHECK), ("_SCHEMA_ID", INT_CHECK))
+_FILE_FIELDS = (("_FILE_NAME", VALUE), ("_FILE_SIZE", VALUE), ("_ROW_COUNT", INT_CHECK), ("_LEVEL", VALUE),
+                ("_SCHEMA_ID", INT_CHECK), ("_MIN_SEQUENCE_NUMBER", INT_CHECK), ("_MAX_SEQUENCE_NUMBER", INT_CHECK),
+                ("_EXTRA_FILES", VALUE), ("_CREATION_TIME", TIMESTAMP), ("_EMBEDDED_FILE_INDEX", VALUE),
+                ("_FILE_SOURCE", VALUE), ("_EXTERNAL_PATH", VALUE))
+_ENTRY_FIELDS = (("_VERSION", VALUE), ("_KIND", VALUE), ("_PARTITION", VALUE), ("_BUCKET", VALUE),
+                 ("_TOTAL_BUCKETS", INT_CHECK), ("_FILE", _FILE_FIELDS))
+_NAME_FIELDS = (("_VERSION", VALUE), ("_FILE", (("_FILE_NAME", VALUE), ("_EXTRA_FILES", VALUE))))
+
+
+def decode_manifest_list(item: tuple[str, bytes]) -> list[tuple[str, int]]:
+    """``(file name, file size)`` of each entry of the manifest list ``item`` = (path, bytes)."""
+    path, data = item
     out = []
-    for rec in _records(path, data):
-        _check_version(path, rec, (2,), "manifest list")
+    for version, name, size, added, deleted, schema_id in _projected(path, data, _LIST_FIELDS):
+        _check_version(path, _opt(version), (2,), "manifest list")
         try:
-            out.append(
-                ManifestFileMeta(
-                    file_name=_plain_name(path, "manifest list entry", "_FILE_NAME", rec["_FILE_NAME"]),
-                    file_size=int(rec["_FILE_SIZE"]),
-                    num_added_files=int(rec["_NUM_ADDED_FILES"]),
-                    num_deleted_files=int(rec["_NUM_DELETED_FILES"]),
-                    schema_id=int(rec["_SCHEMA_ID"]),
-                    version=rec["_VERSION"],
-                )
-            )
+            name = _plain_name(path, "manifest list entry", "_FILE_NAME", _req(name, "_FILE_NAME"))
+            size = int(_req(size, "_FILE_SIZE"))
+            int(_req(added, "_NUM_ADDED_FILES")), int(_req(deleted, "_NUM_DELETED_FILES"))
+            int(_req(schema_id, "_SCHEMA_ID"))
         except (KeyError, TypeError, ValueError) as e:
             raise CorruptMetadata(path, f"malformed manifest list entry: {e!r}") from e
+        out.append((name, size))
     return out
 
 
-def _data_file(path: str, f: dict) -> DataFileMeta:
-    what = "manifest entry"
-    return DataFileMeta(
-        file_name=_plain_name(path, what, "_FILE_NAME", f["_FILE_NAME"]),
-        file_size=int(f["_FILE_SIZE"]),
-        row_count=int(f["_ROW_COUNT"]),
-        level=int(f["_LEVEL"]),
-        schema_id=int(f["_SCHEMA_ID"]),
-        min_sequence_number=int(f.get("_MIN_SEQUENCE_NUMBER") or 0),
-        max_sequence_number=int(f.get("_MAX_SEQUENCE_NUMBER") or 0),
-        extra_files=_extra_files(path, what, f.get("_EXTRA_FILES")),
-        creation_time_ms=_millis(f.get("_CREATION_TIME")),
-        delete_row_count=f.get("_DELETE_ROW_COUNT"),
-        embedded_index=f.get("_EMBEDDED_FILE_INDEX"),
-        file_source=f.get("_FILE_SOURCE"),
-        external_path=f.get("_EXTERNAL_PATH"),
-        first_row_id=f.get("_FIRST_ROW_ID"),
-    )
+def parse_manifest_list(path: str, data: bytes) -> list[ManifestFileMeta]:
+    return [ManifestFileMeta(name, size) for name, size in decode_manifest_list((path, data))]
 
 
 def _extra_files(path: str, what: str, names) -> tuple[str, ...]:
@@ -115,20 +117,35 @@ def _extra_files(path: str, what: str, names) -> tuple[str, ...]:
     return tuple(_plain_name(path, what, "_EXTRA_FILES", x) for x in names)
 
 
-def parse_manifest(path: str, data: bytes) -> list[ManifestEntry]:
+def _entry(path: str, rec: list) -> tuple:
+    what = "manifest entry"
+    kind = _kind(path, _req(rec[1], "_KIND"))
+    partition = bytes(_req(rec[2], "_PARTITION"))
+    bucket = int(_req(rec[3], "_BUCKET"))
+    int(_req(rec[4], "_TOTAL_BUCKETS"))
+    name, size, rows, level, schema_id, min_seq, max_seq, extra, created, index, source, external = _req(rec[5],
+                                                                                                         "_FILE")
+    name = _plain_name(path, what, "_FILE_NAME", _req(name, "_FILE_NAME"))
+    size = int(_req(size, "_FILE_SIZE"))
+    int(_req(rows, "_ROW_COUNT"))
+    level = int(_req(level, "_LEVEL"))
+    int(_req(schema_id, "_SCHEMA_ID"))
+    int(_opt(min_seq) or 0), int(_opt(max_seq) or 0)
+    extra = _extra_files(path, what, _opt(extra))
+    created = None if created is None or created is MISSING else int(created)
+    return (kind, partition, bucket, name, size, level, extra, created, _opt(index), _opt(source), _opt(external))
+
+
+def decode_manifest(item: tuple[str, bytes]) -> list[tuple]:
+    """The entries of the manifest ``item`` = (path, bytes) as ``ManifestEntry`` takes them: ``(kind,
+    partition, bucket, *file)``, ``file`` being ``DataFileMeta``'s fields in order. A top-level function of
+    one picklable item, as ``engine.decode_pool.map_ordered`` maps."""
+    path, data = item
     out = []
-    for rec in _records(path, data):
-        _check_version(path, rec, (2,), "manifest entry")
+    for rec in _projected(path, data, _ENTRY_FIELDS):
+        _check_version(path, _opt(rec[0]), (2,), "manifest entry")
         try:
-            out.append(
-                ManifestEntry(
-                    kind=_kind(path, rec["_KIND"]),
-                    partition=bytes(rec["_PARTITION"]),
-                    bucket=int(rec["_BUCKET"]),
-                    total_buckets=int(rec["_TOTAL_BUCKETS"]),
-                    file=_data_file(path, rec["_FILE"]),
-                )
-            )
+            out.append(_entry(path, rec))
         except CorruptMetadata:
             raise
         except (KeyError, TypeError, ValueError) as e:
@@ -136,16 +153,25 @@ def parse_manifest(path: str, data: bytes) -> list[ManifestEntry]:
     return out
 
 
+def manifest_entries(rows: list[tuple]) -> list[ManifestEntry]:
+    """The entries of ``decode_manifest``'s rows (built where they are used, e.g. after a process pool)."""
+    return [ManifestEntry(r[0], r[1], r[2], DataFileMeta(*r[3:])) for r in rows]
+
+
+def parse_manifest(path: str, data: bytes) -> list[ManifestEntry]:
+    return manifest_entries(decode_manifest((path, data)))
+
+
 def parse_manifest_names(path: str, data: bytes) -> list[str]:
     """The names of the files a manifest's entries name, ADD and DELETE alike, with their extra files,
     checked as ``parse_manifest`` checks them, without building the entries (a used set needs names only)."""
     out: list[str] = []
-    for rec in _records(path, data):
-        _check_version(path, rec, (2,), "manifest entry")
+    for version, f in _projected(path, data, _NAME_FIELDS):
+        _check_version(path, _opt(version), (2,), "manifest entry")
         try:
-            f = rec["_FILE"]
-            out.append(_plain_name(path, "manifest entry", "_FILE_NAME", f["_FILE_NAME"]))
-            out.extend(_extra_files(path, "manifest entry", f.get("_EXTRA_FILES")))
+            name, extra = _req(f, "_FILE")
+            out.append(_plain_name(path, "manifest entry", "_FILE_NAME", _req(name, "_FILE_NAME")))
+            out.extend(_extra_files(path, "manifest entry", _opt(extra)))
         except (KeyError, TypeError) as e:
             raise CorruptMetadata(path, f"malformed manifest entry: {e!r}") from e
     return out
@@ -154,7 +180,7 @@ def parse_manifest_names(path: str, data: bytes) -> list[str]:
 def parse_index_manifest(path: str, data: bytes) -> list[IndexManifestEntry]:
     out = []
     for rec in _records(path, data):
-        _check_version(path, rec, (1,), "index manifest entry")
+        _check_version(path, rec.get("_VERSION"), (1,), "index manifest entry")
         try:
             ranges = rec.get("_DELETIONS_VECTORS_RANGES")
             dv = None

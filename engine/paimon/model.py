@@ -294,32 +294,24 @@ class Consumer:
 
 @dataclass(frozen=True, slots=True)
 class ManifestFileMeta:
-    """One entry of a manifest list."""
+    """One entry of a manifest list (the fields lakesweep reads; the others are checked, not kept)."""
 
     file_name: str
     file_size: int
-    num_added_files: int
-    num_deleted_files: int
-    schema_id: int
-    version: int = 2
 
 
 @dataclass(frozen=True, slots=True)
 class DataFileMeta:
+    """A data file of a manifest entry: the fields lakesweep reads (statistics, keys and counts are not kept)."""
+
     file_name: str
     file_size: int
-    row_count: int
     level: int
-    schema_id: int
-    min_sequence_number: int = 0
-    max_sequence_number: int = 0
     extra_files: tuple[str, ...] = ()
     creation_time_ms: int | None = None  # naive local wall clock encoded as if UTC
-    delete_row_count: int | None = None
     embedded_index: bytes | None = None
     file_source: int | None = None
     external_path: str | None = None
-    first_row_id: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -327,7 +319,6 @@ class ManifestEntry:
     kind: FileKind
     partition: bytes  # the serialized BinaryRow; Java compares partitions by these bytes
     bucket: int
-    total_buckets: int
     file: DataFileMeta
 
     @property
