@@ -47,6 +47,8 @@ def read_avro(path: Path) -> list[dict]:
 
 @dataclass
 class Grower:
+    """A table being grown: its latest snapshot, live files and manifests, changed by each commit."""
+
     table: Path
     rng: random.Random
     manifest_avro: Avro
