@@ -1,4 +1,5 @@
 """Tables for bench_user_path.py: written by Paimon 0.9's Java core through the test harness, cached.
+A spec with ``grow_to`` is written small by Paimon and then grown to that many files (bench/paimon_grow.py).
 
 A table is built once per set of parameters under ``<cache>/tables/<name>-<key>/table`` (the key hashes
 every parameter) and copied with ``cp -a`` for each run, so every run starts from the same bytes.
@@ -35,9 +36,11 @@ class TableSpec:
     rows_per_write: int | None = None
     min_snapshots: int = 0
     min_data_files: int = 0
+    grow_to: int | None = None  # files; None: Paimon writes the whole table
 
     def key(self) -> str:
-        blob = json.dumps({"format": CACHE_FORMAT, **asdict(self)}, sort_keys=True)
+        spec = {k: v for k, v in asdict(self).items() if k != "grow_to" or v is not None}
+        blob = json.dumps({"format": CACHE_FORMAT, **spec}, sort_keys=True)
         return hashlib.sha256(blob.encode()).hexdigest()[:12]
 
 
@@ -59,7 +62,15 @@ SPECS = {
                                "manifest.merge-min-count": "30", **NO_AUTO_EXPIRE},
                       ops={**QUIET_OPS, "write": 70, "compact": 28, "overwrite": 2},
                       min_snapshots=5000, min_data_files=300_000),
+    # the 300k table's shape, 300 steps written by Paimon and grown to a million files
+    "1m": TableSpec("1m", kind="append", seed=7, steps=300, partitions=80, rows_per_write=400,
+                    options={"bucket": "-1", "bucket-key": None, "compaction.min.file-num": None,
+                             "file.format": "avro", "async-file-write": "false",
+                             "manifest.merge-min-count": "30", **NO_AUTO_EXPIRE},
+                    ops={**QUIET_OPS, "write": 70, "compact": 28, "overwrite": 2},
+                    min_snapshots=15_000, min_data_files=900_000, grow_to=1_000_000),
 }
+GROW_OPS = {"APPEND": 70, "COMPACT": 28, "OVERWRITE": 2}  # the weights of the 300k table's history
 
 
 def count_files(root: Path) -> dict[str, int]:
@@ -91,8 +102,20 @@ def ensure_table(spec: TableSpec, cache: Path, log) -> tuple[Path, dict]:
                           options=spec.options or None, ops=spec.ops or None, partitions=spec.partitions,
                           rows_per_write=spec.rows_per_write, bucket_dirs=False)
     seconds = time.perf_counter() - t0
+    snapshots, grow = len(info["snapshots"]), {}
+    if spec.grow_to is not None:
+        from paimon_grow import open_grower
+
+        log(f"  written by Paimon in {seconds:.0f} s; growing it to {spec.grow_to:,} files ...")
+        t1 = time.perf_counter()
+        grower = open_grower(tmp / "table", seed=spec.seed,
+                             merge_min_count=int(spec.options["manifest.merge-min-count"]))
+        grower.grow(spec.grow_to, GROW_OPS)
+        snapshots += grower.written["snapshots"]
+        grow = {"grow_s": round(time.perf_counter() - t1, 1), "grown": grower.written}
+        seconds = time.perf_counter() - t0
     counts = count_files(tmp / "table")
-    meta = {"spec": asdict(spec), "snapshots": len(info["snapshots"]), **counts, "generate_s": round(seconds, 1),
+    meta = {"spec": asdict(spec), "snapshots": snapshots, **counts, "generate_s": round(seconds, 1), **grow,
             "options": info["options"], "bucket": info["bucket"], "partitions": len(info["partitions"])}
     if meta["snapshots"] < spec.min_snapshots or meta["data_files"] < spec.min_data_files:
         shutil.rmtree(tmp, ignore_errors=True)
