@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Iterator, Sequence
 
 import duckdb
+import pyarrow as pa
 
 from lakesweep.engine.errors import JournalConflict, JournalError
 
@@ -85,34 +86,65 @@ def connect_journal(path: str, *, read_only: bool, config: dict | None = None,
     """Open a DuckDB journal file, turning "another process holds it" into ``JournalConflict``.
 
     While another process holds the file (the writer in a batch, or readers while the writer wants it),
-    the open is tried again for up to ``wait_s`` seconds. A path that exists but is not a regular file
-    (a directory, a FIFO, a device) is refused before DuckDB opens it: opening a FIFO would block forever."""
+    the open is tried again for up to ``wait_s`` seconds; a reader that waits says so meanwhile (a shared
+    lock on ``readers_path``), so that a writer keeping the file open across its writes lets go of it. A path
+    that exists but is not a regular file (a directory, a FIFO, a device) is refused before DuckDB opens it:
+    opening a FIFO would block forever."""
     _check_regular(path)
     deadline = time.monotonic() + wait_s
     pause = 0.002
-    while True:
-        try:
-            return duckdb.connect(path, read_only=read_only, config=config or {})
-        except duckdb.IOException as e:
-            if "Could not set lock" not in str(e):
-                raise JournalError(f"cannot open journal {path}: {e}") from e
-            left = deadline - time.monotonic()
-            if left <= 0:
-                m = re.search(r"PID (\d+)", str(e))
-                pid = m.group(1) if m else (writer_pid(path) or "?")
-                if wait_s <= 0:
+    waiting: int | None = None
+    try:
+        while True:
+            try:
+                return duckdb.connect(path, read_only=read_only, config=config or {})
+            except duckdb.IOException as e:
+                if "Could not set lock" not in str(e):
+                    raise JournalError(f"cannot open journal {path}: {e}") from e
+                if read_only and waiting is None and wait_s > 0:
+                    waiting = _reader_waits(path)
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    m = re.search(r"PID (\d+)", str(e))
+                    pid = m.group(1) if m else (writer_pid(path) or "?")
+                    if wait_s <= 0:
+                        raise JournalConflict(
+                            f"journal {path} is in use by another lakesweep process (pid {pid}); wait for it to "
+                            f"finish, or point --journal / $LAKESWEEP_JOURNAL at another file") from e
                     raise JournalConflict(
-                        f"journal {path} is in use by another lakesweep process (pid {pid}); "
-                        f"wait for it to finish, or point --journal / $LAKESWEEP_JOURNAL at another file") from e
-                raise JournalConflict(
-                    f"journal {path} is in use by another lakesweep process (pid {pid}), which did not let "
-                    f"it go within {wait_s:g} s; try again once it has finished") from e
-            time.sleep(min(pause, left))
-            pause = min(pause * 2, 0.05)
-        except duckdb.ConnectionException as e:
-            raise JournalConflict(f"journal {path} is already open in this process; close that recorder first") from e
-        except duckdb.Error as e:
-            raise JournalError(f"cannot open journal {path}: {e}") from e
+                        f"journal {path} is in use by another lakesweep process (pid {pid}), which did not let "
+                        f"it go within {wait_s:g} s; try again once it has finished") from e
+                time.sleep(min(pause, left))
+                pause = min(pause * 2, 0.05)
+            except duckdb.ConnectionException as e:
+                raise JournalConflict(f"journal {path} is already open in this process; close that recorder "
+                                      "first") from e
+            except duckdb.Error as e:
+                raise JournalError(f"cannot open journal {path}: {e}") from e
+    finally:
+        if waiting is not None:
+            os.close(waiting)  # and with it the shared lock
+
+
+def readers_path(path: str | os.PathLike) -> str:
+    """``<journal>.readers``: readers waiting for the DuckDB file hold a shared lock on it (``connect_journal``);
+    the writer, when it finds it locked, closes the file after its current write (``DuckDBRecorder.held``)."""
+    return f"{path}.readers"
+
+
+def _reader_waits(path: str) -> int | None:
+    """A descriptor holding a shared lock on the journal's readers file; None when there is no such file
+    (no writer keeps the journal open) or it cannot be locked."""
+    try:
+        fd = os.open(readers_path(path), os.O_RDONLY | os.O_CLOEXEC)
+    except OSError:
+        return None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except OSError:
+        os.close(fd)
+        return None
+    return fd
 
 
 def _check_regular(path: str) -> None:
@@ -229,6 +261,7 @@ class DuckDBRecorder(Recorder):
         self._con: duckdb.DuckDBPyConnection | None = None
         self._closed = False
         self._depth = 0  # nested sessions of a writer
+        self._holding: int | None = None  # within ``held``: the readers file, to hear of readers waiting
         if read_only:
             if self.path == MEMORY:
                 raise JournalError("an in-memory journal cannot be opened read-only")
@@ -274,12 +307,13 @@ class DuckDBRecorder(Recorder):
     @contextmanager
     def _session(self) -> Iterator[None]:
         """The DuckDB file open for a writer's read or write, and closed again (which checkpoints) when the
-        outermost session ends; a reader's or an in-memory journal's connection stays open."""
+        outermost session ends, unless ``held`` keeps it open; a reader's or an in-memory journal's
+        connection stays open."""
         self._check_open()
         if self._lock is None:
             yield
             return
-        if self._depth == 0:
+        if self._con is None:
             self._con = connect_journal(self.path, read_only=False, wait_s=self.wait_s)
         self._depth += 1
         failed = True
@@ -288,13 +322,47 @@ class DuckDBRecorder(Recorder):
             failed = False
         finally:
             self._depth -= 1
+            if self._depth == 0 and (self._holding is None or failed or self._reader_waiting()):
+                self._let_go(failed)
+
+    def _let_go(self, failed: bool) -> None:
+        con, self._con = self._con, None
+        if con is None:
+            return
+        try:
+            con.close()
+        except duckdb.Error as e:
+            if not failed:  # otherwise the error of the session is the one to report
+                raise JournalError(f"journal {self.path}: could not close it after writing: {e}") from e
+
+    @contextmanager
+    def _held(self) -> Iterator[None]:
+        """The DuckDB file kept open across the block's writes (each still its own transaction, durable when
+        it returns), and closed at its end. A reader that waits for the file (``readers_path``) is let in:
+        the file is closed after the write under way, and opened again by the next."""
+        if self._lock is None or self._holding is not None:
+            yield
+            return
+        try:
+            self._holding = os.open(readers_path(self.path), os.O_RDONLY | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        except OSError:
+            yield  # no way to hear of readers: the file is opened for each write, as without the block
+            return
+        try:
+            yield
+        finally:
+            fd, self._holding = self._holding, None
+            os.close(fd)
             if self._depth == 0:
-                con, self._con = self._con, None
-                try:
-                    con.close()
-                except duckdb.Error as e:
-                    if not failed:  # otherwise the error of the session is the one to report
-                        raise JournalError(f"journal {self.path}: could not close it after writing: {e}") from e
+                self._let_go(False)
+
+    def _reader_waiting(self) -> bool:
+        try:
+            fcntl.flock(self._holding, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            return True  # a reader holds its shared lock (or the lock cannot be taken): let go
+        fcntl.flock(self._holding, fcntl.LOCK_UN)
+        return False
 
     def _init_schema(self) -> None:
         version = _schema_version(self._con, self.path)
@@ -326,10 +394,13 @@ class DuckDBRecorder(Recorder):
             return
         self._closed = True
         con, self._con = self._con, None
+        fd, self._holding = getattr(self, "_holding", None), None
         try:
             if con is not None:
                 con.close()
         finally:
+            if fd is not None:
+                os.close(fd)
             if self._lock is not None:
                 self._lock.release()
             if self._key is not None:
@@ -406,6 +477,22 @@ class DuckDBRecorder(Recorder):
         self._seq = seqs[-1]
         return seqs
 
+    def _insert_file_table(self, table):
+        self._check_writable(f"record {table.num_rows} file outcomes")
+        seqs = self._next(table.num_rows)
+        batch = table.add_column(0, rules.FILES_SCHEMA.field("seq"), pa.array(seqs, pa.int64()))
+        with self._session(), self._transaction(f"record {table.num_rows} file outcomes"):
+            self._insert_arrow("file_records", batch)
+        self._seq = seqs[-1]
+        return seqs
+
+    def _insert_arrow(self, table_name: str, batch: pa.Table) -> None:
+        self._con.register("_lakesweep_batch", batch)
+        try:
+            self._con.execute(f"INSERT INTO {table_name} SELECT * FROM _lakesweep_batch")
+        finally:
+            self._con.unregister("_lakesweep_batch")
+
     def _insert_rows(self, table_name: str, rows: list[tuple]) -> None:
         schema = rules.RELATIONS[table_name]
         if not rows:
@@ -414,11 +501,7 @@ class DuckDBRecorder(Recorder):
             values = ", ".join(["(" + ", ".join("?" * len(schema)) + ")"] * len(rows))
             self._con.execute(f"INSERT INTO {table_name} VALUES {values}", [v for r in rows for v in r])
             return
-        self._con.register("_lakesweep_batch", rules.arrow_table(schema, rows))
-        try:
-            self._con.execute(f"INSERT INTO {table_name} SELECT * FROM _lakesweep_batch")
-        finally:
-            self._con.unregister("_lakesweep_batch")
+        self._insert_arrow(table_name, rules.arrow_table(schema, rows))
 
     def _file_records(self, plan_id, apply_id):
         where, params = _where(plan_id=plan_id, apply_id=apply_id)
