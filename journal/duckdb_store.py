@@ -2,8 +2,9 @@
 
 DuckDB lets one process open a database file for writing and refuses every other process, readers included.
 So the one writer holds the journal's writer lock (``fcntl.flock`` on ``<journal>.lock``, holding its pid)
-for as long as its recorder is open, and opens the DuckDB file only for each read or write batch; readers
-open it read-only between batches. Either side waits, briefly and bounded (``READ_WAIT_S``,
+for as long as its recorder is open, and opens the DuckDB file for each read or write batch (within ``held``,
+an apply's, it keeps it open until a reader waits for it: ``readers_path``); readers open it read-only between
+batches. Either side waits, briefly and bounded (``READ_WAIT_S``,
 ``WRITE_WAIT_S``), then raises ``JournalConflict`` naming the pid that holds it; a second writer, in this
 process or another, is refused at once. Why: docs/design/journal-store.md#one-writer-readers-while-it-writes.
 """
@@ -14,6 +15,7 @@ import fcntl
 import json
 import os
 import re
+import threading
 import time
 import weakref
 from contextlib import contextmanager
@@ -36,6 +38,7 @@ _SMALL_BATCH = 64  # rows; larger batches go through Arrow
 # and how long the writer waits for readers to finish their read before it gives up.
 READ_WAIT_S = 5.0
 WRITE_WAIT_S = 120.0
+READER_POLL_S = 0.05  # how often a writer that keeps the file open (``held``) looks for readers waiting
 
 # events.plan_id holds each event's stream key (``Event.stream_id``): a plan's id, or a maintain run's
 # ``maintain:<run id>``.
@@ -262,6 +265,7 @@ class DuckDBRecorder(Recorder):
         self._closed = False
         self._depth = 0  # nested sessions of a writer
         self._holding: int | None = None  # within ``held``: the readers file, to hear of readers waiting
+        self._mutex = threading.Lock()  # the connection: opened, closed, counted under it (``held``'s watcher)
         if read_only:
             if self.path == MEMORY:
                 raise JournalError("an in-memory journal cannot be opened read-only")
@@ -313,17 +317,19 @@ class DuckDBRecorder(Recorder):
         if self._lock is None:
             yield
             return
-        if self._con is None:
-            self._con = connect_journal(self.path, read_only=False, wait_s=self.wait_s)
-        self._depth += 1
+        with self._mutex:
+            if self._con is None:
+                self._con = connect_journal(self.path, read_only=False, wait_s=self.wait_s)
+            self._depth += 1
         failed = True
         try:
             yield
             failed = False
         finally:
-            self._depth -= 1
-            if self._depth == 0 and (self._holding is None or failed or self._reader_waiting()):
-                self._let_go(failed)
+            with self._mutex:
+                self._depth -= 1
+                if self._depth == 0 and (self._holding is None or failed):
+                    self._let_go(failed)
 
     def _let_go(self, failed: bool) -> None:
         con, self._con = self._con, None
@@ -337,9 +343,10 @@ class DuckDBRecorder(Recorder):
 
     @contextmanager
     def _held(self) -> Iterator[None]:
-        """The DuckDB file kept open across the block's writes (each still its own transaction, durable when
-        it returns), and closed at its end. A reader that waits for the file (``readers_path``) is let in:
-        the file is closed after the write under way, and opened again by the next."""
+        """The DuckDB file kept open across the block's reads and writes (each write still its own transaction,
+        durable when it returns), and closed at its end. A reader that waits for the file (``readers_path``)
+        is let in: a watcher thread closes the file as soon as no read or write is under way, and the next
+        one opens it again."""
         if self._lock is None or self._holding is not None:
             yield
             return
@@ -348,13 +355,26 @@ class DuckDBRecorder(Recorder):
         except OSError:
             yield  # no way to hear of readers: the file is opened for each write, as without the block
             return
+        stop = threading.Event()
+        watcher = threading.Thread(target=self._let_readers_in, args=(stop,), name="lakesweep-journal-readers",
+                                   daemon=True)
+        watcher.start()
         try:
             yield
         finally:
-            fd, self._holding = self._holding, None
-            os.close(fd)
-            if self._depth == 0:
-                self._let_go(False)
+            stop.set()
+            watcher.join()
+            with self._mutex:
+                fd, self._holding = self._holding, None
+                os.close(fd)
+                if self._depth == 0:
+                    self._let_go(False)
+
+    def _let_readers_in(self, stop: threading.Event) -> None:
+        while not stop.wait(READER_POLL_S):
+            with self._mutex:
+                if self._depth == 0 and self._con is not None and self._reader_waiting():
+                    self._let_go(True)  # every write was committed; a failed checkpoint is redone by the next
 
     def _reader_waiting(self) -> bool:
         try:
