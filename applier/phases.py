@@ -27,7 +27,7 @@ from lakesweep.applier.executors import BulkExecutor
 
 _DRIVER_BATCH = 500  # driver-phase results journaled together: at most this many...
 _DRIVER_BATCH_S = 1.0  # ...or this many seconds' worth
-_BULK_JOURNAL_BATCH = 5000  # bulk results arrive in task batches; the journal takes them this many at a time
+_BULK_JOURNAL_BATCH = 20000  # bulk results arrive in task batches; the journal takes them this many at a time
 _DELETED, _FAILED, _QUARANTINED = Outcome.DELETED.value, Outcome.FAILED.value, Outcome.QUARANTINED.value
 _SKIPPED, _DROPPED = Outcome.SKIPPED_REFERENCED.value, Outcome.DROPPED.value
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 import abc
 import contextlib
 import json
+import operator
 from dataclasses import dataclass
 from typing import Any, Iterable, Sequence
 
@@ -28,6 +29,11 @@ from lakesweep.journal.rules import FileQuery
 
 _FILE_COLUMNS = pa.schema([f for f in rules.FILES_SCHEMA if f.name != "seq"])
 _OUTCOME_VALUES = frozenset(o.value for o in FileOutcome)
+_PATH, _PHASE, _SIZE, _VERB = (operator.attrgetter(name) for name in ("path", "phase", "size", "verb"))
+
+
+def _KIND(a: Action) -> str:
+    return str.__str__(a.kind)
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,8 +83,6 @@ class Recorder(abc.ABC):
         self._verified: dict[str, tuple[PlanRecorded, tuple[Action, ...]]] = {}
         # The lifecycle (events only) of every apply this recorder read or wrote, kept current by append.
         self._runs: dict[str, RunState] = {}
-        # Per verified plan: its actions' path, kind, phase and size as Arrow columns, and their verbs.
-        self._columns: dict[str, tuple[pa.Table, list]] = {}
 
     # -- plans -------------------------------------------------------------------------------------
 
@@ -228,38 +232,42 @@ class Recorder(abc.ABC):
         if not rows:
             return []
         ids, outcomes, attempts, errors, times, moved = zip(*rows)
-        if not self._outcomes_fit(apply_id, plan_id, ids, outcomes, attempts, errors, moved):
+        actions = self._actions_of(apply_id, plan_id, ids, attempts)
+        if actions is None or not self._outcomes_fit(apply_id, plan_id, actions, outcomes, errors, moved):
             # Some row is refused: record_files finds which and says why, writing nothing.
             try:
-                actions = self.plan_actions(plan_id)
+                planned = self.plan_actions(plan_id)
             except JournalError:
-                actions = ()
-            known = {i: actions[i] for i in ids if isinstance(i, int) and 0 <= i < len(actions)}
+                planned = ()
+            known = {i: planned[i] for i in ids if isinstance(i, int) and 0 <= i < len(planned)}
             return self.record_files([
                 FileRecord(apply_id, plan_id, i, known[i].path, known[i].kind, known[i].phase, known[i].size, o, e,
                            att, ms, m) if i in known else
                 FileRecord(apply_id, plan_id, i, "", "", 1, None, o, e, att, ms, m)
                 for i, o, att, e, ms, m in rows])
-        columns, _ = self._plan_columns(plan_id)
-        index = pa.array(ids, pa.int32())
-        taken = columns.take(index)
         n = len(ids)
         table = pa.Table.from_arrays([
-            pa.array([apply_id] * n, pa.string()), pa.array([plan_id] * n, pa.string()), index,
-            taken.column("path"), taken.column("kind"), taken.column("phase"), taken.column("bytes"),
+            pa.array([apply_id] * n, pa.string()), pa.array([plan_id] * n, pa.string()), pa.array(ids, pa.int32()),
+            pa.array(list(map(_PATH, actions)), pa.string()), pa.array(list(map(_KIND, actions)), pa.string()),
+            pa.array(list(map(_PHASE, actions)), pa.int32()), pa.array(list(map(_SIZE, actions)), pa.int64()),
             pa.array(outcomes, pa.string()), pa.array(errors, pa.string()), pa.array(attempts, pa.int32()),
             pa.array(times, pa.int64()), pa.array(moved, pa.string())], schema=_FILE_COLUMNS)
         return self._insert_file_table(table)
 
-    def _outcomes_fit(self, apply_id, plan_id, ids, outcomes, attempts, errors, moved) -> bool:
-        """Whether every row passes ``record_files``' checks, worked out over the batch's distinct values."""
+    def _actions_of(self, apply_id, plan_id, ids, attempts) -> list[Action] | None:
+        """The plan's actions of ``ids``, when the apply is running that plan and every id and attempt count
+        fits it; None otherwise."""
         run = self._run_state(apply_id)
         if run is None or run.plan_id != plan_id or run.n_actions is None or run.state != RunStatus.RUNNING:
-            return False
-        _, verbs = self._plan_columns(plan_id)
-        if min(ids) < 0 or max(ids) >= min(run.n_actions, len(verbs)) or min(attempts) < 1:
-            return False
-        for verb, outcome in set(zip(map(verbs.__getitem__, ids), outcomes)):
+            return None
+        planned = self.plan_actions(plan_id)
+        if min(ids) < 0 or max(ids) >= min(run.n_actions, len(planned)) or min(attempts) < 1:
+            return None
+        return list(map(planned.__getitem__, ids))
+
+    def _outcomes_fit(self, apply_id, plan_id, actions, outcomes, errors, moved) -> bool:
+        """Whether every row passes ``record_files``' checks, worked out over the batch's distinct values."""
+        for verb, outcome in set(zip(map(_VERB, actions), outcomes)):
             if outcome not in OUTCOMES[verb]:
                 return False
         # A record's own invariants (FileRecord's) depend on its outcome and on which of error and moved_to it has.
@@ -272,18 +280,6 @@ class Recorder(abc.ABC):
             except ValueError:
                 return False
         return True
-
-    def _plan_columns(self, plan_id: str) -> tuple[pa.Table, list]:
-        known = self._columns.get(plan_id)
-        if known is None:
-            actions = self.plan_actions(plan_id)
-            table = pa.Table.from_arrays([
-                pa.array([a.path for a in actions], pa.string()),
-                pa.array([str.__str__(a.kind) for a in actions], pa.string()),
-                pa.array([a.phase for a in actions], pa.int32()), pa.array([a.size for a in actions], pa.int64())],
-                names=["path", "kind", "phase", "bytes"])
-            known = self._columns[plan_id] = (table, [a.verb for a in actions])
-        return known
 
     def file_records(self, *, plan_id: str | None = None, apply_id: str | None = None) -> list[FileRecord]:
         """File records in sequence order (every attempt); filters combine with AND."""
