@@ -102,16 +102,21 @@ def execute_with_retry(
     clock_ms: Callable[[], int] = lambda: int(time.time() * 1000),
     checked: set[str] | None = None,
     quarantine: QuarantineSpec | None = None,
+    first_attempt: int = 1,
 ) -> ActionResult:
     """Execute with exponential backoff and jitter; a storage error on the last attempt is ``FAILED``.
 
     A file found absent after an attempt's delete went out unanswered (``DeleteUnconfirmed``) is ``DELETED``:
     that attempt saw it, so ``ALREADY_ABSENT`` would be a false record. With ``quarantine``, a DELETE_FILE
     action moves its file aside instead (``quarantine_action``); a file already at its place in the
-    quarantine is never replaced: the action FAILS at once, naming both, and the file is kept."""
+    quarantine is never replaced: the action FAILS at once, naming both, and the file is kept.
+    ``first_attempt`` > 1: the caller made the attempts before it, which failed with a storage error (a bulk
+    task's first try); the backoff and the count go on from there."""
     last = None
     unconfirmed = False
-    for attempt in range(1, attempts + 1):
+    for attempt in range(first_attempt, attempts + 1):
+        if attempt > 1 and attempt == first_attempt:
+            sleep(base_delay_s * (2 ** (attempt - 2)) * (1 + random.random()))
         try:
             if quarantine is not None and action.verb is Verb.DELETE_FILE:
                 outcome, where = quarantine_action(fileio, root, action, quarantine, external_roots, checked)

@@ -588,7 +588,8 @@ def apply_plan(
                  written=journaled_outputs(events, {aid for aid, r in prior.items() if r.dry_run}),
                  journaled_commits=frozenset(ev.phase for ev in events if isinstance(ev, Committed)),
                  quarantine=quarantine)
-    return run.run(by_phase, started)
+    with recorder.held():  # one open journal for the whole apply, not one per write
+        return run.run(by_phase, started)
 
 
 def _shown(spec: QuarantineSpec, table_location: str) -> dict:

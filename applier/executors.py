@@ -11,7 +11,6 @@ from lakesweep.engine.errors import LakesweepError, SparkUnavailable
 from lakesweep.engine.fileio import FileIO
 from lakesweep.engine.plan import Action
 
-from lakesweep.applier.actions import ActionResult
 
 
 # The master URLs Spark's own SparkSubmit accepts (local, local-cluster, standalone, YARN, Kubernetes).
@@ -84,7 +83,8 @@ class _SparkSession:
 
 class BulkExecutor(Protocol):
     """Runs the actions of the bulk phases (data, changelog and metadata files) and hands their results
-    back, in batches, to ``on_batch`` on the driver. ``prepare`` may begin getting ready while the plan is
+    back, in batches of rows ``(action_id, outcome, attempts, error, finished_ms, moved_to)``, to ``on_batch``
+    on the driver. ``prepare`` may begin getting ready while the plan is
     checked (it must not fail); ``start`` is called before the apply is journaled as started, when bulk
     work remains, and raises if the executor cannot run; ``stop`` at the end, always."""
 
@@ -93,7 +93,7 @@ class BulkExecutor(Protocol):
     def start(self) -> None: ...
 
     def run(self, fileio: FileIO, root: str, external: Sequence[str], actions: Sequence[Action], *,
-            on_batch: Callable[[list[ActionResult]], None], dry_run: bool = False,
+            on_batch: Callable[[list[tuple]], None], dry_run: bool = False,
             on_throttled: Callable[[int, float], None] | None = None, quarantine=None) -> None:
         """``on_throttled(slowdowns, lowest_rate)``: the store throttled a batch (``503 SlowDown``);
         ``quarantine`` (an ``engine.quarantine.QuarantineSpec``): files to delete are put aside as it says."""

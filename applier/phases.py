@@ -9,6 +9,8 @@ missing one ALREADY_ABSENT, a file to write WRITTEN. See docs/design/apply.md#ph
 
 from __future__ import annotations
 
+import collections
+import contextlib
 import os
 import signal
 import time
@@ -25,7 +27,9 @@ from lakesweep.applier.executors import BulkExecutor
 
 _DRIVER_BATCH = 500  # driver-phase results journaled together: at most this many...
 _DRIVER_BATCH_S = 1.0  # ...or this many seconds' worth
-_BULK_JOURNAL_BATCH = 5000  # bulk results arrive in task batches; the journal takes them this many at a time
+_BULK_JOURNAL_BATCH = 20000  # bulk results arrive in task batches; the journal takes them this many at a time
+_DELETED, _FAILED, _QUARANTINED = Outcome.DELETED.value, Outcome.FAILED.value, Outcome.QUARANTINED.value
+_SKIPPED, _DROPPED = Outcome.SKIPPED_REFERENCED.value, Outcome.DROPPED.value
 
 
 class Progress(Protocol):
@@ -72,23 +76,35 @@ class Tally:
         self.first_held: tuple[Action, str] | None = None  # the first action skipped or dropped, with why
         self.done: set[int] = set()  # action ids whose outcome is not FAILED
 
-    def add(self, a: Action, r: ActionResult) -> None:
-        self.counts[r.outcome.value] = self.counts.get(r.outcome.value, 0) + 1
-        if r.outcome == Outcome.DELETED:
-            if a.size is None:
-                self.unknown_size += a.verb is Verb.DELETE_FILE  # a directory has no size to know
-            else:
-                self.deleted_bytes += a.size
-        elif r.outcome == Outcome.QUARANTINED:
-            self.quarantined_bytes += a.size or 0
-        if r.outcome in (Outcome.SKIPPED_REFERENCED, Outcome.DROPPED) and r.error and self.first_held is None:
-            self.first_held = (a, r.error)
-        if r.outcome == Outcome.FAILED:
-            self.failed += 1
-            if self.first_failure is None:
-                self.first_failure = (a, r.error)
-        else:
-            self.done.add(a.action_id)
+    def add(self, actions: Sequence[Action], rows: Sequence[tuple]) -> int:
+        """Count result rows ``(action_id, outcome, attempts, error, ms, moved_to)`` of ``actions`` (indexed by
+        action id); returns the planned size of their files (for progress)."""
+        counts = self.counts
+        for outcome, n in collections.Counter([r[1] for r in rows]).items():
+            counts[outcome] = counts.get(outcome, 0) + n
+        size = 0
+        done = self.done
+        for i, o, _, error, _, _ in rows:
+            a = actions[i]
+            known = a.size
+            if known is not None:
+                size += known
+            if o == _DELETED:
+                if known is None:
+                    self.unknown_size += a.verb is Verb.DELETE_FILE  # a directory has no size to know
+                else:
+                    self.deleted_bytes += known
+            elif o == _FAILED:
+                self.failed += 1
+                if self.first_failure is None:
+                    self.first_failure = (a, error)
+                continue
+            elif o == _QUARANTINED:
+                self.quarantined_bytes += known or 0
+            elif error and (o == _SKIPPED or o == _DROPPED) and self.first_held is None:
+                self.first_held = (a, error)
+            done.add(i)
+        return size
 
     def summary(self, phase: str, n_actions: int) -> dict:
         """One row of the report: the phase, its action count, outcome counts, bytes deleted (known sizes),
@@ -134,25 +150,21 @@ class PhaseRunner:
         self.throttled = 0  # 503 SlowDown answers the store gave the bulk phases
 
     def record(self, results: Sequence[ActionResult], tally: Tally) -> None:
-        self.received += len(results)
+        now = self.clock()
+        self.record_rows([(r.action_id, r.outcome.value, r.attempts, r.error, r.finished_ms or now, r.moved_to)
+                          for r in results], tally)
+
+    def record_rows(self, rows: Sequence[tuple], tally: Tally) -> None:
+        """``record`` of result rows as the executors give them: ``(action_id, outcome, attempts, error,
+        finished_ms, moved_to)``, journaled in one transaction."""
+        self.received += len(rows)
         if self.recorder is not None:
             crash_hook("before-journal", self.received)
-        rows = []
-        size = 0
-        for r in results:
-            a = self.actions[r.action_id]
-            tally.add(a, r)
-            size += a.size or 0
-            if self.recorder is not None:
-                rows.append(FileRecord(
-                    apply_id=self.apply_id, plan_id=self.plan_id, action_id=a.action_id, path=a.path, kind=a.kind,
-                    phase=a.phase, bytes=a.size, outcome=r.outcome, error=r.error,
-                    attempt=r.attempts, time_ms=r.finished_ms or self.clock(), moved_to=r.moved_to,
-                ))
+        size = tally.add(self.actions, rows)
         if self.recorder is not None:
-            self.recorder.record_files(rows)
+            self.recorder.record_outcomes(self.apply_id, self.plan_id, rows)
             self.journaled += len(rows)
-        self.progress.advance(len(results), size)
+        self.progress.advance(len(rows), size)
         if self.recorder is not None:
             crash_hook("after-journal", self.journaled)
 
@@ -162,14 +174,14 @@ class PhaseRunner:
             return
         # One journal transaction per task batch costs more than the deletes of a fast file system;
         # results are gathered up to _BULK_JOURNAL_BATCH (or a second's worth) per transaction.
-        gathered: list[ActionResult] = []
+        gathered: list[tuple] = []
         since = time.monotonic()
 
-        def on_batch(batch: list[ActionResult]) -> None:
+        def on_batch(batch: list[tuple]) -> None:
             nonlocal since
             gathered.extend(batch)
             if len(gathered) >= _BULK_JOURNAL_BATCH or time.monotonic() - since >= _DRIVER_BATCH_S:
-                self.record(gathered, tally)
+                self.record_rows(gathered, tally)
                 gathered.clear()
                 since = time.monotonic()
 
@@ -180,29 +192,34 @@ class PhaseRunner:
                                                         phase=actions[0].phase, slowdowns=slowdowns,
                                                         lowest_rate=rate, recorded_ms=self.clock())])
 
-        self.executor.run(self.fileio, self.root, self.external, actions, on_batch=on_batch, dry_run=self.dry_run,
-                          on_throttled=on_throttled, quarantine=self.quarantine)
-        if gathered:
-            self.record(gathered, tally)
+        with self._held():
+            self.executor.run(self.fileio, self.root, self.external, actions, on_batch=on_batch,
+                              dry_run=self.dry_run, on_throttled=on_throttled, quarantine=self.quarantine)
+            if gathered:
+                self.record_rows(gathered, tally)
+
+    def _held(self):
+        return contextlib.nullcontext() if self.recorder is None else self.recorder.held()
 
     def ordered(self, actions: list[Action], tally: Tally) -> None:
         # One action at a time on the driver, journaled in batches. An action done but not journaled when
         # the process dies is found done again by resume (ALREADY_ABSENT, or the same bytes written again).
         pending: list[ActionResult] = []
         flushed = time.monotonic()
-        for a in actions:
-            if self.dry_run:
-                where = None if self.quarantine is None else (self.quarantine, self.root, self.external)
-                pending.append(probe(self.fileio, self.targets[a.action_id], a, look=self.check_files,
-                                     quarantine=where))
-            else:
-                pending.append(execute_with_retry(self.fileio, self.root, a, external_roots=self.external,
-                                                  clock_ms=self.clock, quarantine=self.quarantine))
-            if len(pending) >= _DRIVER_BATCH or time.monotonic() - flushed >= _DRIVER_BATCH_S:
+        with self._held():
+            for a in actions:
+                if self.dry_run:
+                    where = None if self.quarantine is None else (self.quarantine, self.root, self.external)
+                    pending.append(probe(self.fileio, self.targets[a.action_id], a, look=self.check_files,
+                                         quarantine=where))
+                else:
+                    pending.append(execute_with_retry(self.fileio, self.root, a, external_roots=self.external,
+                                                      clock_ms=self.clock, quarantine=self.quarantine))
+                if len(pending) >= _DRIVER_BATCH or time.monotonic() - flushed >= _DRIVER_BATCH_S:
+                    self.record(pending, tally)
+                    pending, flushed = [], time.monotonic()
+            if pending:
                 self.record(pending, tally)
-                pending, flushed = [], time.monotonic()
-        if pending:
-            self.record(pending, tally)
 
 
     def merge(self, groups: Sequence[tuple[int, list[Action], object]], fn: Callable, tally: Tally, *,

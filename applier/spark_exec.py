@@ -21,7 +21,7 @@ from typing import Callable, Iterator, Mapping, Sequence
 
 from lakesweep.engine.errors import PlanRejected, SparkUnavailable, StorageError
 from lakesweep.engine.fileio import DeleteOutcome, FileIO, MoveOutcome
-from lakesweep.engine.paths import resolve_action_path, target_of
+from lakesweep.engine.paths import PathResolver, refuse_symlinked_parents, resolve_action_path, target_of
 from lakesweep.engine.plan import Action, Verb
 from lakesweep.engine.quarantine import QuarantineSpec
 from lakesweep.engine.s3_bulk import DEFAULT_DELETE_BATCH
@@ -32,6 +32,7 @@ DEFAULT_BATCH = 500
 DEFAULT_THREADS = 8  # per task: deletes wait on storage, so a task keeps several in flight
 TASKS_IN_FLIGHT = 2  # toLocalIterator runs one partition at a time and prefetches the next
 THROTTLED = -1  # the action id of a result row that reports throttling: (-1, "THROTTLED", slowdowns, rate, ms, None)
+_DELETE_FILE = Verb.DELETE_FILE.value
 LOG4J = os.path.join(os.path.dirname(os.path.abspath(__file__)), "log4j2.properties")
 
 
@@ -354,7 +355,7 @@ def execute_rows(
     bulk = fileio.bulk_deletes and not dry_run and (quarantine is None or hasattr(fileio, "quarantine_batch"))
     checked: set[str] = set()  # directories found not to be symbolic links, in this batch
 
-    def run(row: tuple) -> tuple:
+    def run(row: tuple, first_attempt: int = 1) -> tuple:
         action = _action(row, kinds or {})
         if dry_run:
             target = resolve_action_path(root, action.path, external)
@@ -366,7 +367,7 @@ def execute_rows(
                 res = ActionResult(action.action_id, Outcome.DELETED if exists else Outcome.ALREADY_ABSENT, 0)
         else:
             res = execute_with_retry(fileio, root, action, external_roots=external, checked=checked,
-                                     quarantine=quarantine)
+                                     quarantine=quarantine, first_attempt=first_attempt)
         return (res.action_id, res.outcome.value, res.attempts, res.error, res.finished_ms, res.moved_to)
 
     def submit_bulk(chunk: list[tuple]) -> tuple:
@@ -453,10 +454,46 @@ def execute_rows(
     own = getattr(fileio, "budget", None)
     size = own.delete_batch if own is not None else DEFAULT_DELETE_BATCH
 
+    resolver = PathResolver(root, external)
+    unlinks = not dry_run and quarantine is None and fileio.scheme == "file"
+
+    def unlink_part(part: list[tuple]) -> list[tuple]:
+        """Local file deletes, one system call each; a file that is neither deleted nor absent (an error,
+        or a path refused) goes through ``run``, with its retries, and ends as it would have there."""
+        out = []
+        deleted, absent = Outcome.DELETED.value, Outcome.ALREADY_ABSENT.value
+        for row in part:
+            if row[5] != _DELETE_FILE:
+                out.append(run(row))
+                continue
+            try:
+                full = resolver.full(row[2])
+                parent = full[:full.rfind("/")]
+                if parent not in checked:
+                    refuse_symlinked_parents(full, resolver.containing_root(full), checked)
+            except (PlanRejected, StorageError, OSError):
+                out.append(run(row))  # refused, or the check could not look: as run says, from its first attempt
+                continue
+            try:
+                answer = fileio.delete(full)
+            except (StorageError, OSError):
+                out.append(run(row, first_attempt=2))  # this was the first attempt: run retries
+                continue
+            out.append((row[0], deleted if answer == DeleteOutcome.DELETED else absent, 1, None, _now_ms(), None))
+        return out
+
     def plain_batches() -> Iterator[list[tuple]]:
         while chunk := list(itertools.islice(rows, batch)):
             checked.clear()  # a directory is checked again in every batch: the window stays short
-            yield list(pool.map(run, chunk)) if pool is not None else [run(row) for row in chunk]
+            if unlinks:
+                # A thread per slice of the batch, not per file: a local unlink takes microseconds, less
+                # than handing it to a thread.
+                step = -(-len(chunk) // threads)
+                parts = [chunk[i:i + step] for i in range(0, len(chunk), step)]
+                yield [r for part in (pool.map(unlink_part, parts) if pool is not None and len(parts) > 1 else
+                                      map(unlink_part, parts)) for r in part]
+            else:
+                yield list(pool.map(run, chunk)) if pool is not None else [run(row) for row in chunk]
 
     try:
         for out in (bulk_batches() if bulk else plain_batches()):
@@ -474,15 +511,15 @@ def _now_ms() -> int:
     return int(time.time() * 1000)
 
 
-def results_and_throttling(batch: list[tuple]) -> tuple[list[ActionResult], list[tuple[int, float]]]:
-    """A result batch from ``execute_rows`` as action results and (slowdowns, lowest rate) reports."""
-    results, throttled = [], []
-    for (i, o, att, err, ms, moved_to) in batch:
-        if i == THROTTLED:
-            throttled.append((att, float(err)))
-        else:
-            results.append(ActionResult(i, Outcome(o), att, err, ms, moved_to))
-    return results, throttled
+def results_and_throttling(batch: list[tuple]) -> tuple[list[tuple], list[tuple[int, float]]]:
+    """A result batch from ``execute_rows`` as its result rows ``(action_id, outcome, attempts, error, ms,
+    moved_to)`` and (slowdowns, lowest rate) reports (``THROTTLED`` rows, which end a batch)."""
+    throttled = []
+    while batch and batch[-1][0] == THROTTLED:
+        _, _, slowdowns, rate, _, _ = batch[-1]
+        throttled.append((slowdowns, float(rate)))
+        batch = batch[:-1]
+    return batch, throttled[::-1]
 
 
 def tasks_for(n_actions: int, parallelism: int, budget=None) -> tuple[int, int]:
@@ -501,7 +538,7 @@ def run_on_spark(
     external: Sequence[str],
     actions: Sequence[Action],
     *,
-    on_batch: Callable[[list[ActionResult]], None],
+    on_batch: Callable[[list[tuple]], None],
     dry_run: bool = False,
     batch: int = DEFAULT_BATCH,
     threads: int = DEFAULT_THREADS,

@@ -2,8 +2,9 @@
 
 DuckDB lets one process open a database file for writing and refuses every other process, readers included.
 So the one writer holds the journal's writer lock (``fcntl.flock`` on ``<journal>.lock``, holding its pid)
-for as long as its recorder is open, and opens the DuckDB file only for each read or write batch; readers
-open it read-only between batches. Either side waits, briefly and bounded (``READ_WAIT_S``,
+for as long as its recorder is open, and opens the DuckDB file for each read or write batch (within ``held``,
+an apply's, it keeps it open until a reader waits for it: ``readers_path``); readers open it read-only between
+batches. Either side waits, briefly and bounded (``READ_WAIT_S``,
 ``WRITE_WAIT_S``), then raises ``JournalConflict`` naming the pid that holds it; a second writer, in this
 process or another, is refused at once. Why: docs/design/journal-store.md#one-writer-readers-while-it-writes.
 """
@@ -14,6 +15,7 @@ import fcntl
 import json
 import os
 import re
+import threading
 import time
 import weakref
 from contextlib import contextmanager
@@ -21,6 +23,7 @@ from pathlib import Path
 from typing import Iterator, Sequence
 
 import duckdb
+import pyarrow as pa
 
 from lakesweep.engine.errors import JournalConflict, JournalError
 
@@ -35,6 +38,7 @@ _SMALL_BATCH = 64  # rows; larger batches go through Arrow
 # and how long the writer waits for readers to finish their read before it gives up.
 READ_WAIT_S = 5.0
 WRITE_WAIT_S = 120.0
+READER_POLL_S = 0.05  # how often a writer that keeps the file open (``held``) looks for readers waiting
 
 # events.plan_id holds each event's stream key (``Event.stream_id``): a plan's id, or a maintain run's
 # ``maintain:<run id>``.
@@ -85,34 +89,65 @@ def connect_journal(path: str, *, read_only: bool, config: dict | None = None,
     """Open a DuckDB journal file, turning "another process holds it" into ``JournalConflict``.
 
     While another process holds the file (the writer in a batch, or readers while the writer wants it),
-    the open is tried again for up to ``wait_s`` seconds. A path that exists but is not a regular file
-    (a directory, a FIFO, a device) is refused before DuckDB opens it: opening a FIFO would block forever."""
+    the open is tried again for up to ``wait_s`` seconds; a reader that waits says so meanwhile (a shared
+    lock on ``readers_path``), so that a writer keeping the file open across its writes lets go of it. A path
+    that exists but is not a regular file (a directory, a FIFO, a device) is refused before DuckDB opens it:
+    opening a FIFO would block forever."""
     _check_regular(path)
     deadline = time.monotonic() + wait_s
     pause = 0.002
-    while True:
-        try:
-            return duckdb.connect(path, read_only=read_only, config=config or {})
-        except duckdb.IOException as e:
-            if "Could not set lock" not in str(e):
-                raise JournalError(f"cannot open journal {path}: {e}") from e
-            left = deadline - time.monotonic()
-            if left <= 0:
-                m = re.search(r"PID (\d+)", str(e))
-                pid = m.group(1) if m else (writer_pid(path) or "?")
-                if wait_s <= 0:
+    waiting: int | None = None
+    try:
+        while True:
+            try:
+                return duckdb.connect(path, read_only=read_only, config=config or {})
+            except duckdb.IOException as e:
+                if "Could not set lock" not in str(e):
+                    raise JournalError(f"cannot open journal {path}: {e}") from e
+                if read_only and waiting is None and wait_s > 0:
+                    waiting = _reader_waits(path)
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    m = re.search(r"PID (\d+)", str(e))
+                    pid = m.group(1) if m else (writer_pid(path) or "?")
+                    if wait_s <= 0:
+                        raise JournalConflict(
+                            f"journal {path} is in use by another lakesweep process (pid {pid}); wait for it to "
+                            f"finish, or point --journal / $LAKESWEEP_JOURNAL at another file") from e
                     raise JournalConflict(
-                        f"journal {path} is in use by another lakesweep process (pid {pid}); "
-                        f"wait for it to finish, or point --journal / $LAKESWEEP_JOURNAL at another file") from e
-                raise JournalConflict(
-                    f"journal {path} is in use by another lakesweep process (pid {pid}), which did not let "
-                    f"it go within {wait_s:g} s; try again once it has finished") from e
-            time.sleep(min(pause, left))
-            pause = min(pause * 2, 0.05)
-        except duckdb.ConnectionException as e:
-            raise JournalConflict(f"journal {path} is already open in this process; close that recorder first") from e
-        except duckdb.Error as e:
-            raise JournalError(f"cannot open journal {path}: {e}") from e
+                        f"journal {path} is in use by another lakesweep process (pid {pid}), which did not let "
+                        f"it go within {wait_s:g} s; try again once it has finished") from e
+                time.sleep(min(pause, left))
+                pause = min(pause * 2, 0.05)
+            except duckdb.ConnectionException as e:
+                raise JournalConflict(f"journal {path} is already open in this process; close that recorder "
+                                      "first") from e
+            except duckdb.Error as e:
+                raise JournalError(f"cannot open journal {path}: {e}") from e
+    finally:
+        if waiting is not None:
+            os.close(waiting)  # and with it the shared lock
+
+
+def readers_path(path: str | os.PathLike) -> str:
+    """``<journal>.readers``: readers waiting for the DuckDB file hold a shared lock on it (``connect_journal``);
+    the writer, when it finds it locked, closes the file after its current write (``DuckDBRecorder.held``)."""
+    return f"{path}.readers"
+
+
+def _reader_waits(path: str) -> int | None:
+    """A descriptor holding a shared lock on the journal's readers file; None when there is no such file
+    (no writer keeps the journal open) or it cannot be locked."""
+    try:
+        fd = os.open(readers_path(path), os.O_RDONLY | os.O_CLOEXEC)
+    except OSError:
+        return None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except OSError:
+        os.close(fd)
+        return None
+    return fd
 
 
 def _check_regular(path: str) -> None:
@@ -229,6 +264,8 @@ class DuckDBRecorder(Recorder):
         self._con: duckdb.DuckDBPyConnection | None = None
         self._closed = False
         self._depth = 0  # nested sessions of a writer
+        self._holding: int | None = None  # within ``held``: the readers file, to hear of readers waiting
+        self._mutex = threading.Lock()  # the connection: opened, closed, counted under it (``held``'s watcher)
         if read_only:
             if self.path == MEMORY:
                 raise JournalError("an in-memory journal cannot be opened read-only")
@@ -274,27 +311,78 @@ class DuckDBRecorder(Recorder):
     @contextmanager
     def _session(self) -> Iterator[None]:
         """The DuckDB file open for a writer's read or write, and closed again (which checkpoints) when the
-        outermost session ends; a reader's or an in-memory journal's connection stays open."""
+        outermost session ends, unless ``held`` keeps it open; a reader's or an in-memory journal's
+        connection stays open."""
         self._check_open()
         if self._lock is None:
             yield
             return
-        if self._depth == 0:
-            self._con = connect_journal(self.path, read_only=False, wait_s=self.wait_s)
-        self._depth += 1
+        with self._mutex:
+            if self._con is None:
+                self._con = connect_journal(self.path, read_only=False, wait_s=self.wait_s)
+            self._depth += 1
         failed = True
         try:
             yield
             failed = False
         finally:
-            self._depth -= 1
-            if self._depth == 0:
-                con, self._con = self._con, None
-                try:
-                    con.close()
-                except duckdb.Error as e:
-                    if not failed:  # otherwise the error of the session is the one to report
-                        raise JournalError(f"journal {self.path}: could not close it after writing: {e}") from e
+            with self._mutex:
+                self._depth -= 1
+                if self._depth == 0 and (self._holding is None or failed):
+                    self._let_go(failed)
+
+    def _let_go(self, failed: bool) -> None:
+        con, self._con = self._con, None
+        if con is None:
+            return
+        try:
+            con.close()
+        except duckdb.Error as e:
+            if not failed:  # otherwise the error of the session is the one to report
+                raise JournalError(f"journal {self.path}: could not close it after writing: {e}") from e
+
+    @contextmanager
+    def _held(self) -> Iterator[None]:
+        """The DuckDB file kept open across the block's reads and writes (each write still its own transaction,
+        durable when it returns), and closed at its end. A reader that waits for the file (``readers_path``)
+        is let in: a watcher thread closes the file as soon as no read or write is under way, and the next
+        one opens it again."""
+        if self._lock is None or self._holding is not None:
+            yield
+            return
+        try:
+            self._holding = os.open(readers_path(self.path), os.O_RDONLY | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        except OSError:
+            yield  # no way to hear of readers: the file is opened for each write, as without the block
+            return
+        stop = threading.Event()
+        watcher = threading.Thread(target=self._let_readers_in, args=(stop,), name="lakesweep-journal-readers",
+                                   daemon=True)
+        watcher.start()
+        try:
+            yield
+        finally:
+            stop.set()
+            watcher.join()
+            with self._mutex:
+                fd, self._holding = self._holding, None
+                os.close(fd)
+                if self._depth == 0:
+                    self._let_go(False)
+
+    def _let_readers_in(self, stop: threading.Event) -> None:
+        while not stop.wait(READER_POLL_S):
+            with self._mutex:
+                if self._depth == 0 and self._con is not None and self._reader_waiting():
+                    self._let_go(True)  # every write was committed; a failed checkpoint is redone by the next
+
+    def _reader_waiting(self) -> bool:
+        try:
+            fcntl.flock(self._holding, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            return True  # a reader holds its shared lock (or the lock cannot be taken): let go
+        fcntl.flock(self._holding, fcntl.LOCK_UN)
+        return False
 
     def _init_schema(self) -> None:
         version = _schema_version(self._con, self.path)
@@ -326,10 +414,13 @@ class DuckDBRecorder(Recorder):
             return
         self._closed = True
         con, self._con = self._con, None
+        fd, self._holding = getattr(self, "_holding", None), None
         try:
             if con is not None:
                 con.close()
         finally:
+            if fd is not None:
+                os.close(fd)
             if self._lock is not None:
                 self._lock.release()
             if self._key is not None:
@@ -406,6 +497,22 @@ class DuckDBRecorder(Recorder):
         self._seq = seqs[-1]
         return seqs
 
+    def _insert_file_table(self, table):
+        self._check_writable(f"record {table.num_rows} file outcomes")
+        seqs = self._next(table.num_rows)
+        batch = table.add_column(0, rules.FILES_SCHEMA.field("seq"), pa.array(seqs, pa.int64()))
+        with self._session(), self._transaction(f"record {table.num_rows} file outcomes"):
+            self._insert_arrow("file_records", batch)
+        self._seq = seqs[-1]
+        return seqs
+
+    def _insert_arrow(self, table_name: str, batch: pa.Table) -> None:
+        self._con.register("_lakesweep_batch", batch)
+        try:
+            self._con.execute(f"INSERT INTO {table_name} SELECT * FROM _lakesweep_batch")
+        finally:
+            self._con.unregister("_lakesweep_batch")
+
     def _insert_rows(self, table_name: str, rows: list[tuple]) -> None:
         schema = rules.RELATIONS[table_name]
         if not rows:
@@ -414,11 +521,7 @@ class DuckDBRecorder(Recorder):
             values = ", ".join(["(" + ", ".join("?" * len(schema)) + ")"] * len(rows))
             self._con.execute(f"INSERT INTO {table_name} VALUES {values}", [v for r in rows for v in r])
             return
-        self._con.register("_lakesweep_batch", rules.arrow_table(schema, rows))
-        try:
-            self._con.execute(f"INSERT INTO {table_name} SELECT * FROM _lakesweep_batch")
-        finally:
-            self._con.unregister("_lakesweep_batch")
+        self._insert_arrow(table_name, rules.arrow_table(schema, rows))
 
     def _file_records(self, plan_id, apply_id):
         where, params = _where(plan_id=plan_id, apply_id=apply_id)

@@ -82,6 +82,9 @@ class MemoryRecorder(Recorder):
         self._stale.add("file_records")
         return seqs
 
+    def _insert_file_table(self, table):
+        return self._insert_files([FileRecord(**row) for row in table.to_pylist()])
+
     def _file_records(self, plan_id, apply_id):
         return [r for _, r in self._files if (plan_id is None or r.plan_id == plan_id)
                 and (apply_id is None or r.apply_id == apply_id)]

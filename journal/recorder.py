@@ -11,9 +11,13 @@ it has checked: appending a batch costs in proportion to the batch (docs/design/
 from __future__ import annotations
 
 import abc
+import contextlib
 import json
+import operator
 from dataclasses import dataclass
 from typing import Any, Iterable, Sequence
+
+import pyarrow as pa
 
 from lakesweep.engine.errors import JournalConflict, JournalError
 from lakesweep.engine.plan import Action, CleanupPlan, compute_plan_id
@@ -22,6 +26,15 @@ from lakesweep.journal import rules
 from lakesweep.journal.events import OUTCOMES, ApplyStarted, Event, FileOutcome, FileRecord, PlanRecorded, decode
 from lakesweep.journal.projection import RunState, RunStatus, check_file_record, project, step
 from lakesweep.journal.rules import FileQuery
+
+_FILE_COLUMNS = pa.schema([f for f in rules.FILES_SCHEMA if f.name != "seq"])
+_OUTCOME_VALUES = frozenset(o.value for o in FileOutcome)
+_PATH, _PHASE, _SIZE, _VERB = (operator.attrgetter(name) for name in ("path", "phase", "size", "verb"))
+
+
+def _KIND(a: Action) -> str:
+    return str.__str__(a.kind)
+
 
 @dataclass(frozen=True, slots=True)
 class StoredEvent:
@@ -210,6 +223,64 @@ class Recorder(abc.ABC):
                                    f"{rec.action_id} ({rec.kind} {rec.path!r}), a {action.verb.value} action")
         return self._insert_files(records) if records else []
 
+    def record_outcomes(self, apply_id: str, plan_id: str, rows: Sequence[tuple]) -> list[int]:
+        """``record_files`` for results as an apply's tasks give them back: ``rows`` of ``(action_id,
+        outcome, attempt, error, time_ms, moved_to)``, each recorded with its action's path, kind, phase and
+        size from the plan. The same checks and refusals as ``record_files`` (nothing written when one
+        fails), the same rows stored, in one transaction; the rows go to the storage as columns."""
+        self._check_open()
+        if not rows:
+            return []
+        ids, outcomes, attempts, errors, times, moved = zip(*rows)
+        actions = self._actions_of(apply_id, plan_id, ids, attempts)
+        if actions is None or not self._outcomes_fit(apply_id, plan_id, actions, outcomes, errors, moved):
+            # Some row is refused: record_files finds which and says why, writing nothing.
+            try:
+                planned = self.plan_actions(plan_id)
+            except JournalError:
+                planned = ()
+            known = {i: planned[i] for i in ids if isinstance(i, int) and 0 <= i < len(planned)}
+            return self.record_files([
+                FileRecord(apply_id, plan_id, i, known[i].path, known[i].kind, known[i].phase, known[i].size, o, e,
+                           att, ms, m) if i in known else
+                FileRecord(apply_id, plan_id, i, "", "", 1, None, o, e, att, ms, m)
+                for i, o, att, e, ms, m in rows])
+        n = len(ids)
+        table = pa.Table.from_arrays([
+            pa.array([apply_id] * n, pa.string()), pa.array([plan_id] * n, pa.string()), pa.array(ids, pa.int32()),
+            pa.array(list(map(_PATH, actions)), pa.string()), pa.array(list(map(_KIND, actions)), pa.string()),
+            pa.array(list(map(_PHASE, actions)), pa.int32()), pa.array(list(map(_SIZE, actions)), pa.int64()),
+            pa.array(outcomes, pa.string()), pa.array(errors, pa.string()), pa.array(attempts, pa.int32()),
+            pa.array(times, pa.int64()), pa.array(moved, pa.string())], schema=_FILE_COLUMNS)
+        return self._insert_file_table(table)
+
+    def _actions_of(self, apply_id, plan_id, ids, attempts) -> list[Action] | None:
+        """The plan's actions of ``ids``, when the apply is running that plan and every id and attempt count
+        fits it; None otherwise."""
+        run = self._run_state(apply_id)
+        if run is None or run.plan_id != plan_id or run.n_actions is None or run.state != RunStatus.RUNNING:
+            return None
+        planned = self.plan_actions(plan_id)
+        if min(ids) < 0 or max(ids) >= min(run.n_actions, len(planned)) or min(attempts) < 1:
+            return None
+        return list(map(planned.__getitem__, ids))
+
+    def _outcomes_fit(self, apply_id, plan_id, actions, outcomes, errors, moved) -> bool:
+        """Whether every row passes ``record_files``' checks, worked out over the batch's distinct values."""
+        for verb, outcome in set(zip(map(_VERB, actions), outcomes)):
+            if outcome not in OUTCOMES[verb]:
+                return False
+        # A record's own invariants (FileRecord's) depend on its outcome and on which of error and moved_to it has.
+        for outcome, error, where in set(zip(outcomes, [e is None for e in errors], [m is None for m in moved])):
+            if outcome not in _OUTCOME_VALUES:
+                return False
+            try:
+                FileRecord(apply_id, plan_id, 0, "", "", 1, None, outcome, None if error else "", 1, 0,
+                           None if where else "")
+            except ValueError:
+                return False
+        return True
+
     def file_records(self, *, plan_id: str | None = None, apply_id: str | None = None) -> list[FileRecord]:
         """File records in sequence order (every attempt); filters combine with AND."""
         self._check_open()
@@ -274,6 +345,12 @@ class Recorder(abc.ABC):
     def close(self) -> None:
         """Release the journal; idempotent."""
 
+    def held(self) -> contextlib.AbstractContextManager:
+        """A block of many writes (an apply's bulk phase): the storage may stay open between them instead of
+        opening for each. Every write is still its own transaction, durable when it returns."""
+        self._check_open()
+        return self._held()
+
     def __enter__(self):
         return self
 
@@ -309,6 +386,15 @@ class Recorder(abc.ABC):
     @abc.abstractmethod
     def _insert_files(self, records: Sequence[FileRecord]) -> list[int]:
         """Insert file records in one transaction; returns their new sequence numbers."""
+
+    def _held(self) -> contextlib.AbstractContextManager:
+        """``held``'s block; a storage that is always open has nothing to do."""
+        return contextlib.nullcontext()
+
+    @abc.abstractmethod
+    def _insert_file_table(self, table: pa.Table) -> list[int]:
+        """Insert file records given as columns (``rules.FILES_SCHEMA`` without ``seq``) in one transaction;
+        returns their new sequence numbers."""
 
     @abc.abstractmethod
     def _file_records(self, plan_id: str | None, apply_id: str | None) -> list[FileRecord]:

@@ -61,6 +61,29 @@ def test_a_path_outside_the_root_fails_its_action_and_deletes_nothing(tmp_path):
     assert all(out[i][1] == "DELETED" for i in range(20))
 
 
+@pytest.mark.parametrize("threads", [1, 8])
+def test_local_deletes_keep_each_files_outcome_and_the_batch_order(tmp_path, threads):
+    """A directory where a file was planned fails after every retry, with the attempts counted; a path through
+    a symbolic link is refused at once; the rest are DELETED or ALREADY_ABSENT; rows come back in plan order."""
+    root, actions = _table(tmp_path, 40, {5})
+    (root / actions[7].path).unlink()
+    (root / actions[7].path).mkdir()
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (elsewhere / "data-x.orc").write_bytes(b"keep")
+    (root / "linked").symlink_to(elsewhere)
+    rows = [task_row(a) for a in actions] + [(40, "data-file", "linked/data-x.orc", 1, None, "delete-file", 1)]
+    batches = list(execute_rows(iter(rows), ArrowFileIO("file"), str(root), [], False, 16, threads))
+    out = [r for batch in batches for r in batch]
+    assert [r[0] for r in out] == list(range(41))
+    assert [len(b) for b in batches] == [16, 16, 9]
+    assert out[5][1:4] == ("ALREADY_ABSENT", 1, None)
+    assert out[7][1:3] == ("FAILED", 4) and out[7][3].endswith("is a directory; lakesweep deletes files only")
+    assert out[40][1:3] == ("FAILED", 1) and "is a symbolic link" in out[40][3]
+    assert all(r[1:4] == ("DELETED", 1, None) for r in out if r[0] not in (5, 7, 40))
+    assert (elsewhere / "data-x.orc").read_bytes() == b"keep" and (root / actions[7].path).is_dir()
+
+
 class _BulkMemory(MemoryFileIO):
     """A store with bulk deletes (one DeleteObjects per key: ``budget.delete_batch`` 1) whose first
     ``threads`` requests are answered only once all of them are in flight at the same time."""

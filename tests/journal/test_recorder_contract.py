@@ -20,7 +20,7 @@ from lakesweep.journal.memory_store import MemoryRecorder
 from lakesweep.journal.projection import PlanStatus, RunStatus
 from lakesweep.journal.queries import incomplete_applies, plan_done_actions, plan_state, project_apply, unfinished_apply
 from lakesweep.journal.recorder import StoredEvent
-from lakesweep.journal.rules import FILE_COLUMNS
+from lakesweep.journal.rules import FILE_COLUMNS, FileQuery
 from tests.journal.builders import ACTIONS, completed, make_plan, phase_done, record, started
 
 PLAN = make_plan()
@@ -201,6 +201,55 @@ class RecorderContract:
         with pytest.raises(JournalError, match=message):
             recorder.record_files([record(PLAN, A[1]), bad])
         assert recorder.file_records() == []
+
+    def test_outcome_rows_are_stored_as_the_file_records_they_stand_for(self, recorder):
+        big = make_plan([Action(ActionKind.DATA_FILE, f"dt={i % 7}/bucket-0/data-{i}.parquet", snapshot_id=2,
+                                partition=f"dt={i % 7}", bucket=0, size=None if i % 5 == 0 else i)
+                         for i in range(300)])
+        recorder.record_plan(big, recorded_ms=5)
+        recorder.append([started(big)])
+        outcomes = ["FAILED", "ALREADY_ABSENT", "QUARANTINED", "DELETED", "SKIPPED_REFERENCED", "DELETED"]
+        expected = [record(big, a, outcome=outcomes[a.action_id % 6], attempt=1 + a.action_id % 3,
+                           time_ms=1000 + a.action_id, error="held" if a.action_id % 6 == 4 else None)
+                    for a in reversed(big.actions)]
+        rows = [(r.action_id, r.outcome.value, r.attempt, r.error, r.time_ms, r.moved_to) for r in expected]
+        seqs = recorder.record_outcomes("a1", big.plan_id, rows[:120]) + recorder.record_outcomes(
+            "a1", big.plan_id, rows[120:])
+        assert seqs == list(range(seqs[0], seqs[0] + 300))
+        assert recorder.file_records() == expected
+        assert [(r["action_id"], r["bytes"]) for r in recorder.file_rows(FileQuery())] == [
+            (a.action_id, a.size) for a in reversed(big.actions)]
+
+    @pytest.mark.parametrize("bad, message", [
+        ((0, "DELETED", 1, None, 100, None, "a9"), r"apply a9: file record for action 1 "
+                                                   r"\(dt=2/bucket-0/data-2.parquet\) does not fit: the apply never started"),
+        ((10, "DELETED", 1, None, 100, None, "a1"), "does not fit: the plan has 10 actions"),
+        ((0, "WRITTEN", 1, None, 100, None, "a1"), "apply a1: outcome WRITTEN does not fit action 0"),
+    ])
+    def test_outcome_rows_are_refused_as_their_file_records_would_be(self, recorder, bad, message):
+        recorder.record_plan(PLAN, recorded_ms=5)
+        recorder.append([started(PLAN)])
+        with pytest.raises(JournalError, match=message):
+            recorder.record_outcomes(bad[-1], PLAN.plan_id, [(1, "DELETED", 1, None, 100, None), bad[:-1]])
+        assert recorder.file_records() == []
+
+    @pytest.mark.parametrize("row, message", [
+        ((0, "FAILED", 1, None, 100, None), "a FAILED record needs an error"),
+        ((0, "DELETED", 0, None, 100, None), "attempt 0 >= 1"),
+        ((0, "QUARANTINED", 1, None, 100, None), "says where the file went"),
+    ])
+    def test_outcome_rows_that_no_file_record_can_hold_are_refused(self, recorder, row, message):
+        recorder.record_plan(PLAN, recorded_ms=5)
+        recorder.append([started(PLAN)])
+        with pytest.raises(ValueError, match=message):
+            recorder.record_outcomes("a1", PLAN.plan_id, [(1, "DELETED", 1, None, 100, None), row])
+        assert recorder.file_records() == []
+
+    def test_no_outcome_rows_after_the_end(self, recorder):
+        recorder.record_plan(PLAN, recorded_ms=5)
+        recorder.append([started(PLAN), completed(PLAN)])
+        with pytest.raises(JournalError, match="the apply is already COMPLETED"):
+            recorder.record_outcomes("a1", PLAN.plan_id, [(0, "DELETED", 1, None, 100, None)])
 
     def test_no_file_records_after_the_end(self, recorder):
         recorder.record_plan(PLAN, recorded_ms=5)

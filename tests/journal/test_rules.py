@@ -23,7 +23,8 @@ def test_the_twins_implement_the_storage_interface_and_nothing_of_the_contract()
             "all_outcome_totals"} <= public
     abstract = Recorder.__abstractmethods__
     assert abstract == {"close", "_check_open", "_insert_plan", "_load_plan", "_plan_ids", "_append_rows",
-                        "_event_rows", "_insert_files", "_file_records", "_select"}
+                        "_event_rows", "_insert_files", "_insert_file_table", "_file_records",
+                        "_select"}
     for twin in (MemoryRecorder, DuckDBRecorder):
         assert {name for name in vars(twin) if name in public} == {"close"}, twin
 
