@@ -15,10 +15,10 @@ import itertools
 from typing import Iterator
 
 from lakesweep.engine.errors import CorruptMetadata, MetadataNotFound, TableFormatError
-from lakesweep.engine.iceberg.kinds import FILE_KINDS, ExpireKind
-from lakesweep.engine.plan import Action, CleanupPlan
-from lakesweep.planner.iceberg.common import relative_to
-from lakesweep.planner.iceberg.expire import IcebergExpireOptions, expiry, expire_plan, refuse_future_expiry
+from lakesweep.engine.iceberg.kinds import FILE_KINDS
+from lakesweep.engine.plan import CleanupPlan
+from lakesweep.planner.iceberg.expire import (FoundActions, IcebergExpireOptions, expire_plan, expired_metadata,
+                                              expiry, refuse_future_expiry)
 
 # Manifest entries a task decodes, about (a manifest is never split): at least TASK_ENTRIES, and so many that
 # each core gets about TASKS_PER_CORE tasks (a task costs Spark about a second whatever its size).
@@ -140,44 +140,19 @@ def plan_expire_on_spark(table, *, now_ms: int, options: IcebergExpireOptions, s
     expired, removed_refs = expiry(table, now_ms=now_ms, options=options)
     gone = set(expired)
     retained = [s for s in sorted(table.snapshots) if s not in gone]
-    actions: list[Action] = []
-    roots = [table.location, *table.external_roots()]
-    outside = 0
-
-    def add(kind, path: str, size, sid, partition=None, times: int = 1):
-        nonlocal outside
-        rel = relative_to(path, roots)
-        if rel is None:
-            outside += times
-            return
-        actions.append(Action(kind, rel, snapshot_id=sid, size=size, partition=partition))
-
+    found = FoundActions(table)
     if expired:
-        from lakesweep.engine.iceberg.table import canonical
-
         kept: dict[str, object] = {}
         for sid in retained:
             for m in table.manifest_list(table.snapshots[sid]):
                 kept.setdefault(m.path, m)
-        kept_stats = {p for s, p, _ in table.statistics_files() if s not in gone}
-        freed: dict[str, tuple[object, int]] = {}  # by the earliest expired snapshot listing it
-        for sid in expired:
-            snap = table.snapshots[sid]
-            add(ExpireKind.EXPIRE_SNAPSHOT, canonical(snap.manifest_list), None, sid)
-            add(ExpireKind.MANIFEST_LIST, canonical(snap.manifest_list), None, sid)
-            for m in table.manifest_list(snap):
-                if m.path not in kept and m.path not in freed:
-                    freed[m.path] = (m, sid)
-                    add(ExpireKind.MANIFEST, m.path, m.size, sid)
-            for _, path, size in table.statistics_files(sid):
-                if path not in kept_stats:
-                    add(ExpireKind.STATISTICS, path, size, sid)
+        freed = expired_metadata(table, expired, gone, kept.keys(), found)
         if freed:
             for content, path, sid, partition, size, times in candidate_files(table, spark, kept=list(kept.values()),
-                                                                              freed=list(freed.values())):
-                add(FILE_KINDS[_FILE_KIND[content]], path, size, sid, partition, times)
+                                                                              freed=freed):
+                found.add(FILE_KINDS[_FILE_KIND[content]], path, size, sid, partition, times)
     return expire_plan(table, now_ms=now_ms, options=options, expired=expired, removed_refs=removed_refs,
-                       retained=len(retained), actions=actions, outside=outside)
+                       retained=len(retained), actions=found.actions, outside=found.outside)
 
 
 def plan_expire_with_session(table, *, now_ms: int, options: IcebergExpireOptions, master: str,

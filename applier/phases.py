@@ -19,7 +19,7 @@ from typing import Callable, Protocol, Sequence
 from lakesweep.engine.fileio import FileIO
 from lakesweep.engine.plan import Action, Verb
 from lakesweep.engine.quarantine import QuarantineSpec
-from lakesweep.journal.events import FileOutcome, FileRecord, OutputWritten, RequestsThrottled
+from lakesweep.journal.events import FileOutcome, OutputWritten, RequestsThrottled
 from lakesweep.journal.recorder import Recorder
 
 from lakesweep.applier.actions import ActionResult, Outcome, execute_with_retry

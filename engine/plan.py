@@ -21,7 +21,7 @@ import types
 import typing
 from dataclasses import dataclass, field
 from operator import attrgetter
-from typing import AbstractSet, Any, Callable, ClassVar, Iterable, Mapping, Sequence
+from typing import AbstractSet, Any, Callable, ClassVar, Mapping, Sequence
 
 FORMAT_VERSION = 3
 FORMATS = ("paimon", "iceberg")  # table formats a plan may name; each is a package engine/<format>/

@@ -9,7 +9,7 @@ partition-statistics files only expired snapshots had (docs/design/iceberg.md#sn
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Mapping
+from typing import AbstractSet, Mapping
 
 from lakesweep.engine.errors import PlanRejected
 from lakesweep.engine.iceberg.retention import expire_rule
@@ -103,23 +103,52 @@ def expiry(table, *, now_ms: int, options: IcebergExpireOptions) -> tuple[list[i
     return snapshots_to_expire(table, now_ms=now_ms, options=options)
 
 
+class FoundActions:
+    """Actions as an expiry finds them, their paths made relative to the table's roots; files outside the
+    roots are kept and counted (``outside``, a warning of the plan)."""
+
+    def __init__(self, table):
+        self.roots = [table.location, *table.external_roots()]
+        self.inside, self.cut = self.roots[0] + "/", len(self.roots[0]) + 1  # relative_to's common case
+        self.actions: list[Action] = []
+        self.outside = 0
+
+    def add(self, kind, path: str, size, sid, partition=None, times: int = 1) -> None:
+        """``times``: how many entries named the file (each counts once outside the roots)."""
+        rel = path[self.cut:] if path.startswith(self.inside) else relative_to(path, self.roots)
+        if rel is None:
+            self.outside += times
+            return
+        self.actions.append(Action(kind, rel, snapshot_id=sid, size=size, partition=partition))
+
+
+def expired_metadata(table, expired: list[int], gone: AbstractSet[int], kept_manifests: AbstractSet[str],
+                     found: FoundActions) -> list[tuple[object, int]]:
+    """Plan into ``found`` what the expired snapshots hold above their data files: each one's manifest list
+    (the snapshot's own action and the file), each manifest no retained snapshot lists (attributed to the
+    first expired snapshot listing it, in ``expired`` order) and the statistics files only expired snapshots
+    have. Returns those manifests, each with its snapshot, in that order."""
+    kept_stats = {p for s, p, _ in table.statistics_files() if s not in gone}
+    freed: dict[str, tuple[object, int]] = {}
+    for sid in expired:
+        snap = table.snapshots[sid]
+        found.add(ExpireKind.EXPIRE_SNAPSHOT, _canon(snap.manifest_list), None, sid)
+        found.add(ExpireKind.MANIFEST_LIST, _canon(snap.manifest_list), None, sid)
+        for m in table.manifest_list(snap):
+            if m.path not in kept_manifests and m.path not in freed:
+                freed[m.path] = (m, sid)
+                found.add(ExpireKind.MANIFEST, m.path, m.size, sid)
+        for _, path, size in table.statistics_files(sid):
+            if path not in kept_stats:
+                found.add(ExpireKind.STATISTICS, path, size, sid)
+    return list(freed.values())
+
+
 def plan_iceberg_expire(table, *, now_ms: int, options: IcebergExpireOptions) -> CleanupPlan:
     expired, removed_refs = expiry(table, now_ms=now_ms, options=options)
     gone = set(expired)
     retained = [s for s in sorted(table.snapshots) if s not in gone]
-    actions: list[Action] = []
-    roots = [table.location, *table.external_roots()]
-    outside = 0
-    inside, cut = roots[0] + "/", len(roots[0]) + 1  # relative_to's first case, inline: most paths take it
-
-    def add(kind, path: str, size, sid, partition=None):
-        nonlocal outside
-        rel = path[cut:] if path.startswith(inside) else relative_to(path, roots)
-        if rel is None:
-            outside += 1
-            return
-        actions.append(Action(kind, rel, snapshot_id=sid, size=size, partition=partition))
-
+    found = FoundActions(table)
     if expired:
         table.prefetch_snapshots([*retained, *expired])  # every manifest the loops below read, on every core
         kept_manifests: set[str] = set()
@@ -129,25 +158,13 @@ def plan_iceberg_expire(table, *, now_ms: int, options: IcebergExpireOptions) ->
                 if m.path not in kept_manifests:
                     kept_manifests.add(m.path)
                     kept_files.update(f.path for f in table.manifest_entries(m) if f.status != DELETED)
-        kept_stats = {p for s, p, _ in table.statistics_files() if s not in gone}
-        seen: set[str] = set()  # manifests of expired snapshots already planned (by the earliest listing them)
-        for sid in expired:
-            snap = table.snapshots[sid]
-            add(ExpireKind.EXPIRE_SNAPSHOT, _canon(snap.manifest_list), None, sid)
-            add(ExpireKind.MANIFEST_LIST, _canon(snap.manifest_list), None, sid)
-            for m in table.manifest_list(snap):
-                if m.path in kept_manifests or m.path in seen:
-                    continue
-                seen.add(m.path)
-                add(ExpireKind.MANIFEST, m.path, m.size, sid)
-                for f in table.manifest_entries(m):
-                    if f.status != DELETED and f.path not in kept_files:
-                        add(_ENTRY_KINDS[f.content], f.path, f.size, sid, f.partition)
-            for _, path, size in table.statistics_files(sid):
-                if path not in kept_stats:
-                    add(ExpireKind.STATISTICS, path, size, sid)
+        # the order actions are found in does not matter: canonical_actions sorts them and keeps the earliest
+        for m, sid in expired_metadata(table, expired, gone, kept_manifests, found):
+            for f in table.manifest_entries(m):
+                if f.status != DELETED and f.path not in kept_files:
+                    found.add(_ENTRY_KINDS[f.content], f.path, f.size, sid, f.partition)
     return expire_plan(table, now_ms=now_ms, options=options, expired=expired, removed_refs=removed_refs,
-                       retained=len(retained), actions=actions, outside=outside)
+                       retained=len(retained), actions=found.actions, outside=found.outside)
 
 
 def expire_plan(table, *, now_ms: int, options: IcebergExpireOptions, expired: list[int], removed_refs: list[str],
