@@ -24,8 +24,8 @@ DEMO_PLAN = "expire-plan.parquet"
 DEMO_JOURNAL = "journal.duckdb"
 DEMO_ICEBERG = "iceberg"  # the Iceberg chapter's SQLite catalog and warehouse
 DEMO_ICEBERG_PLANS = ("iceberg-expire-plan.parquet", "iceberg-rewrite-plan.parquet")
-DEMO_OUTPUTS = (DEMO_WAREHOUSE, DEMO_PLAN, DEMO_JOURNAL, DEMO_JOURNAL + ".wal", DEMO_JOURNAL + ".lock", DEMO_ICEBERG,
-                *DEMO_ICEBERG_PLANS)
+DEMO_OUTPUTS = (DEMO_WAREHOUSE, DEMO_PLAN, DEMO_JOURNAL, DEMO_JOURNAL + ".wal", DEMO_JOURNAL + ".lock",
+                DEMO_JOURNAL + ".readers", DEMO_ICEBERG, *DEMO_ICEBERG_PLANS)
 DEMO_CATALOG = "lakesweepdemo"
 DEMO_PARTITIONS = ("2024-01-01", "2024-01-02", "2024-01-03")
 # (partitions written, overwrite?) per commit: snapshot 5 overwrites 2024-01-01.

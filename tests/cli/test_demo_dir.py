@@ -142,8 +142,8 @@ def test_the_demo_runs_again_in_its_own_directory_and_keeps_other_files(tmp_path
 
     assert (d / "notes.txt").read_text() == "keep me\n"
     assert sorted(os.listdir(d)) == sorted([DEMO_MARKER, "notes.txt", "warehouse", "expire-plan.parquet",
-                                            "journal.duckdb", "journal.duckdb.lock", "iceberg",
-                                            "iceberg-expire-plan.parquet", "iceberg-rewrite-plan.parquet"])
+                                            "journal.duckdb", "journal.duckdb.lock", "journal.duckdb.readers",
+                                            "iceberg", "iceberg-expire-plan.parquet", "iceberg-rewrite-plan.parquet"])
     for doc in (first, second):
         assert doc["after"] == {"earliest": 6, "latest": 8}
         assert doc["apply"]["state"] == "COMPLETED" and doc["apply"]["counts"]["DELETED"] == 14
