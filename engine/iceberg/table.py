@@ -121,6 +121,7 @@ class ManifestRef:
     spec_id: int
     added_snapshot_id: int | None
     entries: int  # added + existing + deleted files, as the manifest list counts them (None counted as 0)
+    holds_live: bool = True  # False when the list counts no added and no existing file (only DELETED entries)
 
 
 class _Cache:
@@ -381,7 +382,8 @@ _LIST_FIELDS = {500: "manifest_path", 501: "manifest_length", 502: "partition_sp
 def decode_manifest_list(item: tuple[str, bytes]) -> list[tuple]:
     """The manifests the manifest list ``item`` = (location shown in errors, its bytes) names, as rows
     (location as spelled, then ``ManifestRef``'s fields after its path). Fields are found by their field id,
-    as pyiceberg finds them; a list that lacks one the spec requires is a ``CorruptMetadata``."""
+    as pyiceberg finds them; a list that lacks one the spec requires is a ``CorruptMetadata``. ``holds_live``
+    is Iceberg's ``hasAddedFiles() || hasExistingFiles()``: a count the list leaves out may be anything."""
     import fastavro
 
     shown, data = item
@@ -394,7 +396,8 @@ def decode_manifest_list(item: tuple[str, bytes]) -> list[tuple]:
         raise CorruptMetadata(shown, f"manifest list cannot be read: {type(e).__name__}: {e}") from e
     try:
         return [(r[name[500]], int(r.get(name[517]) or 0), int(r[name[501]]), int(r[name[502]]),
-                 r.get(name[503]), sum(r.get(name[fid]) or 0 for fid in (504, 505, 506)))
+                 r.get(name[503]), sum(r.get(name[fid]) or 0 for fid in (504, 505, 506)),
+                 any(r.get(name[fid]) != 0 for fid in (504, 505)))
                 for r in records]
     except (KeyError, TypeError, ValueError) as e:
         raise CorruptMetadata(shown, f"a manifest list entry lacks a field the Iceberg spec requires: {e}") from e

@@ -127,7 +127,8 @@ def expired_metadata(table, expired: list[int], gone: AbstractSet[int], kept_man
     """Plan into ``found`` what the expired snapshots hold above their data files: each one's manifest list
     (the snapshot's own action and the file), each manifest no retained snapshot lists (attributed to the
     first expired snapshot listing it, in ``expired`` order) and the statistics files only expired snapshots
-    have. Returns those manifests, each with its snapshot, in that order."""
+    have. Returns those manifests that may name a live file (``ManifestRef.holds_live``: a manifest of only
+    DELETED entries names none), each with its snapshot, in that order: the ones whose entries are read."""
     kept_stats = {p for s, p, _ in table.statistics_files() if s not in gone}
     freed: dict[str, tuple[object, int]] = {}
     for sid in expired:
@@ -141,7 +142,7 @@ def expired_metadata(table, expired: list[int], gone: AbstractSet[int], kept_man
         for _, path, size in table.statistics_files(sid):
             if path not in kept_stats:
                 found.add(ExpireKind.STATISTICS, path, size, sid)
-    return list(freed.values())
+    return [(m, sid) for m, sid in freed.values() if m.holds_live]
 
 
 def plan_iceberg_expire(table, *, now_ms: int, options: IcebergExpireOptions) -> CleanupPlan:
@@ -150,16 +151,12 @@ def plan_iceberg_expire(table, *, now_ms: int, options: IcebergExpireOptions) ->
     retained = [s for s in sorted(table.snapshots) if s not in gone]
     found = FoundActions(table)
     if expired:
-        table.prefetch_snapshots([*retained, *expired])  # every manifest the loops below read, on every core
-        kept_manifests: set[str] = set()
-        kept_files: set[str] = set()
-        for sid in retained:
-            for m in table.manifest_list(table.snapshots[sid]):
-                if m.path not in kept_manifests:
-                    kept_manifests.add(m.path)
-                    kept_files.update(f.path for f in table.manifest_entries(m) if f.status != DELETED)
+        kept = {m.path: m for sid in retained for m in table.manifest_list(table.snapshots[sid])}
+        freed = expired_metadata(table, expired, gone, kept.keys(), found)
+        table.prefetch([*kept.values(), *(m for m, _ in freed)])  # every manifest read below, on every core
+        kept_files = {f.path for m in kept.values() for f in table.manifest_entries(m) if f.status != DELETED}
         # the order actions are found in does not matter: canonical_actions sorts them and keeps the earliest
-        for m, sid in expired_metadata(table, expired, gone, kept_manifests, found):
+        for m, sid in freed:
             for f in table.manifest_entries(m):
                 if f.status != DELETED and f.path not in kept_files:
                     found.add(_ENTRY_KINDS[f.content], f.path, f.size, sid, f.partition)

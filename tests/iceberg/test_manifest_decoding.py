@@ -146,6 +146,54 @@ def test_plans_are_the_same_bytes_with_the_process_pool_as_without(catalog, name
     assert [a.path for a in read_plan(str(tmp_path / "orphans-2.parquet")).actions] == ["data/left-behind.parquet"]
 
 
+def expiry_with_and_without_skipping(catalog: str, ident: str, monkeypatch) -> tuple:
+    """The expiry plan of ``ident`` (every snapshot but the current one) as the planner makes it, and as it makes
+    it when every manifest list says each manifest may hold live entries (every manifest read): (bytes, bytes,
+    manifests decoded, manifests decoded)."""
+    from lakesweep.engine.iceberg import table as table_module
+    from lakesweep.engine.plan_io import plan_to_bytes
+    from lakesweep.planner.kinds import plan_kind
+
+    monkeypatch.setenv(ENV, "1")
+    decoded: list[str] = []
+    decode = table_module.decode_manifest
+    monkeypatch.setattr(table_module, "decode_manifest", lambda item: decoded.append(item[0]) or decode(item))
+    entry = plan_kind("expire", "iceberg")
+    now = int(time.time() * 1000)
+    out = []
+    for every in (False, True):
+        if every:
+            lists = table_module.decode_manifest_list
+            monkeypatch.setattr(table_module, "decode_manifest_list",
+                                lambda item: [(*row[:-1], True) for row in lists(item)])
+        decoded.clear()
+        view = IcebergTable(catalog, ident)
+        plan = entry.read_and_plan(view, now_ms=now, options=entry.resolve_options(view.options, older_than="0 s"))
+        out.append((plan_to_bytes(plan), len(decoded)))
+    return out[0][0], out[1][0], out[0][1], out[1][1]
+
+
+@pytest.mark.parametrize("name", sorted(BUILDERS))
+def test_expiry_reads_no_manifest_of_only_deleted_entries_and_plans_the_same_bytes_as_reading_every_one(
+        catalog, name, monkeypatch):
+    """A manifest whose list counts no added and no existing file names no file the expiry may delete
+    (Iceberg's own scans skip it: ``hasAddedFiles() || hasExistingFiles()``); skipping it changes nothing."""
+    BUILDERS[name](catalog, IDENT)
+    skipped, whole, read, every = expiry_with_and_without_skipping(it.CATALOG_NAME, IDENT, monkeypatch)
+    assert skipped == whole
+    assert every - read == len(deleted_only_and_freed(catalog.load_table(IDENT)))
+    if name == "churn":
+        assert read < every
+
+
+def deleted_only_and_freed(table) -> set[str]:
+    """The manifests, as pyiceberg reads the lists, that only snapshots other than the current one list and
+    whose list counts no added and no existing file."""
+    kept = {m.manifest_path for m in table.current_snapshot().manifests(table.io)}
+    return {m.manifest_path for s in table.metadata.snapshots for m in s.manifests(table.io)
+            if m.manifest_path not in kept and not (m.has_added_files() or m.has_existing_files())}
+
+
 @pytest.mark.parametrize("processes", ["1", "2"])
 def test_a_truncated_manifest_fails_planning_naming_it_with_or_without_workers(catalog, processes, monkeypatch):
     it.churn(catalog, IDENT)
@@ -255,3 +303,6 @@ def test_manifests_iceberg_java_wrote_decode_as_a_whole_record_decode_does_and_p
     orphans = [_plan("orphans", tmp_path / f"o-{p}.parquet", now, p, ident="ns.s", catalog=CATALOG)
                for p in ("1", "2")]
     assert expire[0] == expire[1] and orphans[0] == orphans[1]
+    for ident in ("ns.s", "ns.v1"):
+        skipped, whole, read, every = expiry_with_and_without_skipping(CATALOG, ident, monkeypatch)
+        assert skipped == whole and every - read == len(deleted_only_and_freed(lake.table(ident)))

@@ -15,7 +15,8 @@ def manifest_refs(table, snapshot) -> tuple[ManifestRef, ...]:
     """The manifests a snapshot lists, as pyiceberg reads its manifest list."""
     return tuple(ManifestRef(canonical(m.manifest_path), int(m.content), int(m.manifest_length),
                              int(m.partition_spec_id), m.added_snapshot_id,
-                             sum(x or 0 for x in (m.added_files_count, m.existing_files_count, m.deleted_files_count)))
+                             sum(x or 0 for x in (m.added_files_count, m.existing_files_count, m.deleted_files_count)),
+                             m.has_added_files() or m.has_existing_files())
                  for m in snapshot.manifests(table.io))
 
 
