@@ -14,6 +14,7 @@ import contextlib
 import os
 import signal
 import time
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Callable, Protocol, Sequence
 
 from lakesweep.engine.fileio import FileIO
@@ -116,6 +117,40 @@ class Tally:
         return row
 
 
+class _JournalBehind:
+    """Journal writes made one at a time, in order, on a thread of their own, while the caller goes on: the
+    next ``submit`` (and the end of the block) first waits for the write under way and raises its error. A
+    block that ends by an error still waits for that write, and the write's own error becomes a note on it."""
+
+    def __init__(self):
+        self._pool = ThreadPoolExecutor(1, thread_name_prefix="lakesweep-journal")
+        self._pending: Future | None = None
+
+    def submit(self, fn: Callable, *args) -> None:
+        self._wait()
+        self._pending = self._pool.submit(fn, *args)
+
+    def _wait(self) -> None:
+        pending, self._pending = self._pending, None
+        if pending is not None:
+            pending.result()
+
+    def __enter__(self) -> "_JournalBehind":
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        try:
+            if exc is None:
+                self._wait()
+            else:
+                try:
+                    self._wait()
+                except Exception as late:  # noqa: BLE001 - the block's own error is the one raised
+                    exc.add_note(f"the journal write under way failed too: {type(late).__name__}: {late}")
+        finally:
+            self._pool.shutdown(wait=True)
+
+
 def probe(fileio: FileIO, target: str, a: Action, *, look: bool = True,
           quarantine: tuple[QuarantineSpec, str, Sequence[str]] | None = None) -> ActionResult:
     """What executing ``a`` would do, found by looking only (``look`` false: by the plan alone, a delete
@@ -173,30 +208,32 @@ class PhaseRunner:
             self.ordered(actions, tally)  # nothing to look at: no task to run
             return
         # One journal transaction per task batch costs more than the deletes of a fast file system;
-        # results are gathered up to _BULK_JOURNAL_BATCH (or a second's worth) per transaction.
+        # results are gathered up to _BULK_JOURNAL_BATCH (or a second's worth) per transaction, and journaled
+        # by a thread of their own while the executors' next results arrive.
         gathered: list[tuple] = []
         since = time.monotonic()
+        behind = _JournalBehind()
 
         def on_batch(batch: list[tuple]) -> None:
-            nonlocal since
+            nonlocal gathered, since
             gathered.extend(batch)
             if len(gathered) >= _BULK_JOURNAL_BATCH or time.monotonic() - since >= _DRIVER_BATCH_S:
-                self.record_rows(gathered, tally)
-                gathered.clear()
+                behind.submit(self.record_rows, gathered, tally)
+                gathered = []
                 since = time.monotonic()
 
         def on_throttled(slowdowns: int, rate: float) -> None:
             self.throttled += slowdowns
             if self.recorder is not None:
-                self.recorder.append([RequestsThrottled(apply_id=self.apply_id, plan_id=self.plan_id,
-                                                        phase=actions[0].phase, slowdowns=slowdowns,
-                                                        lowest_rate=rate, recorded_ms=self.clock())])
+                behind.submit(self.recorder.append, [RequestsThrottled(
+                    apply_id=self.apply_id, plan_id=self.plan_id, phase=actions[0].phase, slowdowns=slowdowns,
+                    lowest_rate=rate, recorded_ms=self.clock())])
 
-        with self._held():
+        with self._held(), behind:
             self.executor.run(self.fileio, self.root, self.external, actions, on_batch=on_batch,
                               dry_run=self.dry_run, on_throttled=on_throttled, quarantine=self.quarantine)
             if gathered:
-                self.record_rows(gathered, tally)
+                behind.submit(self.record_rows, gathered, tally)
 
     def _held(self):
         return contextlib.nullcontext() if self.recorder is None else self.recorder.held()

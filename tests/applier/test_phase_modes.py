@@ -179,3 +179,37 @@ def test_a_failing_commit_fails_the_apply_and_resume_commits(tmp_path, lake):
         assert "LakesweepError: the table moved on" in report.reason
         [report] = resume(recorder, executor=DriverExecutor(), committer=FileCommitter(tmp_path / "c.json"))
         assert report.state == "COMPLETED" and report.counts["COMMITTED"] == 1
+
+
+def test_a_journal_write_that_fails_in_a_bulk_phase_fails_the_apply_and_resume_finishes_it(tmp_path, lake,
+                                                                                         monkeypatch):
+    """Bulk results are journaled on a thread of their own while the next ones arrive: a write that fails
+    there still fails the apply with its own error, what was journaled before it stays, and resume finds
+    the files deleted meanwhile already gone."""
+    from lakesweep.applier import phases
+    from lakesweep.engine.errors import JournalError
+
+    monkeypatch.setattr(phases, "_BULK_JOURNAL_BATCH", 1)
+    plan = plan_for(lake.root, retain_min=2)
+    deletes = [a for a in plan.actions if a.verb.deletes]
+    assert len(deletes) >= 4
+    writes = []
+    real = DuckDBRecorder.record_outcomes
+
+    def second_fails(self, apply_id, plan_id, rows):
+        writes.append(len(rows))
+        if len(writes) == 2:
+            raise JournalError("journal: the disk is full")
+        return real(self, apply_id, plan_id, rows)
+
+    monkeypatch.setattr(DuckDBRecorder, "record_outcomes", second_fails)
+    with DuckDBRecorder(tmp_path / "j.duckdb") as recorder:
+        with pytest.raises(JournalError, match="^journal: the disk is full$"):
+            apply_plan(plan, recorder, executor=DriverExecutor(batch=1))
+        assert len(recorder.file_records()) == 1 and len(writes) == 2
+        monkeypatch.setattr(DuckDBRecorder, "record_outcomes", real)
+        [report] = resume(recorder, executor=DriverExecutor())
+        assert report.state == "COMPLETED"
+        outcomes = {r.action_id: r.outcome.value for r in recorder.file_records()}
+    assert {a.action_id for a in deletes} <= set(outcomes)
+    assert not any(os.path.exists(os.path.join(lake.root, a.path)) for a in deletes)
