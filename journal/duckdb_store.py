@@ -441,10 +441,11 @@ class DuckDBRecorder(Recorder):
 
     def _insert_plan(self, row, actions):
         self._check_writable(f"record plan {row.stream_id}")
-        rows = [rules.action_row(row.stream_id, a) for a in actions]
+        table = rules.actions_table(row.stream_id, actions)
         with self._session(), self._transaction(f"record plan {row.stream_id}"):
             seqs = self._insert_events([row])
-            self._insert_rows("plan_actions", rows)
+            if table.num_rows:
+                self._insert_arrow("plan_actions", table)
         self._seq = seqs[-1]
 
     def _load_plan(self, plan_id):

@@ -64,6 +64,19 @@ def action_row(plan_id: str, a: Action) -> tuple:
     return (plan_id, *action_values(a))
 
 
+def actions_table(plan_id: str, actions: Sequence[Action]) -> pa.Table:
+    """``plan_actions`` rows of ``actions`` as an Arrow table, built column by column as the plan file's
+    columns are (``engine.plan_codec.action_arrays``); row by row where a value does not fit its column's
+    JSON (``NotColumnar``), as before."""
+    from lakesweep.engine.plan_codec import NotColumnar, action_arrays
+
+    try:
+        arrays = action_arrays(actions)
+    except NotColumnar:
+        return arrow_table(ACTIONS_SCHEMA, [action_row(plan_id, a) for a in actions])
+    return pa.Table.from_arrays([pa.array([plan_id] * len(actions), pa.string()), *arrays], schema=ACTIONS_SCHEMA)
+
+
 def actions_from_rows(event: PlanRecorded, rows: Iterable[Sequence]) -> tuple[Action, ...]:
     """The actions of ``plan_actions`` rows (``ACTIONS_SCHEMA`` order). A kind the plan's format defines
     gets its type back (a plan recorded before plans named a format is Paimon's)."""

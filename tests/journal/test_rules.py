@@ -60,6 +60,23 @@ def test_arrow_table_of_no_rows_has_the_schema():
     assert rules.actions_from_rows(recorded, zip(*table.to_pydict().values())) == A
 
 
+def test_a_plans_actions_table_is_built_by_columns_as_row_by_row():
+    from dataclasses import replace
+
+    from lakesweep.engine.plan import Action, Verb
+
+    odd = [Action("data-file", "dt=\u00e9/f\"1\\.parquet", snapshot_id=None, partition=None, size=None,
+                  verb=Verb.DELETE_FILE, phase=1, action_id=len(A)),
+           Action("data-file", "x", snapshot_id=(1 << 62), bucket=-1, source="s", depth=3, verb=Verb.DELETE_FILE,
+                  phase=2, action_id=len(A) + 1)]
+    for actions in (A, (*A, *odd), ()):
+        assert rules.actions_table("p", actions) == rules.arrow_table(
+            rules.ACTIONS_SCHEMA, [rules.action_row("p", a) for a in actions])
+    bool_size = (*A, replace(odd[1], size=True))  # not columnar: refused row by row too, as it always was
+    with pytest.raises(pa.ArrowTypeError, match="Expected integer, got bool"):
+        rules.actions_table("p", bool_size)
+
+
 @pytest.fixture(params=["memory", "duckdb"])
 def recorder(request):
     with (MemoryRecorder() if request.param == "memory" else DuckDBRecorder(":memory:")) as r:
