@@ -152,7 +152,7 @@ def plan_expire_on_spark(table, *, now_ms: int, options: IcebergExpireOptions, s
                                                                               freed=freed):
                 found.add(FILE_KINDS[_FILE_KIND[content]], path, size, sid, partition, times)
     return expire_plan(table, now_ms=now_ms, options=options, expired=expired, removed_refs=removed_refs,
-                       retained=len(retained), actions=found.actions, outside=found.outside)
+                       retained=len(retained), found=found)
 
 
 def plan_expire_with_session(table, *, now_ms: int, options: IcebergExpireOptions, master: str,

@@ -244,6 +244,31 @@ def canonical_actions(actions: Sequence[Action]) -> tuple[Action, ...]:
 _FIELD = {name: i for i, name in enumerate(ACTION_FIELDS)}
 
 
+def canonical_columns(kinds: list, paths: list[str], snapshot_ids: list, sizes: list,
+                      partitions: list) -> tuple[Action, ...]:
+    """``canonical_actions`` of ``Action(kind, path, snapshot_id=, size=, partition=)`` for each row of the
+    columns, each kind a registered one (its verb and phase from its spec): the same actions, built once,
+    in their canonical order (a millions-of-files expiry finds its files as columns)."""
+    from itertools import repeat
+
+    if not paths:
+        return ()
+    specs = {kind: kind_spec(kind) for kind in dict.fromkeys(kinds)}
+    if any(spec is None for spec in specs.values()):
+        raise ValueError(f"action kinds {[k for k, spec in specs.items() if spec is None]} need a verb and phase")
+    phases = list(map({k: spec.phase for k, spec in specs.items()}.__getitem__, kinds))
+    n = len(paths)
+    given = {"path": paths, "snapshot_id": snapshot_ids, "phase": phases}
+    order = _order_of_columns(kinds, lambda name: given.get(name) or [None if name == "bucket" else 0] * n)
+    if order is None:  # duplicates, or keys Arrow cannot hold: the actions themselves decide
+        return canonical_actions(list(map(Action, kinds, paths, snapshot_ids, partitions, repeat(None), sizes)))
+    kinds = list(map(kinds.__getitem__, order))
+    verbs = list(map({k: spec.verb for k, spec in specs.items()}.__getitem__, kinds))
+    return tuple(map(Action, kinds, map(paths.__getitem__, order), map(snapshot_ids.__getitem__, order),
+                     map(partitions.__getitem__, order), repeat(None), map(sizes.__getitem__, order), repeat(None),
+                     repeat(0), range(n), verbs, map(phases.__getitem__, order)))
+
+
 def _fields(actions: list[Action]) -> list:
     """The actions' fields column by column, in ``ACTION_FIELDS`` order."""
     return [list(map(attrgetter(name), actions)) for name in ACTION_FIELDS]
@@ -268,11 +293,17 @@ def _column_order(actions: list[Action]) -> list[int] | None:
     key and the path: the tuples ``sort_key`` gives, with the label replaced by its rank among the labels
     (Python's order); Arrow's sort is stable, as ``sorted``. Arrow compares strings by their UTF-8 bytes,
     which is the order of their code points, as Python's; a string UTF-8 cannot hold falls back."""
+    return _order_of_columns(list(map(attrgetter("kind"), actions)),
+                             lambda name: list(map(attrgetter(name), actions)))
+
+
+def _order_of_columns(kinds: list, column: Callable[[str], list]) -> list[int] | None:
+    """``_column_order`` of the actions whose kinds are ``kinds`` and whose other fields ``column(name)``
+    gives (``phase``, ``path``, ``snapshot_id``, ``depth``, ``bucket``), each a list in the same order."""
     import numpy as np
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    kinds = list(map(attrgetter("kind"), actions))
     groups = list(zip(map(type, kinds), map(str.__str__, kinds)))
     group_of = {g: i for i, g in enumerate(dict.fromkeys(groups))}
     orders = []
@@ -291,18 +322,18 @@ def _column_order(actions: list[Action]) -> list[int] | None:
     by_names = list(_ORDER_BY)
     try:
         group = pa.array(list(map(group_of.__getitem__, groups)), pa.int32())
-        column = lambda name: pa.array(list(map(attrgetter(name), actions)), pa.int64())  # noqa: E731
-        phase = column("phase")
+        ints = lambda name: pa.array(column(name), pa.int64())  # noqa: E731
+        phase = ints("phase")
         bounds = pc.min_max(phase).as_py()
         if phase.null_count or not 0 <= (bounds["min"] or 0) <= (bounds["max"] or 0) < 1 << 20:
             return None
-        path = pa.array(list(map(attrgetter("path"), actions)), pa.string())
+        path = pa.array(column("path"), pa.string())
         label = pa.array([labels.index(label) for _, label in group_of], pa.int64()).take(group)
         if pc.count_distinct(pc.binary_join_element_wise(pc.cast(label, pa.string()), path, "/")).as_py() < len(path):
             return None  # duplicates: the caller keeps one of each first
         by = pa.array([by_names.index("deepest" if o is None else o.by) for o in orders], pa.int8()).take(group)
-        middle = pc.choose(by, pa.array(np.zeros(len(path), dtype=np.int64)), column("snapshot_id").fill_null(0),
-                           pc.negate_checked(column("depth")), column("bucket").fill_null(-1))
+        middle = pc.choose(by, pa.array(np.zeros(len(path), dtype=np.int64)), ints("snapshot_id").fill_null(0),
+                           pc.negate_checked(ints("depth")), ints("bucket").fill_null(-1))
         first = pc.add(pc.shift_left(phase, 42), pa.array(packed, pa.int64()).take(group))
         if middle.null_count:
             return None  # a key Python cannot compare either: its sort raises as it always did

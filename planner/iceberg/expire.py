@@ -18,7 +18,7 @@ from lakesweep.engine.iceberg.kinds import EXPIRE_PHASES, FILE_KINDS, ExpireKind
 from lakesweep.engine.iceberg.requirements import plan_requirements
 from lakesweep.engine.iceberg.scopes import ExpireScope
 from lakesweep.engine.paimon.requirements import AssertNowReached
-from lakesweep.engine.plan import Action, CleanupPlan, OptionValue, canonical_actions, summarize
+from lakesweep.engine.plan import Action, CleanupPlan, OptionValue, canonical_columns, summarize
 from lakesweep.planner.iceberg.common import refuse_unwritable, relative_to, scope_base
 from lakesweep.planner.iceberg.common import cannot_maintain
 from lakesweep.planner.plan_kind import Maintained, PlanDescription, PlanKind, hours, utc
@@ -104,13 +104,13 @@ def expiry(table, *, now_ms: int, options: IcebergExpireOptions) -> tuple[list[i
 
 
 class FoundActions:
-    """Actions as an expiry finds them, their paths made relative to the table's roots; files outside the
-    roots are kept and counted (``outside``, a warning of the plan)."""
+    """Actions as an expiry finds them, column by column, their paths made relative to the table's roots;
+    files outside the roots are kept and counted (``outside``, a warning of the plan)."""
 
     def __init__(self, table):
         self.roots = [table.location, *table.external_roots()]
         self.inside, self.cut = self.roots[0] + "/", len(self.roots[0]) + 1  # relative_to's common case
-        self.actions: list[Action] = []
+        self.columns: tuple[list, ...] = ([], [], [], [], [])  # kind, path, snapshot id, size, partition
         self.outside = 0
 
     def add(self, kind, path: str, size, sid, partition=None, times: int = 1) -> None:
@@ -119,7 +119,16 @@ class FoundActions:
         if rel is None:
             self.outside += times
             return
-        self.actions.append(Action(kind, rel, snapshot_id=sid, size=size, partition=partition))
+        kinds, paths, sids, sizes, partitions = self.columns
+        kinds.append(kind)
+        paths.append(rel)
+        sids.append(sid)
+        sizes.append(size)
+        partitions.append(partition)
+
+    def canonical(self) -> tuple[Action, ...]:
+        """The actions found, as ``canonical_actions`` orders, de-duplicates and numbers them."""
+        return canonical_columns(*self.columns)
 
 
 def expired_metadata(table, expired: list[int], gone: AbstractSet[int], kept_manifests: AbstractSet[str],
@@ -161,18 +170,18 @@ def plan_iceberg_expire(table, *, now_ms: int, options: IcebergExpireOptions) ->
                 if f.status != DELETED and f.path not in kept_files:
                     found.add(_ENTRY_KINDS[f.content], f.path, f.size, sid, f.partition)
     return expire_plan(table, now_ms=now_ms, options=options, expired=expired, removed_refs=removed_refs,
-                       retained=len(retained), actions=found.actions, outside=found.outside)
+                       retained=len(retained), found=found)
 
 
 def expire_plan(table, *, now_ms: int, options: IcebergExpireOptions, expired: list[int], removed_refs: list[str],
-                retained: int, actions: list[Action], outside: int) -> CleanupPlan:
-    """The expiry plan of ``actions`` (each file planned once or more, as each expired snapshot finds it;
-    ``canonical_actions`` keeps the earliest), ``outside`` the times a file outside the table's roots was met.
+                retained: int, found: FoundActions) -> CleanupPlan:
+    """The expiry plan of the actions ``found`` (each file planned once or more, as each expired snapshot
+    finds it; ``canonical_actions`` keeps the earliest) and of the files outside the table's roots it met.
     Both the local planner and the one on Spark (``applier.iceberg_expire``) end here."""
     warnings: list[str] = []
-    if outside:
-        warnings.append(f"{outside} file(s) outside the table location and its write paths are kept")
-    canonical = canonical_actions(actions)
+    if found.outside:
+        warnings.append(f"{found.outside} file(s) outside the table location and its write paths are kept")
+    canonical = found.canonical()
     counts = {"expired_snapshots": len(expired), "retained_snapshots": retained}
     return CleanupPlan(
         kind="expire", format="iceberg", table_location=table.location, table_identity=table.uuid, branch="main",

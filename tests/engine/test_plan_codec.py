@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 from lakesweep.engine.errors import PlanRejected
 from lakesweep.engine.iceberg.kinds import CompactKind, ExpireKind
 from lakesweep.engine.paimon.kinds import ActionKind, OrphanKind
-from lakesweep.engine.plan import Action, Verb, canonical_actions, compute_plan_id
+from lakesweep.engine.plan import Action, Verb, canonical_actions, canonical_columns, compute_plan_id
 from lakesweep.engine.plan_io import (ROW_GROUP, PlanWriter, iter_action_batches, plan_from_bytes, plan_to_bytes,
                                       verify_plan_file, write_plan)
 from lakesweep.engine.purge import PurgeKind
@@ -39,6 +39,22 @@ def test_canonical_order_and_id_are_the_reference_ones(acts):
     assert ordered == reference.canonical_actions(acts)
     header = {"format_version": 3, "x": 1}
     assert compute_plan_id(header, ordered) == reference.compute_plan_id(header, ordered)
+
+
+COLUMN_ROWS = st.lists(st.tuples(
+    st.sampled_from([*ExpireKind, *OrphanKind]), st.one_of(PATHS, st.sampled_from(["a", "b", "a/b"])),
+    st.one_of(st.none(), st.integers(-2**63, 2**63 - 1), st.integers(0, 3)), st.one_of(st.none(), st.integers(0, 9)),
+    st.one_of(st.none(), PATHS)), max_size=40)
+
+
+@settings(max_examples=300)
+@given(COLUMN_ROWS)
+def test_actions_found_as_columns_are_the_reference_canonical_actions(rows):
+    """Repeated (kind, path) pairs included: the earliest snapshot's action is kept, as ever."""
+    columns = [list(c) for c in zip(*rows)] if rows else [[], [], [], [], []]
+    acts = [Action(kind, path, snapshot_id=sid, size=size, partition=partition)
+            for kind, path, sid, size, partition in rows]
+    assert canonical_columns(*columns) == reference.canonical_actions(acts)
 
 
 def test_a_lone_surrogate_path_is_ordered_and_hashed_as_before():
