@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import sys
 import textwrap
@@ -116,17 +117,17 @@ def action_document(plan, a) -> dict:
             "snapshot_id": a.snapshot_id, "partition": a.partition, "bucket": a.bucket, "size": a.size}
 
 
-def emit_json_listing(doc: dict, key: str, items) -> None:
-    """``emit_json(doc | {key: list(items)})``, the same text, with the items written as they come: a
-    listing of any length is never held whole (``doc`` has no ``key``; it is a top-level key)."""
+def emit_json_listing(doc: dict, key: str, items, *, chunk: int = 16_384) -> None:
+    """``emit_json(doc | {key: list(items)})``, the same text, with the items written ``chunk`` at a time as
+    they come: a listing of any length is never held whole (``doc`` has no ``key``; it is a top-level key)."""
     marker = f'\n  {json.dumps(key)}: []'
     text = json.dumps(doc | {key: []}, indent=2, sort_keys=True, default=str) + "\n"
     at = text.index(marker) + len(marker) - 1
-    write, first = sys.stdout.write, True
+    write, first, items = sys.stdout.write, True, iter(items)
     write(text[:at])
-    for item in items:
-        write(("\n    " if first else ",\n    ")
-              + json.dumps(item, indent=2, sort_keys=True, default=str).replace("\n", "\n    "))
+    while block := list(itertools.islice(items, chunk)):
+        listed = json.dumps(block, indent=2, sort_keys=True, default=str)  # "[\n  {...},\n  {...}\n]"
+        write(("\n  " if first else ",\n  ") + listed[2:-2].replace("\n", "\n  "))
         first = False
     write(("]" if first else "\n  ]") + text[at + 1:])
     sys.stdout.flush()
