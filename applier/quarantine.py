@@ -8,7 +8,7 @@ default, ``lakesweep.quarantine.retention`` (a duration, ``7 d``) its retention;
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Mapping
+from typing import Iterable, Mapping, Sequence
 
 from lakesweep.engine.errors import PlanRejected
 from lakesweep.engine.fileio import join, normalize_location
@@ -91,16 +91,35 @@ def _store(location: str) -> str:
     return f"{scheme}://{rest.split('/', 1)[0]}" if sep else "file"
 
 
-def quarantine_cost(plan) -> dict | None:
+class QuarantineCost:
+    """``quarantine_cost`` as a fold over a plan's actions, added a batch at a time (``add``)."""
+
+    def __init__(self, table_location: str, plan_id: str):
+        self.location, self.plan_id, self.files, self.bytes = table_location, plan_id, 0, 0
+
+    def add(self, actions: Iterable) -> None:
+        from lakesweep.engine.plan import Verb
+
+        for a in actions:
+            if a.verb is Verb.DELETE_FILE:
+                self.files += 1
+                self.bytes += a.size or 0
+
+    def cost(self) -> dict | None:
+        if self.location.startswith("s3://"):
+            return None
+        return {"store": "hdfs" if self.location.startswith("hdfs://") else "local", "files": self.files,
+                "bytes": self.bytes, "renames": self.files, "bytes_copied": 0,
+                "directory": join(self.location, QUARANTINE_DIR, self.plan_id)}
+
+
+def quarantine_cost(plan, *, batches: Iterable[Sequence] | None = None) -> dict | None:
     """What ``apply --quarantine`` of ``plan`` costs on a store that moves files by renaming them (local,
     HDFS): one rename per file it deletes, no byte copied, and the space they take until purged. None for
-    a plan on S3, whose costs depend on the bucket."""
-    from lakesweep.engine.plan import Verb
-
-    location = plan.table_location
-    if location.startswith("s3://"):
-        return None
-    files = [a for a in plan.actions if a.verb is Verb.DELETE_FILE]
-    return {"store": "hdfs" if location.startswith("hdfs://") else "local", "files": len(files),
-            "bytes": sum(a.size or 0 for a in files), "renames": len(files), "bytes_copied": 0,
-            "directory": join(location, QUARANTINE_DIR, plan.plan_id)}
+    a plan on S3, whose costs depend on the bucket. ``batches``: the plan's actions in order, a batch at a
+    time (default: ``plan.actions``, whole)."""
+    fold = QuarantineCost(plan.table_location, plan.plan_id)
+    if not plan.table_location.startswith("s3://"):
+        for actions in (plan.actions,) if batches is None else batches:
+            fold.add(actions)
+    return fold.cost()

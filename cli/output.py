@@ -35,10 +35,13 @@ class Output(ABC):
         """A plan just made and written to ``location``."""
 
     @abstractmethod
-    def plan_shown(self, plan, *, files: bool, requests: dict | None = None, quarantine: dict | None = None) -> None:
-        """A saved plan read back; with ``files``, every action; ``requests``: what applying it sends to an
-        object store (``{"by_kind", "total", "rate", "seconds"}``), for a plan on one; ``quarantine``: what
-        ``apply --quarantine`` costs (``applier.quarantine.quarantine_cost``)."""
+    def plan_shown(self, plan, *, files: bool, requests: dict | None = None, quarantine: dict | None = None,
+                   figures=None) -> None:
+        """A saved plan read back; with ``files``, every action, listed as ``plan.actions`` gives them (a
+        plan read in batches streams them); ``requests``: what applying it sends to an object store
+        (``{"by_kind", "total", "rate", "seconds"}``), for a plan on one; ``quarantine``: what ``apply
+        --quarantine`` costs (``applier.quarantine.quarantine_cost``); ``figures``: its
+        ``render.ActionFigures``, when already counted."""
 
     @abstractmethod
     def apply_report(self, report) -> None:
@@ -102,8 +105,9 @@ class TextOutput(Output):
     def plan_written(self, plan, location: str) -> None:
         render.render_plan(plan, location=location)
 
-    def plan_shown(self, plan, *, files: bool, requests: dict | None = None, quarantine: dict | None = None) -> None:
-        render.render_plan(plan, files=files)
+    def plan_shown(self, plan, *, files: bool, requests: dict | None = None, quarantine: dict | None = None,
+                   figures=None) -> None:
+        render.render_plan(plan, files=files, figures=figures)
         if requests is not None:
             kinds = ", ".join(f"{n} {kind}" for kind, n in requests["by_kind"].items())
             pace = (f"{requests['seconds']:.1f} s at {requests['rate']:g} requests/s" if requests["rate"] is not None
@@ -162,13 +166,17 @@ class JsonOutput(Output):
     def plan_written(self, plan, location: str) -> None:
         render.emit_json(render.plan_document(plan) | {"out": location})
 
-    def plan_shown(self, plan, *, files: bool, requests: dict | None = None, quarantine: dict | None = None) -> None:
-        document = render.plan_document(plan, files=files)
+    def plan_shown(self, plan, *, files: bool, requests: dict | None = None, quarantine: dict | None = None,
+                   figures=None) -> None:
+        document = render.plan_document(plan)
         if requests is not None:
             document["requests"] = requests
         if quarantine is not None:
             document["quarantine_cost"] = quarantine
-        render.emit_json(document)
+        if files:
+            render.emit_json_listing(document, "actions", (render.action_document(plan, a) for a in plan.actions))
+        else:
+            render.emit_json(document)
 
     def apply_report(self, report) -> None:
         render.emit_json(report.to_json())

@@ -466,6 +466,11 @@ def _spark_lister(master: str, conf: dict, scratch: str, output, *, iceberg: boo
     return lister
 
 
+# Actions decoded at a time by show: a batch of 16,384 holds about 25 MiB at its peak, four times that
+# costs more memory and saves no time.
+SHOW_BATCH = 16_384
+
+
 @app.command(short_help="Show a saved plan.")
 @handle_errors
 def show(
@@ -485,30 +490,45 @@ def show(
     On local files and HDFS, also what 'apply --quarantine' costs: one rename per file, no byte copied. On S3,
     its requests on a versioned bucket (ListObjectVersions, then the deletes) and on one without versioning (a
     CopyObject per file, then the deletes, and the bytes copied); 'lakesweep doctor --table' says which."""
-    from lakesweep.applier.quarantine import quarantine_cost
-    from lakesweep.engine.plan_io import read_plan
-    from lakesweep.engine.s3_bulk import plan_requests, seconds_at
+    from lakesweep.engine.plan_io import open_plan_stream
 
-    read = read_plan(str(plan))
-    if html is not None:
-        from lakesweep.cli.html.plan_page import plan_html
-        from lakesweep.engine.errors import PlanRejected
+    with open_plan_stream(str(plan), batch_size=SHOW_BATCH) as stream:
+        read = stream.plan
+        figures, requests, cost = _shown_figures(stream, delete_batch=delete_batch, max_rps=max_rps)
+        if html is not None:
+            from lakesweep.cli.html.plan_page import plan_html
+            from lakesweep.engine.errors import PlanRejected
+            from lakesweep.engine.plan_io import read_plan
 
-        check_output_file(html, "--html", PlanRejected)
-        refuse_inside_table(html, read.table_location, "--html", PlanRejected)
-        html.write_text(plan_html(read), encoding="utf-8")
-    requests = None
-    if read.table_location.startswith("s3://"):
-        by_kind = plan_requests(read, batch=delete_batch)
-        total = sum(by_kind.values())
-        requests = {"by_kind": by_kind, "total": total, "rate": max_rps, "seconds": seconds_at(total, max_rps)}
-    if read.table_location.startswith("s3://"):
-        from lakesweep.engine.s3_quarantine import plan_quarantine_requests
+            check_output_file(html, "--html", PlanRejected)
+            refuse_inside_table(html, read.table_location, "--html", PlanRejected)
+            html.write_text(plan_html(read_plan(str(plan))), encoding="utf-8")
+        output_for(fmt).plan_shown(read, files=files, requests=requests, quarantine=cost, figures=figures)
 
-        cost = plan_quarantine_requests(read, batch=delete_batch)
-    else:
-        cost = quarantine_cost(read)
-    output_for(fmt).plan_shown(read, files=files, requests=requests, quarantine=cost)
+
+def _shown_figures(stream, *, delete_batch: int, max_rps: Optional[float]):
+    """What ``show`` counts over a plan's actions, in one pass that also verifies the plan (nothing is shown
+    of a plan whose content does not match its id): ``(render.ActionFigures, requests, quarantine cost)``;
+    the requests (``plan_shown``'s ``requests``) only for a plan on S3. ``--files`` then lists the actions in
+    a second pass over the same open file."""
+    from lakesweep.applier.quarantine import QuarantineCost
+    from lakesweep.engine.s3_bulk import PlanRequests, seconds_at
+    from lakesweep.engine.s3_quarantine import quarantine_requests
+
+    plan = stream.plan
+    s3 = plan.table_location.startswith("s3://")
+    figures = render.ActionFigures()
+    counted = PlanRequests(plan.table_location, plan.phases, batch=delete_batch) if s3 else None
+    local = None if s3 else QuarantineCost(plan.table_location, plan.plan_id)
+    for batch in stream.batches():
+        figures.add(batch)
+        (counted or local).add(batch)
+    if not s3:
+        return figures, None, local.cost()
+    by_kind = counted.counts()
+    total = sum(by_kind.values())
+    requests = {"by_kind": by_kind, "total": total, "rate": max_rps, "seconds": seconds_at(total, max_rps)}
+    return figures, requests, quarantine_requests(counted)
 
 
 def _refuse_iceberg_only(given: dict) -> None:

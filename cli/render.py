@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import sys
 import textwrap
@@ -99,34 +100,64 @@ def render_inspect(info: dict) -> None:
 
 def plan_document(plan, *, files: bool = False) -> dict:
     """A plan as JSON-ready data: its id, header, what its kind says about it (``nothing_to_do``, and
-    expiry's ``nothing_to_expire``) and, with ``files``, every action."""
+    expiry's ``nothing_to_expire``) and, with ``files``, every action (``action_document``)."""
     from lakesweep.planner.kinds import describe_plan
 
     description = describe_plan(plan)
     doc = {"plan_id": plan.plan_id, **plan.header(), **description.document,
            "nothing_to_do": description.nothing_to_do}
     if files:
-        doc["actions"] = [
-            {
-                "action_id": a.action_id,
-                "phase": plan.phase_name(a.phase),
-                "kind": str(a.kind),
-                "path": a.path,
-                "snapshot_id": a.snapshot_id,
-                "partition": a.partition,
-                "bucket": a.bucket,
-                "size": a.size,
-            }
-            for a in plan.actions
-        ]
+        doc["actions"] = [action_document(plan, a) for a in plan.actions]
     return doc
 
 
-def render_plan(plan, *, files: bool = False, location: str | None = None) -> None:
+def action_document(plan, a) -> dict:
+    """One action of ``plan`` as ``plan_document`` lists it."""
+    return {"action_id": a.action_id, "phase": plan.phase_name(a.phase), "kind": str(a.kind), "path": a.path,
+            "snapshot_id": a.snapshot_id, "partition": a.partition, "bucket": a.bucket, "size": a.size}
+
+
+def emit_json_listing(doc: dict, key: str, items, *, chunk: int = 16_384) -> None:
+    """``emit_json(doc | {key: list(items)})``, the same text, with the items written ``chunk`` at a time as
+    they come: a listing of any length is never held whole (``doc`` has no ``key``; it is a top-level key)."""
+    marker = f'\n  {json.dumps(key)}: []'
+    text = json.dumps(doc | {key: []}, indent=2, sort_keys=True, default=str) + "\n"
+    at = text.index(marker) + len(marker) - 1
+    write, first, items = sys.stdout.write, True, iter(items)
+    write(text[:at])
+    while block := list(itertools.islice(items, chunk)):
+        listed = json.dumps(block, indent=2, sort_keys=True, default=str)  # "[\n  {...},\n  {...}\n]"
+        write(("\n  " if first else ",\n  ") + listed[2:-2].replace("\n", "\n  "))
+        first = False
+    write(("]" if first else "\n  ]") + text[at + 1:])
+    sys.stdout.flush()
+
+
+class ActionFigures:
+    """What ``render_plan`` counts over a plan's actions beyond its summary, as a fold (``add`` a batch at a
+    time): the kinds that delete, and the files deleted whose size is unknown."""
+
+    def __init__(self):
+        self.deleting_kinds: set[str] = set()
+        self.unknown_size = 0
+
+    def add(self, actions) -> None:
+        for a in actions:
+            if a.verb.deletes:
+                self.deleting_kinds.add(str(a.kind))
+                self.unknown_size += a.verb is Verb.DELETE_FILE and a.size is None
+
+
+def render_plan(plan, *, files: bool = False, location: str | None = None,
+                figures: ActionFigures | None = None) -> None:
     """A plan for people, whatever its kind: id, table, time, options and their sources, the kind's
     description (``planner.kinds``), actions by kind and partition with totals, warnings (stderr) and,
-    with ``files``, every action."""
+    with ``files``, every action. ``figures``: the plan's ``ActionFigures`` when already counted."""
     from lakesweep.planner.kinds import describe_plan
+
+    if figures is None:
+        figures = ActionFigures()
+        figures.add(plan.actions)
 
     description = describe_plan(plan)
     summary = plan.stats.get("summary", {})
@@ -147,7 +178,7 @@ def render_plan(plan, *, files: bool = False, location: str | None = None) -> No
         t.add_column("kind")
         t.add_column("count", justify="right")
         t.add_column("bytes", justify="right")
-        deleting = {str(a.kind) for a in plan.actions if a.verb.deletes}
+        deleting = figures.deleting_kinds
         for kind, v in summary.get("by_kind", {}).items():
             t.add_row(kind, str(v["count"]), bytes_cell(v["bytes"], v["unknown_size"]) if kind in deleting else "-")
         out.print(t)
@@ -159,7 +190,7 @@ def render_plan(plan, *, files: bool = False, location: str | None = None) -> No
             for part, v in summary["by_partition"].items():
                 pt.add_row(part or "(unpartitioned)", str(v["count"]), human_bytes(v["bytes"]))
             out.print(pt)
-        unknown = sum(1 for a in plan.actions if a.verb is Verb.DELETE_FILE and a.size is None)
+        unknown = figures.unknown_size
         out.print(f"  total: {summary.get('files', 0)} files, {reclaimed_bytes(summary.get('bytes', 0), unknown)}")
     for line in description.notes:
         out.print(f"  {escape(line)}")

@@ -354,20 +354,26 @@ def iter_action_batches(location: str, batch_size: int = _BATCH, fileio: FileIO 
     (kinds, verbs, phases, numbering); the header comes from the footer. The id is hashed as the batches
     pass and a mismatch raises ``PlanRejected`` after the last one: a consumer that must not act on an
     edited plan calls ``verify_plan_file`` first (one pass, holding one batch)."""
-    with _open_plan_file(location, fileio) as (parquet, header, version, stored_id):
-        plan = plan_from_header(header, (), source=location)  # the header alone: refused here if malformed
-        h = hashlib.sha256(_header_json(header))
-        n = 0
-        for batch in parquet.iter_batches(batch_size=batch_size, use_threads=False):
-            actions = _decode({name: batch.column(name) for name in batch.schema.names}, header, version, location)
-            for i, a in enumerate(actions, n):
-                if a.action_id != i or not 1 <= a.phase <= len(plan.phases):
-                    raise PlanRejected(f"{location}: the plan is malformed (action {a.action_id} at row {i}, "
-                                       f"in phase {a.phase}); re-run 'lakesweep plan'")
-            h.update(_rows(batch, actions, version))
-            n += len(actions)
-            yield actions
-        _check_id(stored_id, h.hexdigest()[:32], location)
+    location = normalize_location(location)
+    with _open_plan_file(location, fileio) as opened:
+        plan = plan_from_header(opened[1], (), source=location)  # the header alone: refused here if malformed
+        yield from _checked_batches(*opened, location, batch_size, len(plan.phases))
+
+
+def _checked_batches(parquet: pq.ParquetFile, header: dict, version: int, stored_id: str, location: str,
+                     batch_size: int, phases: int) -> Iterator[tuple[Action, ...]]:
+    h = hashlib.sha256(_header_json(header))
+    n = 0
+    for batch in parquet.iter_batches(batch_size=batch_size, use_threads=False):
+        actions = _decode({name: batch.column(name) for name in batch.schema.names}, header, version, location)
+        for i, a in enumerate(actions, n):
+            if a.action_id != i or not 1 <= a.phase <= phases:
+                raise PlanRejected(f"{location}: the plan is malformed (action {a.action_id} at row {i}, "
+                                   f"in phase {a.phase}); re-run 'lakesweep plan'")
+        h.update(_rows(batch, actions, version))
+        n += len(actions)
+        yield actions
+    _check_id(stored_id, h.hexdigest()[:32], location)
 
 
 def verify_plan_file(location: str, fileio: FileIO | None = None, *, batch_size: int = _BATCH) -> tuple[dict, str]:
@@ -376,6 +382,79 @@ def verify_plan_file(location: str, fileio: FileIO | None = None, *, batch_size:
         pass
     with _open_plan_file(location, fileio) as (_, header, _, stored_id):
         return header, stored_id
+
+
+class StreamedActions:
+    """A plan file's actions without holding them: ``len`` from the file's footer, each iteration a pass
+    over the file a batch at a time, checked as ``iter_action_batches`` checks (an id mismatch raises
+    ``PlanRejected`` at the end of the pass). ``batches()`` gives the batches themselves."""
+
+    def __init__(self, stream: "PlanStream"):
+        self._stream = stream
+
+    def __len__(self) -> int:
+        return self._stream.n_actions
+
+    def __bool__(self) -> bool:
+        return self._stream.n_actions > 0
+
+    def __iter__(self) -> Iterator[Action]:
+        for batch in self._stream.batches():
+            yield from batch
+
+
+class PlanStream:
+    """A plan file opened once, for reading in passes that hold one batch each (``open_plan_stream``).
+
+    ``plan`` is the file's header as a ``CleanupPlan`` whose ``actions`` are ``StreamedActions``. The checks
+    ``CleanupPlan`` makes of each action (numbering, phase) are made as each batch is read, and the plan's id
+    is the stored one, checked at the end of every pass: call ``verify()`` (one pass) before showing or acting
+    on anything. Every pass reads the file opened at the start. A version-1 plan (written before plans were
+    streamed, and small) is read whole."""
+
+    def __init__(self, location: str, fileio: FileIO | None, batch_size: int):
+        self.location = normalize_location(location)
+        self.batch_size = batch_size
+        self._opened = _open_plan_file(self.location, fileio)
+        self._parquet, self._header, self._version, self.stored_id = self._opened.__enter__()
+        try:
+            self.n_actions = self._parquet.metadata.num_rows
+            self.plan = plan_from_header(self._header, (), source=self.location)
+            self._phases = len(self.plan.phases)
+            if self._version == 1:
+                actions = tuple(a for b in self.batches() for a in b)
+                self.plan = plan_from_header(self._header, actions, source=self.location)
+            else:
+                object.__setattr__(self.plan, "actions", StreamedActions(self))
+        except BaseException:
+            self.close()
+            raise
+        self.plan.remember_id(self.stored_id)
+
+    def batches(self) -> Iterator[tuple[Action, ...]]:
+        """One pass over the actions, ``batch_size`` at a time; ``PlanRejected`` after the last batch when the
+        content does not match the stored id."""
+        return _checked_batches(self._parquet, self._header, self._version, self.stored_id, self.location,
+                                self.batch_size, self._phases)
+
+    def verify(self) -> None:
+        for _ in self.batches():
+            pass
+
+    def close(self) -> None:
+        self._opened.__exit__(None, None, None)
+
+    def __enter__(self) -> "PlanStream":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+def open_plan_stream(location: str, fileio: FileIO | None = None, *, batch_size: int = _BATCH) -> PlanStream:
+    """A plan file opened for reading in batches: its header is read and checked now (refused as
+    ``read_plan`` refuses it), its actions pass by pass (``PlanStream``). Use it as a context manager."""
+    return PlanStream(location, fileio, batch_size)
 
 
 class _open_plan_file:

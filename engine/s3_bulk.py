@@ -237,16 +237,35 @@ class S3BulkDeleter(BudgetedCalls):
         return out
 
 
+class BulkRequests:
+    """``estimate_requests`` as a fold: the paths added in order, any number at a time (``add``), holding only
+    the directories of the DeleteObjects batch being filled."""
+
+    def __init__(self, batch: int = DEFAULT_DELETE_BATCH):
+        self.batch, self.lists, self.deletes = batch, 0, 0
+        self._dirs: set[tuple[str, str]] = set()
+        self._keys = 0
+
+    def add(self, paths: Iterable[str]) -> None:
+        for p in paths:
+            bucket, key = split_s3(p)
+            self._dirs.add((bucket, key.rpartition("/")[0]))
+            self._keys += 1
+            if self._keys == self.batch:
+                self.lists += len(self._dirs)
+                self.deletes += 1
+                self._dirs, self._keys = set(), 0
+
+    def counts(self) -> dict[str, int]:
+        return {"LIST": self.lists + len(self._dirs), "DELETE": self.deletes + (self._keys > 0)}
+
+
 def estimate_requests(paths: Iterable[str], *, batch: int = DEFAULT_DELETE_BATCH) -> dict[str, int]:
     """The LIST and DELETE requests ``S3BulkDeleter`` sends for ``paths`` taken in order, ``batch`` at a
     time (one LIST page per directory of each batch: more when a directory's keys span pages)."""
-    paths = list(paths)
-    lists = deletes = 0
-    for i in range(0, len(paths), batch):
-        chunk = paths[i:i + batch]
-        lists += len({(split_s3(p)[0], split_s3(p)[1].rpartition("/")[0]) for p in chunk})
-        deletes += 1
-    return {"LIST": lists, "DELETE": deletes}
+    fold = BulkRequests(batch)
+    fold.add(paths)
+    return fold.counts()
 
 
 def seconds_at(requests: int, rate: float | None) -> float | None:
@@ -254,26 +273,54 @@ def seconds_at(requests: int, rate: float | None) -> float | None:
     return None if rate is None else requests / rate
 
 
-def plan_requests(plan, *, batch: int = DEFAULT_DELETE_BATCH) -> dict[str, int]:
+class PlanRequests:
+    """``plan_requests`` as a fold over a plan's actions, added in order a batch at a time (``add``); it also
+    counts what ``apply --quarantine`` changes (``engine.s3_quarantine.quarantine_requests``): the files
+    deleted, their bytes, those of ordered phases, and the LISTs of the bulk ones."""
+
+    def __init__(self, table_location: str, phases: Sequence, *, batch: int = DEFAULT_DELETE_BATCH):
+        from lakesweep.engine.plan import PhaseMode
+
+        self.location = table_location
+        self._bulk_phase = tuple(p.mode == PhaseMode.BULK for p in phases)
+        self.bulk = BulkRequests(batch)
+        self._counts = dict.fromkeys(("LIST", "DELETE", "HEAD", "GET", "PUT"), 0)
+        self.files = self.bytes = self.ordered = 0
+
+    def add(self, actions: Iterable) -> None:
+        from lakesweep.engine.plan import Verb
+
+        counts, bulk = self._counts, []
+        for a in actions:
+            if a.verb is Verb.DELETE_FILE:
+                self.files += 1
+                self.bytes += a.size or 0
+                if self._bulk_phase[a.phase - 1]:
+                    bulk.append(f"{self.location}/{a.path}")
+                else:
+                    self.ordered += 1
+                    counts["HEAD"] += 1
+                    counts["DELETE"] += 1
+            elif a.verb is Verb.WRITE_FILE:
+                counts["GET"] += a.source is not None
+                counts["PUT"] += 1
+            elif a.verb is Verb.DELETE_EMPTY_DIR:
+                counts["HEAD"] += 1
+        self.bulk.add(bulk)
+
+    def counts(self) -> dict[str, int]:
+        bulk = self.bulk.counts()
+        return {kind: n + bulk.get(kind, 0) for kind, n in self._counts.items()}
+
+
+def plan_requests(plan, *, batch: int = DEFAULT_DELETE_BATCH, batches: Iterable[Sequence] | None = None,
+                  ) -> dict[str, int]:
     """The requests applying ``plan``'s file actions sends to an object store, by kind: the deletes of bulk
     phases in DeleteObjects batches (``estimate_requests``), those of ordered phases one by one (a HEAD, to
     tell deleted from already absent, and a DELETE), a copy a GET and a PUT, a pointer a PUT, an empty
-    directory a HEAD. Reading the table's metadata to re-check the plan comes on top."""
-    from lakesweep.engine.plan import PhaseMode, Verb
-
-    bulk, counts = [], dict.fromkeys(("LIST", "DELETE", "HEAD", "GET", "PUT"), 0)
-    for a in plan.actions:
-        path = f"{plan.table_location}/{a.path}"
-        if a.verb is Verb.DELETE_FILE and plan.phases[a.phase - 1].mode == PhaseMode.BULK:
-            bulk.append(path)
-        elif a.verb is Verb.DELETE_FILE:
-            counts["HEAD"] += 1
-            counts["DELETE"] += 1
-        elif a.verb is Verb.WRITE_FILE:
-            counts["GET"] += a.source is not None
-            counts["PUT"] += 1
-        elif a.verb is Verb.DELETE_EMPTY_DIR:
-            counts["HEAD"] += 1
-    for kind, n in estimate_requests(bulk, batch=batch).items():
-        counts[kind] += n
-    return counts
+    directory a HEAD. Reading the table's metadata to re-check the plan comes on top. ``batches``: the
+    plan's actions in order, a batch at a time (default: ``plan.actions``, whole); ``plan`` gives the rest."""
+    fold = PlanRequests(plan.table_location, plan.phases, batch=batch)
+    for actions in (plan.actions,) if batches is None else batches:
+        fold.add(actions)
+    return fold.counts()

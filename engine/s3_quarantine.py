@@ -435,24 +435,27 @@ def _probe(client, store: str, bucket: str, prefix: str) -> ConditionalPutSuppor
                 pass  # a leftover scratch key outside every table harms nothing
 
 
-def plan_quarantine_requests(plan, *, batch: int) -> dict:
+def plan_quarantine_requests(plan, *, batch: int, batches: Iterable[Sequence] | None = None) -> dict:
     """What ``apply --quarantine`` of ``plan`` sends to S3, by request kind, in each mode (``show``): as
     ``engine.s3_bulk.plan_requests`` counts a delete, with, on a versioned bucket, ListObjectVersions
     (``LIST_VERSIONS``) in place of the bulk phases' LIST and of the ordered phases' HEAD; without versioning,
     a CopyObject (``COPY``) per file in place of the ordered phases' HEAD, and the bytes the store copies.
-    Asking the bucket's versioning, and in copy mode the conditional-copy probe, come on top."""
-    from lakesweep.engine.plan import PhaseMode, Verb
-    from lakesweep.engine.s3_bulk import estimate_requests, plan_requests
+    Asking the bucket's versioning, and in copy mode the conditional-copy probe, come on top. ``batches``:
+    the plan's actions in order, a batch at a time (default: ``plan.actions``, whole)."""
+    from lakesweep.engine.s3_bulk import PlanRequests
 
-    deleted = [a for a in plan.actions if a.verb is Verb.DELETE_FILE]
-    bulk = [f"{plan.table_location}/{a.path}" for a in deleted if plan.phases[a.phase - 1].mode == PhaseMode.BULK]
-    ordered = len(deleted) - len(bulk)
-    base = plan_requests(plan, batch=batch)
-    listed = estimate_requests(bulk, batch=batch)["LIST"]
+    fold = PlanRequests(plan.table_location, plan.phases, batch=batch)
+    for actions in (plan.actions,) if batches is None else batches:
+        fold.add(actions)
+    return quarantine_requests(fold)
+
+
+def quarantine_requests(fold) -> dict:
+    """``plan_quarantine_requests`` from a ``PlanRequests`` fold that has seen every action of the plan."""
+    base, listed, ordered = fold.counts(), fold.bulk.counts()["LIST"], fold.ordered
     versioned = {**base, "LIST": base["LIST"] - listed, "HEAD": base["HEAD"] - ordered,
                  "LIST_VERSIONS": listed + ordered}
-    copy = {**base, "HEAD": base["HEAD"] - ordered, "COPY": len(deleted)}
-    size = sum(a.size or 0 for a in deleted)
-    return {"store": "s3", "files": len(deleted), "bytes": size,
+    copy = {**base, "HEAD": base["HEAD"] - ordered, "COPY": fold.files}
+    return {"store": "s3", "files": fold.files, "bytes": fold.bytes,
             VERSIONED: {k: n for k, n in versioned.items() if n}, COPY: {k: n for k, n in copy.items() if n},
-            "bytes_copied": size}
+            "bytes_copied": fold.bytes}
