@@ -205,14 +205,20 @@ def render_actions(plan) -> None:
     phase = None
     width = len(str(len(plan.actions) - 1)) if plan.actions else 1
     out.print(f"[bold]Actions[/bold] ({len(plan.actions)}; paths relative to {escape(plan.table_location)})")
+    lines: list[str] = []  # printed a thousand at a time: one print per line costs most of a long listing
     for a in plan.actions:
         if a.phase != phase:
             phase = a.phase
-            out.print(f"  phase {escape(plan.phase_name(a.phase))}")
+            lines.append(f"  phase {escape(plan.phase_name(a.phase))}")
         size = (human_bytes(a.size) if a.size is not None else "size unknown") if a.verb.deletes else None
         fields = [str(a.action_id).rjust(width), escape(str(a.kind)), size,
                   f"snapshot {a.snapshot_id}" if a.snapshot_id is not None else None, escape(a.path)]
-        out.print("    " + "  ".join(f for f in fields if f is not None))
+        lines.append("    " + "  ".join(f for f in fields if f is not None))
+        if len(lines) >= 1000:
+            out.print("\n".join(lines))
+            lines.clear()
+    if lines:
+        out.print("\n".join(lines))
 
 
 # How each outcome is told: a short, distinct column header, and the words of the summary line. A dry run

@@ -171,3 +171,41 @@ def test_showing_a_million_actions_holds_one_batch(tmp_path):
     # read_plan holds every action (about 800 MiB here); show holds the imports and one batch (about 180 MiB)
     assert whole > 600 * 1024
     assert summary < whole / 3 and listing < whole / 3, (whole, summary, listing)
+
+
+def test_the_listing_printed_a_thousand_lines_at_a_time_is_what_a_print_per_line_gave(tmp_path):
+    """Paths with markup brackets, backslashes, wide characters and more than a terminal's width."""
+    from lakesweep.engine.paimon.kinds import ActionKind
+    from lakesweep.engine.plan import Action, CleanupPlan, canonical_actions
+
+    odd = ["[bold]x[/bold]", "a\\", "\\[not markup]", "\u4e2d\u6587/\U0001f600", "d/" + "x" * 200, "e [f] \\\\g"]
+    actions = canonical_actions([Action(ActionKind.DATA_FILE if i % 3 else ActionKind.MANIFEST,
+                                        f"p{i}/{odd[i % len(odd)]}", snapshot_id=i % 7 or None,
+                                        size=None if i % 5 == 0 else i) for i in range(2_345)])
+    write_big_plan(str(tmp_path / "p.parquet"), 10)
+    plan = read_plan(str(tmp_path / "p.parquet"))
+    plan = CleanupPlan(**{**{f: getattr(plan, f) for f in plan.__dataclass_fields__}, "actions": actions})
+    for width in (80, 200):
+        console = Console(file=io.StringIO(), width=width, highlight=False, soft_wrap=True)
+        expected = Console(file=io.StringIO(), width=width, highlight=False, soft_wrap=True)
+        old, render.out = render.out, console
+        try:
+            render.render_actions(plan)
+            render.out = expected
+            render.out.print(f"[bold]Actions[/bold] ({len(actions)}; paths relative to "
+                             f"{render.escape(plan.table_location)})")
+            phase = None
+            width_id = len(str(len(actions) - 1))
+            for a in actions:  # one print per line, as the listing was printed
+                if a.phase != phase:
+                    phase = a.phase
+                    render.out.print(f"  phase {render.escape(plan.phase_name(a.phase))}")
+                size = (render.human_bytes(a.size) if a.size is not None else "size unknown") if a.verb.deletes \
+                    else None
+                fields = [str(a.action_id).rjust(width_id), render.escape(str(a.kind)), size,
+                          f"snapshot {a.snapshot_id}" if a.snapshot_id is not None else None, render.escape(a.path)]
+                render.out.print("    " + "  ".join(f for f in fields if f is not None))
+        finally:
+            render.out = old
+        assert console.file.getvalue() == expected.file.getvalue()
+        assert console.file.getvalue().count("\n") == len(actions) + 3
