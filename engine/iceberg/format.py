@@ -114,11 +114,11 @@ class IcebergFormat:
         expiry = rules_of(plan).expiry_gate
         expired = frozenset(plan.scope.expired) if expiry else frozenset()
         if expiry:
-            hits = reachable(table, frozenset(planned), expired=expired,
+            hits = reachable(table, planned.keys(), expired=expired,
                              removed_refs=frozenset(plan.scope.removed_refs), live_only=True,
                              metadata_log=True)
         else:
-            hits = reachable(table, frozenset(planned), live_only=False, metadata_log=True)
+            hits = reachable(table, planned.keys(), live_only=False, metadata_log=True)
         skip: dict[int, str] = {}
         for holder, path in hits:
             a = planned[path]
