@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import re
 import threading
+from collections import deque
 from typing import Callable, Iterable, Iterator, Protocol, Sequence, TypeVar
 
 from lakesweep.engine.decode_pool import map_ordered, processes_for
@@ -53,6 +54,7 @@ def parse_versioned_id(rest: str) -> int | None:
     return value if value <= LONG_MAX else None
 
 
+BATCH_BYTES = 1 << 20  # the files a worker decodes per task
 IMMUTABLE_KINDS = frozenset({"list", "manifest", "index", "live"})  # "live" is keyed by manifest list names
 
 
@@ -398,21 +400,47 @@ class PaimonTable:
 
     def _decode_many(self, paths: list[str], what: str, decode: Callable[[tuple[str, bytes]], T],
                      nbytes: int) -> Iterator[tuple[str, T]]:
-        """``(path, decode((path, bytes)))`` for each of ``paths``, in order; in worker processes
-        when ``nbytes`` is large. Fails as reading and decoding them one by one fails: at the first path that
-        cannot be read or decoded, after yielding those before it."""
+        """``(path, decode((path, bytes)))`` for each of ``paths``, in order; in worker processes, a batch of
+        files per task, when ``nbytes`` is large. Fails as reading and decoding them one by one fails: at the
+        first path that cannot be read or decoded, after yielding those before it."""
+        processes = processes_for(nbytes)
+        if processes <= 1:
+            for path in paths:
+                yield path, decode((path, self._read(path, what)))
+            return
         failed: list[Exception] = []
+        sent: deque[list[tuple[str, bytes]]] = deque()
 
-        def items():
+        def batches():
+            batch: list[tuple[str, bytes]] = []
+            size = 0
             for path in paths:
                 try:
                     data = self._read(path, what)
                 except Exception as e:  # noqa: BLE001 - raised below, after what was read before it
                     failed.append(e)
-                    return
-                yield path, data
+                    break
+                batch.append((path, data))
+                size += len(data)
+                if size >= BATCH_BYTES:
+                    sent.append(batch)
+                    yield decode, batch
+                    batch, size = [], 0
+            if batch:
+                sent.append(batch)
+                yield decode, batch
 
-        yield from zip(paths, map_ordered(decode, items(), processes=processes_for(nbytes)))
+        results = map_ordered(_decode_batch, batches(), processes=processes)
+        while True:
+            try:
+                decoded = next(results)
+            except StopIteration:
+                break
+            except Exception:  # noqa: BLE001 - decoded again here, one by one, to fail at the same file
+                for item in sent.popleft():
+                    yield item[0], decode(item)
+                raise
+            yield from zip((path for path, _ in sent.popleft()), decoded)
         if failed:
             raise failed[0]
 
@@ -542,6 +570,13 @@ class PaimonTable:
         # Branch data shares the main table's directories; paths use the main table's factory.
         t._paths = self.paths
         return t
+
+
+def _decode_batch(job: tuple[Callable[[tuple[str, bytes]], T], list[tuple[str, bytes]]]) -> list[T]:
+    """A worker's task: ``decode`` each item of a batch (one task per file costs this process more to send
+    and collect than a small manifest costs to decode)."""
+    decode, items = job
+    return [decode(item) for item in items]
 
 
 def _snapshot_names(snap: Snapshot) -> tuple[str | None, ...]:
