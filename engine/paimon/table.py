@@ -11,10 +11,9 @@ from __future__ import annotations
 import json
 import re
 import threading
-from collections import deque
 from typing import Callable, Iterable, Iterator, Protocol, Sequence, TypeVar
 
-from lakesweep.engine.decode_pool import map_ordered, processes_for
+from lakesweep.engine.decode_pool import processes_for
 from lakesweep.engine.errors import (CorruptMetadata, MetadataNotFound, PlanRejected, StorageError, TableFormatError,
                                      UnsupportedTable)
 from lakesweep.engine.fileio import FileIO, fileio_for, join, normalize_location
@@ -23,6 +22,7 @@ from lakesweep.engine.paimon.manifests import (decode_manifest, decode_manifest_
                                                parse_manifest_names)
 from lakesweep.engine.paimon.model import (LONG_MAX, Consumer, FileKind, IndexManifestEntry, ManifestEntry,
                                            ManifestFileMeta, Snapshot, TableSchema, Tag, check_json_long, int_list)
+from lakesweep.engine.paimon.decode_batches import read_and_decode
 from lakesweep.engine.paimon.paths import PATH_SHAPING_OPTIONS, PathFactory, check_path_options_stable
 
 T = TypeVar("T")
@@ -54,7 +54,6 @@ def parse_versioned_id(rest: str) -> int | None:
     return value if value <= LONG_MAX else None
 
 
-BATCH_BYTES = 1 << 20  # the files a worker decodes per task
 IMMUTABLE_KINDS = frozenset({"list", "manifest", "index", "live"})  # "live" is keyed by manifest list names
 
 
@@ -153,6 +152,9 @@ class PaimonTable:
         if self.on_read is not None:
             self.on_read.read(path, what, len(data))
         return data
+
+    def _read_manifest(self, path: str) -> bytes:
+        return self._read(path, "manifest")
 
     def _named(self, names: Iterable[str | None]) -> None:
         if self.on_read is not None:
@@ -368,7 +370,8 @@ class PaimonTable:
                 path = self.paths.manifest(m.file_name)
                 if path not in todo and ("manifest", path) not in self._files:
                     todo[path] = m.file_size
-        for path, rows in self._decode_many(list(todo), "manifest", decode_manifest, sum(todo.values())):
+        for path, rows in read_and_decode(list(todo), self._read_manifest, decode_manifest,
+                                          processes=processes_for(sum(todo.values()))):
             entries = manifest_entries(rows)
             with self._files_lock:
                 self._files[("manifest", path)] = entries
@@ -389,60 +392,14 @@ class PaimonTable:
             cached = {m.file_name: self._files.get(("manifest", self.paths.manifest(m.file_name)))
                       for m in manifests}
         todo = [m for m in manifests if cached[m.file_name] is None]
-        decoded = self._decode_many([self.paths.manifest(m.file_name) for m in todo], "manifest",
-                                    decode_manifest_names, sum(m.file_size for m in todo))
+        decoded = read_and_decode([self.paths.manifest(m.file_name) for m in todo], self._read_manifest,
+                                  decode_manifest_names, processes=processes_for(sum(m.file_size for m in todo)))
         for m in manifests:
             entries = cached[m.file_name]
             if entries is None:
                 yield next(decoded)[1]
             else:
                 yield [n for e in entries for n in (e.file.file_name, *e.file.extra_files)]
-
-    def _decode_many(self, paths: list[str], what: str, decode: Callable[[tuple[str, bytes]], T],
-                     nbytes: int) -> Iterator[tuple[str, T]]:
-        """``(path, decode((path, bytes)))`` for each of ``paths``, in order; in worker processes, a batch of
-        files per task, when ``nbytes`` is large. Fails as reading and decoding them one by one fails: at the
-        first path that cannot be read or decoded, after yielding those before it."""
-        processes = processes_for(nbytes)
-        if processes <= 1:
-            for path in paths:
-                yield path, decode((path, self._read(path, what)))
-            return
-        failed: list[Exception] = []
-        sent: deque[list[tuple[str, bytes]]] = deque()
-
-        def batches():
-            batch: list[tuple[str, bytes]] = []
-            size = 0
-            for path in paths:
-                try:
-                    data = self._read(path, what)
-                except Exception as e:  # noqa: BLE001 - raised below, after what was read before it
-                    failed.append(e)
-                    break
-                batch.append((path, data))
-                size += len(data)
-                if size >= BATCH_BYTES:
-                    sent.append(batch)
-                    yield decode, batch
-                    batch, size = [], 0
-            if batch:
-                sent.append(batch)
-                yield decode, batch
-
-        results = map_ordered(_decode_batch, batches(), processes=processes)
-        while True:
-            try:
-                decoded = next(results)
-            except StopIteration:
-                break
-            except Exception:  # noqa: BLE001 - decoded again here, one by one, to fail at the same file
-                for item in sent.popleft():
-                    yield item[0], decode(item)
-                raise
-            yield from zip((path for path, _ in sent.popleft()), decoded)
-        if failed:
-            raise failed[0]
 
     def index_manifest(self, name: str) -> list[IndexManifestEntry]:
         path = self.paths.manifest(name)
@@ -570,13 +527,6 @@ class PaimonTable:
         # Branch data shares the main table's directories; paths use the main table's factory.
         t._paths = self.paths
         return t
-
-
-def _decode_batch(job: tuple[Callable[[tuple[str, bytes]], T], list[tuple[str, bytes]]]) -> list[T]:
-    """A worker's task: ``decode`` each item of a batch (one task per file costs this process more to send
-    and collect than a small manifest costs to decode)."""
-    decode, items = job
-    return [decode(item) for item in items]
 
 
 def _snapshot_names(snap: Snapshot) -> tuple[str | None, ...]:
