@@ -177,6 +177,11 @@ def parse_manifest_names(path: str, data: bytes) -> list[str]:
     return out
 
 
+def decode_manifest_names(item: tuple[str, bytes]) -> list[str]:
+    """``parse_manifest_names`` of ``item`` = (path, bytes): a top-level function, as ``map_ordered`` maps."""
+    return parse_manifest_names(*item)
+
+
 def parse_index_manifest(path: str, data: bytes) -> list[IndexManifestEntry]:
     out = []
     for rec in _records(path, data):

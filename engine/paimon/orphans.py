@@ -19,7 +19,7 @@ from lakesweep.engine.fileio import FileInfo, join
 from lakesweep.engine.listing import ListedFile
 from lakesweep.engine.paimon.kinds import OrphanKind
 from lakesweep.engine.paimon.layout import Layout, orphan_kind_of
-from lakesweep.engine.paimon.model import Snapshot
+from lakesweep.engine.paimon.model import ManifestFileMeta, Snapshot
 from lakesweep.engine.paimon.table import BRANCH_PREFIX, SCHEMA_PREFIX, PaimonTable, parse_versioned_id
 from lakesweep.engine.quarantine import quarantined
 
@@ -171,7 +171,7 @@ def used_names(table: PaimonTable) -> UsedNames:
     Java.
     """
     names: set[str] = set()
-    manifests: set[str] = set()
+    manifests: dict[str, ManifestFileMeta] = {}
     latest = []
     for view in branch_views(table):
         newest = None
@@ -190,12 +190,12 @@ def used_names(table: PaimonTable) -> UsedNames:
             except MetadataNotFound:
                 continue
             _collect(view, c, names, manifests, tolerate_missing=("base", "delta", "changelog", "index"))
-    for m in sorted(manifests):
-        names.update(table.manifest_names(m))
+    for found in table.manifests_names([manifests[m] for m in sorted(manifests)]):
+        names.update(found)
     return UsedNames(frozenset(names), tuple(latest))
 
 
-def _collect(view: PaimonTable, s: Snapshot, names: set[str], manifests: set[str],
+def _collect(view: PaimonTable, s: Snapshot, names: set[str], manifests: dict[str, ManifestFileMeta],
              tolerate_missing: Iterable[str]) -> None:
     """``OrphanFilesClean#collectWithoutDataFile``: the lists, their manifests, the index manifest and its
     files, the statistics file of one snapshot-like object."""
@@ -212,7 +212,7 @@ def _collect(view: PaimonTable, s: Snapshot, names: set[str], manifests: set[str
             raise
         for m in metas:
             names.add(m.file_name)
-            manifests.add(m.file_name)
+            manifests.setdefault(m.file_name, m)
     if s.index_manifest:
         names.add(s.index_manifest)
         try:

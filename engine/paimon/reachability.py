@@ -81,7 +81,9 @@ def added_files(table: PaimonTable, snapshot: Snapshot) -> dict[str, int | None]
     out = snapshot_files(table, snapshot, with_changelog=True)
     for m in table.data_manifests(snapshot):
         out[paths.manifest(m.file_name)] = m.file_size
-    for m in table.manifest_list(snapshot.delta_manifest_list):
+    delta = table.manifest_list(snapshot.delta_manifest_list)
+    table.prefetch(delta)
+    for m in delta:
         for e in table.manifest(m.file_name):
             if e.kind == FileKind.ADD:
                 out[paths.data_file(e.partition, e.bucket, e.file)] = e.file.file_size
@@ -94,7 +96,9 @@ def changelog_list_files(table: PaimonTable, name: str) -> dict[str, int | None]
     """A changelog manifest list, its manifests and the changelog files they add, with recorded sizes."""
     paths = table.paths
     out: dict[str, int | None] = {paths.manifest(name): None}
-    for m in table.manifest_list(name):
+    metas = table.manifest_list(name)
+    table.prefetch(metas)
+    for m in metas:
         out[paths.manifest(m.file_name)] = m.file_size
         for e in table.manifest(m.file_name):
             if e.kind == FileKind.ADD:
@@ -119,6 +123,8 @@ def changelog_reachable_files(table: PaimonTable, changelog: Snapshot) -> dict[s
         except MetadataNotFound:
             continue
         out[paths.manifest(name)] = None
+        if delta:
+            table.prefetch(metas)
         for m in metas:
             out[paths.manifest(m.file_name)] = m.file_size
             if not delta:

@@ -2,7 +2,8 @@
 
 Resolution of EARLIEST/LATEST follows ``SnapshotManager``: the LATEST hint may lag but
 never lead, the EARLIEST hint is trusted when its snapshot exists. Every read that fails raises a typed
-error naming the path; "not found" and "cannot read" are never confused.
+error naming the path; "not found" and "cannot read" are never confused. Many manifests are decoded on
+every core (``prefetch``, ``engine.decode_pool``) into the cache the one-by-one reads fill.
 """
 
 from __future__ import annotations
@@ -10,14 +11,18 @@ from __future__ import annotations
 import json
 import re
 import threading
-from typing import Callable, Iterable, Protocol, Sequence, TypeVar
+from typing import Callable, Iterable, Iterator, Protocol, Sequence, TypeVar
 
-from lakesweep.engine.errors import CorruptMetadata, MetadataNotFound, PlanRejected, UnsupportedTable
+from lakesweep.engine.decode_pool import processes_for
+from lakesweep.engine.errors import (CorruptMetadata, MetadataNotFound, PlanRejected, StorageError, TableFormatError,
+                                     UnsupportedTable)
 from lakesweep.engine.fileio import FileIO, fileio_for, join, normalize_location
-from lakesweep.engine.paimon.manifests import (parse_index_manifest, parse_manifest, parse_manifest_list,
+from lakesweep.engine.paimon.manifests import (decode_manifest, decode_manifest_names, manifest_entries,
+                                               parse_index_manifest, parse_manifest, parse_manifest_list,
                                                parse_manifest_names)
 from lakesweep.engine.paimon.model import (LONG_MAX, Consumer, FileKind, IndexManifestEntry, ManifestEntry,
                                            ManifestFileMeta, Snapshot, TableSchema, Tag, check_json_long, int_list)
+from lakesweep.engine.paimon.decode_batches import read_and_decode
 from lakesweep.engine.paimon.paths import PATH_SHAPING_OPTIONS, PathFactory, check_path_options_stable
 
 T = TypeVar("T")
@@ -147,6 +152,9 @@ class PaimonTable:
         if self.on_read is not None:
             self.on_read.read(path, what, len(data))
         return data
+
+    def _read_manifest(self, path: str) -> bytes:
+        return self._read(path, "manifest")
 
     def _named(self, names: Iterable[str | None]) -> None:
         if self.on_read is not None:
@@ -351,6 +359,48 @@ class PaimonTable:
             return [n for e in entries for n in (e.file.file_name, *e.file.extra_files)]
         return parse_manifest_names(path, self._read(path, "manifest"))
 
+    def prefetch(self, manifests: Iterable[ManifestFileMeta]) -> None:
+        """Read and decode, on every core for a large input (``engine.decode_pool``), each of ``manifests`` not
+        read yet, in the order given; ``manifest`` then answers from memory. Fails as reading them one by one
+        with ``manifest`` fails: at the first that cannot be read, those before it kept."""
+        manifests = list(manifests)  # before taking the lock: reading a list takes it too
+        todo: dict[str, int] = {}
+        with self._files_lock:
+            for m in manifests:
+                path = self.paths.manifest(m.file_name)
+                if path not in todo and ("manifest", path) not in self._files:
+                    todo[path] = m.file_size
+        for path, rows in read_and_decode(list(todo), self._read_manifest, decode_manifest,
+                                          processes=processes_for(sum(todo.values()))):
+            entries = manifest_entries(rows)
+            with self._files_lock:
+                self._files[("manifest", path)] = entries
+
+    def prefetch_ahead(self, manifests: Iterable[ManifestFileMeta]) -> None:
+        """``prefetch`` for a loop that then reads the same manifests and handles their errors itself: a
+        manifest that cannot be read (or listed, when ``manifests`` reads lists) is left to that loop, which
+        reads it again and fails, or tolerates it, where and as it did without the prefetch."""
+        try:
+            self.prefetch(manifests)
+        except (TableFormatError, StorageError):
+            pass  # not a result: the caller's own read of the same file raises it again
+
+    def manifests_names(self, manifests: Sequence[ManifestFileMeta]) -> Iterator[list[str]]:
+        """``manifest_names`` of each of ``manifests``, in order, those not cached decoded on every core for a
+        large input and not kept. Fails as ``manifest_names`` one by one fails."""
+        with self._files_lock:
+            cached = {m.file_name: self._files.get(("manifest", self.paths.manifest(m.file_name)))
+                      for m in manifests}
+        todo = [m for m in manifests if cached[m.file_name] is None]
+        decoded = read_and_decode([self.paths.manifest(m.file_name) for m in todo], self._read_manifest,
+                                  decode_manifest_names, processes=processes_for(sum(m.file_size for m in todo)))
+        for m in manifests:
+            entries = cached[m.file_name]
+            if entries is None:
+                yield next(decoded)[1]
+            else:
+                yield [n for e in entries for n in (e.file.file_name, *e.file.extra_files)]
+
     def index_manifest(self, name: str) -> list[IndexManifestEntry]:
         path = self.paths.manifest(name)
         return self._cached(
@@ -362,6 +412,8 @@ class PaimonTable:
         return self.manifest_list(snapshot.base_manifest_list) + self.manifest_list(snapshot.delta_manifest_list)
 
     def entries(self, manifests: Iterable[ManifestFileMeta]) -> list[ManifestEntry]:
+        manifests = list(manifests)
+        self.prefetch(manifests)
         out: list[ManifestEntry] = []
         for m in manifests:
             out.extend(self.manifest(m.file_name))

@@ -119,6 +119,8 @@ class _Planner:
 
     def plan_data_files(self, snapshots: list[Snapshot], begin: int, tags: list[Tag]) -> None:
         defer_append = self.opts.changelog_decoupled and self.opts.changelog_producer == "none"
+        self.table.prefetch_ahead(m for s in snapshots if s.id != begin
+                                  for m in self.table.manifest_list(s.delta_manifest_list))
         for s in snapshots:
             if s.id == begin:
                 continue
@@ -164,6 +166,8 @@ class _Planner:
     # -- (4) changelog files -------------------------------------------------------------------
 
     def plan_changelog_files(self, expiring: list[Snapshot]) -> None:
+        self.table.prefetch_ahead(m for s in expiring if s.changelog_manifest_list
+                                  for m in self.table.manifest_list(s.changelog_manifest_list))
         for s in expiring:
             if not s.changelog_manifest_list:
                 continue
