@@ -100,11 +100,12 @@ def snapshots_deleted(plan: CleanupPlan, table: PaimonTable, targets: Sequence[s
     """The ids of the branch's snapshot files the plan deletes, from the locations its actions name
     (whatever kind they claim)."""
     out = set()
+    directory = table.snapshot_dir
     for a in plan.actions:
         target = targets[a.action_id]
-        name = posixpath.basename(target)
-        if a.verb is Verb.DELETE_FILE and posixpath.dirname(target) == table.snapshot_dir and \
-                name.startswith(SNAPSHOT_PREFIX):
+        name = target[target.rfind("/") + 1:]  # posixpath.basename, without its call for each of a million
+        if name.startswith(SNAPSHOT_PREFIX) and a.verb is Verb.DELETE_FILE and \
+                posixpath.dirname(target) == directory:
             sid = parse_versioned_id(name[len(SNAPSHOT_PREFIX):])
             if sid is not None:
                 out.add(sid)
