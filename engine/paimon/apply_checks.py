@@ -101,11 +101,11 @@ def snapshots_deleted(plan: CleanupPlan, table: PaimonTable, targets: Sequence[s
     (whatever kind they claim)."""
     out = set()
     directory = table.snapshot_dir
-    for a in plan.actions:
-        target = targets[a.action_id]
-        name = target[target.rfind("/") + 1:]  # posixpath.basename, without its call for each of a million
-        if name.startswith(SNAPSHOT_PREFIX) and a.verb is Verb.DELETE_FILE and \
-                posixpath.dirname(target) == directory:
+    marker = "/" + SNAPSHOT_PREFIX  # in every such location: a cheap first look at each of a million
+    for i in [i for i, target in enumerate(targets) if marker in target]:
+        a, target = plan.actions[i], targets[i]
+        name = posixpath.basename(target)
+        if a.verb is Verb.DELETE_FILE and posixpath.dirname(target) == directory and name.startswith(SNAPSHOT_PREFIX):
             sid = parse_versioned_id(name[len(SNAPSHOT_PREFIX):])
             if sid is not None:
                 out.add(sid)

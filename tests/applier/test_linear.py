@@ -188,7 +188,10 @@ def run(tmp_path, commits: int) -> dict:
 
     # The resumed apply finished the plan: every planned deletion is gone, everything else is still there.
     assert (report.state, report.resumed) == ("COMPLETED", True)
-    assert report.counts["DELETED"] == len(deleting) and report.counts["FAILED"] == 0
+    # A bulk phase journals a batch while the next one runs: the crash, in a journal write, leaves at most
+    # that next batch deleted and not journaled, which resume finds already absent.
+    absent = report.counts["ALREADY_ABSENT"]
+    assert report.counts["DELETED"] + absent == len(deleting) and absent <= 500 and report.counts["FAILED"] == 0
     assert report.phases[0]["actions"] == data_files - journaled  # resume did only what was left
     assert resume_counts["file records written"] == n - journaled
     dirs = sum(1 for a in deleting if a.kind == ActionKind.EMPTY_DIR)
