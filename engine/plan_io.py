@@ -378,10 +378,9 @@ def _checked_batches(parquet: pq.ParquetFile, header: dict, version: int, stored
 
 def verify_plan_file(location: str, fileio: FileIO | None = None, *, batch_size: int = _BATCH) -> tuple[dict, str]:
     """Read a plan file once, a batch at a time, and check it as ``read_plan`` does; its header and id."""
-    for _ in iter_action_batches(location, batch_size, fileio):
-        pass
-    with _open_plan_file(location, fileio) as (_, header, _, stored_id):
-        return header, stored_id
+    with open_plan_stream(location, fileio, batch_size=batch_size) as stream:
+        stream.verify()
+        return stream.header, stream.stored_id
 
 
 class StreamedActions:
@@ -416,14 +415,14 @@ class PlanStream:
         self.location = normalize_location(location)
         self.batch_size = batch_size
         self._opened = _open_plan_file(self.location, fileio)
-        self._parquet, self._header, self._version, self.stored_id = self._opened.__enter__()
+        self._parquet, self.header, self._version, self.stored_id = self._opened.__enter__()
         try:
             self.n_actions = self._parquet.metadata.num_rows
-            self.plan = plan_from_header(self._header, (), source=self.location)
+            self.plan = plan_from_header(self.header, (), source=self.location)
             self._phases = len(self.plan.phases)
             if self._version == 1:
                 actions = tuple(a for b in self.batches() for a in b)
-                self.plan = plan_from_header(self._header, actions, source=self.location)
+                self.plan = plan_from_header(self.header, actions, source=self.location)
             else:
                 object.__setattr__(self.plan, "actions", StreamedActions(self))
         except BaseException:
@@ -434,7 +433,7 @@ class PlanStream:
     def batches(self) -> Iterator[tuple[Action, ...]]:
         """One pass over the actions, ``batch_size`` at a time; ``PlanRejected`` after the last batch when the
         content does not match the stored id."""
-        return _checked_batches(self._parquet, self._header, self._version, self.stored_id, self.location,
+        return _checked_batches(self._parquet, self.header, self._version, self.stored_id, self.location,
                                 self.batch_size, self._phases)
 
     def verify(self) -> None:

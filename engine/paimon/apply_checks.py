@@ -77,14 +77,15 @@ def check_unreachable(plan: CleanupPlan, table: PaimonTable, actions: Sequence[A
     if targets is None:
         full = PathResolver(table.location, external_roots(table.options)).full
         targets = [full(a.path) for a in plan.actions]
-    check_pointers(plan, table, actions, targets, done=done)
+    deleted_snapshots = snapshots_deleted(plan, table, targets)
+    check_pointers(plan, table, actions, targets, deleted_snapshots, done=done)
     deleting = [a for a in actions if a.verb is Verb.DELETE_FILE]
     planned = {targets[a.action_id]: a for a in deleting}
     rules, deleted_tags = rules_of(plan), tags_deleted(plan)
     end = plan.end if rules.gate_end is None else rules.gate_end(plan, table, planned, done)
     hit = first_reachable(table, frozenset(planned), end=end, without_tags=deleted_tags,
                           without_changelogs=changelogs_deleted(plan), every_snapshot=True,
-                          without_snapshots=snapshots_deleted(plan, table, targets))
+                          without_snapshots=deleted_snapshots)
     if hit is not None:
         holder, path = hit
         a = planned[path]
@@ -131,14 +132,14 @@ def check_unused_names(plan: CleanupPlan, table: PaimonTable, planned: dict[str,
             )
 
 
-def check_pointers(plan: CleanupPlan, table: PaimonTable, actions: Sequence[Action], targets: Sequence[str], *,
-                   done: AbstractSet[str] = frozenset()) -> None:
+def check_pointers(plan: CleanupPlan, table: PaimonTable, actions: Sequence[Action], targets: Sequence[str],
+                   deleted: AbstractSet[int], *, done: AbstractSet[str] = frozenset()) -> None:
     """Refuse (``StalePlan``) a hint ``actions`` would write (``snapshot/EARLIEST``, ``changelog/EARLIEST``)
     that moves the live hint backwards, or that names a snapshot (changelog) that does not exist: a stale
     plan, applied after another expiry, would put back what that expiry removed (a hint-only plan has no
     other requirement). The snapshot hint may also not move past a snapshot the plan does not delete: the
-    snapshots below it would leave the table with their files. A hint this apply already wrote
-    (``done``) is not checked again."""
+    snapshots below it would leave the table with their files (``deleted``: the snapshot ids the plan
+    deletes, ``snapshots_deleted``). A hint this apply already wrote (``done``) is not checked again."""
     for a in pointer_writes(actions):
         target = targets[a.action_id]
         if target in done:
@@ -163,7 +164,6 @@ def check_pointers(plan: CleanupPlan, table: PaimonTable, actions: Sequence[Acti
         if not table.fileio.exists(path):
             raise stale(f"which names {kind} {value}; it does not exist")
         if snapshots:
-            deleted = snapshots_deleted(plan, table, targets)
             earliest = table.earliest_latest()[0]
             kept = [sid for sid in table.list_snapshot_ids()
                     if earliest is not None and earliest <= sid < value and sid not in deleted]

@@ -120,6 +120,11 @@ def _versioned_ids(files, prefix: str) -> list[int]:
     return sorted(ids)
 
 
+def _entry_names(entries: Sequence[ManifestEntry]) -> list[str]:
+    """The file names (and extra files) of manifest entries, as ``parse_manifest_names`` gives them."""
+    return [n for e in entries for n in (e.file.file_name, *e.file.extra_files)]
+
+
 class PaimonTable:
     """Metadata of one branch of a Paimon table. Data files are never opened."""
 
@@ -356,7 +361,7 @@ class PaimonTable:
         with self._files_lock:
             entries = self._files.get(("manifest", path))
         if entries is not None:
-            return [n for e in entries for n in (e.file.file_name, *e.file.extra_files)]
+            return _entry_names(entries)
         return parse_manifest_names(path, self._read(path, "manifest"))
 
     def prefetch(self, manifests: Iterable[ManifestFileMeta]) -> None:
@@ -399,7 +404,7 @@ class PaimonTable:
             if entries is None:
                 yield next(decoded)[1]
             else:
-                yield [n for e in entries for n in (e.file.file_name, *e.file.extra_files)]
+                yield _entry_names(entries)
 
     def index_manifest(self, name: str) -> list[IndexManifestEntry]:
         path = self.paths.manifest(name)
