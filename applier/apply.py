@@ -10,6 +10,7 @@ probe that only looks, journaling nothing; without ``check_files`` (the CLI's de
 
 from __future__ import annotations
 
+import dataclasses
 import time
 import uuid
 from dataclasses import dataclass, field
@@ -536,6 +537,9 @@ def apply_plan(
     ``quarantine`` says."""
     started = clock()
     plan_id = plan.plan_id
+    if not isinstance(plan.actions, tuple):  # actions kept as columns (a plan just made): apply looks them up by id
+        plan = dataclasses.replace(plan, actions=tuple(plan.actions))
+        plan.remember_id(plan_id)
     if skip_if_applied:
         before = applied_before(recorder, plan_id)
         if before is not None and unfinished_apply(recorder, plan_id) is None:  # else: resume it (below)

@@ -142,6 +142,12 @@ class ActionFigures:
         self.unknown_size = 0
 
     def add(self, actions) -> None:
+        from lakesweep.engine.plan_columns import ColumnActions
+
+        if isinstance(actions, ColumnActions):
+            self.deleting_kinds |= actions.deleting_kinds()
+            self.unknown_size += actions.unknown_size_deletes()
+            return
         for a in actions:
             if a.verb.deletes:
                 self.deleting_kinds.add(str(a.kind))

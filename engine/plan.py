@@ -245,10 +245,11 @@ _FIELD = {name: i for i, name in enumerate(ACTION_FIELDS)}
 
 
 def canonical_columns(kinds: list, paths: list[str], snapshot_ids: list, sizes: list,
-                      partitions: list) -> tuple[Action, ...]:
+                      partitions: list) -> Sequence[Action]:
     """``canonical_actions`` of ``Action(kind, path, snapshot_id=, size=, partition=)`` for each row of the
-    columns, each kind a registered one (its verb and phase from its spec): the same actions, built once,
-    in their canonical order (a millions-of-files expiry finds its files as columns)."""
+    columns, each kind a registered one (its verb and phase from its spec): the same actions in their
+    canonical order (a millions-of-files expiry finds its files as columns), kept as columns
+    (``engine.plan_columns.ColumnActions``) where every value fits the plan file's."""
     from itertools import repeat
 
     if not paths:
@@ -262,6 +263,11 @@ def canonical_columns(kinds: list, paths: list[str], snapshot_ids: list, sizes: 
     order = _order_of_columns(kinds, lambda name: given.get(name) or [None if name == "bucket" else 0] * n)
     if order is None:  # duplicates, or keys Arrow cannot hold: the actions themselves decide
         return canonical_actions(list(map(Action, kinds, paths, snapshot_ids, partitions, repeat(None), sizes)))
+    from lakesweep.engine.plan_columns import column_actions
+
+    columns = column_actions(kinds, paths, snapshot_ids, sizes, partitions, specs, order)
+    if columns is not None:
+        return columns
     kinds = list(map(kinds.__getitem__, order))
     verbs = list(map({k: spec.verb for k, spec in specs.items()}.__getitem__, kinds))
     return tuple(map(Action, kinds, map(paths.__getitem__, order), map(snapshot_ids.__getitem__, order),
@@ -534,7 +540,7 @@ class CleanupPlan:
     scope: Scope  # the kind's own range data (engine.<format>.scopes)
     requirements: tuple[Requirement, ...]
     phases: tuple[PhaseSpec, ...]
-    actions: tuple[Action, ...]
+    actions: Sequence[Action]  # a tuple, or the plan file's columns (``engine.plan_columns.ColumnActions``)
     stats: Mapping[str, Any] = field(default_factory=dict)  # protected counts, bound, warnings
     format: str = "paimon"
     format_version: int = FORMAT_VERSION
@@ -556,6 +562,10 @@ class CleanupPlan:
                             f"scope is decoded only from an old plan header (decode_scope)")
         if self.scope.TYPE != f"{self.format}.{self.kind}":
             raise ValueError(f"a {self.format} {self.kind} plan cannot hold a {self.scope.TYPE} scope")
+        checked = getattr(self.actions, "check_canonical", None)  # actions kept as columns check themselves
+        if checked is not None:
+            checked(len(self.phases))
+            return
         for i, a in enumerate(self.actions):
             if a.action_id != i:
                 raise ValueError("actions must be canonical (numbered 0..n-1 in order); use canonical_actions")
@@ -581,7 +591,8 @@ class CleanupPlan:
 
     @property
     def deletes_anything(self) -> bool:
-        return any(a.verb.deletes for a in self.actions)
+        columnar = getattr(self.actions, "deletes_anything", None)
+        return columnar() if columnar is not None else any(a.verb.deletes for a in self.actions)
 
     def phase_name(self, phase: int) -> str:
         return self.phases[phase - 1].name
@@ -686,6 +697,9 @@ def action_rows(actions: Sequence[Action], *, v1: bool = False) -> bytes:
 
 def summarize(actions: Sequence[Action], *, by_partition: AbstractSet[str] = frozenset()) -> dict:
     """Counts and bytes per action kind, and per partition for the kinds in ``by_partition``."""
+    columnar = getattr(actions, "summary", None)  # actions kept as columns count themselves
+    if columnar is not None:
+        return columnar(by_partition)
     kinds: dict[str, dict[str, int]] = {}
     partitions: dict[str, dict[str, int]] = {}
     for a in actions:

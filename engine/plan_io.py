@@ -24,6 +24,7 @@ from lakesweep.engine.plan import (ACTION_COLUMNS, FORMAT_VERSION, FORMATS, Acti
                                    Verb, action_columns, action_rows, compute_plan_id, decode_requirement,
                                    decode_scope, format_module, kind_spec)
 from lakesweep.engine.plan_codec import ARROW_TYPES, NotColumnar, action_arrays, rows_json
+from lakesweep.engine.plan_columns import SCHEMA, ColumnActions, column_values
 
 HEADER_KEY = b"lakesweep.plan.header"
 ID_KEY = b"lakesweep.plan.id"
@@ -31,7 +32,6 @@ ID_KEY = b"lakesweep.plan.id"
 READ_VERSIONS = (1, 2, FORMAT_VERSION)
 
 # Versions 2 and 3: one column per ``Action`` field, in field order, typed as the field declares.
-SCHEMA = pa.schema([pa.field(name, ARROW_TYPES[t], nullable=n) for name, t, n in ACTION_COLUMNS])
 ACTION_FIELDS_INDEX = {name: i for i, name in enumerate(SCHEMA.names)}
 
 # Version 1 (read only): snapshot expiry's columns, before actions had a verb.
@@ -61,6 +61,9 @@ def _header_json(header: Mapping) -> bytes:
 
 def _columns(actions: Sequence[Action]) -> tuple[list[pa.Array], bytes | memoryview | None]:
     """The actions' columns and, where they are columnar, their rows as the id hashes them (else None)."""
+    if isinstance(actions, ColumnActions):
+        arrays = actions.arrays()
+        return arrays, rows_json(arrays) if actions else None
     try:
         arrays = action_arrays(actions)
         return arrays, None if not actions else rows_json(arrays)
@@ -230,20 +233,6 @@ def _plan_from_v1_header(header: dict, actions: tuple[Action, ...]) -> CleanupPl
         format_version=1,
         stored_header=header,
     )
-
-
-def column_values(col: pa.ChunkedArray) -> list:
-    """A column's values as Python objects (``None`` for nulls), through NumPy: ``to_pylist`` builds an
-    Arrow scalar per value and costs several times more on a plan of 300,000 actions."""
-    if pa.types.is_string(col.type) or pa.types.is_large_string(col.type):
-        return col.to_numpy(zero_copy_only=False).tolist()
-    if not pa.types.is_integer(col.type):
-        return col.to_pylist()
-    if not col.null_count:
-        return col.to_numpy().tolist()
-    values = col.fill_null(0).to_numpy().tolist()
-    nulls = col.is_null().to_numpy(zero_copy_only=False).tolist()
-    return [None if null else v for v, null in zip(values, nulls)]
 
 
 _VERBS = {v.value: v for v in Verb}

@@ -69,9 +69,10 @@ def actions_table(plan_id: str, actions: Sequence[Action]) -> pa.Table:
     columns are (``engine.plan_codec.action_arrays``); row by row where a value does not fit its column's
     JSON (``NotColumnar``), as before."""
     from lakesweep.engine.plan_codec import NotColumnar, action_arrays
+    from lakesweep.engine.plan_columns import ColumnActions
 
     try:
-        arrays = action_arrays(actions)
+        arrays = actions.arrays() if isinstance(actions, ColumnActions) else action_arrays(actions)
     except NotColumnar:
         return arrow_table(ACTIONS_SCHEMA, [action_row(plan_id, a) for a in actions])
     return pa.Table.from_arrays([pa.array([plan_id] * len(actions), pa.string()), *arrays], schema=ACTIONS_SCHEMA)

@@ -15,7 +15,7 @@ import functools
 import threading
 from io import BytesIO
 from dataclasses import dataclass
-from typing import Iterable, Iterator, Mapping, NamedTuple
+from typing import Iterable, Iterator, Mapping, NamedTuple, Sequence
 
 from lakesweep.engine.decode_pool import map_ordered, processes_for
 from lakesweep.engine.errors import CatalogError, CorruptMetadata, LakesweepError, MetadataNotFound, UnsupportedTable
@@ -281,6 +281,22 @@ class IcebergTable:
         processes = processes_for(sum(m.size for m in todo.values()))
         for (m, _), rows in zip(wanted, map_ordered(decode_manifest, items, processes=processes)):
             self._store(m, rows)
+
+    def read_each(self, manifests: Sequence[ManifestRef]) -> Iterator[tuple[ManifestRef, tuple[FileRef, ...]]]:
+        """Each of ``manifests`` with its entries, in order, decoded on every core as ``prefetch`` decodes
+        them but not kept: for a single pass over more entries than memory should hold (one read already
+        answers from memory). Fails as ``manifest_entries`` fails, when the pass reaches the manifest."""
+        fresh = [m.path not in self._cache.manifests for m in manifests]
+        todo = [m for m, new in zip(manifests, fresh) if new]
+        items = ((m.path, self._read(self.manifest_location(m), m.path, "manifest")) for m in todo)
+        decoded = map_ordered(decode_manifest, items, processes=processes_for(sum(m.size for m in todo)))
+        for m, new in zip(manifests, fresh):
+            if not new:
+                yield m, self._cache.manifests[m.path]
+                continue
+            refs = tuple(map(FileRef._make, next(decoded)))
+            self._tell(m.path, "manifest", m.size)
+            yield m, refs
 
     def prefetch_snapshots(self, snapshot_ids: Iterable[int]) -> None:
         """``prefetch`` of every manifest the snapshots list, their manifest lists read first."""

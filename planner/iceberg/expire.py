@@ -8,6 +8,7 @@ partition-statistics files only expired snapshots had (docs/design/iceberg.md#sn
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass
 from typing import AbstractSet, Mapping
 
@@ -162,11 +163,12 @@ def plan_iceberg_expire(table, *, now_ms: int, options: IcebergExpireOptions) ->
     if expired:
         kept = {m.path: m for sid in retained for m in table.manifest_list(table.snapshots[sid])}
         freed = expired_metadata(table, expired, gone, kept.keys(), found)
-        table.prefetch([*kept.values(), *(m for m, _ in freed)])  # every manifest read below, on every core
-        kept_files = {f.path for m in kept.values() for f in table.manifest_entries(m) if f.status != DELETED}
+        # one pass on every core, the kept manifests first; no manifest's entries are held after it is used
+        entries = table.read_each([*kept.values(), *(m for m, _ in freed)])
+        kept_files = {f.path for _, refs in itertools.islice(entries, len(kept)) for f in refs if f.status != DELETED}
         # the order actions are found in does not matter: canonical_actions sorts them and keeps the earliest
-        for m, sid in freed:
-            for f in table.manifest_entries(m):
+        for (m, sid), (_, refs) in zip(freed, entries):
+            for f in refs:
                 if f.status != DELETED and f.path not in kept_files:
                     found.add(_ENTRY_KINDS[f.content], f.path, f.size, sid, f.partition)
     return expire_plan(table, now_ms=now_ms, options=options, expired=expired, removed_refs=removed_refs,

@@ -1,0 +1,183 @@
+"""A plan's actions held as the plan file's Arrow columns, each ``Action`` built only where one is read.
+
+A planner that finds millions of files as columns (``engine.plan.canonical_columns``) keeps them so: the
+plan file is written, its id hashed and its summary counted from the columns, and iterating builds the
+actions a batch at a time. ``ColumnActions`` is a sequence of ``Action`` equal to the tuple it stands for.
+"""
+
+from __future__ import annotations
+
+from typing import Iterator, Mapping, Sequence
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from lakesweep.engine.plan import ACTION_COLUMNS, Action, Verb
+from lakesweep.engine.plan_codec import ARROW_TYPES
+
+SCHEMA = pa.schema([pa.field(name, ARROW_TYPES[t], nullable=n) for name, t, n in ACTION_COLUMNS])
+_FIELD = {name: i for i, name in enumerate(SCHEMA.names)}
+_BATCH = 65_536  # actions built at a time when iterated
+_VERBS = {v.value: v for v in Verb}
+_DELETING = pa.array([v.value for v in Verb if v.deletes], pa.string())
+
+
+def column_values(col: pa.ChunkedArray | pa.Array) -> list:
+    """A column's values as Python objects (``None`` for nulls), through NumPy: ``to_pylist`` builds an
+    Arrow scalar per value and costs several times more on a plan of 300,000 actions."""
+    if pa.types.is_string(col.type) or pa.types.is_large_string(col.type):
+        return col.to_numpy(zero_copy_only=False).tolist()
+    if not pa.types.is_integer(col.type):
+        return col.to_pylist()
+    if not col.null_count:
+        return col.to_numpy().tolist()
+    values = col.fill_null(0).to_numpy().tolist()
+    nulls = col.is_null().to_numpy(zero_copy_only=False).tolist()
+    return [None if null else v for v, null in zip(values, nulls)]
+
+
+class ColumnActions(Sequence):
+    """Actions as columns of ``SCHEMA`` (the plan file's), in order; ``kinds`` maps each kind label of the
+    columns to the kind the actions carry (a label it lacks stays text). Immutable."""
+
+    __slots__ = ("_table", "_kinds")
+
+    def __init__(self, table: pa.Table, kinds: Mapping[str, str]):
+        if table.schema != SCHEMA:
+            raise ValueError("action columns must have the plan file's schema")
+        self._table = table
+        self._kinds = dict(kinds)
+
+    def __len__(self) -> int:
+        return self._table.num_rows
+
+    def __getitem__(self, i):
+        if isinstance(i, slice):
+            start, stop, step = i.indices(len(self))
+            if step != 1:
+                return tuple(self)[i]
+            return ColumnActions(self._table.slice(start, max(0, stop - start)), self._kinds)
+        n = len(self)
+        if not -n <= i < n:
+            raise IndexError("action index out of range")
+        return self._build(self._table.slice(i % n, 1))[0]
+
+    def __iter__(self) -> Iterator[Action]:
+        for batch in self._table.to_batches(max_chunksize=_BATCH):
+            yield from self._build(batch)
+
+    def __eq__(self, other) -> bool:
+        if isinstance(other, ColumnActions):
+            return self._table.equals(other._table) and all(
+                self._kinds.get(k, k) == other._kinds.get(k, k) for k in set(self._kinds) | set(other._kinds))
+        if isinstance(other, Sequence) and not isinstance(other, (str, bytes)):
+            return len(self) == len(other) and all(a == b for a, b in zip(self, other))
+        return NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"ColumnActions({len(self)} actions)"
+
+    def _build(self, batch: pa.RecordBatch | pa.Table) -> list[Action]:
+        cols = [column_values(batch.column(name)) for name in SCHEMA.names]
+        kinds, verbs = _FIELD["kind"], _FIELD["verb"]
+        cols[kinds] = [self._kinds.get(label, label) for label in cols[kinds]]
+        cols[verbs] = list(map(_VERBS.__getitem__, cols[verbs]))
+        return list(map(Action, *cols))
+
+    def arrays(self) -> list[pa.Array]:
+        """The columns, in ``SCHEMA`` order, each one array."""
+        return [column.combine_chunks() for column in self._table.columns]
+
+    def check_canonical(self, phases: int) -> None:
+        """Raise ``ValueError`` as ``CleanupPlan`` does unless the actions are numbered 0..n-1 in order and
+        each lies in one of ``phases`` phases."""
+        ids = self._table.column("action_id").to_numpy()
+        if not np.array_equal(ids, np.arange(len(ids), dtype=ids.dtype)):
+            raise ValueError("actions must be canonical (numbered 0..n-1 in order); use canonical_actions")
+        phase = self._table.column("phase").to_numpy()
+        outside = np.flatnonzero((phase < 1) | (phase > phases))
+        if len(outside):
+            i = int(outside[0])
+            raise ValueError(f"action {i} is in phase {int(phase[i])}; the plan declares {phases} phases")
+
+    def _deleting(self) -> pa.ChunkedArray:
+        return pc.is_in(self._table.column("verb"), value_set=_DELETING)
+
+    def deletes_anything(self) -> bool:
+        return bool(pc.any(self._deleting()).as_py())
+
+    def deleting_kinds(self) -> set[str]:
+        """The kind labels of the actions whose verb deletes."""
+        return set(pc.unique(self._table.column("kind").filter(self._deleting())).to_pylist())
+
+    def unknown_size_deletes(self) -> int:
+        """How many file deletes have no size."""
+        files = pc.equal(self._table.column("verb"), Verb.DELETE_FILE.value)
+        return int(pc.sum(pc.and_(files, pc.is_null(self._table.column("size")))).as_py() or 0)
+
+    def summary(self, by_partition) -> dict:
+        """``engine.plan.summarize`` of these actions, counted over the columns."""
+        t = self._table
+        kinds: dict[str, dict[str, int]] = {}
+        for label in pc.unique(t.column("kind")).to_pylist():
+            of = t.filter(pc.equal(t.column("kind"), label)).column("size")
+            kinds[label] = {"count": len(of), "bytes": _total(of), "unknown_size": of.null_count}
+        partitions: dict[str, dict[str, int]] = {}
+        chosen = [label for label in kinds if label in by_partition]
+        if chosen:
+            rows = t.filter(pc.is_in(t.column("kind"), value_set=pa.array(chosen, pa.string())))
+            part = pc.fill_null(rows.column("partition"), "")
+            grouped = pa.table({"partition": part, "size": rows.column("size")}).group_by("partition").aggregate(
+                [("size", "sum"), ("partition", "count", pc.CountOptions(mode="all"))])
+            for p, total, count in zip(*(grouped.column(c).to_pylist()
+                                         for c in ("partition", "size_sum", "partition_count"))):
+                partitions[p] = {"count": count, "bytes": total or 0}
+        deleting = self._deleting()
+        return {
+            "by_kind": dict(sorted(kinds.items())),
+            "by_partition": dict(sorted(partitions.items())),
+            "files": int(pc.sum(pc.equal(t.column("verb"), Verb.DELETE_FILE.value)).as_py() or 0),
+            "bytes": _total(t.column("size").filter(deleting)),
+        }
+
+
+def _total(sizes: pa.ChunkedArray) -> int:
+    return int(pc.sum(sizes).as_py() or 0)
+
+
+
+def column_actions(kinds: Sequence, paths: list[str], snapshot_ids: list, sizes: list, partitions: list,
+                   specs: Mapping, order: Sequence[int]) -> ColumnActions | None:
+    """The actions ``Action(kinds[i], paths[i], snapshot_id=, size=, partition=)`` for ``i`` in ``order``,
+    numbered from 0, each kind's verb and phase from ``specs`` (kind -> ``ActionKindSpec``); None when a
+    value does not fit its column as the plan file stores it (the caller builds the actions themselves)."""
+    index = {kind: i for i, kind in enumerate(dict.fromkeys(kinds))}
+    labels = [str.__str__(kind) for kind in index]
+    if len(set(labels)) < len(labels):  # two kinds of one label: the columns could not tell them apart
+        return None
+    n = len(paths)
+    for values, allowed in ((paths, {str}), (snapshot_ids, {int, type(None)}), (sizes, {int, type(None)}),
+                            (partitions, {str, type(None)})):
+        if not set(map(type, values)) <= allowed:
+            return None
+    try:
+        code = pa.array(list(map(index.__getitem__, kinds)), pa.int32())
+        take = pa.array(np.asarray(order, dtype=np.int64))
+        columns = {  # each built when its turn comes: one column in the found order is held at a time
+            "kind": lambda: pa.array(labels, pa.string()).take(code),
+            "path": lambda: pa.array(paths, pa.string()),
+            "snapshot_id": lambda: pa.array(snapshot_ids, pa.int64()),
+            "partition": lambda: pa.array(partitions, pa.string()),
+            "size": lambda: pa.array(sizes, pa.int64()),
+            "verb": lambda: pa.array([specs[kind].verb.value for kind in index], pa.string()).take(code),
+            "phase": lambda: pa.array([specs[kind].phase for kind in index], pa.int32()).take(code),
+        }
+        fixed = {"bucket": pa.nulls(n, pa.int32()), "source": pa.nulls(n, pa.string()),
+                 "depth": pa.array(np.zeros(n, dtype=np.int32)), "action_id": pa.array(np.arange(n, dtype=np.int64))}
+        arrays = [fixed[name] if name in fixed else columns[name]().take(take) for name in SCHEMA.names]
+    except (pa.ArrowException, ValueError, OverflowError, UnicodeError):
+        return None
+    return ColumnActions(pa.Table.from_arrays(arrays, schema=SCHEMA), dict(zip(labels, index)))

@@ -1,0 +1,83 @@
+"""Actions kept as the plan file's columns (``engine.plan_columns.ColumnActions``) are the actions they stand
+for: the same values and kinds, the same plan file and id, summary, figures and journal rows; a value the
+columns cannot hold keeps the actions as objects."""
+
+import dataclasses
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from lakesweep.cli.render import ActionFigures
+from lakesweep.engine.iceberg.kinds import EXPIRE_PHASES, ExpireKind
+from lakesweep.engine.plan import Action, canonical_columns, summarize
+from lakesweep.engine.plan_columns import ColumnActions
+from lakesweep.engine.plan_io import plan_to_bytes
+from lakesweep.journal.rules import actions_table
+from tests.engine.test_plan_codec import PATHS
+from tests.engine.test_plan_io import make
+from tests.support import plan_reference as reference
+
+ROWS = st.lists(st.tuples(st.sampled_from(list(ExpireKind)), PATHS,
+                          st.one_of(st.none(), st.integers(-2**63, 2**63 - 1)),
+                          st.one_of(st.none(), st.integers(0, 2**40)), st.one_of(st.none(), PATHS)),
+                unique_by=lambda row: (row[0], row[1]), min_size=1, max_size=40)
+BY_PARTITION = frozenset({ExpireKind.DATA_FILE, ExpireKind.POSITION_DELETE_FILE})
+
+
+def plan_of(actions):
+    return dataclasses.replace(make([], phases=EXPIRE_PHASES), actions=actions)
+
+
+def found(rows):
+    """``canonical_columns`` of the rows, and the reference's canonical actions of the same rows."""
+    columns = [list(c) for c in zip(*rows)]
+    acts = [Action(kind, path, snapshot_id=sid, size=size, partition=partition)
+            for kind, path, sid, size, partition in rows]
+    return canonical_columns(*columns), reference.canonical_actions(acts)
+
+
+@settings(max_examples=200)
+@given(ROWS)
+def test_columns_are_the_canonical_actions_with_their_kinds(rows):
+    columns, expected = found(rows)
+    assert isinstance(columns, ColumnActions)
+    assert list(columns) == list(expected)
+    assert [(type(a.kind), type(a.verb)) for a in columns] == [(type(a.kind), type(a.verb)) for a in expected]
+    assert columns[-1] == expected[-1] and columns[0] == expected[0]
+    assert columns[1:3] == expected[1:3] and columns[::2] == expected[::2]
+
+
+@settings(max_examples=200)
+@given(ROWS)
+def test_a_plan_of_columns_writes_counts_and_journals_as_the_plan_of_actions(rows):
+    columns, expected = found(rows)
+    plan = plan_of(columns)
+    objects = plan_of(expected)
+    data = plan_to_bytes(plan)
+    assert data == plan_to_bytes(objects) == reference.plan_to_bytes(objects)
+    assert plan.plan_id == objects.plan_id
+    assert plan.deletes_anything == objects.deletes_anything
+    assert summarize(columns, by_partition=BY_PARTITION) == reference.summarize(expected, by_partition=BY_PARTITION)
+    figures, reference_figures = ActionFigures(), ActionFigures()
+    figures.add(columns)
+    reference_figures.add(expected)
+    assert (figures.deleting_kinds, figures.unknown_size) == (reference_figures.deleting_kinds,
+                                                               reference_figures.unknown_size)
+    assert actions_table("p", columns).equals(actions_table("p", expected))
+
+
+def test_columns_not_numbered_from_zero_are_refused():
+    columns, _ = found([(ExpireKind.DATA_FILE, "a", 1, 1, None), (ExpireKind.DATA_FILE, "b", 1, 1, None)])
+    with pytest.raises(ValueError, match=r"^actions must be canonical \(numbered 0..n-1 in order\); use "
+                                         r"canonical_actions$"):
+        plan_of(columns[1:])
+    with pytest.raises(IndexError):
+        columns[2]
+
+
+def test_a_partition_the_columns_cannot_hold_keeps_the_actions_as_objects():
+    rows = [(ExpireKind.DATA_FILE, "a", 1, 1, "p=\udc80"), (ExpireKind.DATA_FILE, "b", 1, 1, "p=1")]
+    columns, expected = found(rows)
+    assert type(columns) is tuple
+    assert columns == expected
