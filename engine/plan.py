@@ -223,8 +223,9 @@ def action_columns(actions: Sequence[Action]) -> dict[str, list]:
 assert len(action_values(Action("k", "p", verb=Verb.DELETE_FILE, phase=1))) == len(ACTION_FIELDS)
 
 
-def canonical_actions(actions: Sequence[Action]) -> tuple[Action, ...]:
-    """Sort, de-duplicate by (kind, path), and number the actions.
+def canonical_actions(actions: Sequence[Action], *, as_columns: bool = False) -> Sequence[Action]:
+    """Sort, de-duplicate by (kind, path), and number the actions: a tuple, or with ``as_columns`` the plan
+    file's columns (``engine.plan_columns.ColumnActions``) where every value fits them.
 
     A file planned by several snapshots keeps the earliest snapshot as its cause; any other tie is
     broken on the remaining fields, so the result never depends on the input order.
@@ -238,6 +239,12 @@ def canonical_actions(actions: Sequence[Action]) -> tuple[Action, ...]:
     ordered = sorted(unique, key=Action.sort_key) if order is None else list(map(unique.__getitem__, order))
     cols = _fields(ordered)
     cols[_FIELD["action_id"]] = range(len(ordered))
+    if as_columns:
+        from lakesweep.engine.plan_columns import columns_of_fields
+
+        columns = columns_of_fields(cols)
+        if columns is not None:
+            return columns
     return tuple(map(Action, *cols))
 
 

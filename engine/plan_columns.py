@@ -87,6 +87,10 @@ class ColumnActions(Sequence):
         cols[verbs] = list(map(_VERBS.__getitem__, cols[verbs]))
         return list(map(Action, *cols))
 
+    def column(self, name: str) -> list:
+        """The values of one field, in order, as stored (a kind as its label, a verb as its text)."""
+        return column_values(self._table.column(name))
+
     def arrays(self) -> list[pa.Array]:
         """The columns, in ``SCHEMA`` order, each one array."""
         return [column.combine_chunks() for column in self._table.columns]
@@ -154,10 +158,11 @@ def column_actions(kinds: Sequence, paths: list[str], snapshot_ids: list, sizes:
     """The actions ``Action(kinds[i], paths[i], snapshot_id=, size=, partition=)`` for ``i`` in ``order``,
     numbered from 0, each kind's verb and phase from ``specs`` (kind -> ``ActionKindSpec``); None when a
     value does not fit its column as the plan file stores it (the caller builds the actions themselves)."""
-    index = {kind: i for i, kind in enumerate(dict.fromkeys(kinds))}
-    labels = [str.__str__(kind) for kind in index]
-    if len(set(labels)) < len(labels):  # two kinds of one label: the columns could not tell them apart
+    by_label = _kinds_by_label(kinds)
+    if by_label is None:
         return None
+    index = {kind: i for i, kind in enumerate(by_label.values())}
+    labels = list(by_label)
     n = len(paths)
     for values, allowed in ((paths, {str}), (snapshot_ids, {int, type(None)}), (sizes, {int, type(None)}),
                             (partitions, {str, type(None)})):
@@ -180,4 +185,48 @@ def column_actions(kinds: Sequence, paths: list[str], snapshot_ids: list, sizes:
         arrays = [fixed[name] if name in fixed else columns[name]().take(take) for name in SCHEMA.names]
     except (pa.ArrowException, ValueError, OverflowError, UnicodeError):
         return None
-    return ColumnActions(pa.Table.from_arrays(arrays, schema=SCHEMA), dict(zip(labels, index)))
+    return ColumnActions(pa.Table.from_arrays(arrays, schema=SCHEMA), by_label)
+
+
+_TYPES = {"string": {str, type(None)}, "int64": {int, type(None)}, "int32": {int, type(None)}}
+
+
+def columns_of_fields(fields: list) -> ColumnActions | None:
+    """The actions whose field values ``fields`` holds column by column (``ACTION_COLUMNS`` order, each kind a
+    ``str``, each verb a ``Verb``), as columns; None when a value does not fit its column as the plan file
+    stores it, or two kinds share a label (the caller builds the actions themselves)."""
+    by_label = _kinds_by_label(fields[_FIELD["kind"]])
+    if by_label is None:
+        return None
+    arrays = []
+    try:
+        for (name, typ, nullable), values in zip(ACTION_COLUMNS, fields):
+            if name == "kind":
+                values = list(map(str.__str__, values))
+            elif name == "verb":
+                values = [v.value for v in values]
+            elif not set(map(type, values)) <= (_TYPES[typ] if nullable else _TYPES[typ] - {type(None)}):
+                return None
+            arrays.append(pa.array(values, ARROW_TYPES[typ]) if name != "action_id"
+                          else pa.array(np.asarray(values, dtype=np.int64)))
+    except (pa.ArrowException, ValueError, OverflowError, UnicodeError, AttributeError):
+        return None
+    return ColumnActions(pa.Table.from_arrays(arrays, schema=SCHEMA), by_label)
+
+
+def _kinds_by_label(kinds: Sequence) -> dict[str, str] | None:
+    """Each label of ``kinds`` and the kind it stands for; None when kinds of two types share a label (equal
+    as strings, so a dict of kinds would merge them): the columns could not tell them apart."""
+    by_label: dict[str, str] = {}
+    for kind in {(type(k), str.__str__(k)): k for k in kinds}.values():
+        if by_label.setdefault(str.__str__(kind), kind) is not kind:
+            return None
+    return by_label
+
+
+def values(actions: Sequence[Action], name: str) -> list:
+    """One field of every action, in order, read from its column where the actions are columns (a kind as
+    its label, a verb as its text: equal to the kind and the verb)."""
+    if isinstance(actions, ColumnActions):
+        return actions.column(name)
+    return [getattr(a, name) for a in actions]

@@ -15,7 +15,8 @@ from dataclasses import dataclass, field, replace
 from lakesweep.engine.errors import MetadataNotFound, TableFormatError
 from lakesweep.engine.fileio import join
 from lakesweep.engine.paimon.model import FileKind, FileSource, ManifestEntry, Snapshot, Tag
-from lakesweep.engine.plan import Action, CleanupPlan, canonical_actions, summarize
+from lakesweep.engine.plan import Action, CleanupPlan, Verb, canonical_actions, summarize
+from lakesweep.engine.plan_columns import values
 from lakesweep.engine.paimon.kinds import EXPIRE_PHASES, PARTITIONED_KINDS, ActionKind
 from lakesweep.engine.paimon.requirements import expire_requirements
 from lakesweep.engine.paimon.scopes import ExpireScope
@@ -25,6 +26,9 @@ from lakesweep.planner.paimon.guard import assert_unreachable
 from lakesweep.planner.paimon.options import INT_MAX, TIME_RULE_OWN, ExpireOptions
 from lakesweep.planner.paimon.options import resolve_expire_options
 from lakesweep.planner.plan_kind import Maintained, PlanDescription, PlanKind
+
+
+_DELETING = frozenset(v for v in Verb if v.deletes)  # a verb, or its text (equal to it)
 
 
 @dataclass
@@ -306,10 +310,13 @@ def plan_expire(table: PaimonTable, *, now_ms: int, options: ExpireOptions) -> C
 
     def finish(begin, end, hint, bound, backlog=0, end_exists=False):
         """``end_exists``: planning found the snapshot ``end`` (pinned: apply holds it to what it held)."""
-        actions = canonical_actions(planner.actions)
+        actions = canonical_actions(planner.actions, as_columns=True)
+        planner.actions.clear()
         if actions:
             assert_unreachable(table, actions, end=end, tags=tags, tolerate=None if notes.strict else notes.tolerate)
-        pinned = {a.snapshot_id for a in actions if a.kind == ActionKind.SNAPSHOT}
+        expired = [sid for kind, sid in zip(values(actions, "kind"), values(actions, "snapshot_id"))
+                   if kind == ActionKind.SNAPSHOT]
+        pinned = set(expired)
         if end_exists:
             pinned.add(end)
         stats = {
@@ -327,13 +334,13 @@ def plan_expire(table: PaimonTable, *, now_ms: int, options: ExpireOptions) -> C
             stats["expirable_beyond_limit"] = backlog
         identity = table_identity(table)
         pins = snapshot_pins(table, pinned)  # also refuses a snapshot replaced while planning
-        deletes = any(a.verb.deletes for a in actions)
+        deletes = any(map(_DELETING.__contains__, values(actions, "verb")))
         requirements = expire_requirements(
             identity=identity, location=table.location, branch=table.branch, begin=begin, end=end, hint=hint,
             deletes=deletes, schema_id=fingerprint.schema_id, branches=tuple(fingerprint.branches),
             tags=fingerprint.tags, consumers=fingerprint.consumers,
             consumer_changelog_only=options.consumer_changelog_only,
-            snapshots=[a.snapshot_id for a in actions if a.kind == ActionKind.SNAPSHOT],
+            snapshots=expired,
             pins=pins,
         )
         return CleanupPlan(

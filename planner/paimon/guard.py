@@ -13,14 +13,17 @@ from typing import AbstractSet, Callable, Sequence
 
 from lakesweep.engine.errors import PlannerInvariantViolated, PlanRejected, TableFormatError
 from lakesweep.engine.plan import Action, Verb
+from lakesweep.engine.plan_columns import values
 from lakesweep.engine.paimon.reachability import first_reachable, reachable_paths  # noqa: F401  (re-exported)
 from lakesweep.engine.paimon.table import PaimonTable
 
 
-def planned_paths(table: PaimonTable, actions: Sequence[Action]) -> dict[str, Action]:
-    """Full location -> action, for every action that deletes a file (directories are deleted only
-    when empty, so they cannot take a reachable file with them)."""
-    return {table.paths.absolute(a.path): a for a in actions if a.verb is Verb.DELETE_FILE}
+def planned_paths(table: PaimonTable, actions: Sequence[Action]) -> dict[str, int]:
+    """Full location -> the action's position, for every action that deletes a file (directories are
+    deleted only when empty, so they cannot take a reachable file with them)."""
+    absolute = table.paths.absolute
+    return {absolute(path): i for i, (path, verb) in enumerate(zip(values(actions, "path"), values(actions, "verb")))
+            if verb == Verb.DELETE_FILE}
 
 
 def assert_unreachable(
@@ -45,7 +48,7 @@ def assert_unreachable(
     if hit is None:
         return
     holder, path = hit
-    a = planned[path]
+    a = actions[planned[path]]
     if holder.own:
         raise PlannerInvariantViolated(
             f"refusing the plan: {a.kind} {a.path} (planned for snapshot {a.snapshot_id}) is still "

@@ -10,11 +10,11 @@ from hypothesis import strategies as st
 
 from lakesweep.cli.render import ActionFigures
 from lakesweep.engine.iceberg.kinds import EXPIRE_PHASES, ExpireKind
-from lakesweep.engine.plan import Action, canonical_columns, summarize
-from lakesweep.engine.plan_columns import ColumnActions
+from lakesweep.engine.plan import Action, PhaseSpec, canonical_actions, canonical_columns, summarize
+from lakesweep.engine.plan_columns import ColumnActions, values
 from lakesweep.engine.plan_io import plan_to_bytes
 from lakesweep.journal.rules import actions_table
-from tests.engine.test_plan_codec import PATHS
+from tests.engine.test_plan_codec import ACTIONS, PATHS
 from tests.engine.test_plan_io import make
 from tests.support import plan_reference as reference
 
@@ -25,8 +25,8 @@ ROWS = st.lists(st.tuples(st.sampled_from(list(ExpireKind)), PATHS,
 BY_PARTITION = frozenset({ExpireKind.DATA_FILE, ExpireKind.POSITION_DELETE_FILE})
 
 
-def plan_of(actions):
-    return dataclasses.replace(make([], phases=EXPIRE_PHASES), actions=actions)
+def plan_of(actions, phases=EXPIRE_PHASES):
+    return dataclasses.replace(make([], phases=phases), actions=actions)
 
 
 def found(rows):
@@ -81,3 +81,17 @@ def test_a_partition_the_columns_cannot_hold_keeps_the_actions_as_objects():
     columns, expected = found(rows)
     assert type(columns) is tuple
     assert columns == expected
+
+
+@settings(max_examples=200)
+@given(st.lists(ACTIONS, max_size=40))
+def test_canonical_actions_as_columns_are_the_canonical_actions(acts):
+    """Kinds of every format and plain labels, repeated paths included: the same actions either way, and where
+    they are columns, the same plan file."""
+    columns, expected = canonical_actions(acts, as_columns=True), canonical_actions(acts)
+    assert columns == expected
+    assert [type(a.kind) for a in columns] == [type(a.kind) for a in expected]
+    assert values(columns, "path") == values(expected, "path")
+    if isinstance(columns, ColumnActions):
+        phases = tuple(PhaseSpec(f"phase {i}", "bulk") for i in range(1, 8))
+        assert plan_to_bytes(plan_of(columns, phases)) == plan_to_bytes(plan_of(expected, phases))
