@@ -4,14 +4,13 @@ The driver reads what is small (snapshots, tags, changelogs and manifest lists; 
 manifest lists); executors decode each distinct manifest once, a group per task, into the names (Paimon) or
 locations (Iceberg) its entries name; Spark left-anti-joins the listing with that used set. Only the listed
 files that are not used come back to the driver, and the planner is handed the used set as far as the listing
-goes (``UsedOfListing``), so that it plans through its own code what it plans locally, byte for byte. Reading
-the listing file, executors must see the driver's scratch directory (a local master does; docs/design/listing.md).
+goes (``UsedOfListing``), so that it plans through its own code what it plans locally, byte for byte. The
+listing is the one the Spark listing kept on the executors while writing its file for the planner.
 """
 
 from __future__ import annotations
 
 import itertools
-import os
 from dataclasses import dataclass
 from typing import Callable, Iterator
 
@@ -168,22 +167,35 @@ def _names_frame(spark, names):
     return spark.createDataFrame(pa.table({"name": pa.array(list(names), pa.string())}))
 
 
-def _listing(spark, listing: str):
-    return spark.read.parquet("file://" + os.path.abspath(listing))
+def _listed_paths(items) -> Iterator[tuple]:
+    """Executor side: the path of each file of the listing's ``("files", ipc)`` items."""
+    import pyarrow as pa
+
+    for item in items:
+        if item[0] == "files":
+            for path in pa.ipc.open_stream(item[1]).read_all().column("path").to_pylist():
+                yield (path,)
+
+
+def listing_frame(spark, listing):
+    """The paths of a Spark listing kept on the executors (``applier.listing.run_tasks``' ``keep``), as a
+    DataFrame of one column, ``path``."""
+    return spark.createDataFrame(listing.mapPartitions(_listed_paths), "path string")
 
 
 # -- Paimon ---------------------------------------------------------------------------------------------
 
 
-def paimon_used_reader(session: PlanningSession, listing: str):
-    """The ``engine.paimon.orphans.read_used_names`` reader of a Spark listing written to ``listing``."""
+def paimon_used_reader(session: PlanningSession, listing):
+    """The ``engine.paimon.orphans.read_used_names`` reader of the Spark listing kept as ``listing`` (an RDD:
+    ``listing_frame``)."""
     return lambda table: paimon_used_on_spark(table, listing, spark=session.get())
 
 
-def paimon_used_on_spark(table, listing: str, *, spark):
+def paimon_used_on_spark(table, listing, *, spark):
     """``used_names`` of ``table`` checked with ``check_latest_covered``, its manifests decoded and both
-    answered on ``spark``, the names as far as ``listing`` (a Paimon Spark listing's file) goes. Fails as
-    the two fail locally."""
+    answered on ``spark``, the names as far as ``listing`` (a Paimon Spark listing kept: ``listing_frame``)
+    goes. Fails as the two fail locally."""
     import pyarrow as pa
     from pyspark.sql import functions as F
 
@@ -203,7 +215,7 @@ def paimon_used_on_spark(table, listing: str, *, spark):
             first = check.join(used, on="name", how="left_anti").agg(F.min("ordinal")).collect()[0][0]
             if first is not None:
                 refuse_uncovered(view, snapshot, named[first][1])
-        listed = _listing(spark, listing).select(F.substring_index("path", "/", -1).alias("name"))
+        listed = listing_frame(spark, listing).select(F.substring_index("path", "/", -1).alias("name"))
         unused = listed.join(used, on="name", how="left_anti").distinct()
         return UsedNames(UsedOfListing(frozenset(r["name"] for r in unused.toLocalIterator())), latest)
     finally:
@@ -213,9 +225,9 @@ def paimon_used_on_spark(table, listing: str, *, spark):
 # -- Iceberg --------------------------------------------------------------------------------------------
 
 
-def iceberg_used_reader(session: PlanningSession, listing: str):
-    """The ``planner.iceberg.orphans.plan_iceberg_orphans`` ``used_reader`` of a Spark listing written to
-    ``listing``."""
+def iceberg_used_reader(session: PlanningSession, listing):
+    """The ``planner.iceberg.orphans.plan_iceberg_orphans`` ``used_reader`` of the Spark listing kept as
+    ``listing`` (``listing_frame``)."""
     return lambda table: iceberg_used_on_spark(table, listing, spark=session.get())
 
 
@@ -239,33 +251,33 @@ def _keyed(batches, column: str):
                               names=["path", "key"])
 
 
-def iceberg_used_on_spark(table, listing: str, *, spark) -> tuple[UsedOfListing, dict[str, str], int]:
+def iceberg_used_on_spark(table, listing, *, spark) -> tuple[UsedOfListing, dict[str, str], int]:
     """What ``engine.iceberg.reachability.all_referenced`` names in ``table``, as ``plan_iceberg_orphans``
-    asks it of the paths of ``listing`` (an Iceberg Spark listing's file): ``(used, keys, count)``, the
-    manifests decoded and the listing joined on ``spark``. Fails as ``all_referenced`` fails."""
+    asks it of the paths of ``listing`` (an Iceberg Spark listing kept: ``listing_frame``): ``(used, keys,
+    count)``, the manifests decoded and the listing joined on ``spark``. Fails as ``all_referenced`` fails."""
     from pyspark.sql import functions as F
 
     from lakesweep.engine.iceberg.table import canonical
 
-    small: list[str] = []  # what the driver reads: lists, manifests, statistics, metadata files
+    small: set[str] = set()  # what the driver reads: lists, manifests, statistics, metadata files
     manifests: dict[str, tuple] = {}
     snapshots = table.snapshots
     for sid in snapshots:  # all lists first, then the manifests in order, as ``used_files`` reads them
-        small.append(canonical(snapshots[sid].manifest_list))
+        small.add(canonical(snapshots[sid].manifest_list))
         for m in table.manifest_list(snapshots[sid]):
-            small.append(m.path)
             if m.path not in manifests:
+                small.add(m.path)
                 manifests[m.path] = (len(manifests), table.manifest_location(m), m.path, m.size or 0)
-    small += [path for _, path, _ in table.statistics_files()]
-    small += table.metadata_files()
+    small.update(path for _, path, _ in table.statistics_files())
+    small.update(table.metadata_files())
     io = table.io
     rows = decode_manifests(spark, list(manifests.values()), lambda group: iceberg_locations(io, group),
                             table.location)
     try:
-        used = rows.select("name").unionByName(_names_frame(spark, sorted(set(small)))).distinct()
+        used = rows.select("name").unionByName(_names_frame(spark, sorted(small))).distinct()
         count = used.count()
         used_keyed = used.mapInArrow(lambda b: _keyed(b, "name"), "path string, key string")
-        listed = _listing(spark, listing).select("path").mapInArrow(lambda b: _keyed(b, "path"),
+        listed = listing_frame(spark, listing).mapInArrow(lambda b: _keyed(b, "path"),
                                                                      "path string, key string")
         unused = listed.join(used_keyed.select("path"), on="path", how="left_anti").distinct()
         other = used_keyed.select("key", F.col("path").alias("other"))

@@ -453,10 +453,12 @@ def _spark_expirer(master: str, conf: dict, output):
 def _spark_lister(master: str, conf: dict, scratch: str, output, *, iceberg: bool = False):
     """The listing and the used-set reader of ``plan orphans --spark``, on one session on ``master`` started
     when first used and stopped on leaving: the table listed, a directory (Iceberg: a prefix) per task, into
-    a Parquet file in ``scratch``; then its manifests decoded and the listing joined with what they name."""
+    a Parquet file in ``scratch`` and kept on the executors; then its manifests decoded and the kept listing
+    joined with what they name."""
     from lakesweep.applier.orphans_used import PlanningSession, iceberg_used_reader, paimon_used_reader
 
     session = PlanningSession(master, conf)
+    kept: list = []  # the listing, kept on the executors
 
     def lister(table):
         from lakesweep.applier.iceberg_listing import list_iceberg_on_spark
@@ -467,12 +469,12 @@ def _spark_lister(master: str, conf: dict, scratch: str, output, *, iceberg: boo
             status = (stack.enter_context(render.err.status("listing on Spark"))
                       if progress_enabled(output.draws_progress) else None)
             listing = (list_iceberg_on_spark if iceberg else list_on_spark)(
-                table, path, spark=session.get(), master=master,
+                table, path, spark=session.get(), master=master, keep=kept,
                 on_files=None if status is None else lambda n: status.update(f"listing on Spark: {n} files"))
         return listing.path, listing.source()
 
     def used_reader(listing: str):
-        reader = (iceberg_used_reader if iceberg else paimon_used_reader)(session, listing)
+        reader = (iceberg_used_reader if iceberg else paimon_used_reader)(session, kept[-1])
 
         def read(table):
             with contextlib.ExitStack() as stack:
@@ -485,6 +487,8 @@ def _spark_lister(master: str, conf: dict, scratch: str, output, *, iceberg: boo
     try:
         yield lister, used_reader
     finally:
+        for listing in kept:
+            listing.unpersist()
         session.stop()
 
 

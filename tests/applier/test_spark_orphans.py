@@ -30,6 +30,8 @@ from tests.planner.test_orphans import age, junk
 from tests.planner.test_orphans_property import pypaimon_history
 from tests.support.processes import LAKESWEEP
 
+pytestmark = pytest.mark.spark
+
 NOW = int(time.time() * 1000)
 
 
@@ -44,14 +46,16 @@ def plan_both(fmt: str, open_view, spark, tmp_path, **flags) -> tuple[bytes, byt
     """The orphan plans of one Spark listing of the table, its used set read here and on Spark: (local bytes,
     spark bytes, the spark plan, how often the Spark reader ran)."""
     entry = plan_kind("orphans", fmt)
+    kept: list = []
     listing = (list_on_spark if fmt == "paimon" else list_iceberg_on_spark)(
-        open_view(), str(tmp_path / "listing.parquet"), spark=spark, master="local[2]")
+        open_view(), str(tmp_path / "listing.parquet"), spark=spark, master="local[2]", keep=kept)
     session = PlanningSession("local[2]", None)
     on_spark = paimon_used_reader if fmt == "paimon" else iceberg_used_reader
     ran = []
 
     def spark_reader(path):
-        read = on_spark(session, path)
+        assert path == listing.path
+        read = on_spark(session, kept[0])
         return lambda table: ran.append(path) or read(table)
 
     out = []
@@ -64,6 +68,7 @@ def plan_both(fmt: str, open_view, spark, tmp_path, **flags) -> tuple[bytes, byt
         path = tmp_path / f"{len(out)}.plan"
         write_plan(plan, str(path))
         out.append(path.read_bytes())
+    kept[0].unpersist()
     return out[0], out[1], plan, len(ran)
 
 
@@ -80,11 +85,12 @@ def refusals(fmt: str, open_view, spark, tmp_path) -> tuple[BaseException, BaseE
 def plan_both_once(fmt, open_view, spark, tmp_path, spark_reader):
     os.makedirs(tmp_path)
     entry = plan_kind("orphans", fmt)
+    kept: list = []
     listing = (list_on_spark if fmt == "paimon" else list_iceberg_on_spark)(
-        open_view(), str(tmp_path / "listing.parquet"), spark=spark, master="local[2]")
+        open_view(), str(tmp_path / "listing.parquet"), spark=spark, master="local[2]", keep=kept)
     session = PlanningSession("local[2]", None)
     reader = None if spark_reader is None else (
-        lambda path: (paimon_used_reader if fmt == "paimon" else iceberg_used_reader)(session, path))
+        lambda path: (paimon_used_reader if fmt == "paimon" else iceberg_used_reader)(session, kept[0]))
     view = open_view()
     options = entry.resolve_options(view.options, spark="local[2]", lister=lambda t: (listing.path, listing.source()),
                                     used_reader=reader)
@@ -136,15 +142,18 @@ def test_spark_plans_an_expired_paimon_java_table_with_tags_and_a_branch_as_the_
     assert on_spark == local
 
 
-def test_an_unreadable_paimon_manifest_refuses_the_plan_on_spark_as_locally(lake, spark, tmp_path):  # noqa: F811
+def test_unreadable_paimon_manifests_refuse_the_plan_on_spark_naming_the_first_as_locally(lake, spark,  # noqa: F811
+                                                                                           tmp_path):
     t = open_table(lake.root)
-    name = t.data_manifests(t.snapshot(1))[0].file_name
-    with open(os.path.join(lake.root, "manifest", name), "wb") as f:
-        f.write(b"not avro")
+    names = sorted({t.data_manifests(t.snapshot(1))[0].file_name, t.data_manifests(t.snapshot(3))[-1].file_name})
+    assert len(names) == 2
+    for name in names:
+        with open(os.path.join(lake.root, "manifest", name), "wb") as f:
+            f.write(b"not avro")
     local, on_spark = refusals("paimon", lambda: open_table(lake.root), spark, tmp_path)
     assert type(on_spark) is type(local) is PlanRejected
     assert type(on_spark.__cause__) is type(local.__cause__) and on_spark.__cause__.path == local.__cause__.path
-    assert str(on_spark) == str(local) and name in str(local)
+    assert str(on_spark) == str(local) and names[0] in str(local)
 
 
 def test_a_missing_paimon_manifest_refuses_the_plan_on_spark_as_locally(lake, spark, tmp_path):  # noqa: F811
@@ -229,14 +238,17 @@ def test_spark_plans_the_iceberg_reference_tables_orphans_as_the_local_planner(s
     assert on_spark == local
 
 
-def test_an_unreadable_iceberg_manifest_refuses_the_plan_on_spark_as_locally(spark, tmp_path, monkeypatch):
+def test_missing_iceberg_manifests_refuse_the_plan_on_spark_naming_the_first_as_locally(spark, tmp_path,
+                                                                                        monkeypatch):
     lake = make_lake(tmp_path / "lake", monkeypatch)
     t = write_history(lake)
-    manifest = t.metadata.snapshots[2].manifests(t.io)[0].manifest_path.removeprefix("file://")
-    os.remove(manifest)
+    first, last = (t.metadata.snapshots[i].manifests(t.io)[0].manifest_path.removeprefix("file://") for i in (2, -1))
+    assert first != last
+    os.remove(last)
+    os.remove(first)
     local, on_spark = refusals("iceberg", lambda: IcebergTable(CATALOG, "ns.t"), spark, tmp_path)
     assert type(local) is type(on_spark) is MetadataNotFound
-    assert on_spark.path == local.path and str(on_spark) == str(local) == f"{manifest}: manifest not found"
+    assert on_spark.path == local.path and str(on_spark) == str(local) == f"{first}: manifest not found"
 
 
 @pytest.mark.slow
