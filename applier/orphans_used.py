@@ -277,8 +277,7 @@ def iceberg_used_on_spark(table, listing, *, spark) -> tuple[UsedOfListing, dict
         used = rows.select("name").unionByName(_names_frame(spark, sorted(small))).distinct()
         count = used.count()
         used_keyed = used.mapInArrow(lambda b: _keyed(b, "name"), "path string, key string")
-        listed = listing_frame(spark, listing).mapInArrow(lambda b: _keyed(b, "path"),
-                                                                     "path string, key string")
+        listed = listing_frame(spark, listing).mapInArrow(lambda b: _keyed(b, "path"), "path string, key string")
         unused = listed.join(used_keyed.select("path"), on="path", how="left_anti").distinct()
         other = used_keyed.select("key", F.col("path").alias("other"))
         found = (unused.join(other, on="key", how="left").groupBy("path", "key").agg(F.min("other").alias("other")))

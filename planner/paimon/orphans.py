@@ -114,8 +114,10 @@ def plan_orphans(table: PaimonTable, listing: Iterable[ListedFile | tuple], *, n
     # An empty listing plans nothing. Any other must show every file the newest snapshots reference that
     # was there when it was made (by name, as the used set matches), or it is incomplete.
     empty = isinstance(listing, Sized) and len(listing) == 0
-    read = None if empty else read_used_names(table) if used_reader is None else read_used_names(table,
-                                                                                               reader=used_reader)
+    if empty:
+        read = None
+    else:
+        read = read_used_names(table) if used_reader is None else read_used_names(table, reader=used_reader)
     used = frozenset() if read is None else read.names
     expected = {} if read is None else expected_in_listing(read, dirs)
     held: dict[str, tuple[OrphanKind, ListedFile]] = {}

@@ -263,3 +263,10 @@ def test_spark_plans_an_iceberg_java_tables_orphans_as_the_local_planner(spark, 
     local, on_spark, plan, ran = plan_both("iceberg", lambda: IcebergTable(CATALOG, "ns.s"), spark, tmp_path)
     assert ran == 1 and sorted(a.path for a in plan.actions) == sorted(STRAYS[:-1])
     assert on_spark == local
+
+
+def test_manifests_are_grouped_in_order_into_tasks_of_about_the_bytes_asked():
+    items = [(0, "l0", "p0", 5), (1, "l1", "p1", 4), (2, "l2", "p2", 3), (3, "l3", "p3", 20), (4, "l4", "p4", 0)]
+    assert orphans_used.task_groups(items, task_bytes=10) == [[(0, "l0", "p0"), (1, "l1", "p1")], [(2, "l2", "p2")],
+                                                              [(3, "l3", "p3")], [(4, "l4", "p4")]]
+    assert orphans_used.task_groups([], task_bytes=10) == []
