@@ -255,8 +255,6 @@ def iceberg_used_on_spark(table, listing, *, spark) -> tuple[UsedOfListing, dict
     """What ``engine.iceberg.reachability.all_referenced`` names in ``table``, as ``plan_iceberg_orphans``
     asks it of the paths of ``listing`` (an Iceberg Spark listing kept: ``listing_frame``): ``(used, keys,
     count)``, the manifests decoded and the listing joined on ``spark``. Fails as ``all_referenced`` fails."""
-    from pyspark.sql import functions as F
-
     from lakesweep.engine.iceberg.table import canonical
 
     small: set[str] = set()  # what the driver reads: lists, manifests, statistics, metadata files
@@ -276,16 +274,25 @@ def iceberg_used_on_spark(table, listing, *, spark) -> tuple[UsedOfListing, dict
     try:
         used = rows.select("name").unionByName(_names_frame(spark, sorted(small))).distinct()
         count = used.count()
-        used_keyed = used.mapInArrow(lambda b: _keyed(b, "name"), "path string, key string")
-        listed = listing_frame(spark, listing).mapInArrow(lambda b: _keyed(b, "path"), "path string, key string")
-        unused = listed.join(used_keyed.select("path"), on="path", how="left_anti").distinct()
-        other = used_keyed.select("key", F.col("path").alias("other"))
-        found = (unused.join(other, on="key", how="left").groupBy("path", "key").agg(F.min("other").alias("other")))
-        paths, keys = set(), {}
-        for r in found.toLocalIterator():
-            paths.add(r["path"])
-            if r["other"] is not None:
-                keys[r["key"]] = r["other"]
-        return UsedOfListing(frozenset(paths)), keys, count
+        return (*unused_of_listing(used, listing_frame(spark, listing)), count)
     finally:
         rows.unpersist()
+
+
+def unused_of_listing(used, listed) -> tuple[UsedOfListing, dict[str, str]]:
+    """Of the paths of the DataFrame ``listed`` (``path``), canonical, those the DataFrame ``used`` (``name``:
+    canonical locations) does not hold; and for each that shares its key (``_key``) with a used location, the
+    least such location by that key: as ``plan_iceberg_orphans`` asks them of its ``used_reader``."""
+    from pyspark.sql import functions as F
+
+    used_keyed = used.mapInArrow(lambda b: _keyed(b, "name"), "path string, key string")
+    listed = listed.mapInArrow(lambda b: _keyed(b, "path"), "path string, key string")
+    unused = listed.join(used_keyed.select("path"), on="path", how="left_anti").distinct()
+    other = used_keyed.select("key", F.col("path").alias("other"))
+    found = unused.join(other, on="key", how="left").groupBy("path", "key").agg(F.min("other").alias("other"))
+    paths, keys = set(), {}
+    for r in found.toLocalIterator():
+        paths.add(r["path"])
+        if r["other"] is not None:
+            keys[r["key"]] = r["other"]
+    return UsedOfListing(frozenset(paths)), keys

@@ -270,3 +270,37 @@ def test_manifests_are_grouped_in_order_into_tasks_of_about_the_bytes_asked():
     assert orphans_used.task_groups(items, task_bytes=10) == [[(0, "l0", "p0"), (1, "l1", "p1")], [(2, "l2", "p2")],
                                                               [(3, "l3", "p3")], [(4, "l4", "p4")]]
     assert orphans_used.task_groups([], task_bytes=10) == []
+
+
+@pytest.mark.parametrize("used,listed", [
+    (["s3a://lake/t/data/a.parquet", "s3n://lake/t/data/b.parquet"],
+     ["s3://lake/t/data/a.parquet", "s3a://lake/t/data/b.parquet", "s3://lake/t/data/c.parquet",
+      "s3://lake/t/metadata/00003-abc.metadata.json"]),
+    (["s3://elsewhere/t/data/a.parquet"], ["s3://lake/t/data/a.parquet", "s3://lake/t/data/c.parquet"])])
+def test_the_join_on_spark_spells_locations_and_refuses_another_bucket_as_the_planner_does(spark, used, listed):
+    """s3a and s3n are s3 (Iceberg's equal_schemes); a used path in another bucket refuses the plan
+    (prefix_mismatch_mode=ERROR): with what the join returns, the planner plans or refuses as with the whole set."""
+    from lakesweep.applier.listing import files_batch
+    from lakesweep.applier.orphans_used import listing_frame, unused_of_listing
+    from lakesweep.engine.fileio import FileInfo
+    from lakesweep.planner.iceberg.orphans import plan_iceberg_orphans, resolve_orphan_options
+    from tests.iceberg.test_orphan_prefixes import NOW as STUB_NOW, OLD, StubView
+
+    view = StubView(used)
+    locations = sorted({*view.used, *view.metadata_files()})
+    items = spark.sparkContext.parallelize([files_batch(listed, [1] * len(listed), [OLD] * len(listed))], 1)
+    found = unused_of_listing(spark.createDataFrame([(u,) for u in locations], "name string"),
+                              listing_frame(spark, items))
+    outcomes = []
+    for reader in (None, lambda table: (*found, len(locations))):
+        try:
+            p = plan_iceberg_orphans(view, [FileInfo(p, 1, OLD) for p in listed], now_ms=STUB_NOW,
+                                     options=resolve_orphan_options({}), used_reader=reader)
+            outcomes.append((p.plan_id, [a.path for a in p.actions], p.stats["used"]))
+        except PlanRejected as e:
+            outcomes.append(str(e))
+    assert outcomes[1] == outcomes[0]
+    assert outcomes[0] == ((outcomes[0][0], ["data/c.parquet"], 3) if len(used) == 2 else
+                           "s3://lake/t/data/a.parquet is not used as listed, but the metadata names "
+                           "s3://elsewhere/t/data/a.parquet: the same path with another scheme or bucket. "
+                           "Nothing is planned; check which prefix is right")
