@@ -57,12 +57,12 @@ def list_prefix(fileio: FileIO, prefix: str, recursive: bool) -> Iterator[tuple]
 
 
 def list_iceberg_on_spark(table, out: str, *, spark, master: str, on_files: Callable[[int], None] | None = None,
-                          batch_rows: int = BATCH_ROWS) -> SparkListing:
+                          batch_rows: int = BATCH_ROWS, keep: list | None = None) -> SparkListing:
     """List the Iceberg ``table``'s roots for orphan removal on ``spark``, a prefix per task, into the Parquet
-    file ``out`` (local)."""
+    file ``out`` (local); with ``keep``, kept on the executors too (``applier.listing.run_tasks``)."""
     prefixes = task_prefixes(table)
     fileio = table.fileio
     items = run_tasks(spark, prefixes, lambda p: list_prefix(fileio, p[0], p[1]),
-                      f"lakesweep: listing {len(prefixes)} prefixes of {table.location}")
+                      f"lakesweep: listing {len(prefixes)} prefixes of {table.location}", keep)
     files = write_listing(items, out, on_files=on_files, batch_rows=batch_rows)
     return SparkListing(out, len(prefixes), files, master)

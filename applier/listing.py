@@ -100,13 +100,19 @@ def files_batch(paths: list, sizes: list, mtimes: list) -> tuple[str, bytes]:
     return ("files", sink.getvalue().to_pybytes())
 
 
-def run_tasks(spark, tasks: list, task: Callable[[Any], Iterator[tuple]], what: str) -> Iterator[tuple]:
+def run_tasks(spark, tasks: list, task: Callable[[Any], Iterator[tuple]], what: str,
+              keep: list | None = None) -> Iterator[tuple]:
     """``task`` run on ``spark`` for each of ``tasks`` (one Spark task each), what they yield taken back on
-    the driver a partition at a time."""
+    the driver a partition at a time. ``keep``: the results are also persisted on the executors, their RDD
+    appended to it (the caller unpersists it)."""
     sc = spark.sparkContext
     forward_credentials(sc)
     sc.setJobGroup("lakesweep-list", what)
     rdd = sc.parallelize(tasks, max(1, len(tasks))).flatMap(task)
+    if keep is not None:
+        from pyspark import StorageLevel
+
+        keep.append(rdd.persist(StorageLevel.MEMORY_AND_DISK))
     return rdd.toLocalIterator(prefetchPartitions=True)
 
 
@@ -141,16 +147,18 @@ def write_listing(items: Iterator[tuple], out: str, *, on_other: Callable[[tuple
 
 
 def list_on_spark(table: PaimonTable, out: str, *, spark, master: str,
-                  on_files: Callable[[int], None] | None = None, batch_rows: int = BATCH_ROWS) -> SparkListing:
+                  on_files: Callable[[int], None] | None = None, batch_rows: int = BATCH_ROWS,
+                  keep: list | None = None) -> SparkListing:
     """List ``table`` for orphan cleaning on ``spark``, a directory per task, into the Parquet file
-    ``out`` (local). Raises ``PlanRejected`` when a listed directory holds another table."""
+    ``out`` (local); with ``keep``, kept on the executors too (``run_tasks``). Raises ``PlanRejected`` when
+    a listed directory holds another table."""
     if table.branch != "main":
         raise PlanRejected("orphan cleaning covers the whole table, every branch included: open its main branch")
     dirs = ListedDirs(table)
     directories = task_directories(table, dirs)
     fileio, layout, location = table.fileio, dirs.layout, table.location
     items = run_tasks(spark, directories, lambda d: list_directory(fileio, layout, location, d),
-                      f"lakesweep: listing {len(directories)} directories of {location}")
+                      f"lakesweep: listing {len(directories)} directories of {location}", keep)
     files = write_listing(items, out, on_other=lambda item: refuse_foreign_table(table, item[1], item[2]),
                           on_files=on_files, batch_rows=batch_rows)
     return SparkListing(out, len(directories), files, master)

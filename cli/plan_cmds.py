@@ -353,11 +353,13 @@ def plan_orphans_cmd(
     empty_dirs: bool = typer.Option(False, "--empty-dirs", help="Also remove the bucket and partition "
                                     "directories the plan's deletes leave empty: deepest first, each only if it is "
                                     "empty when apply gets to it (never recursively), never the table root."),
-    spark: bool = typer.Option(False, "--spark", help="List on Spark, a task for each bucket and metadata "
-                               "directory (Iceberg: the metadata directory, each partition directory of the data "
-                               "directory's first level, and each other directory), the files streamed back to a "
-                               "temporary Parquet file that is then planned from as an inventory (for large "
-                               "tables; --master, --conf)."),
+    spark: bool = typer.Option(False, "--spark", help="Plan on Spark, for large tables (--master, --conf): "
+                               "list the table, a task for each bucket and metadata directory (Iceberg: the "
+                               "metadata directory, each partition directory of the data directory's first level, "
+                               "and each other directory), into a temporary Parquet file; then decode the "
+                               "manifests on executors, a group of manifests per task, and join the listing with "
+                               "the files they name, so that only the listed files nothing uses come back. The "
+                               "plan is the one the same listing plans without Spark, byte for byte."),
     master: str = MasterOpt,
     conf: List[str] = ConfOpt,
     catalog: Optional[str] = CatalogOpt,
@@ -386,20 +388,21 @@ def plan_orphans_cmd(
             from lakesweep.engine.errors import PlanRejected
 
             raise PlanRejected("--older-than and --orphan-older-than-hours say the same thing: give one of them")
-        with tempfile.TemporaryDirectory(prefix="lakesweep-listing-") as scratch:
-            lister = _spark_lister(master, key_values(conf, "--conf"), scratch, output_for(fmt),
-                                   iceberg=True) if spark else None
+        with tempfile.TemporaryDirectory(prefix="lakesweep-listing-") as scratch, \
+                _spark_lister(master, key_values(conf, "--conf"), scratch, output_for(fmt), iceberg=True) as on_spark:
+            lister, used_reader = on_spark if spark else (None, None)
             make_iceberg_plan("orphans", catalog=catalog, table=table, out=out, now=now, fmt=fmt,
                               paimon_only={"--inventory": inventory, "--empty-dirs": empty_dirs},
                               older_than=older_than or _hours(orphan_hours, "--orphan-older-than-hours"), force=force,
-                              spark=master if spark else None, lister=lister)
+                              spark=master if spark else None, lister=lister, used_reader=used_reader)
         return
     _refuse_iceberg_only({"--orphan-older-than-hours": orphan_hours})
-    with tempfile.TemporaryDirectory(prefix="lakesweep-listing-") as scratch:
-        lister = _spark_lister(master, key_values(conf, "--conf"), scratch, output_for(fmt)) if spark else None
+    with tempfile.TemporaryDirectory(prefix="lakesweep-listing-") as scratch, \
+            _spark_lister(master, key_values(conf, "--conf"), scratch, output_for(fmt)) as on_spark:
+        lister, used_reader = on_spark if spark else (None, None)
         make_plan("orphans", table=table, out=out, now=now, option=[], branch="main", fmt=fmt,
                   older_than=older_than, force=force, inventory=inventory or None, empty_dirs=empty_dirs,
-                  spark=master if spark else None, lister=lister)
+                  spark=master if spark else None, lister=lister, used_reader=used_reader)
 
 
 @plan_app.command("purge", short_help="Delete quarantined files past their retention (Paimon, Iceberg).")
@@ -446,24 +449,47 @@ def _spark_expirer(master: str, conf: dict, output):
     return planner
 
 
+@contextlib.contextmanager
 def _spark_lister(master: str, conf: dict, scratch: str, output, *, iceberg: bool = False):
-    """The listing of ``plan orphans --spark``: the table listed on ``master``, a directory (Iceberg: a
-    prefix) per task, into a Parquet file in ``scratch``."""
+    """The listing and the used-set reader of ``plan orphans --spark``, on one session on ``master`` started
+    when first used and stopped on leaving: the table listed, a directory (Iceberg: a prefix) per task, into
+    a Parquet file in ``scratch`` and kept on the executors; then its manifests decoded and the kept listing
+    joined with what they name."""
+    from lakesweep.applier.orphans_used import PlanningSession, iceberg_used_reader, paimon_used_reader
+
+    session = PlanningSession(master, conf)
+    kept: list = []  # the listing, kept on the executors
 
     def lister(table):
         from lakesweep.applier.iceberg_listing import list_iceberg_on_spark
-        from lakesweep.applier.listing import list_on_spark, list_with_session
+        from lakesweep.applier.listing import list_on_spark
 
         path = os.path.join(scratch, "listing.parquet")
         with contextlib.ExitStack() as stack:
             status = (stack.enter_context(render.err.status("listing on Spark"))
                       if progress_enabled(output.draws_progress) else None)
-            listing = list_with_session(table, path, master=master, conf=conf, on_files=None if status is None else
-                                        lambda n: status.update(f"listing on Spark: {n} files"),
-                                        on_spark=list_iceberg_on_spark if iceberg else list_on_spark)
+            listing = (list_iceberg_on_spark if iceberg else list_on_spark)(
+                table, path, spark=session.get(), master=master, keep=kept,
+                on_files=None if status is None else lambda n: status.update(f"listing on Spark: {n} files"))
         return listing.path, listing.source()
 
-    return lister
+    def used_reader(listing: str):
+        reader = (iceberg_used_reader if iceberg else paimon_used_reader)(session, kept[-1])
+
+        def read(table):
+            with contextlib.ExitStack() as stack:
+                if progress_enabled(output.draws_progress):
+                    stack.enter_context(render.err.status("reading what the table uses on Spark"))
+                return reader(table)
+
+        return read
+
+    try:
+        yield lister, used_reader
+    finally:
+        for listing in kept:
+            listing.unpersist()
+        session.stop()
 
 
 # Actions decoded at a time by show: a batch of 16,384 holds about 25 MiB at its peak, four times that

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import posixpath
 from dataclasses import dataclass
-from typing import Iterable
+from typing import Callable, Container, Iterable, Iterator
 
 from lakesweep.engine.errors import MetadataNotFound, PlanRejected, TableFormatError
 from lakesweep.engine.fileio import FileInfo, join
@@ -147,7 +147,7 @@ class UsedNames:
     """Every file name the table uses, and the snapshot each branch's newest listed snapshot (which
     ``check_latest_covered`` tests the names against)."""
 
-    names: frozenset[str]
+    names: Container[str]  # a frozenset; read elsewhere, the answer for each listed name (``read_used_names``)
     latest: tuple[tuple[PaimonTable, Snapshot], ...]
 
 
@@ -170,6 +170,16 @@ def used_names(table: PaimonTable) -> UsedNames:
     exists"). A snapshot or changelog file listed but gone when read was expired meanwhile: skipped, as in
     Java.
     """
+    names, manifests, latest = used_metadata(table)
+    for found in table.manifests_names([manifests[m] for m in sorted(manifests)]):
+        names.update(found)
+    return UsedNames(frozenset(names), latest)
+
+
+def used_metadata(table: PaimonTable) -> tuple[set[str], dict[str, ManifestFileMeta], tuple]:
+    """``used_names`` but for the manifests' entries: the names it reads from snapshots, tags and
+    changelogs, their lists and index manifests; the data manifests they list (by name), whose entries'
+    names complete the used set; and ``UsedNames.latest``. Fails as ``used_names`` fails."""
     names: set[str] = set()
     manifests: dict[str, ManifestFileMeta] = {}
     latest = []
@@ -190,9 +200,7 @@ def used_names(table: PaimonTable) -> UsedNames:
             except MetadataNotFound:
                 continue
             _collect(view, c, names, manifests, tolerate_missing=("base", "delta", "changelog", "index"))
-    for found in table.manifests_names([manifests[m] for m in sorted(manifests)]):
-        names.update(found)
-    return UsedNames(frozenset(names), tuple(latest))
+    return names, manifests, tuple(latest)
 
 
 def _collect(view: PaimonTable, s: Snapshot, names: set[str], manifests: dict[str, ManifestFileMeta],
@@ -228,31 +236,46 @@ def check_latest_covered(table: PaimonTable, used: UsedNames) -> None:
     """Every file the newest snapshot of each branch references must be in the used set (Paimon #7710: a
     used set that misses live files deletes them). A miss is a bug or a table that changed under the read:
     raise ``PlanRejected`` naming the file."""
+    for view, snapshot, named in latest_named(used.latest):
+        for name, what in named:
+            if name not in used.names:
+                refuse_uncovered(view, snapshot, what)
+
+
+def latest_named(latest: Iterable[tuple[PaimonTable, Snapshot]]) -> Iterator[tuple[PaimonTable, Snapshot, list]]:
+    """``(view, snapshot, [(name, what), ...])`` for each branch's newest snapshot: every name it references,
+    read again from the snapshot (``check_latest_covered``), in the order it is checked."""
     from lakesweep.engine.paimon.reachability import snapshot_files
 
-    for view, snapshot in used.latest:
+    for view, snapshot in latest:
         # Read again from the snapshot: its lists, index files, statistics and changelog files, and the
         # names of its data manifests' entries (every one a reader may need; names only, not kept).
         named = [(posixpath.basename(p), p) for p in sorted(snapshot_files(view, snapshot, with_changelog=True))]
         for m in view.data_manifests(snapshot):
             named.append((m.file_name, view.paths.manifest(m.file_name)))
             named.extend((n, f"{n} (named by manifest {m.file_name})") for n in view.manifest_names(m.file_name))
-        for name, what in named:
-            if name not in used.names:
-                raise PlanRejected(
-                    f"the used files read for orphan cleaning miss {what}, which snapshot {snapshot.id} of "
-                    f"branch '{view.branch}' references; nothing was planned. Re-run 'lakesweep plan orphans' "
-                    "and report this if it happens again")
+        yield view, snapshot, named
 
 
-def read_used_names(table: PaimonTable) -> UsedNames:
+def refuse_uncovered(view: PaimonTable, snapshot: Snapshot, what: str) -> None:
+    raise PlanRejected(
+        f"the used files read for orphan cleaning miss {what}, which snapshot {snapshot.id} of "
+        f"branch '{view.branch}' references; nothing was planned. Re-run 'lakesweep plan orphans' "
+        "and report this if it happens again")
+
+
+def read_used_names(table: PaimonTable, *, reader: Callable[[PaimonTable], UsedNames] | None = None) -> UsedNames:
     """``used_names`` checked with ``check_latest_covered``; a ``TableFormatError`` while reading becomes a
     refusal that names the file. A table in which no branch has a snapshot is refused too (as Java aborts: a used
     set that is unexpectedly empty): an empty or unreadable snapshot listing would make every file of the
-    table look unused, tags or not."""
+    table look unused, tags or not. ``reader``: reads and checks the used set elsewhere (on Spark), failing
+    as those two fail, its ``names`` answering for the names of the listing only."""
     try:
-        used = used_names(table)
-        check_latest_covered(table, used)
+        if reader is not None:
+            used = reader(table)
+        else:
+            used = used_names(table)
+            check_latest_covered(table, used)
     except TableFormatError as e:
         raise PlanRejected(f"orphan cleaning cannot tell which files {table.location} uses: {e} "
                            "(lakesweep deletes no file it cannot prove unused)") from e

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable, Mapping, Sequence
+from typing import Any, Callable, Container, Iterable, Mapping, Sequence
 
 from lakesweep.engine.errors import PlanRejected
 from lakesweep.engine.fileio import FileInfo
@@ -44,6 +44,9 @@ class IcebergOrphanOptions:
     sources: Mapping[str, OptionValue]
     # lists the table elsewhere (on Spark): returns a plain inventory file of the listing and its source
     lister: Callable[[Any], tuple[str, Mapping[str, Any]]] | None = None
+    # with ``lister``: ``used_reader(listing file)`` reads what the metadata names elsewhere (on Spark), as
+    # far as that listing goes (``plan_iceberg_orphans``' ``used_reader``)
+    used_reader: Callable[[str], Callable[[Any], Any]] | None = None
 
     def cutoff_ms(self, now_ms: int) -> int:
         """The cut-off; one less than an hour back from ``now_ms`` is refused without ``force`` (a writer
@@ -59,10 +62,12 @@ class IcebergOrphanOptions:
 def resolve_orphan_options(table_options: Mapping[str, str], *, older_than: str | None = None, force: bool = False,
                            spark: str | None = None,
                            lister: Callable[[Any], tuple[str, Mapping[str, Any]]] | None = None,
+                           used_reader: Callable[[str], Callable[[Any], Any]] | None = None,
                            **_) -> IcebergOrphanOptions:
     """``older_than``: a duration back from the plan's now (default ``3 d``, Iceberg's) or an instant.
     ``lister``: lists the table instead of the read step's recursive listing (``--spark``: ``spark`` is its
-    master), writing a plain inventory file the planner reads as an inventory."""
+    master), writing a plain inventory file the planner reads as an inventory; ``used_reader`` reads what the
+    metadata names against that file."""
     from lakesweep.engine.timeutil import parse_duration_ms, parse_time_ms
     from lakesweep.planner.paimon.options import _UNIT_DURATION
 
@@ -75,7 +80,7 @@ def resolve_orphan_options(table_options: Mapping[str, str], *, older_than: str 
                                 {"older_than": OptionValue(text, "default" if older_than is None else "flag"),
                                  "force": OptionValue(bool(force), "flag" if force else "default"),
                                  "spark": OptionValue(spark, "flag" if spark else "default")},
-                                lister=lister)
+                                lister=lister, used_reader=used_reader if lister is not None else None)
 
 
 def metadata_version(name: str) -> int | None:
@@ -133,14 +138,18 @@ def _key(location: str) -> str:
 
 def plan_iceberg_orphans(table, listed: Iterable[FileInfo], *, now_ms: int, options: IcebergOrphanOptions,
                          metadata_owners: Mapping[str, str | None] | None = None,
-                         neighbours: Sequence[Neighbour] = (), source: Mapping[str, Any] | None = None) -> CleanupPlan:
+                         neighbours: Sequence[Neighbour] = (), source: Mapping[str, Any] | None = None,
+                         used_reader: Callable[[Any], tuple[Container[str], Mapping[str, str], int]] | None = None
+                         ) -> CleanupPlan:
     """``metadata_owners``: the ``table-uuid`` of each file ``metadata_to_read`` names (``None``: it does not
     parse as table metadata); a file not in it counts as not parsing. ``neighbours``: the other tables of
     the catalog (``engine.iceberg.neighbours.catalog_neighbours``); one storing files in this table's roots
     refuses the plan (``SharedStorage``). Asks the store for the modification time of each file the current
     state reads that ``listed`` misses (``check_listing_complete``). ``listed`` is iterated once, and no
     set of every listed path is kept. ``source``: where the listing came from, kept in ``stats["listing"]``
-    (``{"from": "store"}`` by default)."""
+    (``{"from": "store"}`` by default). ``used_reader(table)``: what the metadata names, read elsewhere (on
+    Spark) as far as ``listed`` goes: ``(used, keys, count)``, ``path in used`` for each listed path, ``keys``
+    the used location of each such path's key (``_key``) that it is not, ``count`` how many are used."""
     from lakesweep.engine.iceberg.reachability import all_referenced, current_references
     from lakesweep.engine.iceberg.table import canonical
 
@@ -150,8 +159,11 @@ def plan_iceberg_orphans(table, listed: Iterable[FileInfo], *, now_ms: int, opti
     cutoff = options.cutoff_ms(now_ms)
     refuse_shared_storage(f"Iceberg table {table.identifier}", table_roots(table), neighbours,
                           outcome="Nothing was planned")
-    used = all_referenced(table)
-    used_keys = {_key(u): u for u in used}
+    if used_reader is None:
+        used = all_referenced(table)
+        used_keys, used_count = {_key(u): u for u in used}, len(used)
+    else:
+        used, used_keys, used_count = used_reader(table)
     roots = [table.location, *table.external_roots()]
     metadata_dir = table.location + "/metadata/"
     metadata_roots = _metadata_roots(table)
@@ -225,7 +237,7 @@ def plan_iceberg_orphans(table, listed: Iterable[FileInfo], *, now_ms: int, opti
         requirements=(*plan_requirements(table), AssertNowReached(now_ms),
                       AssertOrphansUnreferenced(cutoff, force=options.force)),
         phases=ORPHAN_PHASES, actions=canonical_list,
-        stats={"kept": kept, "used": len(used), "neighbours": len(neighbours), "summary": summarize(canonical_list),
+        stats={"kept": kept, "used": used_count, "neighbours": len(neighbours), "summary": summarize(canonical_list),
                "warnings": sorted(warnings), "listing": dict(source) if source is not None else {"from": "store"}},
     )
 
@@ -241,6 +253,7 @@ class OrphanRead:
     metadata_owners: Mapping[str, Any]  # metadata file outside the log -> the table UUID it names
     neighbours: tuple  # the other tables of the catalog (``engine.neighbours.Neighbour``)
     source: Mapping[str, Any] = field(default_factory=lambda: {"from": "store"})  # where the listing came from
+    used_reader: Any = None  # reads what the metadata names elsewhere, against this listing
 
 
 def _read(table, *, now_ms: int, options) -> OrphanRead:
@@ -251,9 +264,11 @@ def _read(table, *, now_ms: int, options) -> OrphanRead:
 
     options.cutoff_ms(now_ms)  # refuse a bad --older-than before listing a large table
     refuse_future_now(table, now_ms, "orphans")  # apply would refuse the plan: say so before listing
+    reader = None
     if options.lister is not None:
         location, source = options.lister(table)
         listed, source = InventoryListing(location, [table.location, *table.external_roots()]), dict(source)
+        reader = options.used_reader(location) if options.used_reader is not None else None
     else:
         listed, source = list_table_files(table), {"from": "store"}
     view = table.refreshed()
@@ -262,13 +277,14 @@ def _read(table, *, now_ms: int, options) -> OrphanRead:
     owners = metadata_owners(view, metadata_to_read(view, listed))
     # the other tables of the catalog, read after the listing (a table created meanwhile is seen); the
     # planner refuses one that stores files in this table's roots
-    return OrphanRead(view, listed, owners, catalog_neighbours(view), source)
+    return OrphanRead(view, listed, owners, catalog_neighbours(view), source, reader)
 
 
 def _plan(table, *, now_ms: int, options, read: OrphanRead) -> CleanupPlan:
     """``table`` as ``read`` saw it after the listing (``read.view``) is planned."""
     return plan_iceberg_orphans(read.view, read.listed, now_ms=now_ms, options=options,
-                                metadata_owners=read.metadata_owners, neighbours=read.neighbours, source=read.source)
+                                metadata_owners=read.metadata_owners, neighbours=read.neighbours, source=read.source,
+                                used_reader=read.used_reader)
 
 
 def describe_iceberg_orphans(plan: CleanupPlan) -> PlanDescription:

@@ -226,6 +226,9 @@ class OrphanOptions:
     empty_dirs: bool = False  # also remove the bucket and partition directories the deletes leave empty
     # lists the table elsewhere (on Spark): returns a plain inventory file of the listing and its source
     lister: Callable[[Any], tuple[str, Mapping[str, Any]]] | None = None
+    # with ``lister``: ``used_reader(listing file)`` reads the used set elsewhere (on Spark), as far as that
+    # listing goes (``engine.paimon.orphans.read_used_names``' ``reader``)
+    used_reader: Callable[[str], Callable[[Any], Any]] | None = None
 
     def threshold_ms(self, now_ms: int) -> int:
         """Files modified at or after this instant are kept; refuses a threshold at or after ``now_ms``,
@@ -256,6 +259,7 @@ def resolve_orphan_options(
     empty_dirs: bool = False,
     spark: str | None = None,
     lister: Callable[[Any], tuple[str, Mapping[str, Any]]] | None = None,
+    used_reader: Callable[[str], Callable[[Any], Any]] | None = None,
 ) -> OrphanOptions:
     """``older_than``: a Paimon duration with a unit (``1 d``, ``36 h``), measured back from the plan's
     now; or an instant (ISO-8601, ``2026-11-01 12:00:00`` read as UTC, or epoch milliseconds). Default
@@ -263,7 +267,8 @@ def resolve_orphan_options(
     inventory files (``engine.listing``) to read the listing from instead of listing the store.
     ``empty_dirs``: also plan the removal of the directories the plan's deletes leave empty. ``lister``:
     lists the table instead of the store walk (``--spark``: ``spark`` is its master), writing a plain
-    inventory file; not with ``inventory``."""
+    inventory file; not with ``inventory``. ``used_reader``: reads the used set against that file
+    (``OrphanOptions.used_reader``)."""
     from lakesweep.engine.fileio import normalize_location
     from lakesweep.engine.timeutil import parse_time_ms
 
@@ -284,7 +289,8 @@ def resolve_orphan_options(
                "empty-dirs": OptionValue(bool(empty_dirs), "flag" if empty_dirs else "default"),
                "spark": OptionValue(spark, "flag" if spark else "default")}
     return OrphanOptions(older_than=text, duration_ms=duration, at_ms=at, force=bool(force), sources=sources,
-                         inventory=files, empty_dirs=bool(empty_dirs), lister=lister)
+                         inventory=files, empty_dirs=bool(empty_dirs), lister=lister,
+                         used_reader=used_reader if lister is not None else None)
 
 
 # -- partition expiry ------------------------------------------------------------------------------------

@@ -21,7 +21,8 @@ from lakesweep.engine.paimon.kinds import ORPHAN_PHASES, OrphanKind
 from lakesweep.engine.neighbours import Neighbour, refuse_shared_storage
 from lakesweep.engine.paimon.layout import Layout, is_orphan_empty_dir, orphan_dir_segments
 from lakesweep.engine.paimon.neighbours import nested_neighbour, table_roots
-from lakesweep.engine.paimon.orphans import ListedDirs, ListedFile, expected_in_listing, read_used_names
+from lakesweep.engine.paimon.orphans import (ListedDirs, ListedFile, UsedNames, expected_in_listing,
+                                              read_used_names)
 from lakesweep.engine.paimon.reachability import first_reachable
 from lakesweep.engine.paimon.requirements import orphan_requirements
 from lakesweep.engine.paimon.scopes import OrphanScope
@@ -80,7 +81,8 @@ def _emptied_dirs(layout: Layout, seen: set[str], kept: set[str]) -> list[Action
 def plan_orphans(table: PaimonTable, listing: Iterable[ListedFile | tuple], *, now_ms: int,
                  options: OrphanOptions,
                  source: Mapping[str, Any] | Callable[[], Mapping[str, Any]] | None = None,
-                 neighbours: Sequence[Neighbour] = ()) -> CleanupPlan:
+                 neighbours: Sequence[Neighbour] = (),
+                 used_reader: Callable[[PaimonTable], UsedNames] | None = None) -> CleanupPlan:
     """Plan the deletion of ``table``'s orphan files, as Paimon's orphan clean would delete them at
     ``now_ms`` from what ``listing`` holds (``(path, size, mtime_ms)`` each): a listing already made,
     iterated once after the used set is read (an inventory scan streams it a batch at a time). ``source``
@@ -96,7 +98,8 @@ def plan_orphans(table: PaimonTable, listing: Iterable[ListedFile | tuple], *, n
     counts with its newest modification time.
     ``PlannerInvariantViolated`` if a planned file is still reachable (a bug). ``neighbours``: the other
     tables that could store files here (``engine.paimon.neighbours.paimon_neighbours``); one that does, or
-    another table's metadata in the listing, refuses the plan (``SharedStorage``).
+    another table's metadata in the listing, refuses the plan (``SharedStorage``). ``used_reader``: reads
+    the used set elsewhere (``read_used_names``' ``reader``: on Spark, against the same listing).
     """
     threshold = options.threshold_ms(now_ms)
     name = f"Paimon table {table.location}"
@@ -111,7 +114,10 @@ def plan_orphans(table: PaimonTable, listing: Iterable[ListedFile | tuple], *, n
     # An empty listing plans nothing. Any other must show every file the newest snapshots reference that
     # was there when it was made (by name, as the used set matches), or it is incomplete.
     empty = isinstance(listing, Sized) and len(listing) == 0
-    read = None if empty else read_used_names(table)
+    if empty:
+        read = None
+    else:
+        read = read_used_names(table) if used_reader is None else read_used_names(table, reader=used_reader)
     used = frozenset() if read is None else read.names
     expected = {} if read is None else expected_in_listing(read, dirs)
     held: dict[str, tuple[OrphanKind, ListedFile]] = {}
@@ -227,6 +233,7 @@ class OrphanRead:
     files: Iterable[ListedFile]  # the listing (may stream: the planner reads it once)
     source: Any  # where it came from, for the plan's stats (a dict, or a callable giving one once read)
     neighbours: tuple  # the other tables of the warehouse (``engine.neighbours.Neighbour``)
+    used_reader: Any = None  # reads the used set elsewhere, against this listing (``plan_orphans``)
 
 
 def _read(table, *, now_ms: int, options) -> OrphanRead:
@@ -248,14 +255,15 @@ def _read(table, *, now_ms: int, options) -> OrphanRead:
     if options.lister is not None:
         listed, source = options.lister(table)
         scan = InventoryScan([listed], roots=roots)
-        return OrphanRead(scan.files(), dict(source), paimon_neighbours(table, scan=False))
+        reader = options.used_reader(listed) if options.used_reader is not None else None
+        return OrphanRead(scan.files(), dict(source), paimon_neighbours(table, scan=False), reader)
     listing = list_orphan_candidates(table)
     return OrphanRead(listing, {"from": "store"}, paimon_neighbours(table))
 
 
 def _plan(table, *, now_ms: int, options, read: OrphanRead) -> CleanupPlan:
     return plan_orphans(table, read.files, now_ms=now_ms, options=options, source=read.source,
-                        neighbours=read.neighbours)
+                        neighbours=read.neighbours, used_reader=read.used_reader)
 
 
 def describe_orphans(plan: CleanupPlan) -> PlanDescription:

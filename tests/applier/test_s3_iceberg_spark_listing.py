@@ -9,7 +9,9 @@ import time
 import pyarrow.parquet as pq
 
 from lakesweep.applier.iceberg_listing import list_iceberg_on_spark, task_prefixes
+from lakesweep.applier.orphans_used import PlanningSession, iceberg_used_reader
 from lakesweep.engine.fileio import FileInfo, fileio_for
+from lakesweep.engine.plan_io import write_plan
 from lakesweep.planner.iceberg.orphans import plan_iceberg_orphans
 from lakesweep.planner.kinds import plan_kind
 from tests.applier.test_s3_listing import ICEBERG_HIDDEN, ICEBERG_ORPHANS, MANY, iceberg_table_on_s3, local_tree
@@ -55,6 +57,15 @@ def test_an_iceberg_table_on_s3_lists_on_spark_as_its_local_copy_and_plans_the_s
     same = dataclasses.replace(on_spark, options=in_store.options,
                                stats={**on_spark.stats, "listing": {"from": "store"}})
     assert same.plan_id == in_store.plan_id
+    # the used set read on Spark too (manifests decoded by executors through S3): the same plan, byte for byte
+    kept: list = []
+    used_on_spark = plan(spark="local[2]", lister=lambda t: (list_iceberg_on_spark(
+        t, str(tmp_path / "q.parquet"), spark=spark, master="local[2]", keep=kept).path, {"from": "spark"}),
+        used_reader=lambda path: iceberg_used_reader(PlanningSession("local[2]", None), kept[0]))
+    kept[0].unpersist()
+    write_plan(used_on_spark, str(tmp_path / "used.plan"))
+    write_plan(on_spark, str(tmp_path / "on_spark.plan"))
+    assert (tmp_path / "used.plan").read_bytes() == (tmp_path / "on_spark.plan").read_bytes()
 
     # the local copy's listing, at the same locations, every file as old as the listed ones
     options = entry.resolve_options(view.options, older_than=str(cut_ms), force=True)

@@ -11,9 +11,11 @@ from concurrent.futures import ThreadPoolExecutor
 import pyarrow.parquet as pq
 
 from lakesweep.applier.listing import list_on_spark
+from lakesweep.applier.orphans_used import PlanningSession, paimon_used_reader
 from lakesweep.engine.fileio import fileio_for
 from lakesweep.engine.paimon.orphans import list_orphan_candidates
 from lakesweep.engine.paimon.table import open_table
+from lakesweep.engine.plan_io import write_plan
 from lakesweep.planner.kinds import plan_kind
 from tests.applier.test_orphans_apply import JUNK, KEPT
 from tests.applier.test_safety import Lake
@@ -94,6 +96,18 @@ def test_a_paimon_table_copied_to_s3_lists_and_plans_as_its_local_tree(tmp_path,
                                                     master="local[2]").path, {"from": "spark"}))
     at_home = plan(local, now_ms=now_ms, cut_ms=cut_ms)
     assert actions(in_store) == actions(at_home) == actions(on_spark)
+    # the used set read on Spark too (manifests decoded by executors through S3): the same plan, byte for byte
+    kept: list = []
+    entry = plan_kind("orphans", "paimon")
+    options = entry.resolve_options(
+        remote.options, older_than=str(cut_ms), force=True,
+        lister=lambda t: (list_on_spark(t, str(tmp_path / "q.parquet"), spark=spark, master="local[2]",
+                                        keep=kept).path, {"from": "spark"}),
+        used_reader=lambda path: paimon_used_reader(PlanningSession("local[2]", None), kept[0]))
+    write_plan(entry.read_and_plan(remote, now_ms=now_ms, options=options), str(tmp_path / "used.plan"))
+    kept[0].unpersist()
+    write_plan(on_spark, str(tmp_path / "on_spark.plan"))
+    assert (tmp_path / "used.plan").read_bytes() == (tmp_path / "on_spark.plan").read_bytes()
     # Paimon's rule has no hidden-path filter inside a bucket directory: its .crc is planned here as at home
     assert sorted(a.path for a in at_home.actions) == sorted(JUNK + MANY_FILES + [NESTED[2], HIDDEN[0]])
     for key in ("listed", "kept_used", "kept_young", "ignored_paths"):
