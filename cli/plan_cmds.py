@@ -70,12 +70,13 @@ TableOptionOpt = typer.Option([], "--option", help="Override a table option, key
 
 
 def make_plan(kind: str, *, table: str, out: Path, now: Optional[str], option: List[str], branch: str,
-              fmt: OutputFormat, **flags) -> None:
+              fmt: OutputFormat, planner=None, **flags) -> None:
     """Make a plan of ``kind`` for ``table`` (``branch``) as of ``now``, write it to ``out`` and show it.
 
     ``option`` holds the ``--option key=value`` overrides and ``flags`` the kind's own options as given
     (None: not given); both go to the kind's option resolver. Every input is checked before anything is
-    written; while planning, a terminal shows the metadata files read (text output only)."""
+    written; while planning, a terminal shows the metadata files read (text output only).
+    ``planner(table, *, now_ms, options)``: makes the plan instead of the kind's entry (``--spark``)."""
     from lakesweep.cli.progress import MetadataReadProgress, progress_enabled
     from lakesweep.engine.errors import PlanRejected
     from lakesweep.engine.paimon.table import open_table
@@ -92,7 +93,7 @@ def make_plan(kind: str, *, table: str, out: Path, now: Optional[str], option: L
     t = open_table(table, branch=branch, on_read=reads)
     options = entry.resolve_options(t.options, overrides=key_values(option, "--option"), **flags)
     with reads if reads is not None else contextlib.nullcontext():
-        plan = entry.read_and_plan(t, now_ms=now_ms, options=options)
+        plan = (entry.read_and_plan if planner is None else planner)(t, now_ms=now_ms, options=options)
     write_plan(plan, str(out))
     output.plan_written(plan, str(out))
 
@@ -261,11 +262,12 @@ def plan_expire_cmd(
     retention_hours: Optional[int] = typer.Option(None, "--snapshot-retention-hours", help="Iceberg: "
                                                   "--older-than in whole hours (SeaweedFS's name)."),
     max_commit_retries: Optional[int] = MaxCommitRetriesOpt,
-    spark: bool = typer.Option(False, "--spark", help="Iceberg: plan on Spark, for tables too large for one "
-                               "machine: the driver reads the snapshots and manifest lists, executors decode the "
-                               "manifests (a task per group) and a Spark job keeps the files only expired "
-                               "snapshots reach; only those come back. The plan is the one planning without "
-                               "--spark makes, byte for byte (--master, --conf)."),
+    spark: bool = typer.Option(False, "--spark", help="Plan on Spark, for tables too large for one machine: the "
+                               "driver reads the snapshots, tags and manifest lists, executors decode the manifests "
+                               "(a task per group) and a Spark job keeps the files only expired snapshots reach "
+                               "(Paimon: the files their deltas delete, and their changelog files); only those come "
+                               "back. The plan is the one planning without --spark makes, byte for byte (--master, "
+                               "--conf)."),
     master: str = MasterOpt,
     conf: List[str] = ConfOpt,
     fmt: OutputFormat = OutputOpt,
@@ -298,11 +300,6 @@ def plan_expire_cmd(
                           planner=_spark_expirer(master, key_values(conf, "--conf"), output_for(fmt))
                           if spark else None)
         return
-    if spark:
-        from lakesweep.engine.errors import PlanRejected
-
-        raise PlanRejected("--spark plans snapshot expiry of Iceberg tables (--catalog) only; plan a Paimon table's "
-                           "expiry without it")
     iceberg_only = {"--retain-last": retain_last, "--snapshot-retention-hours": retention_hours,
                     "--max-commit-retries": max_commit_retries}
     _refuse_iceberg_only(iceberg_only)
@@ -310,7 +307,9 @@ def plan_expire_cmd(
         now, time_retained = _paimon_older_than(older_than, now, time_retained)
     make_plan("expire", table=table, out=out, now=now, option=option, branch=branch, fmt=fmt,
               retain_min=retain_min, retain_max=retain_max, time_retained=time_retained, max_deletes=max_deletes,
-              time_rule=time_rule, skip_unreadable=skip_unreadable)
+              time_rule=time_rule, skip_unreadable=skip_unreadable,
+              planner=_spark_expirer(master, key_values(conf, "--conf"), output_for(fmt), paimon=True)
+              if spark else None)
 
 
 def _paimon_older_than(older_than: str, now: Optional[str], time_retained: Optional[str]) -> tuple[str, str]:
@@ -435,11 +434,15 @@ def plan_purge_cmd(
               records=records)
 
 
-def _spark_expirer(master: str, conf: dict, output):
-    """The planner of ``plan expire --catalog C --spark``: the expiry planned on ``master``."""
+def _spark_expirer(master: str, conf: dict, output, *, paimon: bool = False):
+    """The planner of ``plan expire --spark`` (``--catalog C`` unless ``paimon``): the expiry planned on
+    ``master``."""
 
     def planner(table, *, now_ms: int, options):
-        from lakesweep.applier.iceberg_expire import plan_expire_with_session
+        if paimon:
+            from lakesweep.applier.paimon_expire import plan_expire_with_session
+        else:
+            from lakesweep.applier.iceberg_expire import plan_expire_with_session
 
         with contextlib.ExitStack() as stack:
             if progress_enabled(output.draws_progress):

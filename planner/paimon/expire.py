@@ -11,6 +11,7 @@ with ``skip_unreadable``; by default it raises naming the file (fail closed).
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
+from typing import Callable, Protocol
 
 from lakesweep.engine.errors import MetadataNotFound, TableFormatError
 from lakesweep.engine.fileio import join
@@ -88,6 +89,16 @@ def _previous_tag(tags: list[Tag], snapshot_id: int) -> Tag | None:
     return prev
 
 
+class Reads(Protocol):
+    """Manifests read for the planner elsewhere (``applier.paimon_expire``), answering as the table's own reads."""
+
+    def deleted_in_delta(self, snapshot: Snapshot) -> dict[str, ManifestEntry]:
+        """``_Planner._deleted_in_delta`` of one of the snapshots read (in any order); raises what it raises."""
+
+    def changelog_manifest(self, name: str) -> list[ManifestEntry]:
+        """The ADD entries of a changelog manifest read (at least); raises what ``PaimonTable.manifest`` raises."""
+
+
 class _Planner:
     def __init__(self, table: PaimonTable, opts: ExpireOptions, notes: _Notes):
         self.table = table
@@ -121,10 +132,15 @@ class _Planner:
 
     # -- (3) data files ------------------------------------------------------------------------
 
-    def plan_data_files(self, snapshots: list[Snapshot], begin: int, tags: list[Tag]) -> None:
+    def plan_data_files(self, snapshots: list[Snapshot], begin: int, tags: list[Tag],
+                        reads: "Reads | None") -> None:
         defer_append = self.opts.changelog_decoupled and self.opts.changelog_producer == "none"
-        self.table.prefetch_ahead(m for s in snapshots if s.id != begin
-                                  for m in self.table.manifest_list(s.delta_manifest_list))
+        if reads is None:
+            self.table.prefetch_ahead(m for s in snapshots if s.id != begin
+                                      for m in self.table.manifest_list(s.delta_manifest_list))
+            deleted_in_delta = self._deleted_in_delta
+        else:
+            deleted_in_delta = reads.deleted_in_delta
         for s in snapshots:
             if s.id == begin:
                 continue
@@ -134,7 +150,7 @@ class _Planner:
                 self.notes.skipped_snapshots.append(s.id)
                 continue
             try:
-                to_delete = self._deleted_in_delta(s)
+                to_delete = deleted_in_delta(s)
             except TableFormatError as e:
                 self.notes.tolerate(e, f"data files deleted by snapshot {s.id} are kept")
                 self.notes.skipped_snapshots.append(s.id)
@@ -169,9 +185,13 @@ class _Planner:
 
     # -- (4) changelog files -------------------------------------------------------------------
 
-    def plan_changelog_files(self, expiring: list[Snapshot]) -> None:
-        self.table.prefetch_ahead(m for s in expiring if s.changelog_manifest_list
-                                  for m in self.table.manifest_list(s.changelog_manifest_list))
+    def plan_changelog_files(self, expiring: list[Snapshot], reads: "Reads | None") -> None:
+        if reads is None:
+            self.table.prefetch_ahead(m for s in expiring if s.changelog_manifest_list
+                                      for m in self.table.manifest_list(s.changelog_manifest_list))
+            manifest = self.table.manifest
+        else:
+            manifest = reads.changelog_manifest
         for s in expiring:
             if not s.changelog_manifest_list:
                 continue
@@ -182,7 +202,7 @@ class _Planner:
                 continue
             for meta in metas:
                 try:
-                    entries = self.table.manifest(meta.file_name)
+                    entries = manifest(meta.file_name)
                 except TableFormatError as e:
                     self.notes.tolerate(e, f"changelog files listed in it (snapshot {s.id}) are kept")
                     continue
@@ -294,12 +314,16 @@ class _Planner:
         self._add(ActionKind.WRITE_EARLIEST_HINT, join(self.table.snapshot_dir, "EARLIEST"), snapshot_id=value)
 
 
-def plan_expire(table: PaimonTable, *, now_ms: int, options: ExpireOptions) -> CleanupPlan:
+def plan_expire(table: PaimonTable, *, now_ms: int, options: ExpireOptions,
+                read_manifests: Callable[[PaimonTable, list[Snapshot], list[Snapshot]], Reads] | None = None
+                ) -> CleanupPlan:
     """Plan a snapshot expiration of ``table`` as Paimon would run it at ``now_ms``.
 
     Pure: reads only through ``table``, no clock, no writes. Raises ``TableFormatError`` (naming the
     file) when metadata it needs cannot be read, unless ``options.skip_unreadable``;
     ``PlannerInvariantViolated`` if a planned path is still reachable (a bug, never silenced).
+    ``read_manifests(table, data, changelog)``: reads the delta manifests of the ``data`` snapshots and the
+    changelog manifests of the ``changelog`` ones elsewhere (on Spark) instead of one by one through ``table``.
     """
     notes = _Notes(strict=not options.skip_unreadable)
     fingerprint = table_fingerprint(table)
@@ -389,9 +413,11 @@ def plan_expire(table: PaimonTable, *, now_ms: int, options: ExpireOptions) -> C
     begin = snapshots[0].id
     expiring = [s for s in snapshots if s.id != end]
 
-    planner.plan_data_files(snapshots, begin, tags)
+    reads = None if read_manifests is None else read_manifests(
+        table, [s for s in snapshots if s.id != begin], [] if options.changelog_decoupled else expiring)
+    planner.plan_data_files(snapshots, begin, tags, reads)
     if not options.changelog_decoupled:
-        planner.plan_changelog_files(expiring)
+        planner.plan_changelog_files(expiring, reads)
     if options.clean_empty_dirs:
         planner.plan_empty_dirs()
 

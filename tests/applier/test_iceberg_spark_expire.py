@@ -172,9 +172,3 @@ def test_manifests_are_grouped_in_order_into_tasks_of_about_the_entries_asked():
                                                        [("l2", "p2", 7)], [("l3", "p3", 7)], [("l4", "p4", 8)]]
     assert task_groups([], task_entries=10) == []
 
-
-def test_plan_expire_refuses_spark_for_a_paimon_table(tmp_path):
-    out = tmp_path / "p"
-    r = CliRunner().invoke(app, ["plan", "expire", str(tmp_path / "t"), "--out", str(out), "--spark"])
-    assert r.exit_code == 1 and not out.exists()
-    assert "--spark plans snapshot expiry of Iceberg tables (--catalog) only" in " ".join(r.output.split())
