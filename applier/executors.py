@@ -54,6 +54,30 @@ def start_session(master: str, conf: dict[str, str] | None, *, consequence: str,
                                f"{consequence}.") from e
 
 
+class PlanningSession:
+    """The Spark session a plan is made on: started on first use (``get``, with the executor preflight) and
+    stopped by ``stop`` unless it was already running in this process. ``consequence``: what was not done
+    when it cannot start."""
+
+    def __init__(self, master: str, conf: dict[str, str] | None, *,
+                 consequence: str = "nothing was listed and no plan was written"):
+        self.master, self.conf, self.consequence, self.spark, self.owned = master, conf, consequence, None, False
+
+    def get(self):
+        if self.spark is None:
+            require_pyspark(self.consequence)
+            from pyspark import SparkContext
+
+            self.owned = SparkContext._active_spark_context is None
+            self.spark = start_session(self.master, self.conf, consequence=self.consequence)
+        return self.spark
+
+    def stop(self) -> None:
+        if self.owned and self.spark is not None:
+            self.spark.stop()
+        self.spark = None
+
+
 class _SparkSession:
     """The Spark session of one apply: the caller's, or one started here on first use and stopped at the end.
 

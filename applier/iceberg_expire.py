@@ -11,37 +11,18 @@ by ``planner.iceberg.expire.expire_plan`` exactly as the local planner builds it
 
 from __future__ import annotations
 
-import itertools
 from typing import Iterator
 
+from lakesweep.applier.spark_tasks import decoded_tasks, ipc_rows, task_groups, task_size
 from lakesweep.engine.errors import CorruptMetadata, MetadataNotFound, TableFormatError
 from lakesweep.engine.iceberg.kinds import FILE_KINDS
 from lakesweep.engine.plan import CleanupPlan
 from lakesweep.planner.iceberg.expire import (FoundActions, IcebergExpireOptions, expire_plan, expired_metadata,
                                               expiry, refuse_future_expiry)
 
-# Manifest entries a task decodes, about (a manifest is never split): at least TASK_ENTRIES, and so many that
-# each core gets about TASKS_PER_CORE tasks (a task costs Spark about a second whatever its size).
-TASK_ENTRIES = 20_000
-TASKS_PER_CORE = 2
-BATCH_ROWS = 65_536  # entries an executor hands Spark at a time
+TASK_ENTRIES = 20_000  # manifest entries a task decodes at least (``applier.spark_tasks``)
 ENTRY_SCHEMA = "sid long, content int, path string, partition string, size long, error string"
 _FILE_KIND = {0: "data-file", 1: "position-delete-file", 2: "equality-delete-file"}
-
-
-def task_groups(manifests: list[tuple[str, str, int | None, int]], *,
-                task_entries: int = TASK_ENTRIES) -> list[list[tuple[str, str, int | None]]]:
-    """``(location, path, snapshot id or None for kept, entries)`` grouped, in order, into tasks of about
-    ``task_entries`` entries: ``(location, path, snapshot id)`` each."""
-    groups: list[list[tuple[str, str, int | None]]] = []
-    size = 0
-    for location, path, sid, entries in manifests:
-        if not groups or (groups[-1] and size + entries > task_entries):
-            groups.append([])
-            size = 0
-        groups[-1].append((location, path, sid))
-        size += entries
-    return groups
 
 
 def decode_group(io, group: list[tuple[str, str, int | None]]) -> Iterator[tuple]:
@@ -66,29 +47,13 @@ def decode_group(io, group: list[tuple[str, str, int | None]]) -> Iterator[tuple
 
 
 def decode_tasks(io, groups: list, tasks) -> Iterator:
-    """Executor side, for ``mapInArrow``: the rows of ``decode_group`` for each task index of ``tasks`` (Arrow
-    batches of one ``task`` column), as Arrow batches of ``ENTRY_SCHEMA``."""
+    """Executor side, for ``mapInArrow``: the rows of ``decode_group`` for each task index of ``tasks``, as
+    Arrow batches of ``ENTRY_SCHEMA``."""
     import pyarrow as pa
 
     schema = pa.schema([("sid", pa.int64()), ("content", pa.int32()), ("path", pa.string()),
                         ("partition", pa.string()), ("size", pa.int64()), ("error", pa.string())])
-    for batch in tasks:
-        for task in batch.column(0).to_pylist():
-            rows = decode_group(io, groups[task])
-            while chunk := list(itertools.islice(rows, BATCH_ROWS)):
-                yield pa.record_batch([pa.array(column, f.type) for column, f in zip(zip(*chunk), schema)],
-                                      schema=schema)
-
-
-def _ipc(batches):
-    """Executor side: each Arrow batch as one row of its IPC stream (``ipc binary``)."""
-    import pyarrow as pa
-
-    for batch in batches:
-        sink = pa.BufferOutputStream()
-        with pa.ipc.new_stream(sink, batch.schema) as writer:
-            writer.write_batch(batch)
-        yield pa.record_batch([pa.array([sink.getvalue().to_pybytes()], pa.binary())], names=["ipc"])
+    return decoded_tasks(lambda group: decode_group(io, group), groups, tasks, schema)
 
 
 def candidate_files(table, spark, *, kept: list, freed: list[tuple[object, int]]) -> Iterator[tuple]:
@@ -106,8 +71,8 @@ def candidate_files(table, spark, *, kept: list, freed: list[tuple[object, int]]
     manifests += [(table.manifest_location(m), m.path, sid, m.entries) for m, sid in freed]
     sc = spark.sparkContext
     total = sum(entries for *_, entries in manifests)
-    groups = task_groups(manifests, task_entries=max(TASK_ENTRIES, -(-total // (TASKS_PER_CORE *
-                                                                              sc.defaultParallelism))))
+    groups = task_groups(((m[:3], m[3]) for m in manifests),
+                         size=task_size(total, sc.defaultParallelism, at_least=TASK_ENTRIES))
     io = table.io
     forward_credentials(sc)
     sc.setJobGroup("lakesweep-expire", f"lakesweep: {len(manifests)} manifests of {table.location} in "
@@ -127,7 +92,7 @@ def candidate_files(table, spark, *, kept: list, freed: list[tuple[object, int]]
         found = (entries.where(F.col("sid").isNotNull()).join(kept_paths, on="path", how="left_anti")
                  .groupBy("content", "path").agg(first, F.count(F.lit(1)).alias("times"))
                  .select("content", "path", "first.sid", "first.partition", "first.size", "times"))
-        for row in found.mapInArrow(_ipc, "ipc binary").toLocalIterator(prefetchPartitions=True):
+        for row in found.mapInArrow(ipc_rows, "ipc binary").toLocalIterator(prefetchPartitions=True):
             batch = pa.ipc.open_stream(row["ipc"]).read_all()
             yield from zip(*(batch.column(i).to_pylist() for i in range(6)))
     finally:
@@ -160,18 +125,12 @@ def plan_expire_with_session(table, *, now_ms: int, options: IcebergExpireOption
     """``plan_expire_on_spark`` on a session started for it on ``master`` (with the executor preflight) once
     the table is one lakesweep expires as of ``now_ms``, stopped afterwards unless it was already running in
     this process."""
-    from lakesweep.applier.executors import require_pyspark, start_session
+    from lakesweep.applier.executors import PlanningSession
 
     refuse_future_expiry(table, now_ms)
     expiry(table, now_ms=now_ms, options=options)
-    consequence = "nothing was planned and no plan was written"
-    require_pyspark(consequence)
-    from pyspark import SparkContext
-
-    created = SparkContext._active_spark_context is None
-    spark = start_session(master, conf, consequence=consequence)
+    session = PlanningSession(master, conf, consequence="nothing was planned and no plan was written")
     try:
-        return plan_expire_on_spark(table, now_ms=now_ms, options=options, spark=spark)
+        return plan_expire_on_spark(table, now_ms=now_ms, options=options, spark=session.get())
     finally:
-        if created:
-            spark.stop()
+        session.stop()

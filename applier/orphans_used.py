@@ -10,15 +10,14 @@ listing is the one the Spark listing kept on the executors while writing its fil
 
 from __future__ import annotations
 
-import itertools
 from dataclasses import dataclass
 from typing import Callable, Iterator
 
+from lakesweep.applier.executors import PlanningSession  # noqa: F401  (the session the CLI and tests make)
+from lakesweep.applier.spark_tasks import decoded_tasks, task_groups, task_size
 from lakesweep.engine.errors import CorruptMetadata, MetadataNotFound, TableFormatError
 
-TASK_BYTES = 64 << 20  # manifest bytes a task decodes, about (a manifest is never split)
-TASKS_PER_CORE = 2
-BATCH_ROWS = 65_536  # names an executor hands Spark at a time
+TASK_BYTES = 64 << 20  # manifest bytes a task decodes at least (``applier.spark_tasks``)
 NAME_SCHEMA = "ordinal long, name string, error string"
 
 
@@ -31,45 +30,6 @@ class UsedOfListing:
 
     def __contains__(self, name: object) -> bool:
         return name not in self.unused
-
-
-class PlanningSession:
-    """The Spark session of one ``plan orphans --spark``: started on first use (with the executor preflight)
-    and stopped by ``stop`` unless it was already running in this process."""
-
-    def __init__(self, master: str, conf: dict[str, str] | None):
-        self.master, self.conf, self.spark, self.owned = master, conf, None, False
-
-    def get(self):
-        if self.spark is None:
-            from lakesweep.applier.executors import require_pyspark, start_session
-
-            consequence = "nothing was listed and no plan was written"
-            require_pyspark(consequence)
-            from pyspark import SparkContext
-
-            self.owned = SparkContext._active_spark_context is None
-            self.spark = start_session(self.master, self.conf, consequence=consequence)
-        return self.spark
-
-    def stop(self) -> None:
-        if self.owned and self.spark is not None:
-            self.spark.stop()
-        self.spark = None
-
-
-def task_groups(items: list[tuple[int, str, str, int]], *, task_bytes: int) -> list[list[tuple[int, str, str]]]:
-    """``(ordinal, location, shown, bytes)`` grouped, in order, into tasks of about ``task_bytes`` bytes:
-    ``(ordinal, location, shown)`` each."""
-    groups: list[list[tuple[int, str, str]]] = []
-    size = 0
-    for ordinal, location, shown, nbytes in items:
-        if not groups or (groups[-1] and size + nbytes > task_bytes):
-            groups.append([])
-            size = 0
-        groups[-1].append((ordinal, location, shown))
-        size += nbytes
-    return groups
 
 
 def _error_row(ordinal: int, e: TableFormatError) -> tuple:
@@ -111,21 +71,12 @@ def iceberg_locations(io, group: list[tuple[int, str, str]]) -> Iterator[tuple]:
             yield (ordinal, f.path, None)
 
 
-def _batches(rows: Iterator[tuple], schema) -> Iterator:
-    import pyarrow as pa
-
-    while chunk := list(itertools.islice(rows, BATCH_ROWS)):
-        yield pa.record_batch([pa.array(column, f.type) for column, f in zip(zip(*chunk), schema)], schema=schema)
-
-
 def _decode_tasks(decode: Callable, groups: list, tasks) -> Iterator:
     """Executor side, for ``mapInArrow``: ``decode(group)``'s rows for each task index of ``tasks``."""
     import pyarrow as pa
 
     schema = pa.schema([("ordinal", pa.int64()), ("name", pa.string()), ("error", pa.string())])
-    for batch in tasks:
-        for task in batch.column(0).to_pylist():
-            yield from _batches(decode(groups[task]), schema)
+    return decoded_tasks(decode, groups, tasks, schema)
 
 
 def decode_manifests(spark, items: list[tuple[int, str, str, int]], decode: Callable, what: str):
@@ -139,7 +90,8 @@ def decode_manifests(spark, items: list[tuple[int, str, str, int]], decode: Call
 
     sc = spark.sparkContext
     total = sum(item[3] for item in items)
-    groups = task_groups(items, task_bytes=max(TASK_BYTES, -(-total // (TASKS_PER_CORE * sc.defaultParallelism))))
+    groups = task_groups(((item[:3], item[3]) for item in items),
+                         size=task_size(total, sc.defaultParallelism, at_least=TASK_BYTES))
     forward_credentials(sc)
     sc.setJobGroup("lakesweep-orphans", f"lakesweep: {len(items)} manifests of {what} in {len(groups)} tasks")
     tasks = spark.createDataFrame(sc.parallelize([(i,) for i in range(len(groups))], max(1, len(groups))),

@@ -10,10 +10,10 @@ the planner answers from them as from its own reads, so the plan is the local pl
 
 from __future__ import annotations
 
-import itertools
 import pickle
 from typing import Iterator
 
+from lakesweep.applier.spark_tasks import decoded_tasks, ipc_rows, task_groups, task_size
 from lakesweep.engine.errors import CorruptMetadata, MetadataNotFound, TableFormatError
 from lakesweep.engine.paimon.manifests import parse_manifest
 from lakesweep.engine.paimon.model import FileKind, ManifestEntry, Snapshot
@@ -22,27 +22,10 @@ from lakesweep.engine.plan import CleanupPlan
 from lakesweep.planner.paimon.expire import plan_expire
 from lakesweep.planner.paimon.options import ExpireOptions
 
-# Manifest bytes a task decodes, about (a manifest is never split): at least TASK_BYTES, and so many that
-# each core gets about TASKS_PER_CORE tasks (a task costs Spark about a second whatever its size).
-TASK_BYTES = 4 << 20
-TASKS_PER_CORE = 2
-BATCH_ROWS = 65_536  # entries an executor hands Spark at a time
+TASK_BYTES = 4 << 20  # manifest bytes a task decodes at least (``applier.spark_tasks``)
 DELTA, CHANGELOG = 0, 1  # what a manifest is read for
 ROW_SCHEMA = ("part int, sid long, midx int, eidx int, manifest string, path string, add boolean, entry binary, "
               "error string, error_path string")
-
-
-def task_groups(manifests: list[tuple[tuple, int]], *, task_bytes: int = TASK_BYTES) -> list[list[tuple]]:
-    """``(item, bytes)`` grouped, in order, into tasks of about ``task_bytes``: the items of each."""
-    groups: list[list[tuple]] = []
-    size = 0
-    for item, nbytes in manifests:
-        if not groups or (groups[-1] and size + nbytes > task_bytes):
-            groups.append([])
-            size = 0
-        groups[-1].append(item)
-        size += nbytes
-    return groups
 
 
 def _read(fileio, path: str) -> list[ManifestEntry]:
@@ -85,30 +68,14 @@ def _error(name: str, path: str, text: str) -> TableFormatError:
 
 
 def decode_tasks(fileio, paths, groups: list, tasks) -> Iterator:
-    """Executor side, for ``mapInArrow``: the rows of ``decode_group`` for each task index of ``tasks`` (Arrow
-    batches of one ``task`` column), as Arrow batches of ``ROW_SCHEMA``."""
+    """Executor side, for ``mapInArrow``: the rows of ``decode_group`` for each task index of ``tasks``, as
+    Arrow batches of ``ROW_SCHEMA``."""
     import pyarrow as pa
 
     schema = pa.schema([("part", pa.int32()), ("sid", pa.int64()), ("midx", pa.int32()), ("eidx", pa.int32()),
                         ("manifest", pa.string()), ("path", pa.string()), ("add", pa.bool_()),
                         ("entry", pa.binary()), ("error", pa.string()), ("error_path", pa.string())])
-    for batch in tasks:
-        for task in batch.column(0).to_pylist():
-            rows = decode_group(fileio, paths, groups[task])
-            while chunk := list(itertools.islice(rows, BATCH_ROWS)):
-                yield pa.record_batch([pa.array(column, f.type) for column, f in zip(zip(*chunk), schema)],
-                                      schema=schema)
-
-
-def _ipc(batches):
-    """Executor side: each Arrow batch as one row of its IPC stream (``ipc binary``)."""
-    import pyarrow as pa
-
-    for batch in batches:
-        sink = pa.BufferOutputStream()
-        with pa.ipc.new_stream(sink, batch.schema) as writer:
-            writer.write_batch(batch)
-        yield pa.record_batch([pa.array([sink.getvalue().to_pybytes()], pa.binary())], names=["ipc"])
+    return decoded_tasks(lambda group: decode_group(fileio, paths, group), groups, tasks, schema)
 
 
 class SparkReads:
@@ -173,7 +140,7 @@ def read_on_spark(table: PaimonTable, spark, data: list[Snapshot], changelog: li
         return SparkReads(table, deleted, {}, {})
     sc = spark.sparkContext
     total = sum(nbytes for _, nbytes in manifests)
-    groups = task_groups(manifests, task_bytes=max(TASK_BYTES, -(-total // (TASKS_PER_CORE * sc.defaultParallelism))))
+    groups = task_groups(manifests, size=task_size(total, sc.defaultParallelism, at_least=TASK_BYTES))
     fileio, paths = table.fileio, table.paths
     forward_credentials(sc)
     sc.setJobGroup("lakesweep-expire", f"lakesweep: {len(manifests)} manifests of {table.location} in "
@@ -190,7 +157,7 @@ def read_on_spark(table: PaimonTable, spark, data: list[Snapshot], changelog: li
                  .select(F.lit(DELTA).alias("part"), "sid", none["midx"], none["eidx"], none["manifest"], "path",
                          F.col("last.entry").alias("entry"), none["error"], none["error_path"]))
         rest = rows.where(~ok | (F.col("part") == CHANGELOG)).drop("add")
-        for row in found.unionByName(rest).mapInArrow(_ipc, "ipc binary").toLocalIterator(prefetchPartitions=True):
+        for row in found.unionByName(rest).mapInArrow(ipc_rows, "ipc binary").toLocalIterator(prefetchPartitions=True):
             batch = pa.ipc.open_stream(row["ipc"]).read_all()
             for part, sid, midx, eidx, name, path, entry, error, error_path in zip(
                     *(batch.column(c).to_pylist() for c in ("part", "sid", "midx", "eidx", "manifest", "path",
@@ -222,16 +189,10 @@ def plan_expire_with_session(table: PaimonTable, *, now_ms: int, options: Expire
                              conf: dict[str, str] | None = None) -> CleanupPlan:
     """``plan_expire_on_spark`` on a session started for it on ``master`` (with the executor preflight),
     stopped afterwards unless it was already running in this process."""
-    from lakesweep.applier.executors import require_pyspark, start_session
+    from lakesweep.applier.executors import PlanningSession
 
-    consequence = "nothing was planned and no plan was written"
-    require_pyspark(consequence)
-    from pyspark import SparkContext
-
-    created = SparkContext._active_spark_context is None
-    spark = start_session(master, conf, consequence=consequence)
+    session = PlanningSession(master, conf, consequence="nothing was planned and no plan was written")
     try:
-        return plan_expire_on_spark(table, now_ms=now_ms, options=options, spark=spark)
+        return plan_expire_on_spark(table, now_ms=now_ms, options=options, spark=session.get())
     finally:
-        if created:
-            spark.stop()
+        session.stop()

@@ -11,9 +11,8 @@ import time
 import pytest
 from typer.testing import CliRunner
 
-from lakesweep.applier import iceberg_expire
+from lakesweep.applier import iceberg_expire, spark_tasks
 from lakesweep.applier.apply import DriverExecutor, apply_plan
-from lakesweep.applier.iceberg_expire import task_groups
 from lakesweep.cli.main import app
 from lakesweep.engine.iceberg.table import IcebergTable
 from lakesweep.engine.plan_io import read_plan
@@ -28,7 +27,7 @@ def lake(tmp_path, monkeypatch, spark):
     """A lake as tests/iceberg's, on the module's Spark session (the CLI plans on it and leaves it running);
     a task for each manifest, so that a file named by several manifests meets itself across tasks."""
     monkeypatch.setattr(iceberg_expire, "TASK_ENTRIES", 1)
-    monkeypatch.setattr(iceberg_expire, "TASKS_PER_CORE", 10**9)
+    monkeypatch.setattr(spark_tasks, "TASKS_PER_CORE", 10**9)
     return make_lake(tmp_path / "lake", monkeypatch)
 
 
@@ -164,11 +163,4 @@ def test_spark_plans_an_iceberg_java_table_with_a_rollback_a_tag_and_deletes_as_
     assert plan.scope.expired and kinds["data-file"]["count"] > 0 and kinds["position-delete-file"]["count"] > 0
     assert spark == local
 
-
-def test_manifests_are_grouped_in_order_into_tasks_of_about_the_entries_asked():
-    manifests = [("l0", "p0", None, 5), ("l1", "p1", None, 4), ("l2", "p2", 7, 3), ("l3", "p3", 7, 20),
-                 ("l4", "p4", 8, 0)]
-    assert task_groups(manifests, task_entries=10) == [[("l0", "p0", None), ("l1", "p1", None)],
-                                                       [("l2", "p2", 7)], [("l3", "p3", 7)], [("l4", "p4", 8)]]
-    assert task_groups([], task_entries=10) == []
 

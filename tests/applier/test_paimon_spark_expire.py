@@ -11,8 +11,7 @@ import time
 import pytest
 from typer.testing import CliRunner
 
-from lakesweep.applier import paimon_expire
-from lakesweep.applier.paimon_expire import task_groups
+from lakesweep.applier import paimon_expire, spark_tasks
 from lakesweep.cli.main import app
 from lakesweep.engine.paimon.table import open_table
 from lakesweep.engine.plan_io import read_plan
@@ -28,7 +27,7 @@ def one_per_task(monkeypatch, spark):
     """A task for each manifest, so that a file a delta adds and deletes meets itself across tasks; planned
     on the module's Spark session (the CLI plans on it and leaves it running)."""
     monkeypatch.setattr(paimon_expire, "TASK_BYTES", 1)
-    monkeypatch.setattr(paimon_expire, "TASKS_PER_CORE", 10**9)
+    monkeypatch.setattr(spark_tasks, "TASKS_PER_CORE", 10**9)
 
 
 def plan_both(tmp_path, root: str, *flags: str) -> tuple:
@@ -157,9 +156,3 @@ def test_the_cli_on_spark_writes_the_plan_it_writes_without(tmp_path):
         outs.append(out.read_bytes())
     assert read_plan(str(tmp_path / "1.plan")).actions
     assert outs[1] == outs[0]
-
-
-def test_manifests_are_grouped_in_order_into_tasks_of_about_the_bytes_asked():
-    manifests = [("a", 5), ("b", 4), ("c", 3), ("d", 20), ("e", 0)]
-    assert task_groups(manifests, task_bytes=10) == [["a", "b"], ["c"], ["d"], ["e"]]
-    assert task_groups([], task_bytes=10) == []

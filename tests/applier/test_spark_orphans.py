@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from lakesweep.applier import orphans_used
+from lakesweep.applier import orphans_used, spark_tasks
 from lakesweep.applier.iceberg_listing import list_iceberg_on_spark
 from lakesweep.applier.listing import list_on_spark
 from lakesweep.applier.orphans_used import PlanningSession, iceberg_used_reader, paimon_used_reader
@@ -39,7 +39,7 @@ NOW = int(time.time() * 1000)
 def small_tasks(monkeypatch):
     """A task for each manifest, so that names met in several manifests meet across tasks."""
     monkeypatch.setattr(orphans_used, "TASK_BYTES", 1)
-    monkeypatch.setattr(orphans_used, "TASKS_PER_CORE", 10**9)
+    monkeypatch.setattr(spark_tasks, "TASKS_PER_CORE", 10**9)
 
 
 def plan_both(fmt: str, open_view, spark, tmp_path, **flags) -> tuple[bytes, bytes, object, int]:
@@ -263,13 +263,6 @@ def test_spark_plans_an_iceberg_java_tables_orphans_as_the_local_planner(spark, 
     local, on_spark, plan, ran = plan_both("iceberg", lambda: IcebergTable(CATALOG, "ns.s"), spark, tmp_path)
     assert ran == 1 and sorted(a.path for a in plan.actions) == sorted(STRAYS[:-1])
     assert on_spark == local
-
-
-def test_manifests_are_grouped_in_order_into_tasks_of_about_the_bytes_asked():
-    items = [(0, "l0", "p0", 5), (1, "l1", "p1", 4), (2, "l2", "p2", 3), (3, "l3", "p3", 20), (4, "l4", "p4", 0)]
-    assert orphans_used.task_groups(items, task_bytes=10) == [[(0, "l0", "p0"), (1, "l1", "p1")], [(2, "l2", "p2")],
-                                                              [(3, "l3", "p3")], [(4, "l4", "p4")]]
-    assert orphans_used.task_groups([], task_bytes=10) == []
 
 
 @pytest.mark.parametrize("used,listed", [
