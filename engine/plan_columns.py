@@ -68,9 +68,9 @@ class ColumnActions(Sequence):
             yield from self._build(batch)
 
     def __eq__(self, other) -> bool:
-        if isinstance(other, ColumnActions):
-            return self._table.equals(other._table) and all(
-                self._kinds.get(k, k) == other._kinds.get(k, k) for k in set(self._kinds) | set(other._kinds))
+        if isinstance(other, ColumnActions):  # the same values, and each label the same type of kind
+            return self._table.equals(other._table) and ({k: type(v) for k, v in self._kinds.items()} ==
+                                                         {k: type(v) for k, v in other._kinds.items()})
         if isinstance(other, Sequence) and not isinstance(other, (str, bytes)):
             return len(self) == len(other) and all(a == b for a, b in zip(self, other))
         return NotImplemented

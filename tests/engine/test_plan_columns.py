@@ -4,6 +4,7 @@ columns cannot hold keeps the actions as objects."""
 
 import dataclasses
 
+import pyarrow as pa
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -11,7 +12,7 @@ from hypothesis import strategies as st
 from lakesweep.cli.render import ActionFigures
 from lakesweep.engine.iceberg.kinds import EXPIRE_PHASES, ExpireKind
 from lakesweep.engine.plan import Action, PhaseSpec, canonical_actions, canonical_columns, summarize
-from lakesweep.engine.plan_columns import ColumnActions, values
+from lakesweep.engine.plan_columns import SCHEMA, ColumnActions, values
 from lakesweep.engine.plan_io import plan_to_bytes
 from lakesweep.journal.rules import actions_table
 from tests.engine.test_plan_codec import ACTIONS, PATHS
@@ -95,3 +96,11 @@ def test_canonical_actions_as_columns_are_the_canonical_actions(acts):
     if isinstance(columns, ColumnActions):
         phases = tuple(PhaseSpec(f"phase {i}", "bulk") for i in range(1, 8))
         assert plan_to_bytes(plan_of(columns, phases)) == plan_to_bytes(plan_of(expected, phases))
+
+
+def test_columns_of_one_label_but_another_kind_type_differ():
+    rows = [(ExpireKind.DATA_FILE, "a", 1, 1, None)]
+    columns, _ = found(rows)
+    assert columns == found(rows)[0]
+    other = ColumnActions(pa.Table.from_arrays(columns.arrays(), schema=SCHEMA), {"data-file": "data-file"})
+    assert other != columns and list(other) == list(columns)
