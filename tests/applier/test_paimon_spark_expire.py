@@ -47,6 +47,7 @@ def counts(plan) -> dict[str, int]:
     return {kind: v["count"] for kind, v in plan.stats["summary"]["by_kind"].items()}
 
 
+@pytest.mark.slow
 @pytest.mark.java
 @pytest.mark.parametrize("kind,seed", [("pk", 2), ("append", 3)])
 def test_spark_plans_a_paimon_0_9_table_with_tags_byte_for_byte_as_the_local_planner(paimon_java, one_per_task,
@@ -59,6 +60,7 @@ def test_spark_plans_a_paimon_0_9_table_with_tags_byte_for_byte_as_the_local_pla
     assert spark == local
 
 
+@pytest.mark.slow
 @pytest.mark.java
 def test_spark_plans_changelog_files_as_the_local_planner(paimon_java, one_per_task, tmp_path):
     root = str(tmp_path / "t")
@@ -69,6 +71,7 @@ def test_spark_plans_changelog_files_as_the_local_planner(paimon_java, one_per_t
     assert spark == local
 
 
+@pytest.mark.slow
 @pytest.mark.java
 @pytest.mark.parametrize("producer", ["none", "lookup"])
 def test_spark_plans_a_decoupled_changelog_lifecycle_as_the_local_planner(paimon_java, one_per_task, tmp_path,
@@ -131,6 +134,7 @@ def test_a_delta_manifest_gone_refuses_the_plan_naming_it_on_spark_as_locally(pa
     assert f"{path}: manifest not found" in outputs[0] and outputs[1] == outputs[0]
 
 
+@pytest.mark.slow
 @pytest.mark.java
 def test_a_delta_manifest_gone_is_skipped_with_the_same_warning_on_spark_as_locally(paimon_java, one_per_task,
                                                                                     tmp_path):
@@ -141,6 +145,7 @@ def test_a_delta_manifest_gone_is_skipped_with_the_same_warning_on_spark_as_loca
     assert spark == local
 
 
+@pytest.mark.slow
 @pytest.mark.spark
 def test_the_cli_on_spark_writes_the_plan_it_writes_without(tmp_path):
     """``lakesweep plan expire PATH --spark`` as a user runs it (its own session on local[2])."""

@@ -110,6 +110,7 @@ def test_spark_plans_a_paimon_tables_planted_orphans_as_the_local_planner(lake, 
     assert on_spark == local
 
 
+@pytest.mark.slow
 def test_spark_plans_a_pypaimon_history_with_tags_and_a_branch_as_the_local_planner(spark, tmp_path):
     root = pypaimon_history(str(tmp_path / "wh"), seed=3, steps=8)
     t = open_table(root)
@@ -124,6 +125,7 @@ def test_spark_plans_a_pypaimon_history_with_tags_and_a_branch_as_the_local_plan
     assert on_spark == local
 
 
+@pytest.mark.slow
 @pytest.mark.java
 def test_spark_plans_an_expired_paimon_java_table_with_tags_and_a_branch_as_the_local_planner(
         paimon_java, spark, tmp_path):
@@ -181,6 +183,7 @@ def test_a_used_set_that_misses_a_file_of_the_latest_snapshot_is_refused_on_spar
         plan_both_once("paimon", lambda: open_table(lake.root), spark, tmp_path / "p", True)
 
 
+@pytest.mark.slow
 def test_plan_orphans_spark_as_a_process_writes_the_plan_the_store_walk_writes(lake, tmp_path):  # noqa: F811
     """But for where the listing came from (``stats.listing``, the ``spark`` option): the same bytes."""
     outs = []
@@ -238,6 +241,7 @@ def test_spark_plans_the_iceberg_reference_tables_orphans_as_the_local_planner(s
     assert on_spark == local
 
 
+@pytest.mark.slow
 def test_missing_iceberg_manifests_refuse_the_plan_on_spark_naming_the_first_as_locally(spark, tmp_path,
                                                                                         monkeypatch):
     lake = make_lake(tmp_path / "lake", monkeypatch)
