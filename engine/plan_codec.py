@@ -9,7 +9,7 @@ for those actions: for each row a newline and ``action_json``'s compact JSON (AS
 from __future__ import annotations
 
 import json
-from typing import Sequence
+from typing import Mapping, Sequence
 
 import numpy as np
 import pyarrow as pa
@@ -32,7 +32,12 @@ class NotColumnar(ValueError):
 
 def action_arrays(actions: Sequence[Action]) -> list[pa.Array]:
     """The actions' columns, in ``ACTION_COLUMNS`` order, typed as the plan file stores them."""
-    cols = action_columns(actions)
+    return column_arrays(action_columns(actions))
+
+
+def column_arrays(cols: Mapping[str, Sequence]) -> list[pa.Array]:
+    """Action values column by column, as stored (``action_columns``: a kind as its label, a verb as its
+    text), as the plan file's arrays in ``ACTION_COLUMNS`` order; ``NotColumnar`` where one would differ."""
     arrays = []
     for name, typ, _ in ACTION_COLUMNS:
         values = cols[name]

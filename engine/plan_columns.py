@@ -14,7 +14,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from lakesweep.engine.plan import ACTION_COLUMNS, Action, Verb
-from lakesweep.engine.plan_codec import ARROW_TYPES
+from lakesweep.engine.plan_codec import ARROW_TYPES, NotColumnar, column_arrays
 
 SCHEMA = pa.schema([pa.field(name, ARROW_TYPES[t], nullable=n) for name, t, n in ACTION_COLUMNS])
 _FIELD = {name: i for i, name in enumerate(SCHEMA.names)}
@@ -188,9 +188,6 @@ def column_actions(kinds: Sequence, paths: list[str], snapshot_ids: list, sizes:
     return ColumnActions(pa.Table.from_arrays(arrays, schema=SCHEMA), by_label)
 
 
-_TYPES = {"string": {str, type(None)}, "int64": {int, type(None)}, "int32": {int, type(None)}}
-
-
 def columns_of_fields(fields: list) -> ColumnActions | None:
     """The actions whose field values ``fields`` holds column by column (``ACTION_COLUMNS`` order, each kind a
     ``str``, each verb a ``Verb``), as columns; None when a value does not fit its column as the plan file
@@ -198,18 +195,12 @@ def columns_of_fields(fields: list) -> ColumnActions | None:
     by_label = _kinds_by_label(fields[_FIELD["kind"]])
     if by_label is None:
         return None
-    arrays = []
+    cols = dict(zip(SCHEMA.names, fields))
+    cols["kind"] = list(map(str.__str__, cols["kind"]))
+    cols["verb"] = [verb.value for verb in cols["verb"]]
     try:
-        for (name, typ, nullable), values in zip(ACTION_COLUMNS, fields):
-            if name == "kind":
-                values = list(map(str.__str__, values))
-            elif name == "verb":
-                values = [v.value for v in values]
-            elif not set(map(type, values)) <= (_TYPES[typ] if nullable else _TYPES[typ] - {type(None)}):
-                return None
-            arrays.append(pa.array(values, ARROW_TYPES[typ]) if name != "action_id"
-                          else pa.array(np.asarray(values, dtype=np.int64)))
-    except (pa.ArrowException, ValueError, OverflowError, UnicodeError, AttributeError):
+        arrays = column_arrays(cols)
+    except NotColumnar:
         return None
     return ColumnActions(pa.Table.from_arrays(arrays, schema=SCHEMA), by_label)
 
