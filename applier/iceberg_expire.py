@@ -13,8 +13,8 @@ from __future__ import annotations
 
 from typing import Iterator
 
-from lakesweep.applier.spark_tasks import decoded_tasks, ipc_rows, task_groups, task_size
-from lakesweep.engine.errors import CorruptMetadata, MetadataNotFound, TableFormatError
+from lakesweep.applier.spark_tasks import decoded_tasks, error_of, error_text, ipc_rows, task_groups, task_size
+from lakesweep.engine.errors import TableFormatError
 from lakesweep.engine.iceberg.kinds import FILE_KINDS
 from lakesweep.engine.plan import CleanupPlan
 from lakesweep.planner.iceberg.expire import (FoundActions, IcebergExpireOptions, expire_plan, expired_metadata,
@@ -34,7 +34,7 @@ def decode_group(io, group: list[tuple[str, str, int | None]]) -> Iterator[tuple
         try:
             refs = read_manifest(io, location, path)
         except TableFormatError as e:
-            yield (None, -1, e.path, None, None, f"{type(e).__name__}:{str(e)[len(e.path) + 2:]}")
+            yield (None, -1, e.path, None, None, error_text(e))
             continue
         if sid is None:
             for f in refs:
@@ -83,10 +83,7 @@ def candidate_files(table, spark, *, kept: list, freed: list[tuple[object, int]]
     try:
         bad = entries.where(F.col("error").isNotNull()).limit(1).collect()
         if bad:
-            name, _, message = bad[0]["error"].partition(":")
-            if name == "MetadataNotFound":
-                raise MetadataNotFound(bad[0]["path"], "manifest")
-            raise CorruptMetadata(bad[0]["path"], message)
+            raise error_of(bad[0]["path"], bad[0]["error"])
         kept_paths = entries.where(F.col("sid").isNull()).select("path")
         first = F.min(F.struct("sid", "partition", "size")).alias("first")
         found = (entries.where(F.col("sid").isNotNull()).join(kept_paths, on="path", how="left_anti")

@@ -170,15 +170,10 @@ def list_with_session(table, out: str, *, master: str, conf: dict[str, str] | No
     """``on_spark`` (``list_on_spark`` for a Paimon table, ``applier.iceberg_listing.list_iceberg_on_spark``
     for an Iceberg one) on a session started for it on ``master`` (with the executor preflight), stopped
     afterwards unless it was already running in this process."""
-    from lakesweep.applier.executors import require_pyspark, start_session
+    from lakesweep.applier.executors import PlanningSession
 
-    require_pyspark("nothing was listed and no plan was written")
-    from pyspark import SparkContext
-
-    created = SparkContext._active_spark_context is None
-    spark = start_session(master, conf, consequence="nothing was listed and no plan was written")
+    session = PlanningSession(master, conf, consequence="nothing was listed and no plan was written")
     try:
-        return on_spark(table, out, spark=spark, master=master, on_files=on_files)
+        return on_spark(table, out, spark=session.get(), master=master, on_files=on_files)
     finally:
-        if created:
-            spark.stop()
+        session.stop()

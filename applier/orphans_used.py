@@ -14,8 +14,8 @@ from dataclasses import dataclass
 from typing import Callable, Iterator
 
 from lakesweep.applier.executors import PlanningSession  # noqa: F401  (the session the CLI and tests make)
-from lakesweep.applier.spark_tasks import decoded_tasks, task_groups, task_size
-from lakesweep.engine.errors import CorruptMetadata, MetadataNotFound, TableFormatError
+from lakesweep.applier.spark_tasks import decoded_tasks, error_of, error_text, task_groups, task_size
+from lakesweep.engine.errors import MetadataNotFound, TableFormatError
 
 TASK_BYTES = 64 << 20  # manifest bytes a task decodes at least (``applier.spark_tasks``)
 NAME_SCHEMA = "ordinal long, name string, error string"
@@ -33,7 +33,7 @@ class UsedOfListing:
 
 
 def _error_row(ordinal: int, e: TableFormatError) -> tuple:
-    return (ordinal, e.path, f"{type(e).__name__}:{str(e)[len(e.path) + 2:]}")
+    return (ordinal, e.path, error_text(e))
 
 
 def paimon_names(fileio, group: list[tuple[int, str, str]]) -> Iterator[tuple]:
@@ -105,10 +105,7 @@ def decode_manifests(spark, items: list[tuple[int, str, str, int]], decode: Call
         raise
     if bad:
         rows.unpersist()
-        name, _, message = bad[0]["error"].partition(":")
-        if name == "MetadataNotFound":
-            raise MetadataNotFound(bad[0]["name"], message.removesuffix(" not found"))
-        raise CorruptMetadata(bad[0]["name"], message)
+        raise error_of(bad[0]["name"], bad[0]["error"])
     return rows
 
 

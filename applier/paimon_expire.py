@@ -13,8 +13,8 @@ from __future__ import annotations
 import pickle
 from typing import Iterator
 
-from lakesweep.applier.spark_tasks import decoded_tasks, ipc_rows, task_groups, task_size
-from lakesweep.engine.errors import CorruptMetadata, MetadataNotFound, TableFormatError
+from lakesweep.applier.spark_tasks import decoded_tasks, error_of, error_text, ipc_rows, task_groups, task_size
+from lakesweep.engine.errors import MetadataNotFound, TableFormatError
 from lakesweep.engine.paimon.manifests import parse_manifest
 from lakesweep.engine.paimon.model import FileKind, ManifestEntry, Snapshot
 from lakesweep.engine.paimon.table import PaimonTable
@@ -54,17 +54,9 @@ def decode_group(fileio, paths, group: list[tuple]) -> Iterator[tuple]:
                 rows = [(part, sid, midx, i, name, None, True, pickle.dumps(e), None, None)
                         for i, e in enumerate(entries) if e.kind == FileKind.ADD]
         except TableFormatError as e:
-            yield (part, sid, midx, None, name, None, None, None, f"{type(e).__name__}:{e}", e.path)
+            yield (part, sid, midx, None, name, None, None, None, error_text(e), e.path)
             continue
         yield from rows
-
-
-def _error(name: str, path: str, text: str) -> TableFormatError:
-    """The error ``decode_group`` named, as the executor raised it (``str`` included)."""
-    message = text[len(path) + 2:]
-    if name == "MetadataNotFound":
-        return MetadataNotFound(path, message.removesuffix(" not found"))
-    return CorruptMetadata(path, message)
 
 
 def decode_tasks(fileio, paths, groups: list, tasks) -> Iterator:
@@ -165,8 +157,7 @@ def read_on_spark(table: PaimonTable, spark, data: list[Snapshot], changelog: li
                 if error is not None:
                     key = (DELTA, sid) if part == DELTA else (CHANGELOG, name)
                     if key not in errors or midx < errors[key][0]:
-                        kind, _, text = error.partition(":")
-                        errors[key] = (midx, _error(kind, error_path, text))
+                        errors[key] = (midx, error_of(error_path, error))
                 elif part == DELTA:
                     deleted.setdefault(sid, {})[path] = pickle.loads(entry)
                 else:

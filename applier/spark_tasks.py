@@ -5,6 +5,8 @@ from __future__ import annotations
 import itertools
 from typing import Callable, Iterable, Iterator, TypeVar
 
+from lakesweep.engine.errors import CorruptMetadata, MetadataNotFound, TableFormatError
+
 T = TypeVar("T")
 
 TASKS_PER_CORE = 2  # a task costs Spark about a second whatever its size: a few per core, not many
@@ -56,3 +58,16 @@ def ipc_rows(batches) -> Iterator:
         with pa.ipc.new_stream(sink, batch.schema) as writer:
             writer.write_batch(batch)
         yield pa.record_batch([pa.array([sink.getvalue().to_pybytes()], pa.binary())], names=["ipc"])
+
+
+def error_text(e: TableFormatError) -> str:
+    """A metadata error as an executor hands it back: its class name, a colon, its words without the path."""
+    return f"{type(e).__name__}:{str(e)[len(e.path) + 2:]}"
+
+
+def error_of(path: str, text: str) -> TableFormatError:
+    """The error ``error_text`` gave, made again on the driver naming ``path``: the same class and words."""
+    name, _, message = text.partition(":")
+    if name == "MetadataNotFound":
+        return MetadataNotFound(path, message.removesuffix(" not found"))
+    return CorruptMetadata(path, message)
