@@ -18,7 +18,7 @@ from typing import AbstractSet, Callable, Mapping, Sequence
 
 from lakesweep.engine.errors import JournalConflict, JournalError, LakesweepError, PlanRejected, SparkUnavailable
 from lakesweep.engine.fileio import FileIO, join
-from lakesweep.engine.formats import check_phases, check_requirements, format_of
+from lakesweep.engine.formats import TargetIndex, check_phases, check_requirements, format_of
 from lakesweep.engine.plan import Action, ActionCheck, CleanupPlan, PhaseMode, Verb, commit_id, pointer_writes
 from lakesweep.engine.plan_io import plan_from_header
 from lakesweep.engine.purge import PURGE, check_journaled
@@ -126,7 +126,7 @@ class _DoneLocations:
     """The full locations of the actions in ``ids``, for requirements to test membership in without a set
     of every location being built."""
 
-    def __init__(self, index: Mapping[str, int], ids: AbstractSet[int]):
+    def __init__(self, index: TargetIndex, ids: AbstractSet[int]):
         self.index, self.ids = index, ids
 
     def __contains__(self, location) -> bool:
@@ -186,7 +186,7 @@ class _Apply:
                                     location=table.location, external_roots=fmt.external_roots(table), skip=self.skip)
                 if self.committer is not None:
                     self.done |= self._committed_before(table, by_phase)
-                index = {t: i for i, t in enumerate(targets)}
+                index = TargetIndex(targets)
                 live = self._unless_committed_meanwhile(
                     table, by_phase, lambda live: (self._check_live(live, index), live)[1])
                 if bulk_left:
@@ -361,7 +361,7 @@ class _Apply:
             self.committer.check(live, [a for a in plan.actions if a.verb is Verb.COMMIT])
         skipped = self._rechecked(live, plan.actions, targets)
         format_of(plan).check_unreachable(plan, live, [a for a in plan.actions if a.action_id not in skipped], targets,
-                                          done=_DoneLocations(index, self.done), strict=self.strict)
+                                          done=_DoneLocations(index, self.done), strict=self.strict, index=index)
 
     def _phase_gates(self, live, actions: Sequence[Action], targets, index) -> dict[int, str | None]:
         """Before a phase: the requirements again, and the phase's actions to skip, each with why where known."""
@@ -369,7 +369,7 @@ class _Apply:
         skipped: dict[int, str | None] = dict.fromkeys(self._rechecked(live, actions, targets))
         skipped.update(format_of(self.plan).check_unreachable(
             self.plan, live, [a for a in actions if a.action_id not in skipped], targets,
-            done=_DoneLocations(index, self.done), strict=self.strict))
+            done=_DoneLocations(index, self.done), strict=self.strict, index=index))
         return skipped
 
     def _unless_committed_meanwhile(self, live, by_phase: dict[int, list[Action]], gate: Callable):

@@ -8,7 +8,7 @@ that package plus its name in ``engine.plan.FORMATS``. Apply's loop (``applier.a
 
 from __future__ import annotations
 
-from typing import AbstractSet, Any, Protocol, Sequence
+from typing import AbstractSet, Any, Iterator, Mapping, Protocol, Sequence
 
 from lakesweep.engine.errors import PlanRejected, StalePlan
 from lakesweep.engine.fileio import FileIO
@@ -37,9 +37,10 @@ class TableFormat(Protocol):
         kind of file does not live."""
 
     def check_unreachable(self, plan: CleanupPlan, table, actions: Sequence[Action], targets: Sequence[str], *,
-                          done: AbstractSet[str], strict: bool = False) -> dict[int, str]:
+                          done: AbstractSet[str], strict: bool = False,
+                          index: "TargetIndex | None" = None) -> dict[int, str]:
         """The actions to hold back, each with why, or a refusal (``StalePlan``) when a file the actions
-        delete is still used by the live ``table``."""
+        delete is still used by the live ``table``. ``index``: the targets' ``TargetIndex``."""
 
     def held_outcomes(self, plan: CleanupPlan) -> frozenset[str]:
         """Outcomes beyond the usual by which an apply of ``plan`` holds actions back on a live table."""
@@ -71,6 +72,95 @@ def format_of(plan: CleanupPlan) -> TableFormat:
 
 
 # -- checks every plan gets, whatever its format
+
+
+class TargetIndex:
+    """The action ids of each full location of a plan (its targets, by action id), built once per apply: a
+    location's last action (``get``), and on demand every action of the few locations more than one action
+    names (an Iceberg expiry's commit and delete of the same manifest list; an edited plan)."""
+
+    __slots__ = ("targets", "last", "_shared")
+
+    def __init__(self, targets: Sequence[str]):
+        self.targets = targets
+        self.last = {t: i for i, t in enumerate(targets)}
+        self._shared: dict[str, list[int]] | None = None if len(self.last) != len(targets) else {}
+
+    def get(self, location: str) -> int | None:
+        """The last action naming ``location``; None when none does."""
+        return self.last.get(location)
+
+    @property
+    def shared(self) -> dict[str, list[int]]:
+        """Every action of each location more than one action names, in order (found on first use)."""
+        if self._shared is None:
+            shared: dict[str, list[int]] = {}
+            for i, t in enumerate(self.targets):
+                if self.last[t] != i:
+                    shared.setdefault(t, []).append(i)
+            for t, ids in shared.items():
+                ids.append(self.last[t])
+            self._shared = shared
+        return self._shared
+
+    def ids(self, location: str) -> Sequence[int]:
+        """Every action naming ``location``, in order."""
+        i = self.last.get(location)
+        if i is None:
+            return ()
+        return self.shared.get(location) or (i,)
+
+
+class _PlannedDeletes(Mapping):
+    """``planned_deletes`` through a ``TargetIndex``: a set of action ids, not a dict of locations."""
+
+    __slots__ = ("_actions", "_index", "_ids")
+
+    def __init__(self, plan_actions: Sequence[Action], actions: Sequence[Action], index: TargetIndex):
+        self._actions, self._index = plan_actions, index
+        self._ids = {a.action_id for a in actions if a.verb is Verb.DELETE_FILE}
+
+    def _id(self, location) -> int | None:
+        """The last of ``actions`` deleting ``location`` (the dict keeps the last); None when none does."""
+        i = self._index.get(location)
+        if i is None or i in self._ids:  # no action names it, or the last that does is one of them
+            return i
+        found = [i for i in self._index.ids(location) if i in self._ids]
+        return found[-1] if found else None
+
+    def __contains__(self, location) -> bool:
+        return self._id(location) is not None
+
+    def __getitem__(self, location: str) -> Action:
+        i = self._id(location)
+        if i is None:
+            raise KeyError(location)
+        return self._actions[i]
+
+    def __iter__(self) -> Iterator[str]:
+        targets = self._index.targets
+        return iter(dict.fromkeys(targets[i] for i in sorted(self._ids)))
+
+    def __len__(self) -> int:
+        if not self._index.shared:
+            return len(self._ids)
+        return sum(1 for _ in self)
+
+    def __bool__(self) -> bool:
+        return bool(self._ids)
+
+
+def planned_deletes(plan: CleanupPlan, actions: Sequence[Action], targets: Sequence[str],
+                    index: TargetIndex | None = None) -> Mapping[str, Action]:
+    """The actions among ``actions`` (in plan order) that delete a file, by full location (``targets``, by
+    action id), the later one where two name the same location.
+
+    With ``index`` (the plan's ``TargetIndex``, built once per apply) the locations are looked up through it:
+    a gate on a plan of a million files builds a set of ids instead of a dict of a million locations.
+    Without it the mapping is built as a dict."""
+    if index is not None and index.targets is targets and len(targets) == len(plan.actions):
+        return _PlannedDeletes(plan.actions, actions, index)
+    return {targets[a.action_id]: a for a in actions if a.verb is Verb.DELETE_FILE}
 
 
 def check_phases(plan: CleanupPlan) -> None:

@@ -9,7 +9,8 @@ from typing import AbstractSet, Sequence
 from lakesweep.engine.errors import PlanRejected, StalePlan
 from lakesweep.engine.fileio import FileIO
 from lakesweep.engine.paths import PathResolver, refuse_symlinked_parents
-from lakesweep.engine.plan import Action, CleanupPlan, PhaseMode, Verb
+from lakesweep.engine.formats import planned_deletes
+from lakesweep.engine.plan import Action, CleanupPlan, PhaseMode
 from lakesweep.engine.plan_io import format_plan_kinds
 
 
@@ -100,7 +101,7 @@ class IcebergFormat:
         return targets
 
     def check_unreachable(self, plan, table, actions: Sequence[Action], targets: Sequence[str], *,
-                          done: AbstractSet[str], strict: bool = False) -> dict[int, str]:
+                          done: AbstractSet[str], strict: bool = False, index=None) -> dict[int, str]:
         """The actions to skip, each with why, or a refusal (``StalePlan``) when a file the actions delete is
         still used by the live table.
 
@@ -110,7 +111,7 @@ class IcebergFormat:
         from lakesweep.engine.iceberg.kinds import rules_of
         from lakesweep.engine.iceberg.reachability import reachable
 
-        planned = {targets[a.action_id]: a for a in actions if a.verb is Verb.DELETE_FILE}
+        planned = planned_deletes(plan, actions, targets, index)
         expiry = rules_of(plan).expiry_gate
         expired = frozenset(plan.scope.expired) if expiry else frozenset()
         if expiry:

@@ -46,7 +46,8 @@ class PaimonFormat:
             return purge_targets(plan, table.location, self.external_roots(table), local=table.fileio.scheme == "file")
         return verify_paths(plan, table)
 
-    def check_unreachable(self, plan, table, actions, targets, *, done, strict: bool = False) -> dict[int, str]:
+    def check_unreachable(self, plan, table, actions, targets, *, done, strict: bool = False,
+                          index=None) -> dict[int, str]:
         """Refuse (``StalePlan``) when a file the actions delete is still used; nothing is skipped."""
         from lakesweep.engine.paimon.apply_checks import check_unreachable
 
