@@ -13,7 +13,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from lakesweep.engine.plan import ACTION_COLUMNS, Action, Verb
+from lakesweep.engine.plan import ACTION_COLUMNS, Action, Verb, collector_paused
 from lakesweep.engine.plan_codec import ARROW_TYPES, NotColumnar, column_arrays
 
 SCHEMA = pa.schema([pa.field(name, ARROW_TYPES[t], nullable=n) for name, t, n in ACTION_COLUMNS])
@@ -35,6 +35,28 @@ def column_values(col: pa.ChunkedArray | pa.Array) -> list:
     values = col.fill_null(0).to_numpy().tolist()
     nulls = col.is_null().to_numpy(zero_copy_only=False).tolist()
     return [None if null else v for v, null in zip(values, nulls)]
+
+
+class FileActions(tuple):
+    """The actions of a plan file, with the columns they were decoded from until the journal takes them
+    (``take_arrays``): the journal's copy of the plan is then the columns the plan's id was checked over,
+    not arrays rebuilt action by action, and the actions hold no second copy of the plan while they are
+    applied. A tuple in every other way (a slice or a copy is a plain one)."""
+
+    def __new__(cls, actions: Sequence[Action], columns: pa.Table):
+        if columns.schema != SCHEMA or columns.num_rows != len(actions):
+            raise ValueError("a plan file's columns must have its schema and one row per action")
+        self = super().__new__(cls, actions)
+        self._columns = columns
+        return self
+
+    def __reduce__(self):
+        return tuple, (tuple(self),)  # what a copy elsewhere needs is the actions
+
+    def take_arrays(self) -> list[pa.Array] | None:
+        """The columns, in ``SCHEMA`` order, each one array, handed over once: None when already taken."""
+        columns, self._columns = self._columns, None
+        return None if columns is None else [column.combine_chunks() for column in columns.columns]
 
 
 class ColumnActions(Sequence):
@@ -85,7 +107,8 @@ class ColumnActions(Sequence):
         kinds, verbs = _FIELD["kind"], _FIELD["verb"]
         cols[kinds] = [self._kinds.get(label, label) for label in cols[kinds]]
         cols[verbs] = list(map(_VERBS.__getitem__, cols[verbs]))
-        return list(map(Action, *cols))
+        with collector_paused():
+            return list(map(Action, *cols))
 
     def column(self, name: str) -> list:
         """The values of one field, in order, as stored (a kind as its label, a verb as its text)."""

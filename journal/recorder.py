@@ -105,8 +105,9 @@ class Recorder(abc.ABC):
         )
         stored = self._load_plan(plan_id)
         if stored is None:
-            self._insert_plan(StoredEvent.of(event), tuple(plan.actions))
-            self._verified[plan_id] = (event, tuple(plan.actions))
+            actions = plan.actions if isinstance(plan.actions, tuple) else tuple(plan.actions)
+            self._insert_plan(StoredEvent.of(event), actions)  # a plan file's actions keep its columns
+            self._verified[plan_id] = (event, actions)
             return event
         diff = _plan_difference(stored[0], stored[1], event, plan.actions)
         if diff is not None:

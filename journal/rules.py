@@ -16,7 +16,7 @@ from typing import Any, Callable, Iterable, Sequence
 import pyarrow as pa
 
 from lakesweep.engine.errors import JournalError
-from lakesweep.engine.plan import FORMATS, Action, Verb, action_values, kind_spec
+from lakesweep.engine.plan import FORMATS, Action, Verb, action_values, collector_paused, kind_spec
 from lakesweep.engine.plan_io import SCHEMA as PLAN_SCHEMA
 from lakesweep.engine.plan_io import format_kinds
 
@@ -69,10 +69,15 @@ def actions_table(plan_id: str, actions: Sequence[Action]) -> pa.Table:
     columns are (``engine.plan_codec.action_arrays``); row by row where a value does not fit its column's
     JSON (``NotColumnar``), as before."""
     from lakesweep.engine.plan_codec import NotColumnar, action_arrays
-    from lakesweep.engine.plan_columns import ColumnActions
+    from lakesweep.engine.plan_columns import ColumnActions, FileActions
 
     try:
-        arrays = actions.arrays() if isinstance(actions, ColumnActions) else action_arrays(actions)
+        if isinstance(actions, ColumnActions):
+            arrays = actions.arrays()
+        else:  # a plan file's own columns, where they were not taken already
+            arrays = actions.take_arrays() if isinstance(actions, FileActions) else None
+            if arrays is None:
+                arrays = action_arrays(actions)
     except NotColumnar:
         return arrow_table(ACTIONS_SCHEMA, [action_row(plan_id, a) for a in actions])
     return pa.Table.from_arrays([pa.array([plan_id] * len(actions), pa.string()), *arrays], schema=ACTIONS_SCHEMA)
@@ -82,7 +87,8 @@ def actions_from_rows(event: PlanRecorded, rows: Iterable[Sequence]) -> tuple[Ac
     """The actions of ``plan_actions`` rows (``ACTIONS_SCHEMA`` order). A kind the plan's format defines
     gets its type back (a plan recorded before plans named a format is Paimon's)."""
     kinds = format_kinds(event.header.get("format", "paimon"))
-    return tuple(Action(kinds.get(r[1], r[1]), *r[2:]) for r in rows)
+    with collector_paused():
+        return tuple(Action(kinds.get(r[1], r[1]), *r[2:]) for r in rows)
 
 
 def known_kinds() -> tuple[str, ...]:

@@ -3,6 +3,7 @@ for: the same values and kinds, the same plan file and id, summary, figures and 
 columns cannot hold keeps the actions as objects."""
 
 import dataclasses
+import pickle
 
 import pyarrow as pa
 import pytest
@@ -11,9 +12,10 @@ from hypothesis import strategies as st
 
 from lakesweep.cli.render import ActionFigures
 from lakesweep.engine.iceberg.kinds import EXPIRE_PHASES, ExpireKind
+from lakesweep.engine.paimon.kinds import ActionKind
 from lakesweep.engine.plan import Action, PhaseSpec, canonical_actions, canonical_columns, summarize
-from lakesweep.engine.plan_columns import SCHEMA, ColumnActions, values
-from lakesweep.engine.plan_io import plan_to_bytes
+from lakesweep.engine.plan_columns import SCHEMA, ColumnActions, FileActions, values
+from lakesweep.engine.plan_io import plan_from_bytes, plan_to_bytes
 from lakesweep.journal.rules import actions_table
 from tests.engine.test_plan_codec import ACTIONS, PATHS
 from tests.engine.test_plan_io import make
@@ -66,6 +68,37 @@ def test_a_plan_of_columns_writes_counts_and_journals_as_the_plan_of_actions(row
     assert (figures.deleting_kinds, figures.unknown_size) == (reference_figures.deleting_kinds,
                                                                reference_figures.unknown_size)
     assert actions_table("p", columns).equals(actions_table("p", expected))
+
+
+PAIMON_ROWS = st.lists(st.tuples(st.sampled_from([ActionKind.DATA_FILE, ActionKind.MANIFEST, ActionKind.SNAPSHOT]),
+                                 PATHS, st.one_of(st.none(), st.integers(-2**63, 2**63 - 1)),
+                                 st.one_of(st.none(), st.integers(0, 2**40)), st.one_of(st.none(), PATHS)),
+                       unique_by=lambda row: (row[0], row[1]), min_size=1, max_size=40)
+
+
+def read_back(rows):
+    """The plan of ``rows`` (Paimon's kinds) as read from its plan file, and the actions written."""
+    written = make([Action(kind, path, snapshot_id=sid, size=size, partition=partition)
+                    for kind, path, sid, size, partition in rows])
+    return plan_from_bytes(plan_to_bytes(written)), written.actions
+
+
+@settings(max_examples=200)
+@given(PAIMON_ROWS)
+def test_a_plan_read_from_its_file_journals_the_columns_its_id_was_checked_over(rows):
+    read, written = read_back(rows)
+    assert isinstance(read.actions, FileActions) and read.actions == written
+    assert actions_table("p", read.actions).equals(actions_table("p", written))
+    assert read.actions.take_arrays() is None  # handed over: the actions keep no copy
+    assert actions_table("p", read.actions).equals(actions_table("p", written))  # rebuilt from the actions
+    copy = pickle.loads(pickle.dumps(read.actions))  # what goes elsewhere is the actions, not the columns
+    assert type(copy) is tuple and copy == read.actions
+
+
+def test_file_actions_refuse_columns_of_another_length():
+    read, written = read_back([(ActionKind.DATA_FILE, "data/a.parquet", 1, 10, None)])
+    with pytest.raises(ValueError, match="one row per action"):
+        FileActions(written * 2, pa.table(read.actions.take_arrays(), schema=SCHEMA))
 
 
 def test_columns_not_numbered_from_zero_are_refused():

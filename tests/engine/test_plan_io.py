@@ -1,5 +1,6 @@
 """The plan's Parquet form: round trip, byte-identical determinism, refusal of edited or foreign files."""
 
+import gc
 import hashlib
 import json
 
@@ -177,3 +178,18 @@ def test_plan_id_of_a_known_plan_is_unchanged():
     # and version-2 plan ids are checked on checked-in files by tests/compat.
     assert make(SAMPLE).plan_id == _json_plan_id(make(SAMPLE).header(), make(SAMPLE).actions)
     assert make(SAMPLE).plan_id == "53c380eba3b18932ce3150355fb9602e"
+
+
+def test_reading_a_plan_leaves_the_garbage_collector_as_it_found_it(monkeypatch):
+    data = plan_to_bytes(make(SAMPLE))
+    seen, real_disable = [], gc.disable
+    monkeypatch.setattr(gc, "disable", lambda: (seen.append("paused"), real_disable()))
+    assert gc.isenabled()
+    plan_from_bytes(data)
+    assert gc.isenabled() and seen == ["paused"]  # paused while the actions were built, then running again
+    gc.disable()
+    try:
+        plan_from_bytes(data)
+        assert not gc.isenabled()  # a caller's pause is not ended by it
+    finally:
+        gc.enable()
