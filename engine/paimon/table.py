@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import re
 import threading
+import time
 from typing import Callable, Iterable, Iterator, Protocol, Sequence, TypeVar
 
 from lakesweep.engine.decode_pool import processes_for
@@ -38,6 +39,10 @@ BRANCH_PREFIX = "branch-"
 
 _CANONICAL_ID = re.compile(r"0|[1-9][0-9]*")  # ASCII digits only: str.isdigit would take '²' and '１'
 _HINT = re.compile(r"[+-]?[0-9]+")
+# Reads of a hint file that does not parse before it is refused: Paimon's SnapshotManager reads one 3 times
+# (READ_HINT_RETRY_NUM), 1 ms apart; 10 ms here leaves a loaded machine's writer time to finish its write.
+HINT_READS = 3
+HINT_READ_PAUSE_S = 0.01
 
 
 def parse_versioned_id(rest: str) -> int | None:
@@ -259,18 +264,23 @@ class PaimonTable:
         return _versioned_ids(self.fileio.list(self.snapshot_dir), SNAPSHOT_PREFIX)
 
     def read_hint(self, name: str, directory: str | None = None) -> int | None:
-        """The id in a hint file; ``None`` when the file is absent. A hint that exists but does not parse
-        raises: Java would fall back to listing, lakesweep refuses to guess."""
+        """The id in a hint file; ``None`` when the file is absent. A writer rewrites a hint in place, so a
+        read can find it empty or half written: like Paimon's ``readHint`` it is read up to
+        ``HINT_READS`` times before giving up. A hint that still does not parse raises: Java would fall back
+        to listing, lakesweep refuses to guess."""
         path = join(directory or self.snapshot_dir, name)
-        try:
-            data = self.fileio.read_bytes(path)
-        except FileNotFoundError:
-            return None
-        text = data.decode("utf-8", errors="replace").strip()
-        # Java's Long.parseLong would also read '１' as 1; Paimon only ever writes ASCII, so refuse.
-        if not _HINT.fullmatch(text) or not -LONG_MAX - 1 <= int(text) <= LONG_MAX:
-            raise CorruptMetadata(path, f"hint file holds {text[:40]!r}, not a snapshot id")
-        return int(text)
+        for attempt in range(1, HINT_READS + 1):
+            try:
+                data = self.fileio.read_bytes(path)
+            except FileNotFoundError:
+                return None
+            text = data.decode("utf-8", errors="replace").strip()
+            # Java's Long.parseLong would also read '１' as 1; Paimon only ever writes ASCII, so refuse.
+            if _HINT.fullmatch(text) and -LONG_MAX - 1 <= int(text) <= LONG_MAX:
+                return int(text)
+            if attempt < HINT_READS:
+                time.sleep(HINT_READ_PAUSE_S)
+        raise CorruptMetadata(path, f"hint file holds {text[:40]!r}, not a snapshot id")
 
     def _resolve(self, directory: str, prefix: str, listed: list[int] | None = None) -> tuple[int | None, int | None]:
         def exists(i):

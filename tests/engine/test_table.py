@@ -76,6 +76,33 @@ def test_malformed_hint_is_refused_not_guessed(append_table):
         PaimonTable(append_table.path).earliest_latest()
 
 
+def test_a_hint_caught_while_a_writer_rewrites_it_is_read_again(append_table, monkeypatch):
+    table = PaimonTable(append_table.path)
+    path = os.path.join(append_table.path, "snapshot", "LATEST")
+    real = table.fileio.read_bytes
+    reads = []
+
+    def rewriting(location):  # the writer's rewrite in place: empty at the first read, whole at the second
+        if location == path:
+            reads.append(location)
+            if len(reads) == 1:
+                return b""
+        return real(location)
+
+    monkeypatch.setattr(table.fileio, "read_bytes", rewriting)
+    assert table.read_hint("LATEST") == append_table.snapshots[-1] and len(reads) == 2
+
+
+def test_a_hint_that_stays_unreadable_is_refused_after_three_reads(append_table, monkeypatch):
+    table = PaimonTable(append_table.path)
+    path = os.path.join(append_table.path, "snapshot", "LATEST")
+    reads = []
+    monkeypatch.setattr(table.fileio, "read_bytes", lambda location: reads.append(location) or b"")
+    with pytest.raises(CorruptMetadata, match=f"{path}: hint file holds '', not a snapshot id"):
+        table.read_hint("LATEST")
+    assert reads == [path] * 3
+
+
 def test_malformed_snapshot_json_names_the_file(append_table):
     path = os.path.join(append_table.path, "snapshot", "snapshot-2")
     with open(path, "w") as f:
