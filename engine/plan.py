@@ -313,12 +313,22 @@ def _column_order(actions: list[Action]) -> list[int] | None:
 def _order_of_columns(kinds: list, column: Callable[[str], list]) -> list[int] | None:
     """``_column_order`` of the actions whose kinds are ``kinds`` and whose other fields ``column(name)``
     gives (``phase``, ``path``, ``snapshot_id``, ``depth``, ``bucket``), each a list in the same order."""
+    groups = list(zip(map(type, kinds), map(str.__str__, kinds)))
+    group_of = {g: i for i, g in enumerate(dict.fromkeys(groups))}
+    return _order_of_groups(list(group_of), lambda: list(map(group_of.__getitem__, groups)), column)
+
+
+def _order_of_groups(group_of: list[tuple[type, str]], codes: Callable[[], Sequence[int]],
+                     column: Callable[[str], Sequence]) -> list[int] | None:
+    """``_order_of_columns`` of actions whose kinds are given as (type, label) pairs, each action's the
+    position ``codes()`` gives in ``group_of``; ``codes()`` and ``column(name)`` may be Arrow arrays."""
     import numpy as np
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    groups = list(zip(map(type, kinds), map(str.__str__, kinds)))
-    group_of = {g: i for i, g in enumerate(dict.fromkeys(groups))}
+    def arrow(values, typ):
+        return values.cast(typ) if isinstance(values, pa.Array) else pa.array(values, typ)
+
     orders = []
     for typ, label in group_of:
         table = _KIND_SPECS.get(typ)
@@ -334,13 +344,13 @@ def _order_of_columns(kinds: list, column: Callable[[str], list]) -> list[int] |
               for (_, label), o in zip(group_of, orders)]
     by_names = list(_ORDER_BY)
     try:
-        group = pa.array(list(map(group_of.__getitem__, groups)), pa.int32())
-        ints = lambda name: pa.array(column(name), pa.int64())  # noqa: E731
+        group = arrow(codes(), pa.int32())
+        ints = lambda name: arrow(column(name), pa.int64())  # noqa: E731
         phase = ints("phase")
         bounds = pc.min_max(phase).as_py()
         if phase.null_count or not 0 <= (bounds["min"] or 0) <= (bounds["max"] or 0) < 1 << 20:
             return None
-        path = pa.array(column("path"), pa.string())
+        path = arrow(column("path"), pa.string())
         label = pa.array([labels.index(label) for _, label in group_of], pa.int64()).take(group)
         if pc.count_distinct(pc.binary_join_element_wise(pc.cast(label, pa.string()), path, "/")).as_py() < len(path):
             return None  # duplicates: the caller keeps one of each first

@@ -406,6 +406,18 @@ class PaimonTable:
             else:
                 yield _entry_names(entries)
 
+    def manifests_once(self, manifests: Sequence[ManifestFileMeta]) -> Iterator[list[ManifestEntry]]:
+        """``manifest`` of each of ``manifests``, in order, those not cached decoded on every core for a large
+        input and not kept: for a loop that reads each manifest once (an expiry over a million files would
+        otherwise hold every decoded entry until it ends). Fails as ``manifest`` one by one fails."""
+        with self._files_lock:
+            cached = [self._files.get(("manifest", self.paths.manifest(m.file_name))) for m in manifests]
+        todo = [m for m, entries in zip(manifests, cached) if entries is None]
+        decoded = read_and_decode([self.paths.manifest(m.file_name) for m in todo], self._read_manifest,
+                                  decode_manifest, processes=processes_for(sum(m.file_size for m in todo)))
+        for entries in cached:
+            yield manifest_entries(next(decoded)[1]) if entries is None else entries
+
     def index_manifest(self, name: str) -> list[IndexManifestEntry]:
         path = self.paths.manifest(name)
         return self._cached(
