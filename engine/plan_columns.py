@@ -309,7 +309,7 @@ class ActionColumnsBuilder:
                 for k, path, sid, part, b, size, src, d in zip(*cols)]
 
     def canonical(self) -> Sequence[Action]:
-        """``canonical_actions(actions, as_columns=True)`` of the actions added; the builder is emptied."""
+        """``canonical_actions(actions, as_columns=True)`` of the actions added (once: the columns are let go)."""
         from lakesweep.engine.plan import _order_of_groups, canonical_actions, kind_spec
 
         self._flush()
@@ -318,24 +318,26 @@ class ActionColumnsBuilder:
         if not self._n or by_label is None or not all(isinstance(c, pa.Array) for cs in chunks for c in cs):
             self._chunks = chunks
             return canonical_actions(self._actions(), as_columns=True)
-        code, *fields = (pa.concat_arrays(cs) for cs in chunks)
+        columns = []
+        while chunks:  # one column copied at a time
+            columns.append(pa.concat_arrays(chunks.pop(0)))
+        code, *fields = columns
+        del columns
         col = dict(zip((name for name, _ in self._FIELDS), fields))
+        del fields
         specs = [kind_spec(kind) for kind in self._kinds]
         phases = pa.array([spec.phase for spec in specs], pa.int32())
         col["phase"] = phases.take(code)
         order = _order_of_groups(list(self._groups), lambda: code, col.__getitem__)
         if order is None:  # a (kind, path) added twice: the actions decide which one stays
-            self._chunks = chunks
+            self._chunks = [[code], *([col[name]] for name, _ in self._FIELDS)]
             return canonical_actions(self._actions(), as_columns=True)
-        take = pa.array(np.asarray(order, dtype=np.int64))
-        del order
-        code = code.take(take)
+        del col["phase"]
+        code = code.take(order)
         labels = pa.array([str.__str__(kind) for kind in self._kinds], pa.string())
         verbs = pa.array([spec.verb.value for spec in specs], pa.string())
         arrays = {"kind": labels.take(code), "action_id": pa.array(np.arange(self._n, dtype=np.int64)),
                   "verb": verbs.take(code), "phase": phases.take(code)}
-        for name in col:
-            if name != "phase":
-                arrays[name] = col[name].take(take)
-        col.clear()
+        for name in list(col):  # each column dropped once taken
+            arrays[name] = col.pop(name).take(order)
         return ColumnActions(pa.Table.from_arrays([arrays[name] for name in SCHEMA.names], schema=SCHEMA), by_label)

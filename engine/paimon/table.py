@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import re
 import threading
-from typing import Callable, Iterable, Iterator, Protocol, Sequence, TypeVar
+from typing import AbstractSet, Callable, Iterable, Iterator, Protocol, Sequence, TypeVar
 
 from lakesweep.engine.decode_pool import processes_for
 from lakesweep.engine.errors import (CorruptMetadata, MetadataNotFound, PlanRejected, StorageError, TableFormatError,
@@ -406,17 +406,25 @@ class PaimonTable:
             else:
                 yield _entry_names(entries)
 
-    def manifests_once(self, manifests: Sequence[ManifestFileMeta]) -> Iterator[list[ManifestEntry]]:
+    def manifests_once(self, manifests: Sequence[ManifestFileMeta], keep: AbstractSet[str] = frozenset()
+                       ) -> Iterator[list[ManifestEntry]]:
         """``manifest`` of each of ``manifests``, in order, those not cached decoded on every core for a large
-        input and not kept: for a loop that reads each manifest once (an expiry over a million files would
-        otherwise hold every decoded entry until it ends). Fails as ``manifest`` one by one fails."""
+        input and not kept but those named in ``keep`` (read again later): for a loop that reads each manifest
+        once (an expiry over a million files would otherwise hold every decoded entry until it ends). Fails
+        as ``manifest`` one by one fails."""
         with self._files_lock:
             cached = [self._files.get(("manifest", self.paths.manifest(m.file_name))) for m in manifests]
         todo = [m for m, entries in zip(manifests, cached) if entries is None]
         decoded = read_and_decode([self.paths.manifest(m.file_name) for m in todo], self._read_manifest,
                                   decode_manifest, processes=processes_for(sum(m.file_size for m in todo)))
-        for entries in cached:
-            yield manifest_entries(next(decoded)[1]) if entries is None else entries
+        for m, entries in zip(manifests, cached):
+            if entries is None:
+                path, rows = next(decoded)
+                entries = manifest_entries(rows)
+                if m.file_name in keep:
+                    with self._files_lock:
+                        entries = self._files.setdefault(("manifest", path), entries)
+            yield entries
 
     def index_manifest(self, name: str) -> list[IndexManifestEntry]:
         path = self.paths.manifest(name)

@@ -139,10 +139,12 @@ class _Planner:
     # -- (3) data files ------------------------------------------------------------------------
 
     def plan_data_files(self, snapshots: list[Snapshot], begin: int, tags: list[Tag],
-                        reads: "Reads | None") -> None:
+                        reads: "Reads | None", kept: list[int] = ()) -> None:
+        """``kept``: ids of snapshots whose manifests are read again after (by the guard)."""
         defer_append = self.opts.changelog_decoupled and self.opts.changelog_producer == "none"
         if reads is None:
-            deleted_in_delta = _DeltaStream(self, [s for s in snapshots if s.id != begin])
+            deleted_in_delta = _DeltaStream(self, [s for s in snapshots if s.id != begin],
+                                            [t.snapshot for t in tags], kept)
         else:
             deleted_in_delta = reads.deleted_in_delta
         for s in snapshots:
@@ -332,14 +334,23 @@ class _DeltaStream:
     that cannot be read, that snapshot and those after it are read one by one, which raises the error (or
     the caller tolerates it) where and as it would without reading ahead."""
 
-    def __init__(self, planner: _Planner, snapshots: list[Snapshot]):
+    def __init__(self, planner: _Planner, snapshots: list[Snapshot], tagged: list[Snapshot], kept: list[int]):
         self.planner = planner
+        table = planner.table
+        used: set[str] = set()  # manifests the tags and the ``kept`` ids use: read again later, so kept
+        for s in [*tagged, *kept]:
+            try:
+                s = table.try_snapshot(s) if isinstance(s, int) else s
+                if s is not None:
+                    used.update(m.file_name for m in table.data_manifests(s))
+            except (TableFormatError, StorageError):
+                pass  # not a result: whoever reads it later raises it, or tolerates it, then
         self.streamed: set[int] = set()
         metas = []
         owners = []
         for s in snapshots:
             try:
-                listed = planner.table.manifest_list(s.delta_manifest_list)
+                listed = table.manifest_list(s.delta_manifest_list)
             except (TableFormatError, StorageError):
                 break
             self.streamed.add(s.id)
@@ -347,7 +358,7 @@ class _DeltaStream:
             owners += [s.id] * len(listed)
         self.owners = owners
         self.position = 0
-        self.entries = planner.table.manifests_once(metas)
+        self.entries = table.manifests_once(metas, keep=used)
 
     def __call__(self, s: Snapshot) -> dict[str, ManifestEntry]:
         if s.id in self.streamed:
@@ -471,7 +482,7 @@ def plan_expire(table: PaimonTable, *, now_ms: int, options: ExpireOptions,
 
     reads = None if read_manifests is None else read_manifests(
         table, [s for s in snapshots if s.id != begin], [] if options.changelog_decoupled else expiring)
-    planner.plan_data_files(snapshots, begin, tags, reads)
+    planner.plan_data_files(snapshots, begin, tags, reads, kept=sorted({end, latest}))
     if not options.changelog_decoupled:
         planner.plan_changelog_files(expiring, reads)
     if options.clean_empty_dirs:
