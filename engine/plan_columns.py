@@ -243,7 +243,7 @@ def values(actions: Sequence[Action], name: str) -> list:
 
 
 class ActionColumnsBuilder:
-    """Actions added one at a time and held as Arrow columns, ``_BATCH`` at a time: a planner that finds a
+    """Actions added one at a time and held as Arrow columns, ``batch`` at a time: a planner that finds a
     million files holds no ``Action`` (nor a Python string) per file. ``canonical()`` is
     ``canonical_actions(actions, as_columns=True)`` of the actions added, in the order added."""
 
@@ -251,7 +251,8 @@ class ActionColumnsBuilder:
     _FIELDS = (("path", "string"), ("snapshot_id", "int64"), ("partition", "string"), ("bucket", "int32"),
                ("size", "int64"), ("source", "string"), ("depth", "int32"))
 
-    def __init__(self):
+    def __init__(self, batch: int = _BATCH):
+        self._batch = batch
         self._groups: dict[tuple[type, str], int] = {}  # (type, label) of each kind seen -> its code
         self._kinds: list = []
         self._pending: list[list] = [[] for _ in range(len(self._FIELDS) + 1)]  # codes, then _FIELDS
@@ -286,7 +287,7 @@ class ActionColumnsBuilder:
         p[6].append(source)
         p[7].append(depth)
         self._n += 1
-        if len(p[0]) >= _BATCH:
+        if len(p[0]) >= self._batch:
             self._flush()
 
     def _flush(self) -> None:
