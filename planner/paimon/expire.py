@@ -13,10 +13,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Callable, Protocol
 
-from lakesweep.engine.errors import MetadataNotFound, TableFormatError
+from lakesweep.engine.errors import MetadataNotFound, StorageError, TableFormatError
 from lakesweep.engine.fileio import join
 from lakesweep.engine.paimon.model import FileKind, FileSource, ManifestEntry, Snapshot, Tag
-from lakesweep.engine.errors import StorageError
 from lakesweep.engine.plan import CleanupPlan, Verb, summarize
 from lakesweep.engine.plan_columns import ActionColumnsBuilder, ColumnActions, values, values_of_kind
 from lakesweep.engine.paimon.kinds import EXPIRE_PHASES, PARTITIONED_KINDS, ActionKind
@@ -329,8 +328,9 @@ class _Planner:
 
 class _DeltaStream:
     """``_Planner._deleted_in_delta`` of ``snapshots``, asked in their order (some may be passed over), their
-    delta manifests read ahead and decoded on every core but not kept: each is read once, and a million-file
-    expiry would otherwise hold every entry it read until it ends. At the first manifest list or manifest
+    delta manifests read ahead and decoded on every core but not kept (a million-file expiry would otherwise
+    hold every entry it read until it ends), but those the tags and the ``kept`` snapshots also use, which the
+    guard reads again: each manifest is read once. At the first manifest list or manifest
     that cannot be read, that snapshot and those after it are read one by one, which raises the error (or
     the caller tolerates it) where and as it would without reading ahead."""
 
