@@ -330,12 +330,24 @@ def _column_order(actions: list[Action]) -> list[int] | None:
 def _order_of_columns(kinds: list, column: Callable[[str], list]) -> list[int] | None:
     """``_column_order`` of the actions whose kinds are ``kinds`` and whose other fields ``column(name)``
     gives (``phase``, ``path``, ``snapshot_id``, ``depth``, ``bucket``), each a list in the same order."""
+    groups = list(zip(map(type, kinds), map(str.__str__, kinds)))
+    group_of = {g: i for i, g in enumerate(dict.fromkeys(groups))}
+    order = _order_of_groups(list(group_of), lambda: list(map(group_of.__getitem__, groups)), column)
+    return None if order is None else order.to_numpy().tolist()
+
+
+def _order_of_groups(group_of: list[tuple[type, str]], codes: Callable[[], Sequence[int]],
+                     column: Callable[[str], Sequence]):
+    """``_order_of_columns`` of actions whose kinds are given as (type, label) pairs, each action's the
+    position ``codes()`` gives in ``group_of``, as an Arrow array; ``codes()`` and ``column(name)`` may be
+    Arrow arrays."""
     import numpy as np
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    groups = list(zip(map(type, kinds), map(str.__str__, kinds)))
-    group_of = {g: i for i, g in enumerate(dict.fromkeys(groups))}
+    def arrow(values, typ):
+        return values.cast(typ) if isinstance(values, pa.Array) else pa.array(values, typ)
+
     orders = []
     for typ, label in group_of:
         table = _KIND_SPECS.get(typ)
@@ -351,15 +363,16 @@ def _order_of_columns(kinds: list, column: Callable[[str], list]) -> list[int] |
               for (_, label), o in zip(group_of, orders)]
     by_names = list(_ORDER_BY)
     try:
-        group = pa.array(list(map(group_of.__getitem__, groups)), pa.int32())
-        ints = lambda name: pa.array(column(name), pa.int64())  # noqa: E731
+        group = arrow(codes(), pa.int32())
+        ints = lambda name: arrow(column(name), pa.int64())  # noqa: E731
         phase = ints("phase")
         bounds = pc.min_max(phase).as_py()
         if phase.null_count or not 0 <= (bounds["min"] or 0) <= (bounds["max"] or 0) < 1 << 20:
             return None
-        path = pa.array(column("path"), pa.string())
+        path = arrow(column("path"), pa.string())
         label = pa.array([labels.index(label) for _, label in group_of], pa.int64()).take(group)
-        if pc.count_distinct(pc.binary_join_element_wise(pc.cast(label, pa.string()), path, "/")).as_py() < len(path):
+        if pc.count_distinct(path).as_py() < len(path) and pc.count_distinct(  # paths alone first: no copy
+                pc.binary_join_element_wise(pc.cast(label, pa.string()), path, "/")).as_py() < len(path):
             return None  # duplicates: the caller keeps one of each first
         by = pa.array([by_names.index("deepest" if o is None else o.by) for o in orders], pa.int8()).take(group)
         middle = pc.choose(by, pa.array(np.zeros(len(path), dtype=np.int64)), ints("snapshot_id").fill_null(0),
@@ -371,7 +384,7 @@ def _order_of_columns(kinds: list, column: Callable[[str], list]) -> list[int] |
         indices = pc.sort_indices(keys, sort_keys=[(name, "ascending") for name in keys.column_names])
     except (pa.ArrowException, TypeError, ValueError, OverflowError):
         return None
-    return indices.to_numpy().tolist()
+    return indices
 
 
 def _preference(a: Action) -> tuple:

@@ -14,7 +14,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from lakesweep.engine.plan import ACTION_COLUMNS, Action, Verb, collector_paused
-from lakesweep.engine.plan_codec import ARROW_TYPES, NotColumnar, column_arrays
+from lakesweep.engine.plan_codec import _ALLOWED, ARROW_TYPES, NotColumnar, column_arrays
 
 SCHEMA = pa.schema([pa.field(name, ARROW_TYPES[t], nullable=n) for name, t, n in ACTION_COLUMNS])
 _FIELD = {name: i for i, name in enumerate(SCHEMA.names)}
@@ -113,6 +113,18 @@ class ColumnActions(Sequence):
     def column(self, name: str) -> list:
         """The values of one field, in order, as stored (a kind as its label, a verb as its text)."""
         return column_values(self._table.column(name))
+
+    def where_verb(self, verb: str, name: str) -> tuple[np.ndarray, pa.Array]:
+        """The positions of the actions whose verb is ``verb`` (its text) and their ``name`` column."""
+        t = self._table
+        mask = pc.equal(t.column("verb"), verb).combine_chunks()
+        positions = np.flatnonzero(mask.to_numpy(zero_copy_only=False))
+        return positions, t.column(name).combine_chunks().filter(mask)
+
+    def column_of_kind(self, name: str, label: str) -> list:
+        """``column(name)`` of the actions whose kind label is ``label``."""
+        t = self._table
+        return column_values(t.column(name).filter(pc.equal(t.column("kind"), label)))
 
     def arrays(self) -> list[pa.Array]:
         """The columns, in ``SCHEMA`` order, each one array."""
@@ -238,9 +250,118 @@ def _kinds_by_label(kinds: Sequence) -> dict[str, str] | None:
     return by_label
 
 
+def values_of_kind(actions: Sequence[Action], name: str, kind: str) -> list:
+    """``values(actions, name)`` of the actions whose kind equals ``kind`` (as a string), in order."""
+    if isinstance(actions, ColumnActions):
+        return actions.column_of_kind(name, str.__str__(kind))
+    return [getattr(a, name) for a in actions if a.kind == kind]
+
+
 def values(actions: Sequence[Action], name: str) -> list:
     """One field of every action, in order, read from its column where the actions are columns (a kind as
     its label, a verb as its text: equal to the kind and the verb)."""
     if isinstance(actions, ColumnActions):
         return actions.column(name)
     return [getattr(a, name) for a in actions]
+
+
+class ActionColumnsBuilder:
+    """Actions added one at a time and held as Arrow columns, ``batch`` at a time: a planner that finds a
+    million files holds no ``Action`` (nor a Python string) per file. ``canonical()`` is
+    ``canonical_actions(actions, as_columns=True)`` of the actions added, in the order added."""
+
+    # the fields ``add`` takes, in ``SCHEMA`` order, and the type each is checked against
+    _FIELDS = (("path", "string"), ("snapshot_id", "int64"), ("partition", "string"), ("bucket", "int32"),
+               ("size", "int64"), ("source", "string"), ("depth", "int32"))
+
+    def __init__(self, batch: int = _BATCH):
+        self._batch = batch
+        self._groups: dict[tuple[type, str], int] = {}  # (type, label) of each kind seen -> its code
+        self._kinds: list = []
+        self._pending: list[list] = [[] for _ in range(len(self._FIELDS) + 1)]  # codes, then _FIELDS
+        self._chunks: list[list] = [[] for _ in self._pending]  # Arrow arrays, or lists that do not fit
+        self._n = 0
+
+    def __len__(self) -> int:
+        return self._n
+
+    def __iter__(self) -> Iterator[Action]:
+        """The actions added, in order, each built."""
+        self._flush()
+        return iter(self._actions())
+
+    def add(self, kind, path: str, *, snapshot_id=None, partition=None, bucket=None, size=None, source=None,
+            depth: int = 0) -> None:
+        """Add ``Action(kind, path, ...)``; raises where building that action raises."""
+        code = self._groups.get((type(kind), kind))
+        if code is None or not path:
+            Action(kind, path, snapshot_id=snapshot_id, partition=partition, bucket=bucket, size=size,
+                   source=source, depth=depth)  # the checks the action makes, once per kind
+            code = self._groups.setdefault((type(kind), str.__str__(kind)), len(self._kinds))
+            if code == len(self._kinds):
+                self._kinds.append(kind)
+        p = self._pending
+        p[0].append(code)
+        p[1].append(path)
+        p[2].append(snapshot_id)
+        p[3].append(partition)
+        p[4].append(bucket)
+        p[5].append(size)
+        p[6].append(source)
+        p[7].append(depth)
+        self._n += 1
+        if len(p[0]) >= self._batch:
+            self._flush()
+
+    def _flush(self) -> None:
+        for i, ((_, typ), values) in enumerate(zip((("kind", "int32"), *self._FIELDS), self._pending)):
+            chunk = values
+            if set(map(type, values)) <= _ALLOWED[typ]:
+                try:
+                    chunk = pa.array(values, ARROW_TYPES[typ])
+                except (pa.ArrowException, ValueError, OverflowError):
+                    pass  # kept as values: ``canonical`` builds the actions themselves
+            self._chunks[i].append(chunk)
+        self._pending = [[] for _ in self._pending]
+
+    def _actions(self) -> list[Action]:
+        """The actions added, built (where a value does not fit a column, or two share a (kind, path))."""
+        cols = [[v for chunk in chunks for v in (chunk.to_pylist() if isinstance(chunk, pa.Array) else chunk)]
+                for chunks in self._chunks]
+        cols[0] = list(map(self._kinds.__getitem__, cols[0]))
+        return [Action(k, path, snapshot_id=sid, partition=part, bucket=b, size=size, source=src, depth=d)
+                for k, path, sid, part, b, size, src, d in zip(*cols)]
+
+    def canonical(self) -> Sequence[Action]:
+        """``canonical_actions(actions, as_columns=True)`` of the actions added (once: the columns are let go)."""
+        from lakesweep.engine.plan import _order_of_groups, canonical_actions, kind_spec
+
+        self._flush()
+        chunks, self._chunks = self._chunks, [[] for _ in self._pending]
+        by_label = _kinds_by_label(self._kinds)
+        if not self._n or by_label is None or not all(isinstance(c, pa.Array) for cs in chunks for c in cs):
+            self._chunks = chunks
+            return canonical_actions(self._actions(), as_columns=True)
+        columns = []
+        while chunks:  # one column copied at a time
+            columns.append(pa.concat_arrays(chunks.pop(0)))
+        code, *fields = columns
+        del columns
+        col = dict(zip((name for name, _ in self._FIELDS), fields))
+        del fields
+        specs = [kind_spec(kind) for kind in self._kinds]
+        phases = pa.array([spec.phase for spec in specs], pa.int32())
+        col["phase"] = phases.take(code)
+        order = _order_of_groups(list(self._groups), lambda: code, col.__getitem__)
+        if order is None:  # a (kind, path) added twice: the actions decide which one stays
+            self._chunks = [[code], *([col[name]] for name, _ in self._FIELDS)]
+            return canonical_actions(self._actions(), as_columns=True)
+        del col["phase"]
+        code = code.take(order)
+        labels = pa.array([str.__str__(kind) for kind in self._kinds], pa.string())
+        verbs = pa.array([spec.verb.value for spec in specs], pa.string())
+        arrays = {"kind": labels.take(code), "action_id": pa.array(np.arange(self._n, dtype=np.int64)),
+                  "verb": verbs.take(code), "phase": phases.take(code)}
+        for name in list(col):  # each column dropped once taken
+            arrays[name] = col.pop(name).take(order)
+        return ColumnActions(pa.Table.from_arrays([arrays[name] for name in SCHEMA.names], schema=SCHEMA), by_label)

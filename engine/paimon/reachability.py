@@ -18,6 +18,29 @@ from lakesweep.engine.paimon.model import FileKind, FileSource, Snapshot
 from lakesweep.engine.paimon.table import MAIN_BRANCH, PaimonTable
 
 
+class PathColumn:
+    """Full paths held as one Arrow string column: a planned set of a million files without a Python string
+    (and a set entry) per path. ``reached(reachable)`` is ``reachable & set(paths)``."""
+
+    def __init__(self, paths):
+        self.paths = paths
+
+    def __len__(self) -> int:
+        return len(self.paths)
+
+    def reached(self, reachable) -> set[str]:
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        if not reachable:
+            return set()
+        try:
+            value_set = pa.array(list(reachable), pa.string())
+        except (pa.ArrowException, UnicodeError):  # a path UTF-8 cannot hold: compared as Python strings
+            return set(reachable) & set(self.paths.to_pylist())
+        return set(self.paths.filter(pc.is_in(self.paths, value_set=value_set)).to_pylist())
+
+
 @dataclass(frozen=True)
 class Holder:
     """One thing the table keeps. ``own`` is true for the branch being expired (its latest and end
@@ -242,7 +265,7 @@ def other_branches(table: PaimonTable) -> list[PaimonTable]:
 
 def first_reachable(
     table: PaimonTable,
-    planned: set[str] | frozenset[str],
+    planned: set[str] | frozenset[str] | PathColumn,
     *,
     end: int | None,
     tolerate: Callable[[TableFormatError, str], None] | None = None,
@@ -265,7 +288,7 @@ def first_reachable(
                 raise
             tolerate(e, f"the guard could not check the plan against {holder.what}")
             continue
-        hits = reachable & planned
+        hits = planned.reached(reachable) if isinstance(planned, PathColumn) else reachable & planned
         if hits:
             return holder, min(hits)
     return None

@@ -12,7 +12,7 @@ import json
 import re
 import threading
 import time
-from typing import Callable, Iterable, Iterator, Protocol, Sequence, TypeVar
+from typing import AbstractSet, Callable, Iterable, Iterator, Protocol, Sequence, TypeVar
 
 from lakesweep.engine.decode_pool import processes_for
 from lakesweep.engine.errors import (CorruptMetadata, MetadataNotFound, PlanRejected, StorageError, TableFormatError,
@@ -415,6 +415,26 @@ class PaimonTable:
                 yield next(decoded)[1]
             else:
                 yield _entry_names(entries)
+
+    def manifests_once(self, manifests: Sequence[ManifestFileMeta], keep: AbstractSet[str] = frozenset()
+                       ) -> Iterator[list[ManifestEntry]]:
+        """``manifest`` of each of ``manifests``, in order, those not cached decoded on every core for a large
+        input and not kept but those named in ``keep`` (read again later): for a loop that reads each manifest
+        once (an expiry over a million files would otherwise hold every decoded entry until it ends). Fails
+        as ``manifest`` one by one fails."""
+        with self._files_lock:
+            cached = [self._files.get(("manifest", self.paths.manifest(m.file_name))) for m in manifests]
+        todo = [m for m, entries in zip(manifests, cached) if entries is None]
+        decoded = read_and_decode([self.paths.manifest(m.file_name) for m in todo], self._read_manifest,
+                                  decode_manifest, processes=processes_for(sum(m.file_size for m in todo)))
+        for m, entries in zip(manifests, cached):
+            if entries is None:
+                path, rows = next(decoded)
+                entries = manifest_entries(rows)
+                if m.file_name in keep:
+                    with self._files_lock:
+                        entries = self._files.setdefault(("manifest", path), entries)
+            yield entries
 
     def index_manifest(self, name: str) -> list[IndexManifestEntry]:
         path = self.paths.manifest(name)

@@ -13,11 +13,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Callable, Protocol
 
-from lakesweep.engine.errors import MetadataNotFound, TableFormatError
+from lakesweep.engine.errors import MetadataNotFound, StorageError, TableFormatError
 from lakesweep.engine.fileio import join
 from lakesweep.engine.paimon.model import FileKind, FileSource, ManifestEntry, Snapshot, Tag
-from lakesweep.engine.plan import Action, CleanupPlan, Verb, canonical_actions, summarize
-from lakesweep.engine.plan_columns import values
+from lakesweep.engine.plan import CleanupPlan, Verb, summarize
+from lakesweep.engine.plan_columns import ActionColumnsBuilder, ColumnActions, values, values_of_kind
 from lakesweep.engine.paimon.kinds import EXPIRE_PHASES, PARTITIONED_KINDS, ActionKind
 from lakesweep.engine.paimon.requirements import expire_requirements
 from lakesweep.engine.paimon.scopes import ExpireScope
@@ -105,17 +105,22 @@ class _Planner:
         self.paths = table.paths
         self.opts = opts
         self.notes = notes
-        self.actions: list[Action] = []
+        self.actions = ActionColumnsBuilder()  # a million files as columns, not as ``Action`` objects
+        self._partitions: dict[bytes, str] = {}
         self.deletion_buckets: dict[bytes, set[int]] = {}
         self._tag_files: dict[int, frozenset | None] = {}
 
     # -- helpers --------------------------------------------------------------------------------
 
     def _add(self, kind: ActionKind, full_path: str, **kw) -> None:
-        self.actions.append(Action(kind, self.paths.relative(full_path), **kw))
+        self.actions.add(kind, self.paths.relative(full_path), **kw)
 
     def _partition(self, entry_partition: bytes) -> str:
-        return self.paths.partition_path(entry_partition).rstrip("/")
+        """The partition's path, one string for all the actions of a partition."""
+        part = self._partitions.get(entry_partition)
+        if part is None:
+            part = self._partitions[entry_partition] = self.paths.partition_path(entry_partition).rstrip("/")
+        return part
 
     def _tag_live_files(self, tag: Tag) -> frozenset | None:
         """``(partition, bucket, fileName)`` of the tag's merged live files; ``None`` if unreadable."""
@@ -133,12 +138,12 @@ class _Planner:
     # -- (3) data files ------------------------------------------------------------------------
 
     def plan_data_files(self, snapshots: list[Snapshot], begin: int, tags: list[Tag],
-                        reads: "Reads | None") -> None:
+                        reads: "Reads | None", kept: list[int] = ()) -> None:
+        """``kept``: ids of snapshots whose manifests are read again after (by the guard)."""
         defer_append = self.opts.changelog_decoupled and self.opts.changelog_producer == "none"
         if reads is None:
-            self.table.prefetch_ahead(m for s in snapshots if s.id != begin
-                                      for m in self.table.manifest_list(s.delta_manifest_list))
-            deleted_in_delta = self._deleted_in_delta
+            deleted_in_delta = _DeltaStream(self, [s for s in snapshots if s.id != begin],
+                                            [t.snapshot for t in tags], kept)
         else:
             deleted_in_delta = reads.deleted_in_delta
         for s in snapshots:
@@ -169,13 +174,20 @@ class _Planner:
                     self._add(ActionKind.EXTRA_FILE, self.paths.extra_file(entry.partition, entry.bucket, entry.file, extra),
                               snapshot_id=s.id, partition=part, bucket=entry.bucket)
                 self.deletion_buckets.setdefault(entry.partition, set()).add(entry.bucket)
+        if reads is None:
+            deleted_in_delta.close()
 
     def _deleted_in_delta(self, s: Snapshot) -> dict[str, ManifestEntry]:
         """``planDeletedInDeltaManifest``: DELETE entries of the delta keyed by resolved path; a later
         ADD of the same path (an upgrade) cancels the DELETE. Any read error raises."""
+        return self._deleted_in(self.table.manifest(meta.file_name)
+                                for meta in self.table.manifest_list(s.delta_manifest_list))
+
+    def _deleted_in(self, manifests) -> dict[str, ManifestEntry]:
+        """``_deleted_in_delta`` of the delta manifests' entries ``manifests``."""
         to_delete: dict[str, ManifestEntry] = {}
-        for meta in self.table.manifest_list(s.delta_manifest_list):
-            for entry in self.table.manifest(meta.file_name):
+        for entries in manifests:
+            for entry in entries:
                 path = self.paths.data_file(entry.partition, entry.bucket, entry.file)
                 if entry.kind == FileKind.ADD:
                     to_delete.pop(path, None)
@@ -224,12 +236,12 @@ class _Planner:
         for partition in sorted(self.deletion_buckets):
             for bucket in sorted(self.deletion_buckets[partition]):
                 rel = self.paths.relative_bucket_dir(partition, bucket)
-                self.actions.append(Action(ActionKind.EMPTY_DIR, rel, bucket=bucket, depth=rel.count("/") + 1,
-                                           partition=self._partition(partition)))
+                self.actions.add(ActionKind.EMPTY_DIR, rel, bucket=bucket, depth=rel.count("/") + 1,
+                                 partition=self._partition(partition))
             for d in self.paths.partition_dirs(partition):
                 rel = self.paths.relative(d)
-                self.actions.append(Action(ActionKind.EMPTY_DIR, rel, depth=rel.count("/") + 1,
-                                           partition=self._partition(partition)))
+                self.actions.add(ActionKind.EMPTY_DIR, rel, depth=rel.count("/") + 1,
+                                 partition=self._partition(partition))
 
     # -- (6) manifests, index files, statistics ------------------------------------------------
 
@@ -314,6 +326,62 @@ class _Planner:
         self._add(ActionKind.WRITE_EARLIEST_HINT, join(self.table.snapshot_dir, "EARLIEST"), snapshot_id=value)
 
 
+class _DeltaStream:
+    """``_Planner._deleted_in_delta`` of ``snapshots``, asked in their order (some may be passed over), their
+    delta manifests read ahead and decoded on every core but not kept (a million-file expiry would otherwise
+    hold every entry it read until it ends), but those the tags and the ``kept`` snapshots also use, which the
+    guard reads again: each manifest is read once. At the first manifest list or manifest
+    that cannot be read, that snapshot and those after it are read one by one, which raises the error (or
+    the caller tolerates it) where and as it would without reading ahead."""
+
+    def __init__(self, planner: _Planner, snapshots: list[Snapshot], tagged: list[Snapshot], kept: list[int]):
+        self.planner = planner
+        table = planner.table
+        used: set[str] = set()  # manifests the tags and the ``kept`` ids use: read again later, so kept
+        for s in [*tagged, *kept]:
+            try:
+                s = table.try_snapshot(s) if isinstance(s, int) else s
+                if s is not None:
+                    used.update(m.file_name for m in table.data_manifests(s))
+            except (TableFormatError, StorageError):
+                pass  # not a result: whoever reads it later raises it, or tolerates it, then
+        self.streamed: set[int] = set()
+        metas = []
+        owners = []
+        for s in snapshots:
+            try:
+                listed = table.manifest_list(s.delta_manifest_list)
+            except (TableFormatError, StorageError):
+                break
+            self.streamed.add(s.id)
+            metas += listed
+            owners += [s.id] * len(listed)
+        self.owners = owners
+        self.position = 0
+        self.entries = table.manifests_once(metas, keep=used)
+
+    def __call__(self, s: Snapshot) -> dict[str, ManifestEntry]:
+        if s.id in self.streamed:
+            manifests = []
+            try:
+                while self.position < len(self.owners) and self.owners[self.position] != s.id:
+                    self._next()  # a snapshot passed over (an unreadable tag keeps its files)
+                while self.position < len(self.owners) and self.owners[self.position] == s.id:
+                    manifests.append(self._next())
+                return self.planner._deleted_in(manifests)
+            except (TableFormatError, StorageError):
+                self.streamed.clear()  # this one and those after it: one by one
+        return self.planner._deleted_in_delta(s)
+
+    def _next(self) -> list[ManifestEntry]:
+        self.position += 1
+        return next(self.entries)
+
+    def close(self) -> None:
+        """Stop reading ahead (the snapshots after the last one asked for are not read)."""
+        self.entries.close()
+
+
 def plan_expire(table: PaimonTable, *, now_ms: int, options: ExpireOptions,
                 read_manifests: Callable[[PaimonTable, list[Snapshot], list[Snapshot]], Reads] | None = None
                 ) -> CleanupPlan:
@@ -334,12 +402,10 @@ def plan_expire(table: PaimonTable, *, now_ms: int, options: ExpireOptions,
 
     def finish(begin, end, hint, bound, backlog=0, end_exists=False):
         """``end_exists``: planning found the snapshot ``end`` (pinned: apply holds it to what it held)."""
-        actions = canonical_actions(planner.actions, as_columns=True)
-        planner.actions.clear()
+        actions = planner.actions.canonical()
         if actions:
             assert_unreachable(table, actions, end=end, tags=tags, tolerate=None if notes.strict else notes.tolerate)
-        expired = [sid for kind, sid in zip(values(actions, "kind"), values(actions, "snapshot_id"))
-                   if kind == ActionKind.SNAPSHOT]
+        expired = values_of_kind(actions, "snapshot_id", ActionKind.SNAPSHOT)
         pinned = set(expired)
         if end_exists:
             pinned.add(end)
@@ -358,7 +424,8 @@ def plan_expire(table: PaimonTable, *, now_ms: int, options: ExpireOptions,
             stats["expirable_beyond_limit"] = backlog
         identity = table_identity(table)
         pins = snapshot_pins(table, pinned)  # also refuses a snapshot replaced while planning
-        deletes = any(map(_DELETING.__contains__, values(actions, "verb")))
+        deletes = (actions.deletes_anything() if isinstance(actions, ColumnActions)
+                   else any(map(_DELETING.__contains__, values(actions, "verb"))))
         requirements = expire_requirements(
             identity=identity, location=table.location, branch=table.branch, begin=begin, end=end, hint=hint,
             deletes=deletes, schema_id=fingerprint.schema_id, branches=tuple(fingerprint.branches),
@@ -415,7 +482,7 @@ def plan_expire(table: PaimonTable, *, now_ms: int, options: ExpireOptions,
 
     reads = None if read_manifests is None else read_manifests(
         table, [s for s in snapshots if s.id != begin], [] if options.changelog_decoupled else expiring)
-    planner.plan_data_files(snapshots, begin, tags, reads)
+    planner.plan_data_files(snapshots, begin, tags, reads, kept=sorted({end, latest}))
     if not options.changelog_decoupled:
         planner.plan_changelog_files(expiring, reads)
     if options.clean_empty_dirs:

@@ -11,11 +11,19 @@ from __future__ import annotations
 
 from typing import AbstractSet, Callable, Sequence
 
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
 from lakesweep.engine.errors import PlannerInvariantViolated, PlanRejected, TableFormatError
 from lakesweep.engine.plan import Action, Verb
-from lakesweep.engine.plan_columns import values
-from lakesweep.engine.paimon.reachability import first_reachable, reachable_paths  # noqa: F401  (re-exported)
+from lakesweep.engine.plan_columns import ColumnActions, column_values, values
+from lakesweep.engine.paimon.reachability import PathColumn, first_reachable
+from lakesweep.engine.paimon.reachability import reachable_paths  # noqa: F401  (re-exported)
 from lakesweep.engine.paimon.table import PaimonTable
+
+
+_BATCH = 65_536  # paths made full at a time
 
 
 def planned_paths(table: PaimonTable, actions: Sequence[Action]) -> dict[str, int]:
@@ -24,6 +32,16 @@ def planned_paths(table: PaimonTable, actions: Sequence[Action]) -> dict[str, in
     absolute = table.paths.absolute
     return {absolute(path): i for i, (path, verb) in enumerate(zip(values(actions, "path"), values(actions, "verb")))
             if verb == Verb.DELETE_FILE}
+
+
+def planned_column(table: PaimonTable, actions: ColumnActions) -> tuple[pa.Array, np.ndarray]:
+    """``planned_paths`` of actions held as columns: the full locations as one Arrow column, and the
+    position of each among the actions."""
+    absolute = table.paths.absolute
+    positions, rel = actions.where_verb(Verb.DELETE_FILE.value, "path")
+    chunks = [pa.array(list(map(absolute, column_values(rel.slice(start, _BATCH)))), pa.string())
+              for start in range(0, len(rel), _BATCH)]
+    return pa.concat_arrays(chunks) if chunks else pa.array([], pa.string()), positions
 
 
 def assert_unreachable(
@@ -42,13 +60,23 @@ def assert_unreachable(
     A holder whose metadata cannot be read raises its ``TableFormatError``; with ``tolerate`` (the
     planner's skip-unreadable mode) it is reported through it instead and the other holders are checked.
     """
-    planned = planned_paths(table, actions)
-    hit = first_reachable(table, frozenset(planned), end=end, tolerate=tolerate,
-                          without_changelogs=without_changelogs)
-    if hit is None:
-        return
-    holder, path = hit
-    a = actions[planned[path]]
+    if isinstance(actions, ColumnActions):
+        paths, positions = planned_column(table, actions)
+        hit = first_reachable(table, PathColumn(paths), end=end, tolerate=tolerate,
+                              without_changelogs=without_changelogs)
+        if hit is None:
+            return
+        holder, path = hit
+        last = np.flatnonzero(pc.equal(paths, path).to_numpy(zero_copy_only=False))[-1]  # as the dict keeps
+        a = actions[int(positions[last])]
+    else:
+        by_path = planned_paths(table, actions)
+        hit = first_reachable(table, frozenset(by_path), end=end, tolerate=tolerate,
+                              without_changelogs=without_changelogs)
+        if hit is None:
+            return
+        holder, path = hit
+        a = actions[by_path[path]]
     if holder.own:
         raise PlannerInvariantViolated(
             f"refusing the plan: {a.kind} {a.path} (planned for snapshot {a.snapshot_id}) is still "

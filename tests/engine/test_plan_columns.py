@@ -12,9 +12,10 @@ from hypothesis import strategies as st
 
 from lakesweep.cli.render import ActionFigures
 from lakesweep.engine.iceberg.kinds import EXPIRE_PHASES, ExpireKind
+from lakesweep.engine.paimon.kinds import EXPIRE_PHASES as PAIMON_PHASES
 from lakesweep.engine.paimon.kinds import ActionKind
 from lakesweep.engine.plan import Action, PhaseSpec, canonical_actions, canonical_columns, summarize
-from lakesweep.engine.plan_columns import SCHEMA, ColumnActions, FileActions, values
+from lakesweep.engine.plan_columns import SCHEMA, ActionColumnsBuilder, ColumnActions, FileActions, values
 from lakesweep.engine.plan_io import plan_from_bytes, plan_to_bytes
 from lakesweep.journal.rules import actions_table
 from tests.engine.test_plan_codec import ACTIONS, PATHS
@@ -137,3 +138,36 @@ def test_columns_of_one_label_but_another_kind_type_differ():
     assert columns == found(rows)[0]
     other = ColumnActions(pa.Table.from_arrays(columns.arrays(), schema=SCHEMA), {"data-file": "data-file"})
     assert other != columns and list(other) == list(columns)
+
+
+PAIMON_ACTIONS = st.builds(
+    Action, kind=st.sampled_from(list(ActionKind)), path=PATHS,
+    snapshot_id=st.one_of(st.none(), st.integers(-2**63, 2**63 - 1)),
+    partition=st.one_of(st.none(), PATHS),
+    bucket=st.one_of(st.none(), st.integers(-2, 3), st.just(2**40)),  # 2**40: more than the column holds
+    size=st.one_of(st.none(), st.integers(0, 2**40)),
+    source=st.one_of(st.none(), PATHS),
+    depth=st.integers(0, 3),
+)
+
+
+@settings(max_examples=300)
+@given(st.lists(PAIMON_ACTIONS, max_size=40), st.integers(1, 9))
+def test_actions_gathered_as_columns_are_their_canonical_actions(acts, batch):
+    builder = ActionColumnsBuilder(batch)
+    for a in acts:
+        builder.add(a.kind, a.path, snapshot_id=a.snapshot_id, partition=a.partition, bucket=a.bucket, size=a.size,
+                    source=a.source, depth=a.depth)
+    assert list(builder) == acts
+    got, want = builder.canonical(), canonical_actions(acts, as_columns=True)
+    assert type(got) is type(want) and got == want and tuple(got) == tuple(want)
+    if isinstance(want, ColumnActions):  # else a value the plan file cannot hold: no plan is written
+        assert plan_to_bytes(plan_of(got, PAIMON_PHASES)) == plan_to_bytes(plan_of(want, PAIMON_PHASES))
+
+
+def test_an_action_gathered_as_columns_is_checked_as_the_action_is():
+    builder = ActionColumnsBuilder()
+    with pytest.raises(ValueError, match="an action needs a path"):
+        builder.add(ActionKind.DATA_FILE, "")
+    with pytest.raises(ValueError, match="needs a verb"):
+        builder.add("no-such-kind", "a")
