@@ -124,14 +124,13 @@ def actions_by_phase(actions: Sequence[Action]) -> dict[int, list[Action]]:
 
 class _DoneLocations:
     """The full locations of the actions in ``ids``, for requirements to test membership in without a set
-    of every location being built."""
+    of every location being built: a location is in when any action naming it is."""
 
     def __init__(self, index: TargetIndex, ids: AbstractSet[int]):
         self.index, self.ids = index, ids
 
     def __contains__(self, location) -> bool:
-        i = self.index.get(location)
-        return i is not None and i in self.ids
+        return self.index.last_in(location, self.ids) is not None
 
 
 @dataclass

@@ -110,6 +110,14 @@ class TargetIndex:
             return ()
         return self.shared.get(location) or (i,)
 
+    def last_in(self, location: str, ids: AbstractSet[int]) -> int | None:
+        """The last action naming ``location`` whose id is in ``ids``; None when none is."""
+        i = self.last.get(location)
+        if i is None or i in ids:  # no action names it, or the last that does is one of them
+            return i
+        found = [j for j in self.ids(location) if j in ids]
+        return found[-1] if found else None
+
 
 class _PlannedDeletes(Mapping):
     """``planned_deletes`` through a ``TargetIndex``: a set of action ids, not a dict of locations."""
@@ -122,11 +130,7 @@ class _PlannedDeletes(Mapping):
 
     def _id(self, location) -> int | None:
         """The last of ``actions`` deleting ``location`` (the dict keeps the last); None when none does."""
-        i = self._index.get(location)
-        if i is None or i in self._ids:  # no action names it, or the last that does is one of them
-            return i
-        found = [i for i in self._index.ids(location) if i in self._ids]
-        return found[-1] if found else None
+        return self._index.last_in(location, self._ids)
 
     def __contains__(self, location) -> bool:
         return self._id(location) is not None

@@ -14,8 +14,8 @@ import abc
 import collections.abc
 import contextlib
 import dataclasses
-import gc
 import enum
+import gc
 import hashlib
 import importlib
 import json

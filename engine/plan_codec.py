@@ -38,16 +38,18 @@ def action_arrays(actions: Sequence[Action]) -> list[pa.Array]:
 def column_arrays(cols: Mapping[str, Sequence]) -> list[pa.Array]:
     """Action values column by column, as stored (``action_columns``: a kind as its label, a verb as its
     text), as the plan file's arrays in ``ACTION_COLUMNS`` order; ``NotColumnar`` where one would differ."""
-    arrays = []
-    for name, typ, _ in ACTION_COLUMNS:
-        values = cols[name]
-        if not set(map(type, values)) <= _ALLOWED[typ]:
-            raise NotColumnar(f"column {name} holds a value of another type than {typ}")
-        try:
-            arrays.append(pa.array(values, ARROW_TYPES[typ]))
-        except (pa.ArrowException, ValueError, OverflowError) as e:
-            raise NotColumnar(f"column {name}: {e}") from e
-    return arrays
+    return [typed_array(cols[name], typ, name) for name, typ, _ in ACTION_COLUMNS]
+
+
+def typed_array(values: Sequence, typ: str, name: str = "") -> pa.Array:
+    """``values`` as one action column of type ``typ`` (an ``ARROW_TYPES`` key) as the plan file stores
+    it; ``NotColumnar`` where a value is of another Python type or does not fit."""
+    if not set(map(type, values)) <= _ALLOWED[typ]:
+        raise NotColumnar(f"column {name} holds a value of another type than {typ}")
+    try:
+        return pa.array(values, ARROW_TYPES[typ])
+    except (pa.ArrowException, ValueError, OverflowError) as e:
+        raise NotColumnar(f"column {name}: {e}") from e
 
 
 def _json_text(array: pa.Array, *, few: bool = False) -> pa.Array:

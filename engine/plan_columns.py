@@ -14,7 +14,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from lakesweep.engine.plan import ACTION_COLUMNS, Action, Verb, collector_paused
-from lakesweep.engine.plan_codec import _ALLOWED, ARROW_TYPES, NotColumnar, column_arrays
+from lakesweep.engine.plan_codec import ARROW_TYPES, NotColumnar, column_arrays, typed_array
 
 SCHEMA = pa.schema([pa.field(name, ARROW_TYPES[t], nullable=n) for name, t, n in ACTION_COLUMNS])
 _FIELD = {name: i for i, name in enumerate(SCHEMA.names)}
@@ -315,12 +315,10 @@ class ActionColumnsBuilder:
 
     def _flush(self) -> None:
         for i, ((_, typ), values) in enumerate(zip((("kind", "int32"), *self._FIELDS), self._pending)):
-            chunk = values
-            if set(map(type, values)) <= _ALLOWED[typ]:
-                try:
-                    chunk = pa.array(values, ARROW_TYPES[typ])
-                except (pa.ArrowException, ValueError, OverflowError):
-                    pass  # kept as values: ``canonical`` builds the actions themselves
+            try:
+                chunk = typed_array(values, typ)
+            except NotColumnar:
+                chunk = values  # kept as values: ``canonical`` builds the actions themselves
             self._chunks[i].append(chunk)
         self._pending = [[] for _ in self._pending]
 

@@ -51,3 +51,19 @@ def test_without_the_index_it_is_the_dict():
     plan = make([Action(ActionKind.DATA_FILE, "p/a", snapshot_id=1)])
     found = planned_deletes(plan, plan.actions, ["/wh/t/a"])
     assert found == {"/wh/t/a": plan.actions[0]} and type(found) is dict
+
+
+@settings(max_examples=300)
+@given(st.lists(LOCATIONS, min_size=1, max_size=16), st.data())
+def test_a_location_is_done_when_any_action_naming_it_is(targets, data):
+    """Apply's requirements ask whether this apply carried a location out: any action naming it counts, as a
+    set of the done actions' locations would say, not only the last action naming it."""
+    from lakesweep.applier.apply import _DoneLocations
+
+    done = set(data.draw(st.lists(st.integers(0, len(targets) - 1), unique=True)))
+    index = TargetIndex(targets)
+    view = _DoneLocations(index, done)
+    for location in [f"/wh/t/f{i}" for i in range(13)]:
+        naming = [i for i, t in enumerate(targets) if t == location and i in done]
+        assert (location in view) == bool(naming)
+        assert index.last_in(location, done) == (naming[-1] if naming else None)
