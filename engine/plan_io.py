@@ -12,7 +12,7 @@ import hashlib
 import json
 import os
 import stat
-from typing import Iterator, Mapping, Sequence
+from typing import Iterable, Iterator, Mapping, Sequence
 
 import numpy as np
 import pyarrow as pa
@@ -53,6 +53,37 @@ SCHEMA_V1 = pa.schema(
 
 ROW_GROUP = 1024 * 1024  # rows per row group: what ``pq.write_table`` writes by default
 _BATCH = 65_536  # rows decoded or hashed at a time
+
+
+# Parquet's column writers take a chunk's values ``ALIGN`` at a time and may cut a page after each such
+# run: a row group written from chunks that begin at multiples of it is stored byte for byte as the same
+# rows in one chunk (pyarrow's ``write_batch_size``, 1024).
+ALIGN = 1024
+
+
+def aligned_batches(batches: Iterable[pa.RecordBatch], align: int) -> Iterator[pa.RecordBatch]:
+    """The rows of ``batches``, in order, as batches that each begin at a multiple of ``align`` rows: whole
+    runs of ``align`` rows are views of the batches given, and only the rows around a boundary that is not
+    on one (fewer than ``align`` each time) are copied."""
+    carry: list[pa.RecordBatch] = []  # rows that do not yet end on a multiple of ``align``
+    carried = 0
+    for batch in batches:
+        if carried:
+            take = min(align - carried, batch.num_rows)
+            carry.append(batch.slice(0, take))
+            carried += take
+            batch = batch.slice(take)
+            if carried < align:
+                continue
+            yield pa.Table.from_batches(carry).combine_chunks().to_batches()[0]
+            carry, carried = [], 0
+        whole = batch.num_rows - batch.num_rows % align
+        if whole:
+            yield batch.slice(0, whole)
+        if whole < batch.num_rows:
+            carry, carried = [batch.slice(whole)], batch.num_rows - whole
+    if carry:
+        yield pa.Table.from_batches(carry).combine_chunks().to_batches()[0]
 
 
 def _header_json(header: Mapping) -> bytes:
@@ -128,9 +159,10 @@ class PlanWriter:
 
     def _flush(self, rows: int) -> None:
         table = pa.Table.from_batches(self._pending, schema=SCHEMA)
-        self._writer.write_table(table.slice(0, rows).combine_chunks(), row_group_size=ROW_GROUP)
-        rest = table.slice(rows)
-        self._pending = rest.combine_chunks().to_batches() if rest.num_rows else []
+        group = pa.Table.from_batches(aligned_batches(table.slice(0, rows).to_batches(), ALIGN), schema=SCHEMA)
+        self._writer.write_table(group, row_group_size=ROW_GROUP)
+        del group
+        self._pending = table.slice(rows).to_batches() if rows < table.num_rows else []
         self._rows -= rows
         self._written += rows
 

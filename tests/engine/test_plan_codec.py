@@ -1,16 +1,21 @@
 """The columnar plan codec agrees with the straightforward one (tests/support/plan_reference.py) byte for
 byte: the canonical order, the plan id, the file, and reading back; plans written and read in batches."""
 
+import functools
+import itertools
+
 import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from lakesweep.engine import plan_io
 from lakesweep.engine.errors import PlanRejected
 from lakesweep.engine.iceberg.kinds import CompactKind, ExpireKind
 from lakesweep.engine.paimon.kinds import ActionKind, OrphanKind
 from lakesweep.engine.plan import Action, Verb, canonical_actions, canonical_columns, compute_plan_id
-from lakesweep.engine.plan_io import (ROW_GROUP, PlanWriter, iter_action_batches, plan_from_bytes, plan_to_bytes,
+from lakesweep.engine.plan_io import (ROW_GROUP, PlanWriter, aligned_batches, iter_action_batches, plan_from_bytes, plan_to_bytes,
                                       verify_plan_file, write_plan)
 from lakesweep.engine.purge import PurgeKind
 from tests.engine.test_plan_io import make
@@ -103,6 +108,55 @@ def test_a_plan_of_two_row_groups_is_written_in_batches_as_whole(tmp_path):
     assert sum(len(b) for b in iter_action_batches(str(path), 300_000)) == len(plan.actions)
 
 
+@settings(max_examples=200)
+@given(st.lists(st.integers(0, 40), max_size=12), st.sampled_from([4, 8, 16]))
+def test_aligned_batches_are_the_rows_on_aligned_boundaries(sizes, align):
+    rows = pa.array(range(sum(sizes)), pa.int64())
+    batches, start = [], 0
+    for n in sizes:
+        batches.append(pa.record_batch([rows.slice(start, n)], names=["x"]))
+        start += n
+    out = list(aligned_batches(batches, align))
+    assert [v for b in out for v in b.column(0).to_pylist()] == rows.to_pylist()
+    assert all(b.num_rows % align == 0 for b in out[:-1]) and all(b.num_rows for b in out)
+
+
+_ROWS = 10_000
+
+
+@functools.lru_cache(maxsize=1)
+def _wide_plan():
+    return _big_plan(_ROWS)
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.lists(st.integers(1, 3000), min_size=1, max_size=30))
+def test_row_groups_written_from_batches_of_any_size_are_the_whole_groups_bytes(sizes):
+    """Row groups of 4,096 rows and pages of 2 KiB (made small), written from batches of any size, are the bytes
+    ``pq.write_table`` writes for the whole plan in groups of that size: batch boundaries that are not on a
+    multiple of ``ALIGN`` rows would cut the pages elsewhere."""
+    assert plan_io.ALIGN == 1024
+
+    plan = _wide_plan()
+    whole, options = pq.write_table, plan_io._writer_options
+    saved = plan_io.ROW_GROUP
+    try:  # small pages too, so that each column chunk is cut into several
+        plan_io.ROW_GROUP = 4096
+        plan_io._writer_options = lambda: {**options(), "data_page_size": 2048}
+        pq.write_table = functools.partial(whole, row_group_size=4096, data_page_size=2048)
+        expected = reference.plan_to_bytes(plan)
+        sink, start, batches = pa.BufferOutputStream(), 0, itertools.cycle(sizes)
+        with PlanWriter(sink, plan.header()) as writer:
+            while start < _ROWS:
+                n = next(batches)
+                writer.write(plan.actions[start:start + n])
+                start += n
+    finally:
+        plan_io.ROW_GROUP, pq.write_table, plan_io._writer_options = saved, whole, options
+    assert pq.ParquetFile(pa.BufferReader(expected)).num_row_groups == 3
+    assert sink.getvalue().to_pybytes() == expected
+
+
 def test_batches_read_back_the_actions_and_verify_the_id(tmp_path):
     plan = _big_plan(1000)
     path = str(tmp_path / "p.plan")
@@ -116,7 +170,6 @@ def test_batches_read_back_the_actions_and_verify_the_id(tmp_path):
 def test_an_edited_plan_is_refused_after_its_last_batch(tmp_path):
     plan, other = _big_plan(10), make([Action(ActionKind.DATA_FILE, "dt=x/bucket-0/other.parquet")])
     data = plan_to_bytes(plan)
-    import pyarrow.parquet as pq
     table = pq.read_table(pa.BufferReader(data))
     edited = table.set_column(1, table.schema.field("path"), pa.array(["dt=0/elsewhere.parquet"] * 10))
     path = tmp_path / "p.plan"
