@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Callable, Iterator, Mapping, Sequence
 
 from lakesweep.engine.errors import PlanRejected, SparkUnavailable, StorageError
-from lakesweep.engine.fileio import DeleteOutcome, FileIO, MoveOutcome
+from lakesweep.engine.fileio import DeleteOutcome, FileIO, MoveOutcome, on_local_disk
 from lakesweep.engine.paths import PathResolver, refuse_symlinked_parents, resolve_action_path, target_of
 from lakesweep.engine.plan import Action, Verb
 from lakesweep.engine.quarantine import QuarantineSpec
@@ -456,6 +456,9 @@ def execute_rows(
 
     resolver = PathResolver(root, external)
     unlinks = not dry_run and quarantine is None and fileio.scheme == "file"
+    # On this machine's own disks an unlink is a short system call: one thread does them fastest (more only
+    # contend for the interpreter). A network or FUSE file system waits on its server: the task's threads.
+    unlink_threads = 1 if unlinks and on_local_disk([root, *external]) else threads
 
     def unlink_part(part: list[tuple]) -> list[tuple]:
         """Local file deletes, one system call each; a file that is neither deleted nor absent (an error,
@@ -488,7 +491,7 @@ def execute_rows(
             if unlinks:
                 # A thread per slice of the batch, not per file: a local unlink takes microseconds, less
                 # than handing it to a thread.
-                step = -(-len(chunk) // threads)
+                step = -(-len(chunk) // unlink_threads)
                 parts = [chunk[i:i + step] for i in range(0, len(chunk), step)]
                 yield [r for part in (pool.map(unlink_part, parts) if pool is not None and len(parts) > 1 else
                                       map(unlink_part, parts)) for r in part]

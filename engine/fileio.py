@@ -19,7 +19,7 @@ import threading
 import time
 import uuid
 from dataclasses import dataclass
-from typing import BinaryIO, Iterable, Iterator, Mapping
+from typing import BinaryIO, Iterable, Iterator, Mapping, Sequence
 
 from lakesweep.engine.errors import (AtomicCreateUnsupported, DeleteUnconfirmed, InvalidLocation, QuarantineUnsupported,
                                      StorageError)
@@ -67,6 +67,13 @@ def normalize_location(location: str, *, relative_ok: bool = True) -> str:
     rather than collapsed, so no location can name a different file than it spells. Anything else
     (``http://``, ``file://host/``) raises ``InvalidLocation``.
     """
+    if _plainly_absolute(location):
+        return location  # what ``_normalized`` returns it as, found without splitting it
+    return _normalized(location, relative_ok)
+
+
+def _normalized(location: str, relative_ok: bool) -> str:
+    """``normalize_location`` by its rules, one by one."""
     if not isinstance(location, str) or not location.strip():
         raise InvalidLocation(str(location), "an empty location")
     loc = location.strip()
@@ -99,6 +106,47 @@ def normalize_location(location: str, *, relative_ok: bool = True) -> str:
             raise InvalidLocation(location, "not an absolute location")
         return os.path.abspath(loc)
     return _plain_absolute(loc, location)
+
+
+def _plainly_absolute(location) -> bool:
+    """Whether ``location`` is already a normalized plain absolute path (the form apply's executors hand
+    every local delete): a ``/`` first, no whitespace to strip, no ``://``, no trailing ``/``, and no empty,
+    ``.`` or ``..`` segment."""
+    return (type(location) is str and location[:1] == "/" and location[-1] != "/" and not location[-1].isspace()
+            and "//" not in location and "/./" not in location and "/../" not in location
+            and not location.endswith(("/.", "/..")) and ":/" not in location)
+
+
+# File systems whose data lives on this machine's own disks or memory: an unlink there is a short system call
+# that threads only contend for (network file systems and FUSE mounts wait on a server instead).
+LOCAL_DISK_TYPES = frozenset({"ext2", "ext3", "ext4", "xfs", "btrfs", "zfs", "f2fs", "jfs", "reiserfs", "bcachefs",
+                              "tmpfs", "ramfs", "overlay"})
+
+
+def on_local_disk(paths: Sequence[str], mounts: str = "/proc/self/mounts") -> bool:
+    """Whether every one of ``paths`` (plain absolute paths) lies on a file system of ``LOCAL_DISK_TYPES``, by
+    the mount table (the longest mount point holding each path's real location); False where the table cannot
+    be read, as on systems other than Linux."""
+    try:
+        with open(mounts, encoding="utf-8", errors="replace") as f:
+            table = [line.split()[1:3] for line in f if len(line.split()) >= 3]
+    except OSError:
+        return False
+    points = {_unescaped(point): fstype for point, fstype in table}  # a later mount hides an earlier one
+    for path in paths:
+        real = os.path.realpath(path)
+        holder = max((p for p in points if p == "/" or real == p or real.startswith(p + "/")), key=len, default=None)
+        if holder is None or points[holder] not in LOCAL_DISK_TYPES:
+            return False
+    return True
+
+
+def _unescaped(point: str) -> str:
+    """A mount point as the mount table spells it, with its octal escapes (space, tab, newline, backslash)
+    made the characters again."""
+    for escape, char in (("\\040", " "), ("\\011", "\t"), ("\\012", "\n"), ("\\134", "\\")):
+        point = point.replace(escape, char)
+    return point
 
 
 def _hdfs_location(rest: str, location: str) -> str:

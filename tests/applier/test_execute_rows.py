@@ -117,3 +117,28 @@ def test_bulk_deletes_of_the_next_batches_go_out_while_this_one_is_answered():
     assert batches == [[(i, "ALREADY_ABSENT" if i == 6 else "DELETED", 1, None) for i in (j, j + 1)]
                        for j in range(0, 10, 2)]
     assert io.calls == 10 and io.files == {}
+
+
+@pytest.mark.parametrize("local", [True, False])
+def test_on_local_disks_a_task_unlinks_on_its_own_thread_and_elsewhere_on_its_threads(tmp_path, monkeypatch, local):
+    """On this machine's own disks a task's unlinks run on the task's thread (threads would only contend
+    for the interpreter); on a network file system, on its threads. Every file is deleted either way."""
+    from lakesweep.applier import spark_exec
+
+    seen: set[str] = set()
+
+    class Watched(ArrowFileIO):
+        def delete(self, path):
+            seen.add(threading.current_thread().name)
+            return super().delete(path)
+
+    monkeypatch.setattr(spark_exec, "on_local_disk", lambda paths: local)
+    root, actions = _table(tmp_path, 400, {5})
+    out = [r for batch in execute_rows(map(task_row, actions), Watched("file"), str(root), [], False, 200, 4)
+           for r in batch]
+    assert sorted((r[0], r[1]) for r in out) == [(i, "ALREADY_ABSENT" if i == 5 else "DELETED") for i in range(400)]
+    assert not any(p.is_file() for p in root.rglob("*"))
+    if local:
+        assert seen == {threading.current_thread().name}
+    else:
+        assert len(seen) == 4 and all(name.startswith("lakesweep-action") for name in seen)

@@ -1,12 +1,16 @@
 """One contract, every FileIO implementation (local files and S3 through pyarrow.fs, HDFS through hdfs-native,
 and the in-memory twin)."""
 
+import functools
 import pickle
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from lakesweep.engine.errors import InvalidLocation, StorageError
-from lakesweep.engine.fileio import ArrowFileIO, DeleteOutcome, MemoryFileIO, MoveOutcome, join, normalize_location
+from lakesweep.engine.fileio import (ArrowFileIO, DeleteOutcome, MemoryFileIO, MoveOutcome, _normalized,
+                                     _plainly_absolute, join, normalize_location, on_local_disk)
 
 
 @pytest.fixture(params=["local", "memory", "s3", pytest.param("hdfs", marks=pytest.mark.java)])
@@ -192,6 +196,33 @@ def test_normalize_location(given, expected):
     assert normalize_location(given) == expected
 
 
+@settings(max_examples=2000)
+@given(st.text(alphabet="/.a:s3 \n\t", max_size=14), st.booleans())
+def test_a_location_taken_as_already_normal_is_what_the_rules_make_of_it(location, relative_ok):
+    """The shortcut for a plain absolute path (apply's local deletes) agrees with the rules applied one by
+    one: it passes only what they would return unchanged, never what they would refuse."""
+    if _plainly_absolute(location):
+        assert _normalized(location, relative_ok) == location
+    try:
+        expected = _normalized(location, relative_ok)
+    except InvalidLocation:
+        with pytest.raises(InvalidLocation):
+            normalize_location(location, relative_ok=relative_ok)
+    else:
+        assert normalize_location(location, relative_ok=relative_ok) == expected
+
+
+@pytest.mark.parametrize("location", ["/a/b", "/a/.b/c..", "/a/b:c", "/x"])
+def test_plain_absolute_paths_take_the_shortcut(location):
+    assert _plainly_absolute(location) and normalize_location(location) == location
+
+
+@pytest.mark.parametrize("location", ["/", "/a/", "/a//b", "/a/./b", "/a/../b", "/a/.", "/a/..", "/a/s3://b",
+                                      " /a", "/a ", "/a\n", "a/b", ""])
+def test_everything_else_goes_through_the_rules(location):
+    assert not _plainly_absolute(location)
+
+
 def test_normalize_location_rejects_other_schemes():
     with pytest.raises(InvalidLocation) as e:
         normalize_location("viewfs://cluster/t")
@@ -317,3 +348,16 @@ def test_local_move_finishes_a_link_left_by_an_interrupted_move(tmp_path):
     os.link(src, dst)  # what a move through link and unlink leaves when it stops between the two
     assert ArrowFileIO("file").move_no_replace(str(src), str(dst)) is MoveOutcome.MOVED
     assert not src.exists() and dst.read_bytes() == b"x"
+
+
+def test_a_path_is_on_a_local_disk_by_the_longest_mount_holding_it(tmp_path):
+    mounts = tmp_path / "mounts"
+    mounts.write_text("/dev/vda / ext4 rw 0 0\n"
+                      "server:/export /mnt/nfs nfs4 rw 0 0\n"
+                      "tmpfs /mnt/nfs/scratch tmpfs rw 0 0\n"
+                      "s3fs /mnt/my\\040bucket fuse.s3fs rw 0 0\n")
+    local = functools.partial(on_local_disk, mounts=str(mounts))
+    assert local(["/data/t"]) and local(["/mnt/nfs/scratch/t", "/data/t"]) and local(["/mnt/nfsx/t"])
+    assert not local(["/mnt/nfs/t"]) and not local(["/data/t", "/mnt/nfs"]) and not local(["/mnt/my bucket/t"])
+    assert local(["/mnt/my/t"])
+    assert not local(["/data/t"], mounts=str(tmp_path / "no-such-table"))  # unknown: not taken for local
