@@ -338,8 +338,10 @@ def execute_rows(
     files to delete are put aside as it says (``applier.actions.quarantine_action``), not deleted.
 
     With ``threads`` > 1 the actions of a batch run on that many threads: the actions of a bulk phase
-    are independent of one another, and a delete spends its time waiting on storage (a local unlink
-    on a journaling file system, a request to an object store), not holding the interpreter. On a store
+    are independent of one another, and a delete spends its time waiting on storage (a network file
+    system, a request to an object store), not holding the interpreter. Local deletes on the machine's own
+    disks (``on_local_disk``) are short system calls that threads only contend for: they run on the task's
+    own thread. On a store
     with bulk deletes (S3), the batch's file deletes go to ``FileIO.delete_batch`` in DeleteObjects-sized
     parts, and the parts of the next batches are started while this one's are answered (up to ``threads``
     parts in flight). A batch is yielded when all its actions are done, so what is journaled is what was
