@@ -5,8 +5,9 @@ commit a ``replace`` snapshot carrying ``lakesweep.commit-id``; each under ``Ass
 ref. By default every attempt works from a fresh read of the table and the plan is the upper bound of what
 it does (what no longer holds on the live table is left out and reported); ``strict`` refuses the plan
 (``StalePlan``) on any change to the refs since planning. A commit the catalog refuses is retried after a
-backoff, up to ``max_commit_retries`` times; pyiceberg's own retry is not used. The rules and why:
-docs/design/iceberg.md#commits.
+backoff, up to ``max_commit_retries`` times; pyiceberg's own retry is not used. A compaction keeps what
+an attempt read and wrote for the next (``compact_commit.ReplaceWork``), so that it gets through on a table
+being written. The rules and why: docs/design/iceberg.md#commits.
 """
 
 from __future__ import annotations
@@ -43,6 +44,7 @@ class IcebergCommitter:
         self.attempts = 0  # commits tried by the last ``commit`` call
         self.left_out: dict[int, str] = {}  # actions the last commit left out (DROPPED), with why
         self.kept: dict[int, str] = {}  # expiry: planned snapshots the live table keeps (SKIPPED_REFERENCED)
+        self.work = None  # what the running commit's attempts keep for the next (a compaction's ReplaceWork)
         # the plan kind's commit (``engine.iceberg.kinds.IcebergPlanKind``): what it carries, checks and makes
         self.rules = rules_of(plan)
         self.steps = self.rules.commit_steps() if self.rules.commit_steps is not None else None
@@ -133,17 +135,24 @@ class IcebergCommitter:
     def commit(self, table, actions: Sequence[Action], commit_id: str, *, written=None) -> int:
         from pyiceberg.exceptions import CommitFailedException
 
-        self.attempts = 0
-        while True:
-            self.attempts += 1
-            self.left_out, self.kept = {}, {}
-            try:  # each attempt reads the table anew and checks the plan's requirements first (_commit_once)
-                return self._commit_once(table, actions, commit_id, written)
-            except CommitFailedException as e:
-                if self.attempts > self.max_retries:
-                    raise LakesweepError(f"the catalog refused the commit {self.attempts} times; last: {e}. "
-                                         f"Nothing was committed; apply again or re-plan") from e
-                self.sleep(backoff_s(self.attempts))
+        self.attempts, self.work = 0, None
+        try:
+            while True:
+                self.attempts += 1
+                self.left_out, self.kept = {}, {}
+                try:  # each attempt reads the table anew and checks the plan's requirements first (_commit_once)
+                    return self._commit_once(table, actions, commit_id, written)
+                except CommitFailedException as e:
+                    if self.attempts > self.max_retries:
+                        raise LakesweepError(f"the catalog refused the commit {self.attempts} times; last: {e}. "
+                                             f"Nothing was committed; apply again or re-plan") from e
+                    self.sleep(backoff_s(self.attempts))
+        except BaseException:
+            if self.work is not None:
+                self.work.abandon()
+            raise
+        finally:
+            self.work = None
 
     def _commit_once(self, table, actions: Sequence[Action], commit_id: str, written) -> int | None:
         # The catalog applies the updates to its metadata as it is at commit time, checking only the
@@ -242,16 +251,19 @@ class IcebergCommitter:
 
     def _compact(self, table, actions: Sequence[Action], commit_id: str, written) -> int:
         from lakesweep.engine.iceberg.compact_apply import bins_from_scope, output_data_file
-        from lakesweep.engine.iceberg.compact_commit import ReplaceDataFiles
+        from lakesweep.engine.iceberg.compact_commit import ReplaceDataFiles, ReplaceWork
         from lakesweep.engine.iceberg.table import canonical
 
         bins = bins_from_scope(self.plan.scope)
-        live = _live_data_files(table)
         by_bin: dict[int, list[Action]] = {}
         for a in actions:
             by_bin.setdefault(a.bucket, []).append(a)
+        if self.work is None:
+            self.work = ReplaceWork(table.io, {f.path for g in by_bin for f in bins[g].inputs})
+        work = self.work
+        live = work.live_inputs(table)
         self.left_out = {}
-        conflicts = new_deletes_since(table, self.plan.scope, [bins[g] for g in sorted(by_bin)])
+        conflicts = new_deletes_since(table, self.plan.scope, [bins[g] for g in sorted(by_bin)], seen=work.deletes)
         replaced: set[str] = set()
         added = []
         for group in sorted(by_bin):
@@ -285,7 +297,8 @@ class IcebergCommitter:
         # no delete older than it applies to them, and any later equality delete still does.
         seq = self.plan.scope.sequence_number if table.metadata.format_version >= 2 else None
         tx = table.table.transaction()
-        producer = ReplaceDataFiles(tx, table.io, expected=self.plan.scope.snapshot_id if self.strict else None,
+        producer = ReplaceDataFiles(tx, table.io, work=work,
+                                    expected=self.plan.scope.snapshot_id if self.strict else None,
                                     replaced=replaced, added=added, dropped_delete_manifests=dropped,
                                     data_sequence_number=seq, snapshot_properties={COMMIT_ID_PROPERTY: commit_id})
         return self._commit_producer(table, tx, producer)
@@ -296,12 +309,19 @@ class IcebergCommitter:
         from pyiceberg.exceptions import CommitFailedException
 
         updates, requirements = producer._commit()
+        work = getattr(producer, "work", None)
         try:
             tx._apply(updates, requirements + self._requirements(table))
             tx.commit_transaction()
         except CommitFailedException:
             producer.discard()
             raise
+        except BaseException:
+            if work is not None:
+                work.in_doubt = True  # the commit may have landed: nothing it wrote is deleted
+            raise
+        if work is not None:
+            work.settle(producer.listed)
         return producer.snapshot_id
 
 
@@ -322,7 +342,7 @@ def why_kept(table, snapshot_id: int) -> str:
     return f"snapshot {snapshot_id} is kept by the retention rule on the live table"
 
 
-def new_deletes_since(table, scope, bins) -> dict[int, str]:
+def new_deletes_since(table, scope, bins, *, seen: dict | None = None) -> dict[int, str]:
     """The bins (by index) to which a delete committed since the plan's snapshot may apply, each with the
     first such delete: a live delete file whose data sequence number is above the plan snapshot's that is
 
@@ -331,8 +351,9 @@ def new_deletes_since(table, scope, bins) -> dict[int, str]:
     * an equality delete of the bin's partition (same spec and partition values) or of an unpartitioned
       spec (it applies to every partition).
 
-    A delete whose content cannot be read counts as applying (fail closed: the bin is left out)."""
-    from lakesweep.engine.iceberg.compaction import _partition_key, resolve_location
+    A delete whose content cannot be read counts as applying (fail closed: the bin is left out). ``seen``
+    keeps what each delete manifest means for ``bins`` (by path) across calls with the same ``bins``."""
+    from lakesweep.engine.iceberg.compaction import _partition_key
     from lakesweep.engine.iceberg.table import canonical
 
     since = scope.sequence_number
@@ -351,31 +372,13 @@ def new_deletes_since(table, scope, bins) -> dict[int, str]:
         for m in snapshot.manifests(table.io):
             if int(m.content) != 1:
                 continue
-            for e in m.fetch_manifest_entry(table.io, discard_deleted=True):
-                seq = e.sequence_number if e.sequence_number is not None else 0
-                if seq <= since:
-                    continue
-                f = e.data_file
-                location = resolve_location(f.file_path, table.location)
-                if int(f.content) == 1:
-                    what = f"position delete {location}"
-                    try:
-                        named = ({resolve_location(f.referenced_data_file, table.location)}
-                                 if getattr(f, "referenced_data_file", None)
-                                 else _named_by_position_delete(table, location))
-                    except LakesweepError as err:
-                        named, what = set(inputs), f"position delete {location}, which cannot be read ({err})"
-                    hits = sorted({inputs[p] for p in named if p in inputs})
-                else:
-                    spec = specs.get(int(m.partition_spec_id))
-                    if spec is None or spec.is_unpartitioned():
-                        hits = [b.index for b in bins]
-                    else:
-                        values = tuple(f.partition[i] for i in range(len(spec.fields)))
-                        hits = by_partition.get((spec.spec_id, _partition_key(values)), [])
-                    what = f"equality delete {location}"
-                for i in hits:
-                    found.setdefault(i, what)
+            pairs = seen.get(m.manifest_path) if seen is not None else None
+            if pairs is None:
+                pairs = _deletes_for_bins(table, m, since, bins, inputs, by_partition, specs)
+                if seen is not None:
+                    seen[m.manifest_path] = pairs
+            for i, what in pairs:
+                found.setdefault(i, what)
     except LakesweepError:
         raise
     except Exception as e:
@@ -384,26 +387,45 @@ def new_deletes_since(table, scope, bins) -> dict[int, str]:
     return found
 
 
+def _deletes_for_bins(table, m, since: int, bins, inputs: dict, by_partition: dict, specs) -> tuple[tuple[int, str], ...]:
+    """(bin index, the delete) for each delete of manifest ``m`` newer than ``since`` that may apply to a bin,
+    in the manifest's order (``new_deletes_since``'s rule)."""
+    from lakesweep.engine.iceberg.compaction import _partition_key, resolve_location
+
+    pairs: list[tuple[int, str]] = []
+    for e in m.fetch_manifest_entry(table.io, discard_deleted=True):
+        seq = e.sequence_number if e.sequence_number is not None else 0
+        if seq <= since:
+            continue
+        f = e.data_file
+        location = resolve_location(f.file_path, table.location)
+        if int(f.content) == 1:
+            what = f"position delete {location}"
+            try:
+                named = ({resolve_location(f.referenced_data_file, table.location)}
+                         if getattr(f, "referenced_data_file", None)
+                         else _named_by_position_delete(table, location))
+            except LakesweepError as err:
+                named, what = set(inputs), f"position delete {location}, which cannot be read ({err})"
+            hits = sorted({inputs[p] for p in named if p in inputs})
+        else:
+            spec = specs.get(int(m.partition_spec_id))
+            if spec is None or spec.is_unpartitioned():
+                hits = [b.index for b in bins]
+            else:
+                values = tuple(f.partition[i] for i in range(len(spec.fields)))
+                hits = by_partition.get((spec.spec_id, _partition_key(values)), [])
+            what = f"equality delete {location}"
+        pairs += [(i, what) for i in hits]
+    return tuple(pairs)
+
+
 def _named_by_position_delete(table, location: str) -> frozenset[str]:
     """The data files a position delete file names; read through the table's FileIO."""
     from lakesweep.engine.iceberg.compaction import InputFile, _referenced_paths
 
     return _referenced_paths(table, InputFile(location=location, path=location, size=0, record_count=0,
                                               sequence_number=0, file_sequence_number=None, snapshot_id=None))
-
-
-def _live_data_files(table) -> set[str]:
-    """Canonical paths of the live data files of the table's current snapshot."""
-    from lakesweep.engine.iceberg.table import canonical
-
-    snapshot = table.table.current_snapshot()
-    if snapshot is None:
-        return set()
-    try:
-        return {canonical(e.data_file.file_path) for m in snapshot.manifests(table.io) if int(m.content) == 0
-                for e in m.fetch_manifest_entry(table.io, discard_deleted=True)}
-    except Exception as e:
-        raise CorruptMetadata(canonical(snapshot.manifest_list), f"manifests cannot be read: {type(e).__name__}: {e}") from e
 
 
 def metadata_version(table) -> int:

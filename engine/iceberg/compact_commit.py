@@ -4,27 +4,123 @@ the outputs are ADDED with the data sequence number of the snapshot the plan com
 ``use-starting-sequence-number``), and a delete manifest the plan drops is left out; every other manifest is
 carried over unchanged. The rows a scan of the new snapshot returns are those of the head it replaces.
 The entries in detail: docs/design/iceberg-compaction.md#the-commit.
+
+``ReplaceWork`` keeps what one commit worked out across its attempts, so that an attempt on a head that a
+writer moved reads only the manifests new since and writes only a manifest list (Iceberg's
+``ManifestFilterManager`` keeps its filtered manifests across retries the same way).
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import AbstractSet, Sequence
 
 from pyiceberg.manifest import DataFile, ManifestContent, ManifestEntry, ManifestEntryStatus, ManifestFile
 from pyiceberg.table.snapshots import Operation, SnapshotSummaryCollector, Summary, update_snapshot_summaries
 from pyiceberg.table.update.snapshot import _SnapshotProducer
 
-from lakesweep.engine.errors import StalePlan
+from lakesweep.engine.errors import CorruptMetadata, StalePlan
 from lakesweep.engine.iceberg.table import canonical
 
 
+@dataclass(frozen=True, slots=True)
+class _Rewrite:
+    """A head manifest rewritten with the replaced files it lists DELETED."""
+
+    manifest: ManifestFile
+    removed: tuple[DataFile, ...]
+    found: frozenset[str]
+
+
+class ReplaceWork:
+    """What one compaction commit works out once and keeps across its attempts, by manifest path (a manifest
+    file never changes): which of the plan's ``inputs`` (canonical paths) each data manifest lists live, the
+    files of each delete manifest, what each delete manifest means for the bins (``deletes``, filled by
+    ``commit.new_deletes_since``), and each manifest's rewrite. Rewrites carry the snapshot id of the commit,
+    kept the same over its attempts, and hold for one set of replaced files, outputs and dropped delete
+    manifests: another set deletes them and starts over. ``abandon`` deletes everything written when the
+    commit fails; ``settle`` what the committed snapshot does not list."""
+
+    def __init__(self, io, inputs: AbstractSet[str]):
+        self.io = io
+        self.inputs = frozenset(inputs)
+        self.holds: dict[str, frozenset[str]] = {}
+        self.deletes: dict[str, tuple[tuple[int, str], ...]] = {}
+        self.delete_files: dict[str, tuple[DataFile, ...]] = {}
+        self.snapshot_id: int | None = None
+        self.replacing: tuple | None = None
+        self.added: list[ManifestFile] | None = None
+        self.rewrites: dict[str, _Rewrite] = {}
+        self.written: list[str] = []  # manifests written for ``replacing``, none of them committed yet
+        self.in_doubt = False  # a commit ended with an unknown outcome: what was written may be committed
+
+    def live_inputs(self, table) -> set[str]:
+        """The plan's inputs that are live data files of ``table``'s current snapshot."""
+        snapshot = table.table.current_snapshot()
+        if snapshot is None:
+            return set()
+        try:
+            return set().union(*(self.held(m) for m in snapshot.manifests(table.io)
+                                 if m.content == ManifestContent.DATA))
+        except Exception as e:
+            raise CorruptMetadata(canonical(snapshot.manifest_list),
+                                  f"manifests cannot be read: {type(e).__name__}: {e}") from e
+
+    def held(self, manifest: ManifestFile) -> frozenset[str]:
+        """The plan's inputs a data manifest lists live, read once."""
+        found = self.holds.get(manifest.manifest_path)
+        if found is None:
+            found = frozenset(p for e in manifest.fetch_manifest_entry(io=self.io, discard_deleted=True)
+                              if (p := canonical(e.data_file.file_path)) in self.inputs)
+            self.holds[manifest.manifest_path] = found
+        return found
+
+    def files_of(self, manifest: ManifestFile) -> tuple[DataFile, ...]:
+        """The live delete files of a delete manifest, read once."""
+        found = self.delete_files.get(manifest.manifest_path)
+        if found is None:
+            found = tuple(e.data_file for e in manifest.fetch_manifest_entry(io=self.io, discard_deleted=True))
+            self.delete_files[manifest.manifest_path] = found
+        return found
+
+    def start(self, replacing: tuple, snapshot_id: int) -> int:
+        """The snapshot id of an attempt that replaces ``replacing``; the rewrites of another set are
+        deleted first."""
+        if replacing != self.replacing:
+            self._delete(self.written)
+            self.replacing, self.added, self.rewrites, self.written = replacing, None, {}, []
+        if self.snapshot_id is None:
+            self.snapshot_id = snapshot_id
+        return self.snapshot_id
+
+    def settle(self, listed: AbstractSet[str]) -> None:
+        """After a commit that listed ``listed``: delete the rewrites it does not list (a writer had
+        replaced their manifests meanwhile)."""
+        self._delete([p for p in self.written if p not in listed])
+        self.written = []
+
+    def abandon(self) -> None:
+        """After a commit that failed with nothing committed: delete every manifest written for it."""
+        if not self.in_doubt:
+            self._delete(self.written)
+            self.written = []
+
+    def _delete(self, paths: Sequence[str]) -> None:
+        for path in paths:
+            try:
+                self.io.delete(path)
+            except OSError:
+                pass  # nothing names it: an orphan at worst, which orphan cleanup removes
+
+
 class ReplaceDataFiles(_SnapshotProducer["ReplaceDataFiles"]):
-    """``expected``: the head snapshot the plan compacted, when another head must be refused (``StalePlan``;
-    None: the live head); ``replaced``: canonical paths of the input files; ``added``: the outputs'
+    """``work``: what the commit's earlier attempts worked out (``ReplaceWork``); ``expected``: the head
+    snapshot the plan compacted, when another head must be refused (``StalePlan``; None: the live head);
+    ``replaced``: canonical paths of the input files, all among ``work.inputs``; ``added``: the outputs'
     ``DataFile``s (each with its ``spec_id``); ``dropped_delete_manifests``: canonical paths of the delete
     manifests left out; ``data_sequence_number``: the outputs' (None: inherited from the new snapshot)."""
 
-    def __init__(self, transaction, io, *, expected: int | None, replaced: AbstractSet[str],
+    def __init__(self, transaction, io, *, work: ReplaceWork, expected: int | None, replaced: AbstractSet[str],
                  added: Sequence[DataFile], dropped_delete_manifests: AbstractSet[str],
                  data_sequence_number: int | None = None, snapshot_properties: dict[str, str]):
         super().__init__(Operation.REPLACE, transaction, io, snapshot_properties=snapshot_properties)
@@ -35,8 +131,11 @@ class ReplaceDataFiles(_SnapshotProducer["ReplaceDataFiles"]):
         self.replaced = frozenset(replaced)
         self.added = list(added)
         self.dropped = frozenset(dropped_delete_manifests)
+        self.work = work
+        self._snapshot_id = work.start((self.replaced, tuple(f.file_path for f in self.added), self.dropped,
+                                        data_sequence_number), self._snapshot_id)
         self.removed_files: list[DataFile] = []  # replaced data files and the delete files left out
-        self.found: set[str] = set()
+        self.listed: set[str] = set()  # the manifests the new snapshot lists
 
     def _validate_concurrency(self) -> None:
         """Nothing to validate: the commit requires the head to be unchanged."""
@@ -47,8 +146,43 @@ class ReplaceDataFiles(_SnapshotProducer["ReplaceDataFiles"]):
     def _existing_manifests(self) -> list[ManifestFile]:
         return []  # ``_manifests`` writes every manifest itself
 
+    def new_manifest_output(self):
+        output = super().new_manifest_output()
+        self.work.written.append(self._written_manifests.pop())  # the work's until the commit settles it
+        return output
+
     def _manifests(self) -> list[ManifestFile]:
         head = self._transaction.table_metadata.snapshot_by_id(self._parent_snapshot_id)
+        work = self.work
+        if work.added is None:
+            work.added = self._write_added()
+        out: list[ManifestFile] = list(work.added)
+        found: set[str] = set()
+        for m in head.manifests(io=self._io):
+            if m.content == ManifestContent.DELETES:
+                if canonical(m.manifest_path) in self.dropped:
+                    self.removed_files += work.files_of(m)
+                else:
+                    out.append(m)
+                continue
+            if not work.held(m) & self.replaced:
+                out.append(m)
+                continue
+            rewrite = work.rewrites.get(m.manifest_path)
+            if rewrite is None:
+                rewrite = work.rewrites[m.manifest_path] = self._rewrite(m)
+            out.append(rewrite.manifest)
+            self.removed_files += rewrite.removed
+            found |= rewrite.found
+        missing = sorted(self.replaced - found)
+        if missing:
+            raise StalePlan(f"{missing[0]} is no longer a live data file of snapshot {self._parent_snapshot_id}; "
+                            f"re-run 'lakesweep plan compact'")
+        self.listed = {m.manifest_path for m in out}
+        return out
+
+    def _write_added(self) -> list[ManifestFile]:
+        """The outputs as ADDED entries, one manifest per partition spec."""
         out: list[ManifestFile] = []
         by_spec: dict[int, list[DataFile]] = {}
         for f in self.added:
@@ -60,34 +194,20 @@ class ReplaceDataFiles(_SnapshotProducer["ReplaceDataFiles"]):
                                                        sequence_number=self.data_sequence_number,
                                                        file_sequence_number=None, data_file=f))
             out.append(writer.to_manifest_file())
-        for m in head.manifests(io=self._io):
-            if m.content == ManifestContent.DELETES:
-                if canonical(m.manifest_path) in self.dropped:
-                    self.removed_files += [e.data_file for e in m.fetch_manifest_entry(io=self._io, discard_deleted=True)]
-                else:
-                    out.append(m)
-                continue
-            entries = m.fetch_manifest_entry(io=self._io, discard_deleted=True)
-            hits = [e for e in entries if canonical(e.data_file.file_path) in self.replaced]
-            if not hits:
-                out.append(m)
-                continue
-            with self.new_manifest_writer(self.spec(m.partition_spec_id)) as writer:
-                for e in entries:
-                    if canonical(e.data_file.file_path) in self.replaced:
-                        writer.delete(e)
-                        self.removed_files.append(e.data_file)
-                        self.found.add(canonical(e.data_file.file_path))
-                    else:
-                        writer.existing(e)
-            out.append(writer.to_manifest_file())
-        missing = sorted(self.replaced - self.found)
-        if missing:
-            self._clean_all_uncommitted()
-            raise StalePlan(f"{missing[0]} is no longer a live data file of snapshot {self._parent_snapshot_id}; "
-                            f"re-run 'lakesweep plan compact'")
         return out
 
+    def _rewrite(self, m: ManifestFile) -> _Rewrite:
+        """``m`` with the replaced files it lists DELETED and every other live entry EXISTING."""
+        removed: list[DataFile] = []
+        with self.new_manifest_writer(self.spec(m.partition_spec_id)) as writer:
+            for e in m.fetch_manifest_entry(io=self._io, discard_deleted=True):
+                if canonical(e.data_file.file_path) in self.replaced:
+                    writer.delete(e)
+                    removed.append(e.data_file)
+                else:
+                    writer.existing(e)
+        return _Rewrite(writer.to_manifest_file(), tuple(removed),
+                        frozenset(canonical(f.file_path) for f in removed))
     def _summary(self, snapshot_properties=None) -> Summary:
         """pyiceberg's summary of what was added and removed (each file under its own spec), the totals
         carried from the head; pyiceberg's summary builder knows no ``replace``, so the totals are worked
@@ -105,5 +225,6 @@ class ReplaceDataFiles(_SnapshotProducer["ReplaceDataFiles"]):
         return Summary(operation=Operation.REPLACE, **totals.additional_properties, **dict(snapshot_properties or {}))
 
     def discard(self) -> None:
-        """Delete the manifests and list this producer wrote (a commit the catalog refused)."""
+        """Delete the manifest list this producer wrote (a commit the catalog refused); its manifests stay
+        with ``work`` for the next attempt."""
         self._clean_all_uncommitted()

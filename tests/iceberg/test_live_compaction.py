@@ -16,7 +16,7 @@ from lakesweep.engine.iceberg.table import canonical
 from lakesweep.journal.duckdb_store import DuckDBRecorder
 from lakesweep.journal.events import OutputOrphaned
 from lakesweep.planner.iceberg.compact import plan_compact, resolve_compact_options
-from tests.iceberg.conftest import SCHEMA, SPEC, missing
+from tests.iceberg.conftest import SCHEMA, SPEC, files_on_disk, missing, needed_files
 from tests.support import iceberg_files
 
 pytest.importorskip("pyiceberg")
@@ -147,7 +147,7 @@ def test_with_the_bin_dropping_rule_off_the_concurrent_delete_would_come_back(la
     p = plan(lake.view())
     write, row = writes(lake, "position", "us")
     write()
-    monkeypatch.setattr(iceberg_commit, "new_deletes_since", lambda table, scope, bins: {})
+    monkeypatch.setattr(iceberg_commit, "new_deletes_since", lambda table, scope, bins, **_: {})
     apply(p, tmp_path)
     assert row in current_rows(lake.table())
 
@@ -213,3 +213,126 @@ def test_a_commit_that_loses_the_race_is_retried_on_a_fresh_read_and_says_how_ma
     assert report.state == "COMPLETED" and committer.attempts == 2 and report.commits[0]["attempts"] == 2
     assert (777, "ap") in current_rows(after) and after.current_snapshot().parent_snapshot_id is not None
     assert after.snapshot_by_id(after.current_snapshot().parent_snapshot_id).summary.operation.value == "append"
+
+
+def unlisted_manifests(table) -> set[str]:
+    """Manifests and manifest lists in the metadata directory that no snapshot names."""
+    return {f for f in files_on_disk(table) if "/metadata/" in f and f.endswith(".avro")} - needed_files(table)
+
+
+class RacedEveryTime(IcebergCommitter):
+    """``race(attempt)`` commits a write between each attempt's read of the table and the catalog's check,
+    for the first ``races`` attempts; ``reads`` and ``writes`` count the manifests each attempt reads and
+    writes (see ``counting_manifests``)."""
+
+    def __init__(self, plan, race, *, races: int, **kw):
+        super().__init__(plan, sleep=lambda s: None, **kw)
+        self.race, self.races = race, races
+        self.reads, self.writes = collections.Counter(), collections.Counter()
+
+    def _requirements(self, table):
+        if self.attempts <= self.races:
+            self.race(self.attempts)
+        return super()._requirements(table)
+
+
+def counting_manifests(monkeypatch, committer):
+    from pyiceberg.manifest import ManifestFile
+
+    from lakesweep.engine.iceberg.compact_commit import ReplaceDataFiles
+
+    fetch, output = ManifestFile.fetch_manifest_entry, ReplaceDataFiles.new_manifest_output
+
+    def counted_read(self, io, discard_deleted=True):
+        committer.reads[committer.attempts] += 1
+        return fetch(self, io, discard_deleted=discard_deleted)
+
+    def counted_write(self):
+        committer.writes[committer.attempts] += 1
+        return output(self)
+
+    monkeypatch.setattr(ManifestFile, "fetch_manifest_entry", counted_read)
+    monkeypatch.setattr(ReplaceDataFiles, "new_manifest_output", counted_write)
+
+
+def test_an_attempt_after_a_lost_race_reads_only_the_manifests_new_since_and_leaves_no_manifest_behind(
+        lake, tmp_path, monkeypatch):
+    partitioned(lake)
+    p = plan(lake.view())
+    committer = RacedEveryTime(p, lambda n: append(lake.table(), [700 + n], "ap"), races=3)
+    counting_manifests(monkeypatch, committer)
+    report, _, _ = apply(p, tmp_path, committer=committer)
+    after = lake.table()
+    assert report.state == "COMPLETED" and committer.attempts == 4 and report.counts["COMMITTED"] == 7
+    # the first attempt reads the 7 data manifests, then each again to rewrite it (each lists an input), and
+    # writes the rewrites and the outputs' manifest; each later one reads only the manifest of the append
+    # committed since, and writes no manifest (only its manifest list)
+    assert [committer.reads[n] for n in (1, 2, 3, 4)] == [7 + 7, 1, 1, 1]
+    assert [committer.writes[n] for n in (1, 2, 3, 4)] == [1 + 7, 0, 0, 0]
+    assert {(700 + n, "ap") for n in (1, 2, 3)} <= set(current_rows(after))
+    assert len(data_files(after, "us")) == 1 and len(data_files(after, "eu")) == 1
+    assert unlisted_manifests(after) == set() and missing(after) == set()
+
+
+def test_a_bin_left_out_after_a_lost_race_starts_the_rewrites_over_and_leaves_no_manifest_behind(lake, tmp_path):
+    partitioned(lake)
+    p = plan(lake.view())
+    write, row = writes(lake, "position", "us")
+    committer = RacedEveryTime(p, lambda n: write(), races=1)
+    report, records, _ = apply(p, tmp_path, committer=committer)
+    after = lake.table()
+    assert report.state == "COMPLETED" and committer.attempts == 2
+    assert {r.outcome.value for r in records if str(r.kind) == "compact-replace"
+            and p.actions[r.action_id].bucket == bin_of(p, "us")} == {"DROPPED"}
+    assert row not in current_rows(after)
+    assert len(data_files(after, "us")) == 5 and len(data_files(after, "eu")) == 1
+    assert unlisted_manifests(after) == set() and missing(after) == set()
+
+
+def test_a_commit_refused_every_time_leaves_no_manifest_behind(lake, tmp_path):
+    partitioned(lake)
+    before = {f for f in files_on_disk(lake.table()) if "/metadata/" in f and f.endswith(".avro")}
+    p = plan(lake.view())
+    n = [0]
+
+    def race(attempt):
+        n[0] += 1
+        append(lake.table(), [800 + n[0]], "ap")
+
+    committer = RacedEveryTime(p, race, races=99)
+    report, _, _ = apply(p, tmp_path, committer=committer)
+    after = lake.table()
+    assert report.state == "FAILED" and committer.attempts == 6
+    assert "the catalog refused the commit 6 times" in report.reason
+    assert len(data_files(after, "us")) == 5 and len(data_files(after, "eu")) == 2
+    ours = {f for f in files_on_disk(after) if "/metadata/" in f and f.endswith(".avro")} - before
+    assert ours == needed_files(after) & ours  # only the appends' manifests and lists are new
+    assert unlisted_manifests(after) == set()
+
+
+def test_rewrites_of_manifests_a_writer_merged_away_meanwhile_are_deleted_after_the_commit(lake, tmp_path,
+                                                                                           monkeypatch):
+    partitioned(lake)
+    p = plan(lake.view())
+    left_by_writer = set()
+
+    def merging_append(attempt):
+        t = lake.table()
+        with t.transaction() as tx:
+            tx.set_properties({"commit.manifest-merge.enabled": "true", "commit.manifest.min-count-to-merge": "2"})
+        before = unlisted_manifests(lake.table())
+        append(lake.table(), [900], "ap")
+        left_by_writer.update(unlisted_manifests(lake.table()) - before)  # pyiceberg's merge leaves its own
+
+    committer = RacedEveryTime(p, merging_append, races=1)
+    counting_manifests(monkeypatch, committer)
+    report, _, _ = apply(p, tmp_path, committer=committer)
+    after = lake.table()
+    assert report.state == "COMPLETED" and committer.attempts == 2
+    [merged] = [m for m in after.snapshot_by_id(after.current_snapshot().parent_snapshot_id).manifests(after.io)]
+    assert merged.content == 0  # the writer merged the 7 manifests and its own into one
+    # the second attempt rewrites the merged manifest; the first attempt's 7 rewrites are listed nowhere
+    assert [committer.writes[n] for n in (1, 2)] == [1 + 7, 1]
+    assert len(data_files(after, "us")) == 1 and len(data_files(after, "eu")) == 1
+    assert (900, "ap") in current_rows(after)
+    assert unlisted_manifests(after) == left_by_writer and len(left_by_writer) <= 1 and missing(after) == set()
