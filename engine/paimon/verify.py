@@ -275,17 +275,14 @@ def _first(mask: int) -> int:
 
 
 def _ids_in_range(walk: _Walk, view: PaimonTable, directory: str, prefix: str, kind: str) -> Iterator[int]:
-    """The ids from earliest to latest as Paimon resolves them; the hints checked against the listing."""
+    """The ids from earliest to latest as Paimon resolves them; the hints checked against the listing.
+    LATEST is read before the listing and EARLIEST after it: a commit (LATEST only grows) or an expiry
+    (EARLIEST only grows) landing in between leaves a hint behind the listing, never ahead of it."""
+    hints = {"LATEST": _hint(walk, view, "LATEST", directory)}
     listed = _listed_ids(view, kind)
     if not listed:
         return
-    hints = {}
-    for name in ("EARLIEST", "LATEST"):
-        try:
-            hints[name] = view.read_hint(name, directory)
-        except TableFormatError as e:
-            walk.problems.append(Problem(HINT, e.path, str(e), None, 0))
-            hints[name] = None
+    hints["EARLIEST"] = _hint(walk, view, "EARLIEST", directory)
     newest, oldest = listed[-1], listed[0]
     latest_hint, earliest_hint = hints["LATEST"], hints["EARLIEST"]
     where = _label(view, f"{kind} directory")
@@ -338,6 +335,14 @@ def _gap(walk: _Walk, directory: str, prefix: str, kind: str, first: int, last: 
     walk.problems.append(Problem(
         GAP, posixpath.join(directory, f"{prefix}{first}"),
         f"{which} missing between the earliest ({earliest}) and the latest ({latest})", None, 0))
+
+
+def _hint(walk: _Walk, view: PaimonTable, name: str, directory: str) -> int | None:
+    try:
+        return view.read_hint(name, directory)
+    except TableFormatError as e:
+        walk.problems.append(Problem(HINT, e.path, str(e), None, 0))
+        return None
 
 
 def _listed_ids(view: PaimonTable, kind: str) -> list[int]:

@@ -124,6 +124,31 @@ def test_a_latest_hint_ahead_of_the_newest_snapshot_is_a_problem_a_lagging_one_a
     assert r.whole and any("lags" in n for n in r.notes)
 
 
+def test_a_commit_or_an_expiry_landing_while_the_snapshots_are_listed_is_no_problem(lake, monkeypatch):
+    """A writer commits (snapshot 4 and LATEST) right after verify lists the snapshot directory, and an
+    expiry removes snapshot 1 and moves EARLIEST then too: LATEST was read before the listing, EARLIEST is
+    read after it, so neither hint is ahead of what was listed."""
+    from lakesweep.engine.paimon.table import PaimonTable
+
+    listing = PaimonTable.list_snapshot_ids
+    landed = []
+
+    def listed_then_written(self):
+        ids = listing(self)
+        if not landed:
+            lake.commit("b")
+            landed.append(4)
+            os.remove(os.path.join(lake.root, "snapshot", "snapshot-1"))
+            with open(os.path.join(lake.root, "snapshot", "EARLIEST"), "w") as f:
+                f.write("2")
+        return ids
+
+    monkeypatch.setattr(PaimonTable, "list_snapshot_ids", listed_then_written)
+    r = verify(lake)
+    assert landed and open_table(lake.root).earliest_latest() == (2, 4)
+    assert r.whole and r.problems == () and r.holders["snapshots"] == 2, r.problems
+
+
 def test_snapshots_below_the_earliest_hint_are_noted_not_checked(lake):
     t = open_table(lake.root)
     os.remove(t.paths.manifest(t.snapshot(1).delta_manifest_list))  # only snapshot 1 reads it
