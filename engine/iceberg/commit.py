@@ -5,9 +5,9 @@ commit a ``replace`` snapshot carrying ``lakesweep.commit-id``; each under ``Ass
 ref. By default every attempt works from a fresh read of the table and the plan is the upper bound of what
 it does (what no longer holds on the live table is left out and reported); ``strict`` refuses the plan
 (``StalePlan``) on any change to the refs since planning. A commit the catalog refuses is retried after a
-backoff, up to ``max_commit_retries`` times; pyiceberg's own retry is not used. A compaction keeps what
-an attempt read and wrote for the next (``compact_commit.ReplaceWork``), so that it gets through on a table
-being written. The rules and why: docs/design/iceberg.md#commits.
+backoff, up to ``max_commit_retries`` times; pyiceberg's own retry is not used. A commit that writes
+manifests keeps what an attempt read and wrote for the next (``attempts.AttemptWork``), so that it gets
+through on a table being written. The rules and why: docs/design/iceberg.md#commits.
 """
 
 from __future__ import annotations
@@ -44,7 +44,7 @@ class IcebergCommitter:
         self.attempts = 0  # commits tried by the last ``commit`` call
         self.left_out: dict[int, str] = {}  # actions the last commit left out (DROPPED), with why
         self.kept: dict[int, str] = {}  # expiry: planned snapshots the live table keeps (SKIPPED_REFERENCED)
-        self.work = None  # what the running commit's attempts keep for the next (a compaction's ReplaceWork)
+        self.work = None  # what the running commit's attempts keep for the next (``attempts.AttemptWork``)
         # the plan kind's commit (``engine.iceberg.kinds.IcebergPlanKind``): what it carries, checks and makes
         self.rules = rules_of(plan)
         self.steps = self.rules.commit_steps() if self.rules.commit_steps is not None else None
@@ -147,11 +147,9 @@ class IcebergCommitter:
                         raise LakesweepError(f"the catalog refused the commit {self.attempts} times; last: {e}. "
                                              f"Nothing was committed; apply again or re-plan") from e
                     self.sleep(backoff_s(self.attempts))
-        except BaseException:
-            if self.work is not None:
-                self.work.abandon()
-            raise
         finally:
+            if self.work is not None:  # a commit settled its manifests: what is left, no snapshot lists
+                self.work.abandon()
             self.work = None
 
     def _commit_once(self, table, actions: Sequence[Action], commit_id: str, written) -> int | None:
@@ -236,9 +234,13 @@ class IcebergCommitter:
         from lakesweep.engine.iceberg.compaction import resolve_location
         from lakesweep.engine.iceberg.rewrite import RewriteManifests
 
+        from lakesweep.engine.iceberg.attempts import AttemptWork
+
         planned = {resolve_location(a.path, table.location): a for a in actions}
+        if self.work is None:
+            self.work = AttemptWork(table.io)
         tx = table.table.transaction()
-        producer = RewriteManifests(Operation.REPLACE, tx, table.io,
+        producer = RewriteManifests(Operation.REPLACE, tx, table.io, work=self.work,
                                     expected=self.plan.scope.snapshot_id if self.strict else None,
                                     rewrite=frozenset(planned),
                                     snapshot_properties={COMMIT_ID_PROPERTY: commit_id})
@@ -305,11 +307,11 @@ class IcebergCommitter:
 
     def _commit_producer(self, table, tx, producer) -> int:
         """Commit a snapshot producer's snapshot under the plan's requirements; the new snapshot's id. A
-        commit the catalog refuses deletes what the producer wrote (nothing names it) and raises."""
+        commit the catalog refuses deletes the producer's manifest list (nothing names it) and raises; its
+        manifests stay with ``producer.work`` for the next attempt."""
         from pyiceberg.exceptions import CommitFailedException
 
         updates, requirements = producer._commit()
-        work = getattr(producer, "work", None)
         try:
             tx._apply(updates, requirements + self._requirements(table))
             tx.commit_transaction()
@@ -317,11 +319,9 @@ class IcebergCommitter:
             producer.discard()
             raise
         except BaseException:
-            if work is not None:
-                work.in_doubt = True  # the commit may have landed: nothing it wrote is deleted
+            producer.work.in_doubt = True  # the commit may have landed: nothing it wrote is deleted
             raise
-        if work is not None:
-            work.settle(producer.listed)
+        producer.work.settle(producer.listed)
         return producer.snapshot_id
 
 

@@ -5,9 +5,8 @@ the outputs are ADDED with the data sequence number of the snapshot the plan com
 carried over unchanged. The rows a scan of the new snapshot returns are those of the head it replaces.
 The entries in detail: docs/design/iceberg-compaction.md#the-commit.
 
-``ReplaceWork`` keeps what one commit worked out across its attempts, so that an attempt on a head that a
-writer moved reads only the manifests new since and writes only a manifest list (Iceberg's
-``ManifestFilterManager`` keeps its filtered manifests across retries the same way).
+``ReplaceWork`` keeps what one commit worked out across its attempts (``attempts.AttemptWork``), so that an
+attempt on a head that a writer moved reads only the manifests new since and writes only a manifest list.
 """
 
 from __future__ import annotations
@@ -20,6 +19,7 @@ from pyiceberg.table.snapshots import Operation, SnapshotSummaryCollector, Summa
 from pyiceberg.table.update.snapshot import _SnapshotProducer
 
 from lakesweep.engine.errors import CorruptMetadata, StalePlan
+from lakesweep.engine.iceberg.attempts import AttemptWork, KeepsWork
 from lakesweep.engine.iceberg.table import canonical
 
 
@@ -32,27 +32,24 @@ class _Rewrite:
     found: frozenset[str]
 
 
-class ReplaceWork:
-    """What one compaction commit works out once and keeps across its attempts, by manifest path (a manifest
-    file never changes): which of the plan's ``inputs`` (canonical paths) each data manifest lists live, the
-    files of each delete manifest, what each delete manifest means for the bins (``deletes``, filled by
-    ``commit.new_deletes_since``), and each manifest's rewrite. Rewrites carry the snapshot id of the commit,
-    kept the same over its attempts, and hold for one set of replaced files, outputs and dropped delete
-    manifests: another set deletes them and starts over. ``abandon`` deletes everything written when the
-    commit fails; ``settle`` what the committed snapshot does not list."""
+class ReplaceWork(AttemptWork):
+    """A compaction's ``AttemptWork``: besides its manifests, by manifest path, which of the plan's
+    ``inputs`` (canonical paths) each data manifest lists live, the files of each delete manifest and what
+    each delete manifest means for the bins (``deletes``, filled by ``commit.new_deletes_since``); these
+    hold for every key. The key is the set of replaced files, outputs and dropped delete manifests; for it
+    the outputs' manifests (``added``) and each rewrite of a manifest (``rewrites``)."""
 
     def __init__(self, io, inputs: AbstractSet[str]):
-        self.io = io
+        super().__init__(io)
         self.inputs = frozenset(inputs)
         self.holds: dict[str, frozenset[str]] = {}
         self.deletes: dict[str, tuple[tuple[int, str], ...]] = {}
         self.delete_files: dict[str, tuple[DataFile, ...]] = {}
-        self.snapshot_id: int | None = None
-        self.replacing: tuple | None = None
         self.added: list[ManifestFile] | None = None
         self.rewrites: dict[str, _Rewrite] = {}
-        self.written: list[str] = []  # manifests written for ``replacing``, none of them committed yet
-        self.in_doubt = False  # a commit ended with an unknown outcome: what was written may be committed
+
+    def forget(self) -> None:
+        self.added, self.rewrites = None, {}
 
     def live_inputs(self, table) -> set[str]:
         """The plan's inputs that are live data files of ``table``'s current snapshot."""
@@ -83,37 +80,8 @@ class ReplaceWork:
             self.delete_files[manifest.manifest_path] = found
         return found
 
-    def start(self, replacing: tuple, snapshot_id: int) -> int:
-        """The snapshot id of an attempt that replaces ``replacing``; the rewrites of another set are
-        deleted first."""
-        if replacing != self.replacing:
-            self._delete(self.written)
-            self.replacing, self.added, self.rewrites, self.written = replacing, None, {}, []
-        if self.snapshot_id is None:
-            self.snapshot_id = snapshot_id
-        return self.snapshot_id
 
-    def settle(self, listed: AbstractSet[str]) -> None:
-        """After a commit that listed ``listed``: delete the rewrites it does not list (a writer had
-        replaced their manifests meanwhile)."""
-        self._delete([p for p in self.written if p not in listed])
-        self.written = []
-
-    def abandon(self) -> None:
-        """After a commit that failed with nothing committed: delete every manifest written for it."""
-        if not self.in_doubt:
-            self._delete(self.written)
-            self.written = []
-
-    def _delete(self, paths: Sequence[str]) -> None:
-        for path in paths:
-            try:
-                self.io.delete(path)
-            except OSError:
-                pass  # nothing names it: an orphan at worst, which orphan cleanup removes
-
-
-class ReplaceDataFiles(_SnapshotProducer["ReplaceDataFiles"]):
+class ReplaceDataFiles(KeepsWork, _SnapshotProducer["ReplaceDataFiles"]):
     """``work``: what the commit's earlier attempts worked out (``ReplaceWork``); ``expected``: the head
     snapshot the plan compacted, when another head must be refused (``StalePlan``; None: the live head);
     ``replaced``: canonical paths of the input files, all among ``work.inputs``; ``added``: the outputs'
@@ -132,8 +100,8 @@ class ReplaceDataFiles(_SnapshotProducer["ReplaceDataFiles"]):
         self.added = list(added)
         self.dropped = frozenset(dropped_delete_manifests)
         self.work = work
-        self._snapshot_id = work.start((self.replaced, tuple(f.file_path for f in self.added), self.dropped,
-                                        data_sequence_number), self._snapshot_id)
+        self._snapshot_id = work.snapshot(self._snapshot_id)
+        work.start((self.replaced, tuple(f.file_path for f in self.added), self.dropped, data_sequence_number))
         self.removed_files: list[DataFile] = []  # replaced data files and the delete files left out
         self.listed: set[str] = set()  # the manifests the new snapshot lists
 
@@ -145,11 +113,6 @@ class ReplaceDataFiles(_SnapshotProducer["ReplaceDataFiles"]):
 
     def _existing_manifests(self) -> list[ManifestFile]:
         return []  # ``_manifests`` writes every manifest itself
-
-    def new_manifest_output(self):
-        output = super().new_manifest_output()
-        self.work.written.append(self._written_manifests.pop())  # the work's until the commit settles it
-        return output
 
     def _manifests(self) -> list[ManifestFile]:
         head = self._transaction.table_metadata.snapshot_by_id(self._parent_snapshot_id)
@@ -208,6 +171,7 @@ class ReplaceDataFiles(_SnapshotProducer["ReplaceDataFiles"]):
                     writer.existing(e)
         return _Rewrite(writer.to_manifest_file(), tuple(removed),
                         frozenset(canonical(f.file_path) for f in removed))
+
     def _summary(self, snapshot_properties=None) -> Summary:
         """pyiceberg's summary of what was added and removed (each file under its own spec), the totals
         carried from the head; pyiceberg's summary builder knows no ``replace``, so the totals are worked
@@ -223,8 +187,3 @@ class ReplaceDataFiles(_SnapshotProducer["ReplaceDataFiles"]):
         totals = update_snapshot_summaries(Summary(operation=Operation.OVERWRITE, **ssc.build()),
                                            previous_summary=head.summary if head is not None else None)
         return Summary(operation=Operation.REPLACE, **totals.additional_properties, **dict(snapshot_properties or {}))
-
-    def discard(self) -> None:
-        """Delete the manifest list this producer wrote (a commit the catalog refused); its manifests stay
-        with ``work`` for the next attempt."""
-        self._clean_all_uncommitted()

@@ -6,6 +6,10 @@ manifests that the plan rewrites, written as EXISTING with its snapshot id and s
 manifest per partition spec; DELETED entries are dropped (they say what an older snapshot removed). Every
 other manifest of the head (delete manifests, and data manifests committed since planning) is carried
 over unchanged. The rows a scan of the new snapshot returns are those of the head it replaces.
+
+The rewritten manifests are kept across the commit's attempts (``attempts.AttemptWork``) for as long as the
+manifests they merge are the same: an attempt on a head a writer moved by appending writes only its
+manifest list.
 """
 
 from __future__ import annotations
@@ -15,21 +19,26 @@ from pyiceberg.table.snapshots import Operation, Summary
 from pyiceberg.table.update.snapshot import _SnapshotProducer
 
 from lakesweep.engine.errors import StalePlan
+from lakesweep.engine.iceberg.attempts import AttemptWork, KeepsWork
 from lakesweep.engine.iceberg.table import canonical
 
 
-class RewriteManifests(_SnapshotProducer["RewriteManifests"]):
-    """``rewrite``: canonical paths of the data manifests to rewrite (None: every data manifest of the head);
-    ``expected``: the head snapshot the plan rewrote, when another head must be refused (``StalePlan``;
-    None: the live head, whatever it is)."""
+class RewriteManifests(KeepsWork, _SnapshotProducer["RewriteManifests"]):
+    """``work``: what the commit's earlier attempts wrote (``AttemptWork``); ``rewrite``: canonical paths of
+    the data manifests to rewrite (None: every data manifest of the head); ``expected``: the head snapshot
+    the plan rewrote, when another head must be refused (``StalePlan``; None: the live head, whatever it
+    is)."""
 
-    def __init__(self, operation, transaction, io, *, expected: int | None,
+    def __init__(self, operation, transaction, io, *, work: AttemptWork, expected: int | None,
                  rewrite: frozenset[str] | None = None, snapshot_properties: dict[str, str]):
         super().__init__(operation, transaction, io, snapshot_properties=snapshot_properties)
         if expected is not None and self._parent_snapshot_id != expected:
             raise StalePlan(f"the table's head is snapshot {self._parent_snapshot_id}, not {expected} whose "
                             f"manifests the plan rewrites; re-run 'lakesweep plan rewrite-manifests'")
+        self.work = work
+        self._snapshot_id = work.snapshot(self._snapshot_id)
         self.rewrite = rewrite
+        self.listed: set[str] = set()  # the manifests the new snapshot lists
         self.entries_written = 0
         self.replaced = self.created = self.kept = 0
 
@@ -63,25 +72,28 @@ class RewriteManifests(_SnapshotProducer["RewriteManifests"]):
 
     def _existing_manifests(self) -> list[ManifestFile]:
         manifests = self._head_manifests()
+        chosen = [m for m in manifests if self._rewrites(m)]
+        self.work.start(tuple(m.manifest_path for m in chosen))
+        if self.work.made is None:
+            self.work.made = self._merge(chosen)
+        written, self.entries_written = self.work.made
+        self.replaced, self.created = len(chosen), len(written)
+        carried = [m for m in manifests if not self._rewrites(m)]
+        self.kept = len(carried)
+        self.listed = {m.manifest_path for m in written + carried}
+        return written + carried
+
+    def _merge(self, chosen: list[ManifestFile]) -> tuple[list[ManifestFile], int]:
+        """The live entries of ``chosen`` as EXISTING, one manifest per partition spec; and their number."""
         by_spec: dict[int, list[ManifestEntry]] = {}
-        for m in manifests:
-            if not self._rewrites(m):
-                continue
-            self.replaced += 1
+        for m in chosen:
             for entry in m.fetch_manifest_entry(io=self._io, discard_deleted=True):
                 by_spec.setdefault(m.partition_spec_id, []).append(entry)
-        written = []
+        written, entries = [], 0
         for spec_id in sorted(by_spec):
             with self.new_manifest_writer(self.spec(spec_id)) as writer:
                 for entry in by_spec[spec_id]:
                     writer.existing(entry)
-                    self.entries_written += 1
+                    entries += 1
             written.append(writer.to_manifest_file())
-        self.created = len(written)
-        carried = [m for m in manifests if not self._rewrites(m)]
-        self.kept = len(carried)
-        return written + carried
-
-    def discard(self) -> None:
-        """Delete the manifests and list this producer wrote (a commit the catalog refused)."""
-        self._clean_all_uncommitted()
+        return written, entries
