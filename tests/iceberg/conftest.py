@@ -107,3 +107,39 @@ def files_on_disk(table) -> set[str]:
 
 def missing(table) -> set[str]:
     return needed_files(table) - files_on_disk(table)
+
+
+def unlisted_manifests(table) -> set[str]:
+    """Manifests and manifest lists in the metadata directory that no snapshot names."""
+    return {f for f in files_on_disk(table) if "/metadata/" in f and f.endswith(".avro")} - needed_files(table)
+
+
+def raced_committer(plan, race, *, races: int, producer, monkeypatch):
+    """An ``IcebergCommitter`` that loses a race: ``race(attempt)`` commits a write between each attempt's
+    read of the table and the catalog's check, for the first ``races`` attempts. Its ``reads`` and
+    ``writes`` count the manifests each attempt reads and the ``producer`` class writes."""
+    from pyiceberg.manifest import ManifestFile
+
+    from lakesweep.engine.iceberg.commit import IcebergCommitter
+
+    class Raced(IcebergCommitter):
+        def _requirements(self, table):
+            if self.attempts <= races:
+                race(self.attempts)
+            return super()._requirements(table)
+
+    committer = Raced(plan, sleep=lambda s: None)
+    committer.reads, committer.writes = collections.Counter(), collections.Counter()
+    fetch, output = ManifestFile.fetch_manifest_entry, producer.new_manifest_output
+
+    def counted_read(manifest, io, discard_deleted=True):
+        committer.reads[committer.attempts] += 1
+        return fetch(manifest, io, discard_deleted=discard_deleted)
+
+    def counted_write(self):
+        committer.writes[committer.attempts] += 1
+        return output(self)
+
+    monkeypatch.setattr(ManifestFile, "fetch_manifest_entry", counted_read)
+    monkeypatch.setattr(producer, "new_manifest_output", counted_write)
+    return committer

@@ -16,7 +16,8 @@ from lakesweep.engine.iceberg.table import canonical
 from lakesweep.journal.duckdb_store import DuckDBRecorder
 from lakesweep.journal.events import OutputOrphaned
 from lakesweep.planner.iceberg.compact import plan_compact, resolve_compact_options
-from tests.iceberg.conftest import SCHEMA, SPEC, files_on_disk, missing, needed_files
+from tests.iceberg.conftest import (SCHEMA, SPEC, files_on_disk, missing, needed_files, raced_committer,
+                                    unlisted_manifests)
 from tests.support import iceberg_files
 
 pytest.importorskip("pyiceberg")
@@ -215,52 +216,18 @@ def test_a_commit_that_loses_the_race_is_retried_on_a_fresh_read_and_says_how_ma
     assert after.snapshot_by_id(after.current_snapshot().parent_snapshot_id).summary.operation.value == "append"
 
 
-def unlisted_manifests(table) -> set[str]:
-    """Manifests and manifest lists in the metadata directory that no snapshot names."""
-    return {f for f in files_on_disk(table) if "/metadata/" in f and f.endswith(".avro")} - needed_files(table)
 
-
-class RacedEveryTime(IcebergCommitter):
-    """``race(attempt)`` commits a write between each attempt's read of the table and the catalog's check,
-    for the first ``races`` attempts; ``reads`` and ``writes`` count the manifests each attempt reads and
-    writes (see ``counting_manifests``)."""
-
-    def __init__(self, plan, race, *, races: int, **kw):
-        super().__init__(plan, sleep=lambda s: None, **kw)
-        self.race, self.races = race, races
-        self.reads, self.writes = collections.Counter(), collections.Counter()
-
-    def _requirements(self, table):
-        if self.attempts <= self.races:
-            self.race(self.attempts)
-        return super()._requirements(table)
-
-
-def counting_manifests(monkeypatch, committer):
-    from pyiceberg.manifest import ManifestFile
-
+def raced(p, race, races, monkeypatch):
     from lakesweep.engine.iceberg.compact_commit import ReplaceDataFiles
 
-    fetch, output = ManifestFile.fetch_manifest_entry, ReplaceDataFiles.new_manifest_output
-
-    def counted_read(self, io, discard_deleted=True):
-        committer.reads[committer.attempts] += 1
-        return fetch(self, io, discard_deleted=discard_deleted)
-
-    def counted_write(self):
-        committer.writes[committer.attempts] += 1
-        return output(self)
-
-    monkeypatch.setattr(ManifestFile, "fetch_manifest_entry", counted_read)
-    monkeypatch.setattr(ReplaceDataFiles, "new_manifest_output", counted_write)
+    return raced_committer(p, race, races=races, producer=ReplaceDataFiles, monkeypatch=monkeypatch)
 
 
 def test_an_attempt_after_a_lost_race_reads_only_the_manifests_new_since_and_leaves_no_manifest_behind(
         lake, tmp_path, monkeypatch):
     partitioned(lake)
     p = plan(lake.view())
-    committer = RacedEveryTime(p, lambda n: append(lake.table(), [700 + n], "ap"), races=3)
-    counting_manifests(monkeypatch, committer)
+    committer = raced(p, lambda n: append(lake.table(), [700 + n], "ap"), 3, monkeypatch)
     report, _, _ = apply(p, tmp_path, committer=committer)
     after = lake.table()
     assert report.state == "COMPLETED" and committer.attempts == 4 and report.counts["COMMITTED"] == 7
@@ -274,11 +241,12 @@ def test_an_attempt_after_a_lost_race_reads_only_the_manifests_new_since_and_lea
     assert unlisted_manifests(after) == set() and missing(after) == set()
 
 
-def test_a_bin_left_out_after_a_lost_race_starts_the_rewrites_over_and_leaves_no_manifest_behind(lake, tmp_path):
+def test_a_bin_left_out_after_a_lost_race_starts_the_rewrites_over_and_leaves_no_manifest_behind(lake, tmp_path,
+                                                                                                  monkeypatch):
     partitioned(lake)
     p = plan(lake.view())
     write, row = writes(lake, "position", "us")
-    committer = RacedEveryTime(p, lambda n: write(), races=1)
+    committer = raced(p, lambda n: write(), 1, monkeypatch)
     report, records, _ = apply(p, tmp_path, committer=committer)
     after = lake.table()
     assert report.state == "COMPLETED" and committer.attempts == 2
@@ -289,7 +257,7 @@ def test_a_bin_left_out_after_a_lost_race_starts_the_rewrites_over_and_leaves_no
     assert unlisted_manifests(after) == set() and missing(after) == set()
 
 
-def test_a_commit_refused_every_time_leaves_no_manifest_behind(lake, tmp_path):
+def test_a_commit_refused_every_time_leaves_no_manifest_behind(lake, tmp_path, monkeypatch):
     partitioned(lake)
     before = {f for f in files_on_disk(lake.table()) if "/metadata/" in f and f.endswith(".avro")}
     p = plan(lake.view())
@@ -299,7 +267,7 @@ def test_a_commit_refused_every_time_leaves_no_manifest_behind(lake, tmp_path):
         n[0] += 1
         append(lake.table(), [800 + n[0]], "ap")
 
-    committer = RacedEveryTime(p, race, races=99)
+    committer = raced(p, race, 99, monkeypatch)
     report, _, _ = apply(p, tmp_path, committer=committer)
     after = lake.table()
     assert report.state == "FAILED" and committer.attempts == 6
@@ -324,8 +292,7 @@ def test_rewrites_of_manifests_a_writer_merged_away_meanwhile_are_deleted_after_
         append(lake.table(), [900], "ap")
         left_by_writer.update(unlisted_manifests(lake.table()) - before)  # pyiceberg's merge leaves its own
 
-    committer = RacedEveryTime(p, merging_append, races=1)
-    counting_manifests(monkeypatch, committer)
+    committer = raced(p, merging_append, 1, monkeypatch)
     report, _, _ = apply(p, tmp_path, committer=committer)
     after = lake.table()
     assert report.state == "COMPLETED" and committer.attempts == 2

@@ -3,8 +3,6 @@ every snapshot, SeaweedFS's skip messages, refusal of a stale plan and no second
 
 from __future__ import annotations
 
-import collections
-
 import pytest
 
 from lakesweep.applier.apply import DriverExecutor, apply_plan
@@ -13,7 +11,8 @@ from lakesweep.engine.iceberg.commit import IcebergCommitter
 from lakesweep.engine.iceberg.requirements import COMMIT_ID_PROPERTY
 from lakesweep.journal.duckdb_store import DuckDBRecorder
 from lakesweep.planner.iceberg.rewrite_manifests import plan_rewrite_manifests, resolve_rewrite_options
-from tests.iceberg.conftest import SCHEMA, SPEC, batch, missing, rows_by_snapshot, write_history
+from tests.iceberg.conftest import (SCHEMA, SPEC, batch, missing, raced_committer, rows_by_snapshot, unlisted_manifests,
+                                    write_history)
 
 
 def plan(view, **flags):
@@ -202,50 +201,18 @@ def test_on_the_command_line_a_plan_the_live_table_left_nothing_of_exits_1_and_s
     assert f"lakesweep journal files --plan {p.plan_id}" in " ".join(r.output.split())
 
 
-class Raced(IcebergCommitter):
-    """``race(attempt)`` commits a write between each attempt's read of the table and the catalog's check,
-    for the first ``races`` attempts; ``reads`` and ``writes`` count the manifests each attempt reads and
-    writes."""
 
-    def __init__(self, plan, race, *, races: int, monkeypatch):
-        from pyiceberg.manifest import ManifestFile
+def raced(p, race, races, monkeypatch):
+    from lakesweep.engine.iceberg.rewrite import RewriteManifests
 
-        from lakesweep.engine.iceberg.rewrite import RewriteManifests
-
-        super().__init__(plan, sleep=lambda s: None)
-        self.race, self.races = race, races
-        self.reads, self.writes = collections.Counter(), collections.Counter()
-        fetch, output = ManifestFile.fetch_manifest_entry, RewriteManifests.new_manifest_output
-
-        def counted_read(manifest, io, discard_deleted=True):
-            self.reads[self.attempts] += 1
-            return fetch(manifest, io, discard_deleted=discard_deleted)
-
-        def counted_write(producer):
-            self.writes[self.attempts] += 1
-            return output(producer)
-
-        monkeypatch.setattr(ManifestFile, "fetch_manifest_entry", counted_read)
-        monkeypatch.setattr(RewriteManifests, "new_manifest_output", counted_write)
-
-    def _requirements(self, table):
-        if self.attempts <= self.races:
-            self.race(self.attempts)
-        return super()._requirements(table)
-
-
-def unlisted_manifests(table) -> set[str]:
-    """Manifests and manifest lists in the metadata directory that no snapshot names."""
-    from tests.iceberg.conftest import files_on_disk, needed_files
-
-    return {f for f in files_on_disk(table) if "/metadata/" in f and f.endswith(".avro")} - needed_files(table)
+    return raced_committer(p, race, races=races, producer=RewriteManifests, monkeypatch=monkeypatch)
 
 
 def test_an_attempt_after_appends_won_the_race_writes_only_its_manifest_list(lake, tmp_path, monkeypatch):
     t = write_history(lake, appends=6, churn=False)
     before = rows_by_snapshot(t)[t.current_snapshot().snapshot_id]
     p = plan(lake.view())
-    committer = Raced(p, lambda n: lake.table().append(batch(900 + 10 * n, 3)), races=2, monkeypatch=monkeypatch)
+    committer = raced(p, lambda n: lake.table().append(batch(900 + 10 * n, 3)), 2, monkeypatch)
     report = apply(p, tmp_path, committer=committer)
     after = lake.table()
     assert report.state == "COMPLETED" and committer.attempts == 3 and report.counts["COMMITTED"] == 6
@@ -271,7 +238,7 @@ def test_a_manifest_a_writer_rewrote_between_attempts_is_left_out_and_the_merge_
         lake.table().delete("id == 0")  # copy-on-write: the first append's manifest is rewritten
         left_by_writer.update(unlisted_manifests(lake.table()) - before)
 
-    committer = Raced(p, delete_a_row, races=1, monkeypatch=monkeypatch)
+    committer = raced(p, delete_a_row, 1, monkeypatch)
     report = apply(p, tmp_path, committer=committer)
     after = lake.table()
     assert report.state == "COMPLETED" and committer.attempts == 2
