@@ -75,7 +75,7 @@ def aligned_batches(batches: Iterable[pa.RecordBatch], align: int) -> Iterator[p
             batch = batch.slice(take)
             if carried < align:
                 continue
-            yield pa.Table.from_batches(carry).combine_chunks().to_batches()[0]
+            yield _one_batch(carry)
             carry, carried = [], 0
         whole = batch.num_rows - batch.num_rows % align
         if whole:
@@ -83,8 +83,11 @@ def aligned_batches(batches: Iterable[pa.RecordBatch], align: int) -> Iterator[p
         if whole < batch.num_rows:
             carry, carried = [batch.slice(whole)], batch.num_rows - whole
     if carry:
-        yield pa.Table.from_batches(carry).combine_chunks().to_batches()[0]
+        yield _one_batch(carry)
 
+
+def _one_batch(batches: list[pa.RecordBatch]) -> pa.RecordBatch:
+    return pa.Table.from_batches(batches).combine_chunks().to_batches()[0]
 
 def _header_json(header: Mapping) -> bytes:
     return json.dumps(header, sort_keys=True, separators=(",", ":")).encode()
@@ -161,7 +164,6 @@ class PlanWriter:
         table = pa.Table.from_batches(self._pending, schema=SCHEMA)
         group = pa.Table.from_batches(aligned_batches(table.slice(0, rows).to_batches(), ALIGN), schema=SCHEMA)
         self._writer.write_table(group, row_group_size=ROW_GROUP)
-        del group
         self._pending = table.slice(rows).to_batches() if rows < table.num_rows else []
         self._rows -= rows
         self._written += rows
