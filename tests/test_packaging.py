@@ -4,7 +4,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from tests.cli.test_bare_install import tomllib
+
+pytestmark = pytest.mark.slow
 
 ROOT = Path(__file__).resolve().parent.parent
 LAYERS = ("engine", "planner", "journal", "applier", "maintain", "cli")

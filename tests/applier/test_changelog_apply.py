@@ -221,6 +221,7 @@ def plan_now(root, retain):
 
 
 @pytest.mark.java
+@pytest.mark.slow
 def test_paimons_snapshot_expiry_between_plan_and_apply_is_no_reason_to_refuse(paimon_java, tmp_path):
     root = str(tmp_path / "t")
     paimon_decoupled(paimon_java, root, tag=0, untag=0)

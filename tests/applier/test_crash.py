@@ -65,9 +65,10 @@ def crash_then_resume(tmp_path, seed: int, stage: str, after: int, spark):
     return proc, records
 
 
-# One trial per stage in the default tier (test_crash_matrix.py kills at every phase boundary there); the
-# other seeded trials are the slow tier's.
+# Seeded trials on Spark, in the slow tier (the default tier kills at a phase boundary of every kind, on the
+# driver, in test_crash_matrix.py).
 @pytest.mark.parametrize("trial", range(2))
+@pytest.mark.slow
 def test_kill_9_then_resume_ends_like_an_uninterrupted_apply(tmp_path, spark, trial):
     rng = random.Random(trial)
     stage = STAGES[trial % 2]
@@ -87,6 +88,7 @@ def test_kill_9_then_resume_many(tmp_path, spark, trial):
     crash_then_resume(tmp_path, seed=trial, stage=rng.choice(STAGES), after=rng.randint(1, 40), spark=spark)
 
 
+@pytest.mark.slow
 def test_a_file_deleted_but_not_journaled_is_recorded_as_already_absent(tmp_path, spark):
     proc, records = crash_then_resume(tmp_path, seed=3, stage="before-journal", after=1, spark=spark)
     first = [r for r in records if r.action_id == 0]
@@ -118,6 +120,7 @@ def test_second_process_on_the_same_journal_gets_a_clear_error(tmp_path):
 
 
 @pytest.mark.spark
+@pytest.mark.slow
 def test_concurrent_applies_of_the_same_plan_with_separate_journals(tmp_path):
     b = build(str(tmp_path / "t"), 11)
     reference = copy_table(b.root, str(tmp_path / "ref"))
@@ -144,6 +147,7 @@ def test_concurrent_applies_of_the_same_plan_with_separate_journals(tmp_path):
     assert {a for a in files if deleted.get(a) == 1} == files
 
 
+@pytest.mark.slow
 def test_an_apply_killed_before_it_started_is_reported_by_name_and_started_by_its_id(tmp_path, spark):
     import json
 

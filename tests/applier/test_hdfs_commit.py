@@ -17,7 +17,7 @@ from tests.support.commit_race import (apply_losing_snapshot_9, assert_the_retry
 from tests.support.hdfs import list_tree, upload_tree
 from tests.support.paimon_current import CurrentPaimon
 
-pytestmark = pytest.mark.java
+pytestmark = [pytest.mark.java, pytest.mark.slow]
 
 
 @pytest.fixture

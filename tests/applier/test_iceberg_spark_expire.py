@@ -64,6 +64,7 @@ def compact(ident: str, tmp_path) -> None:
 @pytest.mark.parametrize("builder,compacted,freed", [
     ("churn", False, "data-file"), ("with_statistics", False, "statistics"),
     ("position_deletes", True, "position-delete-file"), ("equality_deletes", True, "equality-delete-file")])
+@pytest.mark.slow
 def test_spark_plans_the_reference_tables_expiry_byte_for_byte_as_the_local_planner(lake, tmp_path, builder,
                                                                                    compacted, freed):
     """Schema and spec evolution, branches and tags, position and equality deletes, statistics files."""
@@ -75,6 +76,7 @@ def test_spark_plans_the_reference_tables_expiry_byte_for_byte_as_the_local_plan
     assert spark == local
 
 
+@pytest.mark.slow
 def test_spark_plans_a_history_with_deletes_and_overwrites_as_the_local_planner(lake, tmp_path):
     t = write_history(lake)
     local, spark, plan = plan_both(tmp_path, "ns.t", "--older-than", "0 s")
@@ -108,6 +110,7 @@ def test_spark_plans_nothing_when_nothing_expires_as_the_local_planner(lake, tmp
     assert spark == local
 
 
+@pytest.mark.slow
 def test_a_file_outside_the_table_is_counted_as_often_as_the_local_planner_meets_it(lake, tmp_path):
     """Data written to a write.data.path that is later dropped: outside every root, kept, and counted in the
     warning once per manifest entry that names it, on either side."""
@@ -136,6 +139,7 @@ def test_a_manifest_gone_refuses_the_plan_naming_it_on_spark_as_locally(lake, tm
     assert f"{manifest}: manifest not found" in outputs[0] and outputs[1] == outputs[0]
 
 
+@pytest.mark.slow
 def test_json_output_of_a_spark_plan_names_the_plan_written(lake, tmp_path):
     write_history(lake)
     out = tmp_path / "p.plan"

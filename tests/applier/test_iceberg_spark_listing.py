@@ -78,6 +78,7 @@ def test_the_spark_listing_holds_what_the_read_step_lists_written_a_batch_at_a_t
 
 
 @pytest.mark.spark
+@pytest.mark.slow
 def test_plan_orphans_spark_makes_the_plan_the_local_listing_makes(table, tmp_path):
     view, location, external = table
     runner = CliRunner()

@@ -85,6 +85,7 @@ CASES = {"tags": (tags_table, tags_plan), "changelog": (changelog_table, changel
 
 @pytest.mark.parametrize("kind", sorted(CASES))
 @pytest.mark.spark
+@pytest.mark.slow
 def test_a_killed_apply_resumes_to_the_same_table(tmp_path, kind):
     build, make = CASES[kind]
     b = build(str(tmp_path / "t"))

@@ -29,6 +29,8 @@ from lakesweep.planner.paimon.expire import plan_expire
 from lakesweep.planner.paimon.options import resolve_expire_options
 from tests.support.table_builder import ADD, DELETE, E, TableBuilder
 
+pytestmark = pytest.mark.slow
+
 FILES_PER_COMMIT = 91  # with the commit's manifest lists, snapshot and directories: ~100 actions per commit
 SMALL, LARGE = 21, 203  # commits: ~2,000 and ~20,000 actions
 SLACK = 1.10  # per-action counts may differ by this much between the sizes (fixed costs spread thinner)

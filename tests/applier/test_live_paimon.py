@@ -22,7 +22,7 @@ from tests.support.streaming_writer import WriterProcess
 
 pytest.importorskip("pypaimon")
 
-pytestmark = pytest.mark.spark
+pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
 WRITER_START = 100_000
 TODAY = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d")  # a partition no expiry drops

@@ -123,6 +123,7 @@ def delta_manifest_gone(paimon_java, tmp_path) -> tuple[str, str]:
 
 
 @pytest.mark.java
+@pytest.mark.slow
 def test_a_delta_manifest_gone_refuses_the_plan_naming_it_on_spark_as_locally(paimon_java, one_per_task, tmp_path):
     root, path = delta_manifest_gone(paimon_java, tmp_path)
     outputs = []

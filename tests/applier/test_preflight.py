@@ -117,6 +117,7 @@ def test_apply_refuses_executors_without_lakesweep_and_touches_nothing(planned, 
 
 
 @pytest.mark.spark
+@pytest.mark.slow
 def test_apply_refuses_an_interpreter_that_cannot_start_in_one_line(planned, tmp_path):
     w, plan_file = planned
     before = all_files(w.path)
@@ -133,6 +134,7 @@ def test_apply_refuses_an_interpreter_that_cannot_start_in_one_line(planned, tmp
 
 
 @pytest.mark.spark
+@pytest.mark.slow
 def test_apply_refuses_executors_running_other_lakesweep_code(planned, tmp_path):
     w, plan_file = planned
     other = tmp_path / "other-lakesweep"
@@ -157,6 +159,7 @@ def test_apply_refuses_executors_running_other_lakesweep_code(planned, tmp_path)
 
 
 @pytest.mark.spark
+@pytest.mark.slow
 def test_default_local_session_runs_lakesweeps_interpreter_whatever_python3_is_on_path(planned, tmp_path):
     w, plan_file = planned
     path = stand_in_path(tmp_path / "stand-ins")
@@ -167,6 +170,7 @@ def test_default_local_session_runs_lakesweeps_interpreter_whatever_python3_is_o
 
 
 @pytest.mark.spark
+@pytest.mark.slow
 def test_py_files_ship_lakesweep_to_executors_whose_python_has_only_its_dependencies(planned, tmp_path):
     # The executors' Python: this interpreter without site processing (so without the installed lakesweep)
     # and with site-packages on its path (so with pyarrow); lakesweep itself comes from the zip.
@@ -198,6 +202,7 @@ def test_py_files_ship_lakesweep_to_executors_whose_python_has_only_its_dependen
 
 
 @pytest.mark.spark
+@pytest.mark.slow
 def test_preflight_gives_up_when_no_executor_comes(tmp_path):
     # A standalone master with no worker: the preflight task never gets an executor.
     import pyspark

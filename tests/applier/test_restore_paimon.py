@@ -122,6 +122,7 @@ def test_a_path_a_writer_recreated_is_refused_and_only_that_file(broken):
 
 
 @pytest.mark.parametrize("stage", ["before-journal:1", pytest.param("after-journal:1", marks=pytest.mark.slow)])
+@pytest.mark.slow
 def test_kill_during_restore_then_resume_loses_and_duplicates_nothing(broken, stage):
     lake, plan, journal = broken
     with DuckDBRecorder(str(journal), read_only=True) as recorder:

@@ -81,6 +81,7 @@ def _apply_with_races(tmp_path, s3_env, proxied, recorder, executor):
     return throttled, plan
 
 
+@pytest.mark.slow
 def test_bulk_apply_journals_what_the_store_holds_and_the_throttling(tmp_path, s3_env, proxied, recorder):
     throttled, plan = _apply_with_races(tmp_path, s3_env, proxied, recorder,
                                         DriverExecutor(budget=RequestBudget(max_requests_per_second=400.0)))

@@ -60,6 +60,7 @@ def files_holding(root, needle: bytes) -> list[str]:
 
 
 @pytest.mark.spark
+@pytest.mark.slow
 def test_no_artifact_of_a_plan_and_an_apply_holds_the_secret_key(s3, tmp_path):
     kept, prefix = table_on_s3(s3, tmp_path)
     run = tmp_path / "run"

@@ -7,6 +7,7 @@ import dataclasses
 import time
 
 import pyarrow.parquet as pq
+import pytest
 
 from lakesweep.applier.iceberg_listing import list_iceberg_on_spark, task_prefixes
 from lakesweep.applier.orphans_used import PlanningSession, iceberg_used_reader
@@ -15,6 +16,8 @@ from lakesweep.engine.plan_io import write_plan
 from lakesweep.planner.iceberg.orphans import plan_iceberg_orphans
 from lakesweep.planner.kinds import plan_kind
 from tests.applier.test_s3_listing import ICEBERG_HIDDEN, ICEBERG_ORPHANS, MANY, iceberg_table_on_s3, local_tree
+
+pytestmark = pytest.mark.slow
 
 
 def test_an_iceberg_table_on_s3_lists_on_spark_as_its_local_copy_and_plans_the_same(tmp_path, s3_env, spark):

@@ -9,6 +9,7 @@ import uuid
 from concurrent.futures import ThreadPoolExecutor
 
 import pyarrow.parquet as pq
+import pytest
 
 from lakesweep.applier.listing import list_on_spark
 from lakesweep.applier.orphans_used import PlanningSession, paimon_used_reader
@@ -59,6 +60,7 @@ def actions(p) -> list[tuple]:
     return [(a.kind, a.path, a.size, a.partition, a.bucket) for a in p.actions]
 
 
+@pytest.mark.slow
 def test_a_paimon_table_copied_to_s3_lists_and_plans_as_its_local_tree(tmp_path, s3_env, spark):
     lake = Lake(tmp_path / "wh")
     lake.commit("a")
@@ -167,6 +169,7 @@ def iceberg_table_on_s3(tmp_path, s3_env, name: str):
     return view, copy
 
 
+@pytest.mark.slow
 def test_an_iceberg_table_on_s3_lists_and_plans_as_a_local_copy_of_its_tree(tmp_path, s3_env):
     from lakesweep.engine.errors import PlanRejected
     from lakesweep.engine.fileio import FileInfo

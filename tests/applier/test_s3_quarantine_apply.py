@@ -88,6 +88,7 @@ def test_show_prints_what_quarantine_sends_to_s3_in_each_mode(tmp_path, s3_env):
 # versioned on the driver runs in the slow tier: the same requests and outcomes as on Spark tasks, which stays
 @pytest.mark.parametrize("mode, on", [pytest.param("versioned", "driver", marks=pytest.mark.slow), ("copy", "driver"),
                                       pytest.param("versioned", "spark", marks=pytest.mark.spark)])
+@pytest.mark.slow
 def test_quarantined_expiry_on_s3_is_restored_whole(tmp_path, s3_env, recorder, mode, on, monkeypatch, request):
     bucket = ensure_bucket(VERSIONED_BUCKET, "Enabled") if mode == "versioned" else s3_env["bucket"]
     s3fs = s3_env["fs"]

@@ -101,6 +101,7 @@ def plan_both_once(fmt, open_view, spark, tmp_path, spark_reader):
 
 
 @pytest.mark.parametrize("flags", [{}, {"empty_dirs": True}])
+@pytest.mark.slow
 def test_spark_plans_a_paimon_tables_planted_orphans_as_the_local_planner(lake, spark, tmp_path,  # noqa: F811
                                                                           flags):
     local, on_spark, plan, ran = plan_both("paimon", lambda: open_table(lake.root), spark, tmp_path, **flags)
@@ -219,6 +220,7 @@ def planted(lake, ident: str) -> str:
     return location
 
 
+@pytest.mark.slow
 def test_spark_plans_a_pyiceberg_tables_planted_orphans_as_the_local_planner(spark, tmp_path, monkeypatch):
     lake = make_lake(tmp_path / "lake", monkeypatch)
     write_history(lake)
@@ -230,6 +232,7 @@ def test_spark_plans_a_pyiceberg_tables_planted_orphans_as_the_local_planner(spa
 
 
 @pytest.mark.parametrize("builder", ["with_statistics", "position_deletes", "equality_deletes"])
+@pytest.mark.slow
 def test_spark_plans_the_iceberg_reference_tables_orphans_as_the_local_planner(spark, tmp_path, monkeypatch,
                                                                                builder):
     """Statistics files, delete files, manifests with deleted entries."""

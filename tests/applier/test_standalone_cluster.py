@@ -23,7 +23,7 @@ from tests.support import pypaimon_tables as pt
 from tests.support.seaweed import list_tree
 from tests.support.processes import stop
 
-pytestmark = pytest.mark.spark
+pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
 
 def free_port() -> int:

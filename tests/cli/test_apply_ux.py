@@ -110,6 +110,7 @@ def test_spark_ui_turns_the_ui_on_for_apply_resume_and_maintain(table, tmp_path,
 
 
 @pytest.mark.spark
+@pytest.mark.slow
 def test_a_finished_plan_says_when_it_was_applied_and_again_runs_it(table, tmp_path):
     plan = plan_of(table, tmp_path)
     plan_id = read_plan(str(plan)).plan_id

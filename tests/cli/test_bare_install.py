@@ -29,7 +29,7 @@ try:
 except ModuleNotFoundError:  # Python 3.10: pip, present in every venv, vendors the same parser
     from pip._vendor import tomli as tomllib
 
-pytestmark = [pytest.mark.spark, pytest.mark.java]
+pytestmark = [pytest.mark.spark, pytest.mark.java, pytest.mark.slow]
 
 REPO = Path(__file__).resolve().parents[2]
 BASE_PYTHON = getattr(sys, "_base_executable", None) or sys.executable

@@ -133,6 +133,7 @@ def _demo(directory):
 
 
 @pytest.mark.spark
+@pytest.mark.slow
 def test_the_demo_runs_again_in_its_own_directory_and_keeps_other_files(tmp_path):
     d = tmp_path / "demo"
     first = _demo(d)

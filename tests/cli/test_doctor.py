@@ -202,6 +202,7 @@ def test_local_table_check_wants_a_paimon_table_directory(tmp_path):
 
 
 @pytest.mark.spark
+@pytest.mark.slow
 def test_doctor_on_a_fresh_machine_path_reports_lakesweeps_interpreter_on_the_executors(tmp_path):
     path = stand_in_path(tmp_path / "stand-ins")
     r = lakesweep("doctor", "--master", "local[1]", "--journal", tmp_path / "j.duckdb", "-o", "json",

@@ -19,7 +19,7 @@ from tests.applier.conftest import REPO
 from tests.support.table_builder import all_files
 from tests.support.processes import LAKESWEEP
 
-pytestmark = pytest.mark.spark
+pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
 ORPHANS = 30_000
 

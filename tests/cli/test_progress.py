@@ -169,6 +169,7 @@ def test_apply_on_a_terminal_shows_each_phase_with_rates(table, tmp_path):
 
 
 @pytest.mark.spark
+@pytest.mark.slow
 def test_apply_with_json_on_a_terminal_prints_only_json(table, tmp_path):
     plan_file = _planned(table, tmp_path)
     code, out, err = run_on_terminal("apply", plan_file, "--journal", tmp_path / "j.duckdb", "--master", "local[1]",
@@ -179,6 +180,7 @@ def test_apply_with_json_on_a_terminal_prints_only_json(table, tmp_path):
 
 
 @pytest.mark.spark
+@pytest.mark.slow
 def test_apply_in_a_pipe_prints_no_progress(table, tmp_path):
     plan_file = _planned(table, tmp_path)
     code, out, err = run_in_pipes("apply", plan_file, "--journal", tmp_path / "j.duckdb", "--master", "local[1]")
@@ -199,6 +201,7 @@ def _crashed_apply(table, tmp_path) -> str:
 
 
 @pytest.mark.spark
+@pytest.mark.slow
 def test_resume_on_a_terminal_shows_each_phase_with_rates(table, tmp_path):
     journal = _crashed_apply(table, tmp_path)
     code, out, err = run_on_terminal("resume", "--journal", journal, "--master", "local[1]")
@@ -208,6 +211,7 @@ def test_resume_on_a_terminal_shows_each_phase_with_rates(table, tmp_path):
 
 
 @pytest.mark.spark
+@pytest.mark.slow
 def test_resume_with_json_on_a_terminal_prints_only_json(table, tmp_path):
     journal = _crashed_apply(table, tmp_path)
     code, out, err = run_on_terminal("resume", "--journal", journal, "--master", "local[1]", "--output", "json")

@@ -49,6 +49,7 @@ def test_dry_run_with_quarantine_says_what_it_would_put_aside_where_and_for_how_
     assert not os.path.exists(os.path.join(root, QUARANTINE_DIR))
 
 
+@pytest.mark.slow
 def test_the_table_option_makes_quarantine_the_default_and_the_flags_override_it(tmp_path):
     root, plan_file, plan, files = planned(tmp_path, {"lakesweep.quarantine": "true",
                                                       "lakesweep.quarantine.retention": "3 d"})
@@ -108,6 +109,7 @@ def test_show_says_what_quarantine_costs_on_local_files(tmp_path):
                                                                                    plan.plan_id)}
 
 
+@pytest.mark.slow
 def test_apply_with_quarantine_moves_every_file_and_the_journal_says_where(tmp_path):
     root, plan_file, plan, files = planned(tmp_path)
     journal = tmp_path / "j.duckdb"

@@ -232,6 +232,7 @@ def lists_left_behind(paimon_java, tmp_path, producer: str, with_list: bool):
 
 @pytest.mark.parametrize("producer, with_list", [("input-unmerged", True), ("input-unmerged", False),
                                                  ("lookup", True)])
+@pytest.mark.slow
 def test_lists_a_failed_snapshot_deletion_left_break_the_table_in_0_9_only(paimon_java, tmp_path, producer,
                                                                            with_list):
     """#7429 (ChangelogExpireTest#testChangelogExpireWithUncleanedManifestLists on a table Paimon wrote): a

@@ -73,6 +73,7 @@ def _reads(root: Path, processes: str, monkeypatch) -> tuple[int, Counter]:
 
 
 @pytest.mark.java
+@pytest.mark.slow
 def test_plans_of_a_table_paimon_java_wrote_are_the_same_bytes_with_the_process_pool_as_without(
         paimon_java, tmp_path, monkeypatch):
     root = tmp_path / "t"
@@ -89,6 +90,7 @@ def test_plans_of_a_table_paimon_java_wrote_are_the_same_bytes_with_the_process_
 
 
 @pytest.mark.parametrize("writer", [pt.write_append_table, pt.write_pk_table], ids=["append", "pk"])
+@pytest.mark.slow
 def test_plans_of_tables_pypaimon_wrote_are_the_same_bytes_with_the_process_pool_as_without(
         written_once, writer, tmp_path):
     table = written_once(writer)

@@ -131,6 +131,7 @@ def _wide_plan():
 
 @settings(max_examples=25, deadline=None)
 @given(st.lists(st.integers(1, 3000), min_size=1, max_size=30))
+@pytest.mark.slow
 def test_row_groups_written_from_batches_of_any_size_are_the_whole_groups_bytes(sizes):
     """Row groups of 4,096 rows and pages of 2 KiB (made small), written from batches of any size, are the bytes
     ``pq.write_table`` writes for the whole plan in groups of that size: batch boundaries that are not on a

@@ -374,6 +374,7 @@ def test_plan_compact_on_the_command_line_with_json_output(lake, tmp_path):
 
 
 @pytest.mark.spark
+@pytest.mark.slow
 def test_a_compaction_killed_mid_merge_on_spark_resumes_reusing_the_output_it_wrote(lake, tmp_path):
     """The real CLI on local Spark, one task per bin, kill -9 right after the first bin's output and inputs
     are journaled; resume merges only the second bin and commits once."""

@@ -113,6 +113,7 @@ def plan_and_apply(lake, tmp_path, w: WriterProcess, kind: str, *flags) -> dict:
     return json.loads(r.stdout)
 
 
+@pytest.mark.slow  # compaction, the commit most likely to lose the race, stays in the default tier
 def test_expire_applies_on_a_table_being_written(lake, tmp_path):
     streaming_table(lake)
     with writing(lake, tmp_path) as w:
@@ -121,6 +122,7 @@ def test_expire_applies_on_a_table_being_written(lake, tmp_path):
     assert report["counts"]["DELETED"] > 0 and report["counts"]["FAILED"] == 0
 
 
+@pytest.mark.slow
 def test_rewrite_manifests_applies_on_a_table_being_written(lake, tmp_path):
     streaming_table(lake)
     with writing(lake, tmp_path) as w:
@@ -137,6 +139,7 @@ def test_compact_applies_on_a_table_being_written(lake, tmp_path):
     assert report["counts"]["DROPPED"] == 0  # appends touch no bin
 
 
+@pytest.mark.slow
 def test_orphans_applies_on_a_table_being_written(lake, tmp_path):
     t = streaming_table(lake)
     root = t.metadata.location.removeprefix("file://")
@@ -151,7 +154,7 @@ def test_orphans_applies_on_a_table_being_written(lake, tmp_path):
     assert not any(os.path.exists(p) for p in strays)
 
 
-@pytest.mark.slow  # each operation's own test above runs under the writer in the default tier
+@pytest.mark.slow
 def test_maintain_every_makes_progress_on_a_table_being_written_in_every_cycle(lake, tmp_path):
     streaming_table(lake)
     journal = str(tmp_path / "j.duckdb")

@@ -144,6 +144,7 @@ def test_a_dry_run_writes_every_plan_and_applies_nothing(tables, tmp_path):
 
 
 @pytest.mark.spark
+@pytest.mark.slow
 def test_a_table_with_an_unfinished_apply_is_not_picked_up_again(tables, tmp_path):
     from lakesweep.planner.kinds import plan_kind
 
@@ -183,6 +184,7 @@ def test_the_command_reports_partial_success_and_the_journal_lists_it(tables, tm
     assert r.exit_code == 1 and "--catalog NAME (Iceberg) or --warehouse PATH (Paimon)" in r.output
 
 
+@pytest.mark.slow
 def test_every_repeats_until_sigterm_and_stops_cleanly(tables, tmp_path):
     env = dict(os.environ, PYTHONPATH=REPO)
     journal = str(tmp_path / "j.duckdb")

@@ -127,6 +127,7 @@ def _plan(kind: str, out, now_ms: int, processes: str, *flags: str, ident: str =
 
 
 @pytest.mark.parametrize("name", ["churn", "nulls-v1"])
+@pytest.mark.slow
 def test_plans_are_the_same_bytes_with_the_process_pool_as_without(catalog, name, tmp_path):
     BUILDERS[name](catalog, IDENT)
     table = catalog.load_table(IDENT)

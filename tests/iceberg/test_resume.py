@@ -35,6 +35,7 @@ def killed_apply(plan, tmp_path, crash: str) -> str:
 
 @pytest.mark.spark
 @pytest.mark.parametrize("crash", ["before-journal:1", "after-journal:LAST_COMMIT_PLUS_1"])
+@pytest.mark.slow
 def test_a_killed_expiry_resumes_without_a_second_commit(lake, tmp_path, crash):
     t = write_history(lake)
     view = lake.view()

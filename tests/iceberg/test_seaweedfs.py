@@ -186,6 +186,7 @@ def test_beside_seaweedfs_worker_compaction_merges_the_same_files_into_as_many_o
 
 
 @pytest.mark.spark
+@pytest.mark.slow
 def test_maintain_on_the_rest_catalog_over_s3(sw, tmp_path):
     from lakesweep.maintain import Maintenance, Thresholds
     from lakesweep.journal.audit import list_maintenance
