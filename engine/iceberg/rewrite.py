@@ -5,11 +5,8 @@ as Iceberg's ``RewriteManifests`` chooses them: every live entry (ADDED or EXIST
 manifests that the plan rewrites, written as EXISTING with its snapshot id and sequence numbers, one
 manifest per partition spec; DELETED entries are dropped (they say what an older snapshot removed). Every
 other manifest of the head (delete manifests, and data manifests committed since planning) is carried
-over unchanged. The rows a scan of the new snapshot returns are those of the head it replaces.
-
-The rewritten manifests are kept across the commit's attempts (``attempts.AttemptWork``) for as long as the
-manifests they merge are the same: an attempt on a head a writer moved by appending writes only its
-manifest list.
+over unchanged. The rows a scan of the new snapshot returns are those of the head it replaces. The merged
+manifests are kept across the commit's attempts (``attempts.AttemptWork``): docs/design/iceberg.md#commits.
 """
 
 from __future__ import annotations
