@@ -231,10 +231,9 @@ class IcebergCommitter:
     def _rewrite(self, table, actions: Sequence[Action], commit_id: str) -> int | None:
         from pyiceberg.table.snapshots import Operation
 
+        from lakesweep.engine.iceberg.attempts import AttemptWork
         from lakesweep.engine.iceberg.compaction import resolve_location
         from lakesweep.engine.iceberg.rewrite import RewriteManifests
-
-        from lakesweep.engine.iceberg.attempts import AttemptWork
 
         planned = {resolve_location(a.path, table.location): a for a in actions}
         if self.work is None:
@@ -387,7 +386,8 @@ def new_deletes_since(table, scope, bins, *, seen: dict | None = None) -> dict[i
     return found
 
 
-def _deletes_for_bins(table, m, since: int, bins, inputs: dict, by_partition: dict, specs) -> tuple[tuple[int, str], ...]:
+def _deletes_for_bins(table, m, since: int, bins, inputs: dict, by_partition: dict,
+                      specs) -> tuple[tuple[int, str], ...]:
     """(bin index, the delete) for each delete of manifest ``m`` newer than ``since`` that may apply to a bin,
     in the manifest's order (``new_deletes_since``'s rule)."""
     from lakesweep.engine.iceberg.compaction import _partition_key, resolve_location

@@ -29,7 +29,6 @@ class _Rewrite:
 
     manifest: ManifestFile
     removed: tuple[DataFile, ...]
-    found: frozenset[str]
 
 
 class ReplaceWork(AttemptWork):
@@ -136,7 +135,7 @@ class ReplaceDataFiles(KeepsWork, _SnapshotProducer["ReplaceDataFiles"]):
                 rewrite = work.rewrites[m.manifest_path] = self._rewrite(m)
             out.append(rewrite.manifest)
             self.removed_files += rewrite.removed
-            found |= rewrite.found
+            found |= work.held(m) & self.replaced
         missing = sorted(self.replaced - found)
         if missing:
             raise StalePlan(f"{missing[0]} is no longer a live data file of snapshot {self._parent_snapshot_id}; "
@@ -169,8 +168,7 @@ class ReplaceDataFiles(KeepsWork, _SnapshotProducer["ReplaceDataFiles"]):
                     removed.append(e.data_file)
                 else:
                     writer.existing(e)
-        return _Rewrite(writer.to_manifest_file(), tuple(removed),
-                        frozenset(canonical(f.file_path) for f in removed))
+        return _Rewrite(writer.to_manifest_file(), tuple(removed))
 
     def _summary(self, snapshot_properties=None) -> Summary:
         """pyiceberg's summary of what was added and removed (each file under its own spec), the totals
