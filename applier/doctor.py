@@ -112,7 +112,7 @@ def check_spark(master: str, conf: Mapping[str, str]) -> Check:
                      PYSPARK_MISSING.split(": ", 1)[1])
 
     from lakesweep.applier.preflight import check_executors, task_failure
-    from lakesweep.applier.spark_exec import executor_python, spark_session
+    from lakesweep.applier.spark_exec import executor_python, spark_context
     from lakesweep.engine.errors import ExecutorEnvironmentError
 
     if not _MASTER.fullmatch(master.strip()):
@@ -122,18 +122,18 @@ def check_spark(master: str, conf: Mapping[str, str]) -> Check:
     created = SparkContext._active_spark_context is None
     started = time.monotonic()
     try:
-        spark = spark_session(master, dict(conf), preflight=False)
+        sc = spark_context(master, dict(conf), preflight=False)  # what apply starts
     except Exception as e:  # the session not starting is this check's finding, reported with its cause
         return Check("spark", False, (("master", master),), f"no Spark session started: {task_failure(e)}",
                      "check --master and every --conf (Spark's own message, if any, is printed above), and "
                      "that the java check passes")
     try:
         start_s = time.monotonic() - started
-        actual = spark.sparkContext.master
+        actual = sc.master
         found = [("master", actual if created else f"{actual} (a session already running in this process)"),
                  ("session", f"started in {start_s:.1f} s")]
         try:
-            report = check_executors(spark, master=actual, choice=executor_python(master, conf))
+            report = check_executors(sc, master=actual, choice=executor_python(master, conf))
         except ExecutorEnvironmentError as e:
             problem, _, fix = str(e).partition("\n")
             return Check("spark", False, tuple(found), problem, fix or None)
@@ -149,7 +149,7 @@ def check_spark(master: str, conf: Mapping[str, str]) -> Check:
         return Check("spark", True, tuple(found))
     finally:
         if created:
-            spark.stop()
+            sc.stop()
 
 
 def check_codecs() -> Check:

@@ -33,19 +33,35 @@ def require_pyspark(consequence: str) -> None:
 
 def start_session(master: str, conf: dict[str, str] | None, *, consequence: str,
                   on_ui: Callable[[str], None] | None = None):
-    """``spark_session(master, conf)``; a master that is not a Spark master URL, a standalone master that does
-    not answer (``check_master_reachable``: seconds, not Spark's 80), or a session that cannot
-    start (py4j and pyspark raise many types: all mean "no session"), raises ``SparkUnavailable`` with the
-    first line of Spark's error and ``consequence`` (what was not done), instead of a Java stack trace."""
+    """``spark_session(master, conf)`` (for DataFrame jobs), refused as ``start_context`` says."""
+    from lakesweep.applier.spark_exec import spark_session
+
+    return _started(spark_session, master, conf, consequence=consequence, on_ui=on_ui)
+
+
+def start_context(master: str, conf: dict[str, str] | None, *, consequence: str,
+                  on_ui: Callable[[str], None] | None = None):
+    """``spark_context(master, conf)``, what apply runs its tasks on; a master that is not a Spark master
+    URL, a standalone master that does not answer (``check_master_reachable``: seconds, not Spark's 80), or
+    a context that cannot start (py4j and pyspark raise many types: all mean "no Spark") raises
+    ``SparkUnavailable`` with the first line of Spark's error and ``consequence`` (what was not done),
+    instead of a Java stack trace."""
+    from lakesweep.applier.spark_exec import spark_context
+
+    return _started(spark_context, master, conf, consequence=consequence, on_ui=on_ui)
+
+
+def _started(start: Callable, master: str, conf: dict[str, str] | None, *, consequence: str,
+             on_ui: Callable[[str], None] | None):
     if not _MASTER.match(master):
         raise SparkUnavailable(f"{master!r} is not a Spark master URL: use local[*], local[N], spark://host:7077, "
                                f"yarn or k8s://https://host:port. {consequence[0].upper()}{consequence[1:]}.")
     require_pyspark(consequence)
-    from lakesweep.applier.spark_exec import check_master_reachable, spark_session
+    from lakesweep.applier.spark_exec import check_master_reachable
 
     check_master_reachable(master, consequence=consequence)
     try:
-        return spark_session(master, conf, on_ui=on_ui)
+        return start(master, conf, on_ui=on_ui)
     except LakesweepError:
         raise
     except Exception as e:  # noqa: BLE001
@@ -78,31 +94,33 @@ class PlanningSession:
         self.spark = None
 
 
-class _SparkSession:
-    """The Spark session of one apply: the caller's, or one started here on first use and stopped at the end.
+class _SparkContext:
+    """The SparkContext of one apply: that of the caller's session, or one started here on first use and
+    stopped at the end.
 
-    A session that cannot start raises ``SparkUnavailable`` (exit 1) with the first line of Spark's error
+    A context that cannot start raises ``SparkUnavailable`` (exit 1) with the first line of Spark's error
     instead of a Java stack trace.
     """
 
     def __init__(self, spark, master: str, conf: dict[str, str] | None, on_ui: Callable[[str], None] | None = None):
-        self.spark, self.master, self.conf, self.owned = spark, master, conf, False
-        self.on_ui = on_ui
+        """``spark``: the caller's SparkSession, or ``None``."""
+        self.sc = None if spark is None else spark.sparkContext
+        self.master, self.conf, self.owned, self.on_ui = master, conf, False, on_ui
 
     def get(self):
-        if self.spark is None:
+        if self.sc is None:
             require_pyspark("nothing was deleted and no apply was started")
-            from pyspark.sql import SparkSession
+            from pyspark import SparkContext
 
-            self.owned = SparkSession.getActiveSession() is None  # never stop someone else's session
-            self.spark = start_session(self.master, self.conf, on_ui=self.on_ui,
-                                       consequence="nothing was deleted and no apply was started")
-        return self.spark
+            self.owned = SparkContext._active_spark_context is None  # never stop someone else's context
+            self.sc = start_context(self.master, self.conf, on_ui=self.on_ui,
+                                    consequence="nothing was deleted and no apply was started")
+        return self.sc
 
     def stop(self) -> None:
-        if self.owned and self.spark is not None:
-            self.spark.stop()
-            self.spark = None
+        if self.owned and self.sc is not None:
+            self.sc.stop()
+            self.sc = None
 
 
 class BulkExecutor(Protocol):
@@ -137,25 +155,25 @@ class SparkExecutor:
                  on_ui: Callable[[str], None] | None = None, budget=None):
         """``on_ui``: given the Spark UI's URL when a session started here has one (``spark.ui.enabled``);
         ``budget``: the apply's ``RequestBudget``, shared by its tasks."""
-        self.session = _SparkSession(spark, master, conf, on_ui)
+        self.context = _SparkContext(spark, master, conf, on_ui)
         self.budget = budget
         self._starting: threading.Thread | None = None
         self._error: BaseException | None = None
 
     def prepare(self) -> None:
-        """Start the session on a thread while the driver checks the plan: the JVM boots in its own
+        """Start Spark on a thread while the driver checks the plan: the JVM boots in its own
         process, so the seconds it takes overlap the checks. An error is kept for ``start`` to raise."""
-        if self._starting is not None or self.session.spark is not None:
+        if self._starting is not None or self.context.sc is not None:
             return
         require_pyspark("nothing was deleted and no apply was started")
         from pyspark import SparkContext
 
         if SparkContext._active_spark_context is not None:
-            return  # this process has a session already: get() decides, in the caller's thread, whose it is
+            return  # this process runs Spark already: get() decides, in the caller's thread, whose it is
 
         def boot() -> None:
             try:
-                self.session.get()
+                self.context.get()
             except BaseException as e:  # raised again by start(), in the caller's thread
                 self._error = e
 
@@ -172,23 +190,23 @@ class SparkExecutor:
         if self._error is not None:
             error, self._error = self._error, None
             raise error
-        self.session.get()
+        self.context.get()
 
     def run(self, fileio, root, external, actions, *, on_batch, dry_run=False, on_throttled=None,
             quarantine=None) -> None:
         from lakesweep.applier.spark_exec import run_on_spark
 
-        run_on_spark(self.session.get(), fileio, root, external, actions, on_batch=on_batch, dry_run=dry_run,
+        run_on_spark(self.context.get(), fileio, root, external, actions, on_batch=on_batch, dry_run=dry_run,
                      budget=self.budget, on_throttled=on_throttled, quarantine=quarantine)
 
     def map(self, fn, items, *, on_result) -> None:
         from lakesweep.applier.spark_exec import map_on_spark
 
-        map_on_spark(self.session.get(), fn, items, on_result=on_result)
+        map_on_spark(self.context.get(), fn, items, on_result=on_result)
 
     def stop(self) -> None:
         self._joined()
-        self.session.stop()
+        self.context.stop()
 
 
 class DriverExecutor:

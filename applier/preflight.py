@@ -140,7 +140,7 @@ def driver_environment() -> PythonEnvironment:
     return PythonEnvironment.from_probe(_probe(EXECUTOR_MODULES, LAKESWEEP_PACKAGES))
 
 
-def check_executors(spark, *, master: str | None = None, choice: PythonChoice | None = None,
+def check_executors(sc, *, master: str | None = None, choice: PythonChoice | None = None,
                     timeout_s: float = DEFAULT_TIMEOUT_S) -> PreflightReport:
     """Run one task on the executors; return what it found, or raise ``ExecutorEnvironmentError``.
 
@@ -150,7 +150,6 @@ def check_executors(spark, *, master: str | None = None, choice: PythonChoice | 
     from py4j.protocol import Py4JError
     from pyspark.errors import PySparkException
 
-    sc = spark.sparkContext
     master = master or sc.master
     told = sc.pythonExec
     if choice is None:

@@ -70,55 +70,70 @@ def session_conf(master: str, conf: Mapping[str, str] | None = None) -> dict[str
     return {**defaults, **conf}
 
 
-def spark_session(master: str = "local[*]", conf: dict[str, str] | None = None, *, preflight: bool = True,
+def spark_context(master: str = "local[*]", conf: dict[str, str] | None = None, *, preflight: bool = True,
                   on_ui: Callable[[str], None] | None = None):
-    """A Spark session for applying plans (quiet: no UI unless ``conf`` enables it, warnings only).
-    When the session has a UI, ``on_ui`` is given its URL as soon as the session is up.
+    """A SparkContext for applying plans (quiet: no UI unless ``conf`` enables it, warnings only): the
+    running one when this process has one, else one started here. Apply runs RDD tasks only, so it starts
+    no SparkSession, which would take seconds more (``spark_session`` adds one). When the context has a UI,
+    ``on_ui`` is given its URL as soon as it is up.
 
     The executors' Python is chosen as Spark documents it (``spark.pyspark.python``, then
     ``PYSPARK_PYTHON``); when neither is set and the master runs on this machine, it is this very
     interpreter, so the workers import the same lakesweep, pyarrow and Python as the driver. Unless
     ``preflight`` is false, one task then checks that the executors can run lakesweep's tasks
-    (``applier.preflight.check_executors``) and the session is refused, and stopped if it was
-    created here, with ``ExecutorEnvironmentError`` when they cannot.
+    (``applier.preflight.check_executors``) and the context is refused, and stopped if it was started
+    here, with ``ExecutorEnvironmentError`` when they cannot.
     """
-    from pyspark import SparkContext
-    from pyspark.sql import SparkSession
+    from pyspark import SparkConf, SparkContext
 
     conf = dict(conf or {})
     if is_local_master(master):
         # Bind to loopback: Spark otherwise picks the first non-loopback interface for a local session.
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-    if SparkContext._active_spark_context is None:
+    created = SparkContext._active_spark_context is None
+    if created:
         check_master_reachable(master)
-    builder = SparkSession.builder.appName("lakesweep-apply").master(master)
     choice = executor_python(master, conf)
     settings = session_conf(master, conf)
-    for k, v in settings.items():
-        builder = builder.config(k, v)
-    created = SparkContext._active_spark_context is None
     # A driver started as a plain Python process (not through spark-submit) takes the workers'
     # interpreter from PYSPARK_PYTHON alone, read once when the SparkContext is made
     # (pyspark/core/context.py); spark.pyspark.python only reaches it through spark-submit. So the
     # choice above is handed over in the environment, for this call only.
     with _environment(PYSPARK_PYTHON=choice.python):
-        if SparkContext._active_spark_context is None and SparkContext._gateway is None:
+        if created and SparkContext._gateway is None:
             _start_quiet_context(master, settings)
-        spark = builder.getOrCreate()
-    spark.sparkContext.setLogLevel("ERROR")
-    forward_credentials(spark.sparkContext)
-    if on_ui is not None and spark.sparkContext.uiWebUrl:
-        on_ui(spark.sparkContext.uiWebUrl)
+        else:
+            # the running context, or (its gateway left from a stopped one) a new context on that JVM
+            SparkContext.getOrCreate(SparkConf().setMaster(master).setAppName("lakesweep-apply")
+                                     .setAll(settings.items()))
+        sc = SparkContext._active_spark_context
+    sc.setLogLevel("ERROR")
+    forward_credentials(sc)
+    if on_ui is not None and sc.uiWebUrl:
+        on_ui(sc.uiWebUrl)
     if preflight:
         from lakesweep.applier.preflight import check_executors
 
         try:
-            check_executors(spark, master=master, choice=choice)
+            check_executors(sc, master=master, choice=choice)
         except BaseException:
             if created:
-                spark.stop()
+                sc.stop()
             raise
-    return spark
+    return sc
+
+
+def spark_session(master: str = "local[*]", conf: dict[str, str] | None = None, *, preflight: bool = True,
+                  on_ui: Callable[[str], None] | None = None):
+    """A SparkSession on ``spark_context(master, conf)``, for what runs DataFrame jobs (planning on Spark,
+    the tests' shared session); the executor preflight runs before the session is made."""
+    from pyspark.sql import SparkSession
+
+    spark_context(master, conf, preflight=preflight, on_ui=on_ui)
+    builder = SparkSession.builder.appName("lakesweep-apply").master(master)
+    for k, v in session_conf(master, conf).items():
+        builder = builder.config(k, v)
+    return builder.getOrCreate()
 
 
 # What the JVM prints on stderr whenever Spark starts, whatever its log configuration: the module system's
@@ -537,7 +552,7 @@ def tasks_for(n_actions: int, parallelism: int, budget=None) -> tuple[int, int]:
 
 
 def run_on_spark(
-    spark,
+    sc,
     fileio: FileIO,
     root: str,
     external: Sequence[str],
@@ -557,7 +572,6 @@ def run_on_spark(
     ``execute_rows``."""
     if not actions:
         return
-    sc = spark.sparkContext
     slices, in_flight = tasks_for(len(actions), sc.defaultParallelism, budget)
     share = None if budget is None else budget.share(in_flight)
     rows = [task_row(a) for a in actions]  # the one copy the driver makes: parallelize needs a list
@@ -586,12 +600,11 @@ def guarded(fn: Callable, item) -> tuple[bool, object]:
         return False, f"{type(e).__name__}: {e}"
 
 
-def map_on_spark(spark, fn: Callable, items: Sequence, *, on_result: Callable[[int, bool, object], None]) -> None:
+def map_on_spark(sc, fn: Callable, items: Sequence, *, on_result: Callable[[int, bool, object], None]) -> None:
     """``fn(item)`` for each item as its own Spark task; ``on_result(index, ok, value)`` on the driver as the
     results arrive (``guarded``)."""
     if not items:
         return
-    sc = spark.sparkContext
     forward_credentials(sc)
 
     def task(pair):

@@ -227,7 +227,7 @@ def test_preflight_gives_up_when_no_executor_comes(tmp_path):
                 "from lakesweep.engine.errors import ExecutorEnvironmentError\n"
                 f"s = spark_session('spark://127.0.0.1:{port}', {{'spark.executor.memory': '512m'}}, preflight=False)\n"
                 "try:\n"
-                "    check_executors(s, timeout_s=5)\n"
+                "    check_executors(s.sparkContext, timeout_s=5)\n"
                 "except ExecutorEnvironmentError as e:\n"
                 "    print(e)\n"
                 "    sys.exit(3)\n"

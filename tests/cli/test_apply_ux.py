@@ -31,7 +31,7 @@ def table(tmp_path):
 
 @pytest.fixture
 def sessions(monkeypatch):
-    """Every Spark session asked for, as (master, conf, on_ui); none is started (SparkUnavailable)."""
+    """Every Spark session or context asked for, as (master, conf, on_ui); none is started (SparkUnavailable)."""
     asked = []
 
     def no_spark(master, conf, *, consequence, on_ui=None):
@@ -39,6 +39,7 @@ def sessions(monkeypatch):
         raise SparkUnavailable(f"no Spark in this test; {consequence}")
 
     monkeypatch.setattr(lakesweep.applier.executors, "start_session", no_spark)
+    monkeypatch.setattr(lakesweep.applier.executors, "start_context", no_spark)
     return asked
 
 
