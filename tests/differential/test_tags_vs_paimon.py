@@ -64,7 +64,7 @@ def copies(root: str, tmp_path) -> str:
 
 
 @pytest.mark.parametrize("kind", sorted(KINDS))
-@pytest.mark.parametrize("seed", range(2))
+@pytest.mark.parametrize("seed", [0, pytest.param(1, marks=pytest.mark.slow)])
 def test_deleting_tags_frees_what_paimon_frees(paimon_java, tmp_path, seed, kind):
     ours = str(tmp_path / "ours")
     names = tagged_table(paimon_java, ours, seed=seed, kind=kind)
@@ -149,7 +149,7 @@ def daily_tagged(paimon_java, tmp_path_factory):
 
 
 @pytest.mark.parametrize("kind", sorted(KINDS))
-@pytest.mark.parametrize("keep", [1, 3])
+@pytest.mark.parametrize("keep", [1, pytest.param(3, marks=pytest.mark.slow)])
 def test_num_retained_max_deletes_what_paimons_tag_auto_creation_deletes(paimon_java, daily_tagged, tmp_path, kind,
                                                                          keep):
     """Daily tags by name on every third snapshot (most of them expired) and a manual tag among them; Paimon
