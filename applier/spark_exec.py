@@ -31,6 +31,7 @@ from lakesweep.applier.actions import ActionResult, Outcome, execute_with_retry
 DEFAULT_BATCH = 500
 DEFAULT_THREADS = 8  # per task: deletes wait on storage, so a task keeps several in flight
 TASKS_IN_FLIGHT = 2  # toLocalIterator runs one partition at a time and prefetches the next
+ROW_CHUNKS = 8  # the task rows go to the JVM in this many lists (task_rows)
 THROTTLED = -1  # the action id of a result row that reports throttling: (-1, "THROTTLED", slowdowns, rate, ms, None)
 _DELETE_FILE = Verb.DELETE_FILE.value
 LOG4J = os.path.join(os.path.dirname(os.path.abspath(__file__)), "log4j2.properties")
@@ -574,7 +575,6 @@ def run_on_spark(
         return
     slices, in_flight = tasks_for(len(actions), sc.defaultParallelism, budget)
     share = None if budget is None else budget.share(in_flight)
-    rows = [task_row(a) for a in actions]  # the one copy the driver makes: parallelize needs a list
     external = list(external)
     kinds = kinds_of(actions)
     forward_credentials(sc)
@@ -583,12 +583,24 @@ def run_on_spark(
         return execute_rows(it, fileio, root, external, dry_run, batch, threads, kinds, share, quarantine)
 
     sc.setJobGroup("lakesweep-apply", f"lakesweep: {len(actions)} actions of phase {actions[0].phase}")
-    for result_batch in sc.parallelize(rows, slices).mapPartitions(task).toLocalIterator(prefetchPartitions=True):
+    for result_batch in task_rows(sc, actions, slices).mapPartitions(task).toLocalIterator(prefetchPartitions=True):
         results, throttled = results_and_throttling(result_batch)
         for slowdowns, rate in throttled:
             if on_throttled is not None:
                 on_throttled(slowdowns, rate)
         on_batch(results)
+
+
+def task_rows(sc, actions: Sequence[Action], slices: int):
+    """The actions' ``task_row``s as an RDD of ``slices`` partitions, in the actions' order. ``parallelize``
+    copies a list to the JVM; the rows are made and handed over in ``ROW_CHUNKS`` lists, one after another,
+    so the driver holds a few partitions' rows at a time, not a million tuples beside the plan's actions."""
+    bounds = [len(actions) * i // slices for i in range(slices + 1)]
+    per_chunk = -(-slices // ROW_CHUNKS)
+    parts = [sc.parallelize([task_row(a) for a in actions[bounds[i]:bounds[min(i + per_chunk, slices)]]],
+                            min(per_chunk, slices - i))
+             for i in range(0, slices, per_chunk)]
+    return parts[0] if len(parts) == 1 else sc.union(parts)
 
 
 def guarded(fn: Callable, item) -> tuple[bool, object]:

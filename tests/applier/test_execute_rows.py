@@ -142,3 +142,16 @@ def test_on_local_disks_a_task_unlinks_on_its_own_thread_and_elsewhere_on_its_th
         assert seen == {threading.current_thread().name}
     else:
         assert len(seen) == 4 and all(name.startswith("lakesweep-action") for name in seen)
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize("n, slices, chunks", [(101, 3, 8), (1000, 16, 8), (1000, 16, 3), (7, 1, 8)])
+def test_task_rows_reach_spark_in_the_actions_order_in_the_partitions_asked(tmp_path, spark, monkeypatch, n, slices,
+                                                                           chunks):
+    import lakesweep.applier.spark_exec as spark_exec
+
+    monkeypatch.setattr(spark_exec, "ROW_CHUNKS", chunks)
+    _, actions = _table(tmp_path, n, missing=set(range(n)))
+    parts = spark_exec.task_rows(spark.sparkContext, actions, slices).glom().collect()
+    assert [r for part in parts for r in part] == [task_row(a) for a in actions]
+    assert len(parts) == slices and all(parts)  # parallelize splits at its serializer's batches: not evenly
