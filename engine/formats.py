@@ -146,9 +146,11 @@ class _PlannedDeletes(Mapping):
         return iter(dict.fromkeys(targets[i] for i in sorted(self._ids)))
 
     def __len__(self) -> int:
-        if not self._index.shared:
-            return len(self._ids)
-        return sum(1 for _ in self)
+        # one per id, less the extra ids of each location several actions name (a few: counted through them)
+        n = len(self._ids)
+        for ids in self._index.shared.values():
+            n -= max(0, sum(1 for i in ids if i in self._ids) - 1)
+        return n
 
     def __bool__(self) -> bool:
         return bool(self._ids)
@@ -170,10 +172,14 @@ def planned_deletes(plan: CleanupPlan, actions: Sequence[Action], targets: Seque
 def check_phases(plan: CleanupPlan) -> None:
     """Commit actions run in commit phases and merge actions in merge phases, and those phases hold nothing
     else."""
-    for a in plan.actions:
-        commit_phase = plan.phases[a.phase - 1].mode == PhaseMode.COMMIT
-        merge_phase = plan.phases[a.phase - 1].mode == PhaseMode.MERGE
-        if (a.verb is Verb.COMMIT) != commit_phase or (a.verb is Verb.MERGE) != merge_phase:
+    def wrong(verb: Verb, phase: int) -> bool:
+        mode = plan.phases[phase - 1].mode
+        return (verb is Verb.COMMIT) != (mode == PhaseMode.COMMIT) or (verb is Verb.MERGE) != (mode == PhaseMode.MERGE)
+
+    # A plan has a few (verb, phase) pairs, checked once each; the first action of a wrong one is named.
+    refused = {shape for shape in {(a.verb, a.phase) for a in plan.actions} if wrong(*shape)}
+    for a in plan.actions if refused else ():
+        if (a.verb, a.phase) in refused:
             raise PlanRejected(f"action {a.action_id} ({a.kind} {a.path!r}) is a {a.verb} action in the "
                                f"{plan.phases[a.phase - 1].mode} phase '{plan.phase_name(a.phase)}'; the plan is refused")
 
