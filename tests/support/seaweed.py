@@ -113,7 +113,9 @@ def seaweed_s3(workdir: str, bucket: str = "lake"):
         settings["fs"] = s3
         yield settings
     finally:
-        stop(proc)
+        # A throwaway server, its data in ``workdir``: no need to wait for a graceful exit (weed server had not
+        # exited 20 s after SIGTERM).
+        stop(proc, timeout=1)
         log.close()
 
 
