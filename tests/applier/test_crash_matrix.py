@@ -368,8 +368,9 @@ def crash_points(kind: Kind) -> list[tuple[str, int]]:
 
 
 def default_points(kind: Kind) -> list[tuple[str, int]]:
-    """The default tier: the end of the first phase, and after the first commit where there is one."""
-    return [("phase-end", kind.phases[0])] + [("after-commit", p) for p in kind.commits[:1]]
+    """The default tier, one trial a kind: right after the first commit where there is one (a crash between
+    the commit and its record), else the end of the first phase."""
+    return [("after-commit", kind.commits[0])] if kind.commits else [("phase-end", kind.phases[0])]
 
 
 def inside(kind: str, stage: str, plan: CleanupPlan, phase: int) -> int:

@@ -77,7 +77,7 @@ def _crash_then_resume(tmp_path, s3_env, mode: str, stage: str, after: int) -> N
     assert list_tree(s3_env["fs"], prefix) == before | {"snapshot/EARLIEST"}
 
 
-@pytest.mark.parametrize("mode", ["versioned", "copy"])
+@pytest.mark.parametrize("mode", ["versioned", pytest.param("copy", marks=pytest.mark.slow)])
 def test_kill_9_after_a_file_is_put_aside_on_s3_and_before_its_record_then_resume(tmp_path, s3_env, mode):
     _crash_then_resume(tmp_path, s3_env, mode, "before-journal", 5)
 
