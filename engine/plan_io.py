@@ -270,6 +270,7 @@ def _plan_from_v1_header(header: dict, actions: tuple[Action, ...]) -> CleanupPl
 
 
 _VERBS = {v.value: v for v in Verb}
+_DISTINCT = {"path", "action_id"}  # a value per action: the other columns' values are shared among actions
 
 
 def _actions(cols: dict, kinds: dict, source: str) -> tuple[Action, ...]:
@@ -317,7 +318,7 @@ def _plan_header(meta: Mapping, schema: pa.Schema, source: str) -> tuple[dict, i
 def _decode(columns: Mapping[str, pa.ChunkedArray | pa.Array], header: dict, version: int,
             source: str) -> tuple[Action, ...]:
     """The actions of a plan file's columns (all of them, or one batch), checked as ``_actions`` checks."""
-    cols = {name: column_values(col) for name, col in columns.items()}
+    cols = {name: column_values(col, shared=name not in _DISTINCT) for name, col in columns.items()}
     try:
         if version == 1:
             kinds = format_kinds("paimon")

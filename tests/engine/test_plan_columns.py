@@ -171,3 +171,28 @@ def test_an_action_gathered_as_columns_is_checked_as_the_action_is():
         builder.add(ActionKind.DATA_FILE, "")
     with pytest.raises(ValueError, match="needs a verb"):
         builder.add("no-such-kind", "a")
+
+
+@settings(max_examples=200)
+@given(st.lists(st.one_of(st.none(), st.integers(-2**63, 2**63 - 1)), max_size=40), st.integers(1, 3000),
+       st.sampled_from([pa.int64(), pa.string()]))
+def test_shared_column_values_are_the_values_each_distinct_one_a_single_object(distinct, n, typ):
+    """A column of few distinct values (a plan's snapshot ids, sizes, partitions) read with ``shared``: the same
+    values as read plainly, in order, nulls as None, and equal values one object once the column is long."""
+    from lakesweep.engine.plan_columns import _SHARE_MIN, _SHARE_RATIO, column_values
+
+    pool = [v if v is None or typ == pa.int64() else f"part={v}" for v in distinct] or [None]
+    rows = [pool[i % len(pool)] for i in range(n)]
+    col = pa.chunked_array([pa.array(rows[:n // 2], typ), pa.array(rows[n // 2:], typ)], typ)
+    got = column_values(col, shared=True)
+    assert got == column_values(col) == rows
+    if n >= _SHARE_MIN and len(set(rows)) <= n // _SHARE_RATIO:
+        first = {}
+        assert all(first.setdefault(v, v) is v for v in got)
+
+
+def test_a_column_of_mostly_distinct_values_is_read_plainly_with_shared():
+    from lakesweep.engine.plan_columns import column_values
+
+    rows = [f"data/f{i}.parquet" for i in range(5000)]
+    assert column_values(pa.array(rows), shared=True) == rows
