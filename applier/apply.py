@@ -16,9 +16,11 @@ import uuid
 from dataclasses import dataclass, field
 from typing import AbstractSet, Callable, Mapping, Sequence
 
+import pyarrow as pa
+
 from lakesweep.engine.errors import JournalConflict, JournalError, LakesweepError, PlanRejected, SparkUnavailable
 from lakesweep.engine.fileio import FileIO, join
-from lakesweep.engine.formats import TargetIndex, check_phases, check_requirements, format_of
+from lakesweep.engine.formats import Locations, TargetIndex, check_phases, check_requirements, format_of
 from lakesweep.engine.plan import Action, ActionCheck, CleanupPlan, PhaseMode, Verb, commit_id, pointer_writes
 from lakesweep.engine.plan_io import plan_from_header
 from lakesweep.engine.purge import PURGE, check_journaled
@@ -120,17 +122,6 @@ def actions_by_phase(actions: Sequence[Action]) -> dict[int, list[Action]]:
     for a in actions:
         groups.setdefault(a.phase, []).append(a)
     return groups
-
-
-class _DoneLocations:
-    """The full locations of the actions in ``ids``, for requirements to test membership in without a set
-    of every location being built: a location is in when any action naming it is."""
-
-    def __init__(self, index: TargetIndex, ids: AbstractSet[int]):
-        self.index, self.ids = index, ids
-
-    def __contains__(self, location) -> bool:
-        return self.index.last_in(location, self.ids) is not None
 
 
 @dataclass
@@ -263,7 +254,10 @@ class _Apply:
             elif actions:
                 (runner.bulk if spec.mode == PhaseMode.BULK else runner.ordered)(actions, tally)
             self.progress.phase_finished(spec.name)
-            self.done |= tally.done
+            if self.done:
+                self.done |= tally.done
+            else:  # the first phase done: its set is taken, not copied (a million ids at 1 M files)
+                self.done = tally.done
             if tally.first_held is not None and self.first_held is None:
                 self.first_held = f"{tally.first_held[0].kind} {tally.first_held[0].path}: {tally.first_held[1]}"
             summary = tally.summary(spec.name, n_actions)
@@ -322,7 +316,7 @@ class _Apply:
         if report.state == "COMPLETED":
             # The check and the end in one transaction: a crash between them would leave a verified apply that
             # a resume verifies again.
-            events = [self._verify(report, targets)] if self.verify else []
+            events = [self._verify(report, targets, index)] if self.verify else []
             events.append(ApplyCompleted(apply_id=apply_id, plan_id=plan_id, counts=report.counts,
                                          bytes_reclaimed=report.bytes_reclaimed, duration_ms=report.duration_ms,
                                          finished_ms=clock()))
@@ -330,11 +324,11 @@ class _Apply:
         return report
 
 
-    def _verify(self, report: ApplyReport, targets: Sequence[str]) -> Verified:
+    def _verify(self, report: ApplyReport, targets: Sequence[str], index: TargetIndex) -> Verified:
         """``lakesweep verify`` on the locations the plan deleted from, in the live table: none that a
         snapshot, tag, branch or changelog references may be gone, and the hints must agree. Returns the
         ``Verified`` event to journal; a table found damaged is reported, the apply stays completed."""
-        result, touched = format_of(self.plan).verify(self.plan, self.table, targets)
+        result, touched = format_of(self.plan).verify(self.plan, self.table, targets, index)
         report.verify = result.to_json()
         del report.verify["unreferenced"], report.verify["unreferenced_bytes"]
         shown = [p.to_json() for p in result.problems[:VERIFY_PROBLEMS_JOURNALED]]
@@ -360,7 +354,7 @@ class _Apply:
             self.committer.check(live, [a for a in plan.actions if a.verb is Verb.COMMIT])
         skipped = self._rechecked(live, plan.actions, targets)
         format_of(plan).check_unreachable(plan, live, [a for a in plan.actions if a.action_id not in skipped], targets,
-                                          done=_DoneLocations(index, self.done), strict=self.strict, index=index)
+                                          done=Locations(index, self.done), strict=self.strict, index=index)
 
     def _phase_gates(self, live, actions: Sequence[Action], targets, index) -> dict[int, str | None]:
         """Before a phase: the requirements again, and the phase's actions to skip, each with why where known."""
@@ -368,7 +362,7 @@ class _Apply:
         skipped: dict[int, str | None] = dict.fromkeys(self._rechecked(live, actions, targets))
         skipped.update(format_of(self.plan).check_unreachable(
             self.plan, live, [a for a in actions if a.action_id not in skipped], targets,
-            done=_DoneLocations(index, self.done), strict=self.strict, index=index))
+            done=Locations(index, self.done), strict=self.strict, index=index))
         return skipped
 
     def _unless_committed_meanwhile(self, live, by_phase: dict[int, list[Action]], gate: Callable):
@@ -402,7 +396,7 @@ class _Apply:
     def _check_live(self, live, index) -> None:
         """The plan's requirements on the live table (``strict``: those that pin it as at planning too, and
         the format's own check that nothing was committed since)."""
-        check_requirements(self.plan, live, done=_DoneLocations(index, self.done), strict=self.strict)
+        check_requirements(self.plan, live, done=Locations(index, self.done), strict=self.strict)
         if self.strict:
             format_of(self.plan).check_strict(self.plan, live)
 
@@ -550,6 +544,9 @@ def apply_plan(
     table = format_of(plan).open(plan, fileio)
     quarantine = _quarantine_spec(plan, table, quarantine)
     recorder.record_plan(plan, recorded_ms=started)
+    # The plan file's columns are in the journal now (``FileActions.take_arrays``): Arrow's allocator keeps
+    # what it freed (some 50 MiB at 1 M files) until told to give it back.
+    pa.default_memory_pool().release_unused()
 
     events = recorder.events(plan_id=plan_id)
     prior = project(events)  # the lifecycle of every apply of this plan

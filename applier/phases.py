@@ -104,7 +104,7 @@ class Tally:
                 self.quarantined_bytes += known or 0
             elif error and (o == _SKIPPED or o == _DROPPED) and self.first_held is None:
                 self.first_held = (a, error)
-            done.add(i)
+            done.add(a.action_id)  # the action's own int (equal to i): the row's is let go with the batch
         return size
 
     def summary(self, phase: str, n_actions: int) -> dict:

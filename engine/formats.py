@@ -51,8 +51,9 @@ class TableFormat(Protocol):
     def committer(self, plan: CleanupPlan, strict: bool):
         """The committer of the plan's commit phases (``applier.commit.Committer``)."""
 
-    def verify(self, plan: CleanupPlan, table, targets: Sequence[str]):
-        """(the check's report, the locations checked) after the last phase."""
+    def verify(self, plan: CleanupPlan, table, targets: Sequence[str], index: TargetIndex | None = None):
+        """(the check's report, the locations checked) after the last phase; ``index``: the plan's
+        ``TargetIndex``, through which the locations are looked up (``locations_of``)."""
 
 
 def format_names() -> tuple[str, ...]:
@@ -74,72 +75,132 @@ def format_of(plan: CleanupPlan) -> TableFormat:
 # -- checks every plan gets, whatever its format
 
 
+class Targets(Sequence[str]):
+    """Each action's full location, by action id, as ``verify_paths`` finds them, without a second copy of
+    every path: a location under ``root`` is held as its part after ``root/`` (the action's own path string
+    where the action spells it so) and joined to the root again when read. Equal to the list of locations."""
+
+    __slots__ = ("prefix", "_held", "_under")
+
+    def __init__(self, root: str):
+        self.prefix = root + "/"
+        self._held: list[str] = []
+        self._under = bytearray()  # 1: held relative to the root
+
+    def append(self, full: str, path: str | None = None) -> None:
+        """The next action's full location; ``path``: the action's own path, held when it is the part of
+        ``full`` after the root."""
+        if full.startswith(self.prefix):
+            rest = full[len(self.prefix):]
+            self._held.append(path if path == rest else rest)
+            self._under.append(1)
+        else:
+            self._held.append(full)
+            self._under.append(0)
+
+    def entries(self) -> Iterator[tuple[int, str]]:
+        """(1 when held relative to the root else 0, what is held), by action id."""
+        return zip(self._under, self._held)
+
+    def __len__(self) -> int:
+        return len(self._held)
+
+    def __getitem__(self, i):
+        if isinstance(i, slice):
+            return [self[j] for j in range(*i.indices(len(self)))]
+        held = self._held[i]
+        return self.prefix + held if self._under[i] else held
+
+    def __iter__(self) -> Iterator[str]:
+        prefix = self.prefix
+        return (prefix + held if under else held for under, held in self.entries())
+
+    def __eq__(self, other) -> bool:
+        if isinstance(other, Sequence) and not isinstance(other, (str, bytes)):
+            return len(self) == len(other) and all(a == b for a, b in zip(self, other))
+        return NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"Targets({len(self)} locations, under {self.prefix!r} or elsewhere)"
+
+
 class TargetIndex:
     """The action ids of each full location of a plan (its targets, by action id), built once per apply: a
     location's last action (``get``), and on demand every action of the few locations more than one action
-    names (an Iceberg expiry's commit and delete of the same manifest list; an edited plan)."""
+    names (an Iceberg expiry's commit and delete of the same manifest list; an edited plan).
 
-    __slots__ = ("targets", "last", "_shared")
+    ``Targets`` are indexed as they are held: a location under their root by its part after the root (in a
+    dict of its own, so it can never be taken for a full location elsewhere), the rest whole."""
+
+    __slots__ = ("targets", "_prefix", "_under", "_other", "_shared")
 
     def __init__(self, targets: Sequence[str]):
         self.targets = targets
-        self.last = {t: i for i, t in enumerate(targets)}
-        self._shared: dict[str, list[int]] | None = None if len(self.last) != len(targets) else {}
+        if isinstance(targets, Targets):
+            self._prefix: str | None = targets.prefix
+            self._under = {held: i for i, (under, held) in enumerate(targets.entries()) if under}
+            self._other = {held: i for i, (under, held) in enumerate(targets.entries()) if not under}
+        else:
+            self._prefix, self._under = None, {}
+            self._other = {t: i for i, t in enumerate(targets)}
+        distinct = len(self._under) + len(self._other)
+        self._shared: dict[str, list[int]] | None = None if distinct != len(targets) else {}
 
     def get(self, location: str) -> int | None:
         """The last action naming ``location``; None when none does."""
-        return self.last.get(location)
+        prefix = self._prefix
+        if prefix is not None and isinstance(location, str) and location.startswith(prefix):
+            return self._under.get(location[len(prefix):])
+        return self._other.get(location)
 
     @property
     def shared(self) -> dict[str, list[int]]:
         """Every action of each location more than one action names, in order (found on first use)."""
         if self._shared is None:
+            targets = self.targets
+            entries = targets.entries() if isinstance(targets, Targets) else ((0, t) for t in targets)
             shared: dict[str, list[int]] = {}
-            for i, t in enumerate(self.targets):
-                if self.last[t] != i:
-                    shared.setdefault(t, []).append(i)
+            for i, (under, held) in enumerate(entries):
+                if (self._under if under else self._other)[held] != i:
+                    shared.setdefault(targets[i], []).append(i)
             for t, ids in shared.items():
-                ids.append(self.last[t])
+                ids.append(self.get(t))
             self._shared = shared
         return self._shared
 
     def ids(self, location: str) -> Sequence[int]:
         """Every action naming ``location``, in order."""
-        i = self.last.get(location)
+        i = self.get(location)
         if i is None:
             return ()
         return self.shared.get(location) or (i,)
 
     def last_in(self, location: str, ids: AbstractSet[int]) -> int | None:
         """The last action naming ``location`` whose id is in ``ids``; None when none is."""
-        i = self.last.get(location)
+        i = self.get(location)
         if i is None or i in ids:  # no action names it, or the last that does is one of them
             return i
         found = [j for j in self.ids(location) if j in ids]
         return found[-1] if found else None
 
 
-class _PlannedDeletes(Mapping):
-    """``planned_deletes`` through a ``TargetIndex``: a set of action ids, not a dict of locations."""
+class Locations(AbstractSet[str]):
+    """The distinct full locations of the actions ``ids`` names, looked up through a ``TargetIndex``: a set of
+    action ids stands for a set of a million locations. A location is in when any action naming it is."""
 
-    __slots__ = ("_actions", "_index", "_ids")
+    __slots__ = ("_index", "_ids")
 
-    def __init__(self, plan_actions: Sequence[Action], actions: Sequence[Action], index: TargetIndex):
-        self._actions, self._index = plan_actions, index
-        self._ids = {a.action_id for a in actions if a.verb is Verb.DELETE_FILE}
+    def __init__(self, index: TargetIndex, ids: AbstractSet[int]):
+        self._index, self._ids = index, ids
 
-    def _id(self, location) -> int | None:
-        """The last of ``actions`` deleting ``location`` (the dict keeps the last); None when none does."""
+    def last(self, location) -> int | None:
+        """The last of the actions naming ``location``; None when none does."""
         return self._index.last_in(location, self._ids)
 
     def __contains__(self, location) -> bool:
-        return self._id(location) is not None
-
-    def __getitem__(self, location: str) -> Action:
-        i = self._id(location)
-        if i is None:
-            raise KeyError(location)
-        return self._actions[i]
+        return self.last(location) is not None
 
     def __iter__(self) -> Iterator[str]:
         targets = self._index.targets
@@ -154,6 +215,43 @@ class _PlannedDeletes(Mapping):
 
     def __bool__(self) -> bool:
         return bool(self._ids)
+
+
+def locations_of(actions: Sequence[Action], targets: Sequence[str], index: TargetIndex | None = None,
+                 ) -> AbstractSet[str]:
+    """The full locations of ``actions`` (``targets``, by action id): through ``index`` where it is the index of
+    ``targets`` (a set of ids), else a set of the locations themselves."""
+    if index is not None and index.targets is targets:
+        return Locations(index, {a.action_id for a in actions})
+    return {targets[a.action_id] for a in actions}
+
+
+class _PlannedDeletes(Mapping):
+    """``planned_deletes`` through a ``TargetIndex``: a set of action ids, not a dict of locations."""
+
+    __slots__ = ("_actions", "_locations")
+
+    def __init__(self, plan_actions: Sequence[Action], actions: Sequence[Action], index: TargetIndex):
+        self._actions = plan_actions
+        self._locations = Locations(index, {a.action_id for a in actions if a.verb is Verb.DELETE_FILE})
+
+    def __contains__(self, location) -> bool:
+        return location in self._locations
+
+    def __getitem__(self, location: str) -> Action:
+        i = self._locations.last(location)  # the dict keeps the last
+        if i is None:
+            raise KeyError(location)
+        return self._actions[i]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._locations)
+
+    def __len__(self) -> int:
+        return len(self._locations)
+
+    def __bool__(self) -> bool:
+        return bool(self._locations)
 
 
 def planned_deletes(plan: CleanupPlan, actions: Sequence[Action], targets: Sequence[str],

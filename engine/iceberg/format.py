@@ -9,7 +9,7 @@ from typing import AbstractSet, Sequence
 from lakesweep.engine.errors import PlanRejected, StalePlan
 from lakesweep.engine.fileio import FileIO
 from lakesweep.engine.paths import PathResolver, refuse_symlinked_parents
-from lakesweep.engine.formats import planned_deletes
+from lakesweep.engine.formats import Targets, locations_of, planned_deletes
 from lakesweep.engine.plan import Action, CleanupPlan, PhaseMode
 from lakesweep.engine.plan_io import format_plan_kinds
 
@@ -70,7 +70,7 @@ class IcebergFormat:
             refuse_shared_storage(f"Iceberg table {table.identifier}", table_roots(table), catalog_neighbours(table),
                                   outcome="Nothing was deleted")
 
-    def verify_paths(self, plan, table) -> list[str]:
+    def verify_paths(self, plan, table) -> Sequence[str]:
         from lakesweep.engine.iceberg.kinds import PLAN_KIND_OF
         from lakesweep.engine.purge import PURGE, purge_targets
 
@@ -82,7 +82,7 @@ class IcebergFormat:
         metadata = tuple(r + "/" for r in [table.location + "/metadata", *table.external_roots()])
         local = table.fileio.scheme == "file"
         checked: set[str] = set()
-        targets = []
+        targets = Targets(resolver.root)
         for a in plan.actions:
             label = str(a.kind)
             if PLAN_KIND_OF.get(label) != plan.kind:
@@ -97,7 +97,7 @@ class IcebergFormat:
                                    f"the plan is refused")
             if local and full[:full.rfind("/")] not in checked:
                 refuse_symlinked_parents(full, resolver.containing_root(full), checked)
-            targets.append(full)
+            targets.append(full, a.path)
         return targets
 
     def check_unreachable(self, plan, table, actions: Sequence[Action], targets: Sequence[str], *,
@@ -180,7 +180,7 @@ class IcebergFormat:
         info = table.fileio.info(canonical(output["location"]))
         return info is not None and info.size == output["bytes"]
 
-    def verify(self, plan, table, targets):
+    def verify(self, plan, table, targets, index=None):
         from lakesweep.engine.iceberg.verify import verify_iceberg
 
         live = table.refreshed()
@@ -188,7 +188,7 @@ class IcebergFormat:
             report = verify_iceberg(live, snapshot_id=live.current_snapshot_id) if live.current_snapshot_id \
                 else verify_iceberg(live, only=())
             return report, report.referenced
-        touched = {targets[a.action_id] for a in plan.actions if a.verb.deletes}
+        touched = locations_of([a for a in plan.actions if a.verb.deletes], targets, index)
         return self.verify_neighbours(plan, live, verify_iceberg(live, only=touched), touched), touched
 
     def verify_neighbours(self, plan, live, report, touched):

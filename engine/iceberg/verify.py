@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import posixpath
 from collections import defaultdict
-from typing import Iterable
+from typing import AbstractSet, Iterable
 
 from lakesweep.engine.errors import StorageError
 from lakesweep.engine.iceberg.table import IcebergTable
@@ -31,7 +31,7 @@ def verify_iceberg(table: IcebergTable, *, only: Iterable[str] | None = None,
                    snapshot_id: int | None = None) -> VerifyReport:
     sids = sorted(table.snapshots) if snapshot_id is None else [snapshot_id]
     needed = needed_files(table, sids)
-    only_set = None if only is None else set(only)
+    only_set = None if only is None else only if isinstance(only, AbstractSet) else set(only)
     check = needed if only_set is None else {p: h for p, h in needed.items() if p in only_set}
     by_dir: dict[str, list[str]] = defaultdict(list)
     for path in check:

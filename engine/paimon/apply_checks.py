@@ -8,6 +8,7 @@ import posixpath
 from typing import AbstractSet, Sequence
 
 from lakesweep.engine.errors import PlanRejected, StalePlan, TableFormatError
+from lakesweep.engine.formats import Targets
 from lakesweep.engine.paimon.kinds import ActionKind, changelogs_deleted, rules_of, tags_deleted
 from lakesweep.engine.paimon.layout import Layout, check_action_kind
 from lakesweep.engine.paimon.paths import external_roots
@@ -31,7 +32,7 @@ def verify_table(plan: CleanupPlan, table: PaimonTable) -> None:
     raise PlanRejected(f"the plan {plan.plan_id} names no table identity to check; re-run 'lakesweep plan'")
 
 
-def verify_paths(plan: CleanupPlan, table: PaimonTable) -> list[str]:
+def verify_paths(plan: CleanupPlan, table: PaimonTable) -> Targets:
     """Every action must be a path of its kind's directory (``check_action_kind``), resolve inside the
     table root or its declared external roots, and, on local storage, reach its file through no symbolic
     link below the root. Returns each action's full location, by action id (``check_unreachable`` takes
@@ -40,7 +41,7 @@ def verify_paths(plan: CleanupPlan, table: PaimonTable) -> list[str]:
     shape = Layout(table)
     checked: set[str] = set()
     local = table.fileio.scheme == "file"
-    targets: list[str] = []
+    targets = Targets(resolver.root)
     for a in plan.actions:
         full = resolver.full(a.path)
         if local and full[:full.rfind("/")] not in checked:
@@ -50,7 +51,7 @@ def verify_paths(plan: CleanupPlan, table: PaimonTable) -> list[str]:
             if local:
                 refuse_symlinked_parents(source, resolver.containing_root(source), checked)
         check_action_kind(plan, a, shape)
-        targets.append(full)
+        targets.append(full, a.path)
     return targets
 
 

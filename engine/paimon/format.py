@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from lakesweep.engine.errors import StalePlan
 from lakesweep.engine.fileio import FileIO
+from lakesweep.engine.formats import locations_of
 from lakesweep.engine.plan import CleanupPlan, Verb, commit_id
 
 
@@ -83,7 +84,7 @@ class PaimonFormat:
 
         return PaimonCommitter(plan)
 
-    def verify(self, plan, table, targets):
+    def verify(self, plan, table, targets, index=None):
         """(the check's report, the locations checked) after the last phase."""
         from lakesweep.engine.paimon.verify import verify_kept, verify_table as verify_whole
 
@@ -92,7 +93,7 @@ class PaimonFormat:
             # one, so each must still be in place. Nothing else changed, so no snapshot is walked.
             kept = {targets[a.action_id]: a.size for a in plan.actions if a.verb is Verb.COMMIT}
             return verify_kept(table.refreshed(), kept, "the snapshots before the plan's commit"), kept
-        touched = {targets[a.action_id] for a in plan.actions if a.verb.deletes}
+        touched = locations_of([a for a in plan.actions if a.verb.deletes], targets, index)
         return verify_whole(table.refreshed(), only=touched), touched
 
 

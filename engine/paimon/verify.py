@@ -13,7 +13,7 @@ from __future__ import annotations
 import posixpath
 from collections import defaultdict
 from dataclasses import dataclass, field
-from typing import Callable, Iterable, Iterator, Mapping
+from typing import AbstractSet, Callable, Iterable, Iterator, Mapping
 
 from lakesweep.engine.errors import CorruptMetadata, MetadataNotFound, TableFormatError
 from lakesweep.engine.fileio import join
@@ -95,7 +95,7 @@ class _Walk:
     from the masks of the manifests that add and delete it (``_live_files``)."""
 
     table: PaimonTable
-    only: frozenset[str] | None
+    only: AbstractSet[str] | None
     labels: list[str] = field(default_factory=list)
     needed: dict[str, _Needed] = field(default_factory=dict)
     readers: dict[str, int] = field(default_factory=dict)  # data manifest name -> mask of holders reading it
@@ -141,7 +141,7 @@ def verify_table(table: PaimonTable, *, only: Iterable[str] | None = None, unref
 
     Costs one read of each manifest list and manifest, and one listing of each directory holding a
     referenced file, however many snapshots share them."""
-    walk = _Walk(table, None if only is None else frozenset(only))
+    walk = _Walk(table, None if only is None else only if isinstance(only, AbstractSet) else frozenset(only))
     views = [table]
     try:
         views += [table.branch_table(name) for name in table.branch_names()]
