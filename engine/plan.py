@@ -268,37 +268,6 @@ def canonical_actions(actions: Sequence[Action], *, as_columns: bool = False) ->
 _FIELD = {name: i for i, name in enumerate(ACTION_FIELDS)}
 
 
-def canonical_columns(kinds: list, paths: list[str], snapshot_ids: list, sizes: list,
-                      partitions: list) -> Sequence[Action]:
-    """``canonical_actions`` of ``Action(kind, path, snapshot_id=, size=, partition=)`` for each row of the
-    columns, each kind a registered one (its verb and phase from its spec): the same actions in their
-    canonical order (a millions-of-files expiry finds its files as columns), kept as columns
-    (``engine.plan_columns.ColumnActions``) where every value fits the plan file's."""
-    from itertools import repeat
-
-    if not paths:
-        return ()
-    specs = {kind: kind_spec(kind) for kind in dict.fromkeys(kinds)}
-    if any(spec is None for spec in specs.values()):
-        raise ValueError(f"action kinds {[k for k, spec in specs.items() if spec is None]} need a verb and phase")
-    phases = list(map({k: spec.phase for k, spec in specs.items()}.__getitem__, kinds))
-    n = len(paths)
-    given = {"path": paths, "snapshot_id": snapshot_ids, "phase": phases}
-    order = _order_of_columns(kinds, lambda name: given.get(name) or [None if name == "bucket" else 0] * n)
-    if order is None:  # duplicates, or keys Arrow cannot hold: the actions themselves decide
-        return canonical_actions(list(map(Action, kinds, paths, snapshot_ids, partitions, repeat(None), sizes)))
-    from lakesweep.engine.plan_columns import column_actions
-
-    columns = column_actions(kinds, paths, snapshot_ids, sizes, partitions, specs, order)
-    if columns is not None:
-        return columns
-    kinds = list(map(kinds.__getitem__, order))
-    verbs = list(map({k: spec.verb for k, spec in specs.items()}.__getitem__, kinds))
-    return tuple(map(Action, kinds, map(paths.__getitem__, order), map(snapshot_ids.__getitem__, order),
-                     map(partitions.__getitem__, order), repeat(None), map(sizes.__getitem__, order), repeat(None),
-                     repeat(0), range(n), verbs, map(phases.__getitem__, order)))
-
-
 def _fields(actions: list[Action]) -> list:
     """The actions' fields column by column, in ``ACTION_FIELDS`` order."""
     return [list(map(attrgetter(name), actions)) for name in ACTION_FIELDS]

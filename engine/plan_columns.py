@@ -1,6 +1,6 @@
 """A plan's actions held as the plan file's Arrow columns, each ``Action`` built only where one is read.
 
-A planner that finds millions of files as columns (``engine.plan.canonical_columns``) keeps them so: the
+A planner that finds millions of files as columns (``ActionColumnsBuilder``) keeps them so: the
 plan file is written, its id hashed and its summary counted from the columns, and iterating builds the
 actions a batch at a time. ``ColumnActions`` is a sequence of ``Action`` equal to the tuple it stands for.
 """
@@ -208,41 +208,6 @@ class ColumnActions(Sequence):
 def _total(sizes: pa.ChunkedArray) -> int:
     return int(pc.sum(sizes).as_py() or 0)
 
-
-
-def column_actions(kinds: Sequence, paths: list[str], snapshot_ids: list, sizes: list, partitions: list,
-                   specs: Mapping, order: Sequence[int]) -> ColumnActions | None:
-    """The actions ``Action(kinds[i], paths[i], snapshot_id=, size=, partition=)`` for ``i`` in ``order``,
-    numbered from 0, each kind's verb and phase from ``specs`` (kind -> ``ActionKindSpec``); None when a
-    value does not fit its column as the plan file stores it (the caller builds the actions themselves)."""
-    by_label = _kinds_by_label(kinds)
-    if by_label is None:
-        return None
-    index = {kind: i for i, kind in enumerate(by_label.values())}
-    labels = list(by_label)
-    n = len(paths)
-    for values, allowed in ((paths, {str}), (snapshot_ids, {int, type(None)}), (sizes, {int, type(None)}),
-                            (partitions, {str, type(None)})):
-        if not set(map(type, values)) <= allowed:
-            return None
-    try:
-        code = pa.array(list(map(index.__getitem__, kinds)), pa.int32())
-        take = pa.array(np.asarray(order, dtype=np.int64))
-        columns = {  # each built when its turn comes: one column in the found order is held at a time
-            "kind": lambda: pa.array(labels, pa.string()).take(code),
-            "path": lambda: pa.array(paths, pa.string()),
-            "snapshot_id": lambda: pa.array(snapshot_ids, pa.int64()),
-            "partition": lambda: pa.array(partitions, pa.string()),
-            "size": lambda: pa.array(sizes, pa.int64()),
-            "verb": lambda: pa.array([specs[kind].verb.value for kind in index], pa.string()).take(code),
-            "phase": lambda: pa.array([specs[kind].phase for kind in index], pa.int32()).take(code),
-        }
-        fixed = {"bucket": pa.nulls(n, pa.int32()), "source": pa.nulls(n, pa.string()),
-                 "depth": pa.array(np.zeros(n, dtype=np.int32)), "action_id": pa.array(np.arange(n, dtype=np.int64))}
-        arrays = [fixed[name] if name in fixed else columns[name]().take(take) for name in SCHEMA.names]
-    except (pa.ArrowException, ValueError, OverflowError, UnicodeError):
-        return None
-    return ColumnActions(pa.Table.from_arrays(arrays, schema=SCHEMA), by_label)
 
 
 def columns_of_fields(fields: list) -> ColumnActions | None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import itertools
 from dataclasses import dataclass
-from typing import AbstractSet, Mapping
+from typing import AbstractSet, Mapping, Sequence
 
 from lakesweep.engine.errors import PlanRejected
 from lakesweep.engine.iceberg.retention import expire_rule
@@ -19,7 +19,8 @@ from lakesweep.engine.iceberg.kinds import EXPIRE_PHASES, FILE_KINDS, ExpireKind
 from lakesweep.engine.iceberg.requirements import plan_requirements
 from lakesweep.engine.iceberg.scopes import ExpireScope
 from lakesweep.engine.paimon.requirements import AssertNowReached
-from lakesweep.engine.plan import Action, CleanupPlan, OptionValue, canonical_columns, summarize
+from lakesweep.engine.plan import Action, CleanupPlan, OptionValue, summarize
+from lakesweep.engine.plan_columns import ActionColumnsBuilder
 from lakesweep.planner.iceberg.common import refuse_unwritable, relative_to, scope_base
 from lakesweep.planner.iceberg.common import cannot_maintain
 from lakesweep.planner.plan_kind import Maintained, PlanDescription, PlanKind, hours, utc
@@ -105,13 +106,14 @@ def expiry(table, *, now_ms: int, options: IcebergExpireOptions) -> tuple[list[i
 
 
 class FoundActions:
-    """Actions as an expiry finds them, column by column, their paths made relative to the table's roots;
-    files outside the roots are kept and counted (``outside``, a warning of the plan)."""
+    """Actions as an expiry finds them, their paths made relative to the table's roots, gathered as Arrow
+    columns a batch at a time (``ActionColumnsBuilder``: no Python string is held per file found); files
+    outside the roots are kept and counted (``outside``, a warning of the plan)."""
 
     def __init__(self, table):
         self.roots = [table.location, *table.external_roots()]
         self.inside, self.cut = self.roots[0] + "/", len(self.roots[0]) + 1  # relative_to's common case
-        self.columns: tuple[list, ...] = ([], [], [], [], [])  # kind, path, snapshot id, size, partition
+        self.actions = ActionColumnsBuilder()
         self.outside = 0
 
     def add(self, kind, path: str, size, sid, partition=None, times: int = 1) -> None:
@@ -120,16 +122,11 @@ class FoundActions:
         if rel is None:
             self.outside += times
             return
-        kinds, paths, sids, sizes, partitions = self.columns
-        kinds.append(kind)
-        paths.append(rel)
-        sids.append(sid)
-        sizes.append(size)
-        partitions.append(partition)
+        self.actions.add(kind, rel, snapshot_id=sid, partition=partition, size=size)
 
-    def canonical(self) -> tuple[Action, ...]:
-        """The actions found, as ``canonical_actions`` orders, de-duplicates and numbers them."""
-        return canonical_columns(*self.columns)
+    def canonical(self) -> Sequence[Action]:
+        """The actions found, as ``canonical_actions`` orders, de-duplicates and numbers them (once)."""
+        return self.actions.canonical()
 
 
 def expired_metadata(table, expired: list[int], gone: AbstractSet[int], kept_manifests: AbstractSet[str],

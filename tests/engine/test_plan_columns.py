@@ -14,7 +14,7 @@ from lakesweep.cli.render import ActionFigures
 from lakesweep.engine.iceberg.kinds import EXPIRE_PHASES, ExpireKind
 from lakesweep.engine.paimon.kinds import EXPIRE_PHASES as PAIMON_PHASES
 from lakesweep.engine.paimon.kinds import ActionKind
-from lakesweep.engine.plan import Action, PhaseSpec, canonical_actions, canonical_columns, summarize
+from lakesweep.engine.plan import Action, PhaseSpec, canonical_actions, summarize
 from lakesweep.engine.plan_columns import SCHEMA, ActionColumnsBuilder, ColumnActions, FileActions, values
 from lakesweep.engine.plan_io import plan_from_bytes, plan_to_bytes
 from lakesweep.journal.rules import actions_table
@@ -33,12 +33,20 @@ def plan_of(actions, phases=EXPIRE_PHASES):
     return dataclasses.replace(make([], phases=phases), actions=actions)
 
 
+def gathered(rows, batch: int = 7):
+    """The rows (kind, path, snapshot id, size, partition) gathered as an expiry gathers the files it finds
+    (``ActionColumnsBuilder``, ``batch`` rows to an Arrow chunk), in canonical order."""
+    builder = ActionColumnsBuilder(batch)
+    for kind, path, sid, size, partition in rows:
+        builder.add(kind, path, snapshot_id=sid, size=size, partition=partition)
+    return builder.canonical()
+
+
 def found(rows):
-    """``canonical_columns`` of the rows, and the reference's canonical actions of the same rows."""
-    columns = [list(c) for c in zip(*rows)]
+    """The rows gathered as columns, and the reference's canonical actions of the same rows."""
     acts = [Action(kind, path, snapshot_id=sid, size=size, partition=partition)
             for kind, path, sid, size, partition in rows]
-    return canonical_columns(*columns), reference.canonical_actions(acts)
+    return gathered(rows), reference.canonical_actions(acts)
 
 
 @settings(max_examples=200)
