@@ -18,7 +18,8 @@ expires all but the newest 10 snapshots, each repetition on fresh copies (``cp -
 * ``lakesweep plan expire`` and ``lakesweep apply`` (local Spark ``local[*]``, a new DuckDB journal),
   each the console script as its own process; afterwards the table's file tree (directories and the
   EARLIEST hint included) must equal Paimon's, or the benchmark says so and exits 1;
-* Spark session start-up: ``applier.spark_exec.spark_session("local[*]")`` to ``.stop()``, in a new process;
+* Spark start-up: ``applier.spark_exec.spark_context("local[*]")`` (what apply starts: a SparkContext and the
+  executor preflight) to ``.stop()``, in a new process;
 * floors, timed inside a child process: fastavro decoding of exactly the manifest lists and manifests
   the planner reads, and a serial ``os.unlink`` of exactly the files the plan deletes;
 * peak RSS: ``os.wait4``'s ``ru_maxrss`` and the kernel's high-water mark (``VmHWM``) of the planning
@@ -67,8 +68,8 @@ HELPERS = str(Path(__file__).resolve().parent / "userpath_helpers.py")
 SPARK_SNIPPET = """
 import time
 t0 = time.perf_counter()
-from lakesweep.applier.spark_exec import spark_session
-spark_session("local[*]").stop()
+from lakesweep.applier.spark_exec import spark_context
+spark_context("local[*]").stop()
 print(time.perf_counter() - t0)
 """
 QUICK_JOURNAL_ROWS = 20_000
@@ -391,7 +392,7 @@ def print_size(name: str, r: dict, d: dict) -> None:
         ("lakesweep plan expire (process)", m["plan"], ("fastavro", m["plan"] / m["avro"])),
         ("lakesweep apply (process, local[*], DuckDB journal)", m["apply"], None),
         ("lakesweep plan + apply (end to end)", m["e2e"], None),
-        ("Spark session start-up (process: import, start, preflight, stop)", m["spark"], None),
+        ("Spark start-up as apply starts it (process: import, SparkContext, preflight, stop)", m["spark"], None),
         ("lakesweep apply excluding Spark start-up", m["apply_excl"], ("unlink", m["apply_excl"] / m["unlink"])),
         (f"floor: fastavro decode of the {r['avro_files']:,} manifest files planning reads", m["avro"], None),
         (f"floor: serial os.unlink of the {r['deletes']:,} files the plan deletes "

@@ -32,7 +32,7 @@ STEP_ROWS = [
     "lakesweep plan expire (process)",
     "lakesweep apply (process, local[*], DuckDB journal)",
     "lakesweep plan + apply (end to end)",
-    "Spark session start-up (process: import, start, preflight, stop)",
+    "Spark start-up as apply starts it (process: import, SparkContext, preflight, stop)",
     "lakesweep apply excluding Spark start-up",
     "floor: fastavro decode of the",
     "floor: serial os.unlink of the",
