@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections import Counter
+from fnmatch import fnmatchcase
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -12,7 +14,7 @@ from lakesweep.engine.errors import JournalError
 
 from lakesweep.journal.audit import list_files, list_plans
 from lakesweep.journal.duckdb_store import DuckDBRecorder
-from lakesweep.journal.events import ApplyFailed, ApplyRefused, FileOutcome, allowed_outcomes
+from lakesweep.journal.events import ApplyFailed, ApplyRefused, FileOutcome, PlanRecorded, allowed_outcomes
 from lakesweep.journal.memory_store import MemoryRecorder
 from lakesweep.journal.projection import project
 from lakesweep.journal.queries import incomplete_applies, plan_done_actions
@@ -37,12 +39,12 @@ applies_strategy = st.lists(
 )
 
 
-def _journal(recorder, plan, applies) -> list:
+def _journal(recorder, plan, applies, prefix="a") -> list:
     """Write the random applies; returns (apply_id, dry_run, records) as written, for the recount."""
     recorder.record_plan(plan, recorded_ms=1)
     written, t = [], 10
     for i, (dry_run, attempts, end) in enumerate(applies):
-        aid = f"a{i}"
+        aid = f"{prefix}{i}"
         recorder.append([started(plan, aid, started_ms=t, dry_run=dry_run)])
         tries: Counter = Counter()
         records = []
@@ -112,7 +114,53 @@ def test_projection_equals_a_recount_and_both_recorders_agree(subset, applies):
 PLANS = (make_plan(), make_plan(ACTIONS[:4], table="/u", identity="schema:def"))
 FILE_QUERIES = (FileQuery(), FileQuery(table="/u"), FileQuery(table="schema:abc", kind="data-file"),
                 FileQuery(outcome="FAILED"), FileQuery(path_glob="dt=[!1]/*", limit=3), FileQuery(since_ms=8),
-                FileQuery(apply_id="a1", outcome="DELETED"))
+                FileQuery(apply_id="a1", outcome="DELETED"), FileQuery(table="/u", limit=2),
+                FileQuery(plan_id=PLANS[1].plan_id, since_ms=15, limit=4), FileQuery(table="/nowhere"),
+                FileQuery(apply_id="b0", limit=1), FileQuery(path_glob="*snapshot-?", outcome="DELETED"))
+
+
+def _filtered(recorder, query: FileQuery) -> list[dict]:
+    """``file_rows`` (but its ``seq``) worked out in Python: every record in order, with its plan's table and
+    its action's snapshot id where the plan is recorded, kept when each filter given holds."""
+    tables = {e.plan_id: (e.table_location, e.table_identity) for e in recorder.events() if isinstance(e, PlanRecorded)}
+    snapshots = {p.plan_id: {a.action_id: a.snapshot_id for a in p.actions} for p in PLANS if p.plan_id in tables}
+    rows = []
+    for r in recorder.file_records():
+        table, identity = tables.get(r.plan_id, (None, None))
+        wanted = {"plan_id": r.plan_id, "apply_id": r.apply_id, "kind": str.__str__(r.kind),
+                  "outcome": r.outcome.value}
+        if any(getattr(query, k) not in (None, v) for k, v in wanted.items()):
+            continue
+        if query.table is not None and query.table not in (table, identity):
+            continue
+        if query.since_ms is not None and r.time_ms < query.since_ms:
+            continue
+        if query.path_glob is not None and not fnmatchcase(r.path, query.path_glob):
+            continue
+        rows.append({"plan_id": r.plan_id, "apply_id": r.apply_id, "table": table, "table_identity": identity,
+                     "action_id": r.action_id, "path": r.path, "kind": str.__str__(r.kind), "phase": r.phase,
+                     "snapshot_id": snapshots.get(r.plan_id, {}).get(r.action_id), "outcome": r.outcome.value,
+                     "error": r.error, "attempt": r.attempt, "bytes": r.bytes, "time_ms": r.time_ms,
+                     "moved_to": r.moved_to})
+    return rows if query.limit is None else rows[:query.limit]
+
+
+@_SETTINGS
+@given(first=applies_strategy, second=applies_strategy)
+def test_the_file_records_listed_are_those_a_plain_filter_keeps(first, second):
+    """Two plans of two tables in one journal: every query lists the records a filter over all of them keeps,
+    in order, with their plan's table and their action's snapshot id, and counts them whatever the limit."""
+    with MemoryRecorder() as mem, DuckDBRecorder(":memory:") as db:
+        for recorder in (mem, db):
+            _journal(recorder, PLANS[0], first)
+            _journal(recorder, PLANS[1], second, prefix="b")
+        for query in FILE_QUERIES:
+            expected = _filtered(mem, query)
+            for recorder in (mem, db):
+                rows = recorder.file_rows(query)
+                assert [{k: v for k, v in row.items() if k != "seq"} for row in rows] == expected
+                assert [row["seq"] for row in rows] == sorted({row["seq"] for row in rows})
+                assert recorder.file_count(query) == len(_filtered(mem, dataclasses.replace(query, limit=None)))
 
 
 class RecordersAgree(RuleBasedStateMachine):
@@ -201,8 +249,13 @@ class RecordersAgree(RuleBasedStateMachine):
 
     @rule(query=st.sampled_from(FILE_QUERIES), exclude=st.sampled_from(["none", "first", "every other"]))
     def ask(self, query, exclude):
-        """Any query, at any point: both answer alike (the invariants ask the ones resume and apply use)."""
-        self.both(lambda r: r.file_rows(query))
+        """Any query, at any point: both answer alike (the invariants ask the ones resume and apply use), and
+        the file records they list are those a plain filter over every record keeps."""
+        rows = self.both(lambda r: r.file_rows(query))[1]
+        assert [{k: v for k, v in row.items() if k != "seq"} for row in rows] == _filtered(self.mem, query)
+        assert [row["seq"] for row in rows] == sorted({row["seq"] for row in rows})
+        assert self.both(lambda r: r.file_count(query)) == ("ok", len(_filtered(self.mem, dataclasses.replace(
+            query, limit=None))))
         applies = [aid for aid, _ in self.applies]
         excluded = {"none": [], "first": applies[:1], "every other": applies[1::2]}[exclude]
         every = self.both(lambda r: r.all_outcome_totals(exclude_applies=excluded))[1]
