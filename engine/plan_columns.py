@@ -22,7 +22,7 @@ _BATCH = 65_536  # actions built at a time when iterated
 _SHARE_MIN = 1_024  # shorter columns are read plainly: sharing their values saves next to nothing
 _SHARE_RATIO = 4  # shared only when each distinct value stands, on average, for at least this many rows
 _VERBS = {v.value: v for v in Verb}
-_DELETING = pa.array([v.value for v in Verb if v.deletes], pa.string())
+_DELETING = tuple(v.value for v in Verb if v.deletes)
 
 
 def column_values(col: pa.ChunkedArray | pa.Array, *, shared: bool = False) -> list:
@@ -165,7 +165,9 @@ class ColumnActions(Sequence):
             raise ValueError(f"action {i} is in phase {int(phase[i])}; the plan declares {phases} phases")
 
     def _deleting(self) -> pa.ChunkedArray:
-        return pc.is_in(self._table.column("verb"), value_set=_DELETING)
+        # built here, not when the module is imported: pyarrow imports pandas (where installed, half a second)
+        # the first time it converts Python values, which the journal's commands never need to
+        return pc.is_in(self._table.column("verb"), value_set=pa.array(_DELETING, pa.string()))
 
     def deletes_anything(self) -> bool:
         return bool(pc.any(self._deleting()).as_py())

@@ -191,3 +191,29 @@ def test_commands_other_than_plan_do_not_import_the_planners():
     code = "import sys, lakesweep.cli.main; print(sorted(m for m in sys.modules if m.startswith('lakesweep.planner')))"
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert (r.returncode, r.stdout.strip()) == (0, "[]"), r.stderr
+
+
+def test_the_journal_commands_do_not_import_pandas(tmp_path):
+    """pyarrow imports pandas (half a second, where pypaimon installed it) the first time it converts Python
+    values; the journal's commands are SQL and import what they need only, so they start without it."""
+    import subprocess
+    import sys
+
+    from lakesweep.journal.duckdb_store import DuckDBRecorder
+    from tests.journal.builders import make_plan, record, started
+
+    journal, plan = tmp_path / "j.duckdb", make_plan()
+    with DuckDBRecorder(journal) as recorder:
+        recorder.record_plan(plan, recorded_ms=1)
+        recorder.append([started(plan)])
+        recorder.record_files([record(plan, a) for a in plan.actions[:3]])
+    code = ("import sys\nfrom lakesweep.cli.main import app\n"
+            f"for args in ({['journal', 'plans']!r}, {['journal', 'files', '--path', '*dt=*']!r},\n"
+            f"             {['journal', 'files', '--table', plan.table_location, '--output', 'json']!r}):\n"
+            f"    try:\n        app(args + ['--journal', {str(journal)!r}])\n"
+            f"    except SystemExit as e:\n        assert not e.code, (args, e.code)\n"
+            "print('pandas' in sys.modules, file=sys.stderr)\n")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert "dt=1/bucket-0" in r.stdout and r.stdout.count(plan.table_location) >= 3
+    assert r.stderr.strip().splitlines()[-1] == "False"
