@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import functools
 import re
 import threading
 from typing import Callable, Protocol, Sequence
@@ -48,7 +49,8 @@ def start_context(master: str, conf: dict[str, str] | None, *, consequence: str,
     instead of a Java stack trace."""
     from lakesweep.applier.spark_exec import spark_context
 
-    return _started(spark_context, master, conf, consequence=consequence, on_ui=on_ui)
+    return _started(functools.partial(spark_context, write_class_archive=True), master, conf,
+                    consequence=consequence, on_ui=on_ui)
 
 
 def _started(start: Callable, master: str, conf: dict[str, str] | None, *, consequence: str,
@@ -119,7 +121,9 @@ class _SparkContext:
 
     def stop(self) -> None:
         if self.owned and self.sc is not None:
-            self.sc.stop()
+            from lakesweep.applier.spark_exec import stop_context
+
+            stop_context(self.sc)
             self.sc = None
 
 

@@ -27,6 +27,7 @@ from lakesweep.engine.quarantine import QuarantineSpec
 from lakesweep.engine.s3_bulk import DEFAULT_DELETE_BATCH
 
 from lakesweep.applier.actions import ActionResult, Outcome, execute_with_retry
+from lakesweep.applier.class_archive import WRITE_WAIT_S, ClassArchive, class_archive
 
 DEFAULT_BATCH = 500
 DEFAULT_THREADS = 8  # per task: deletes wait on storage, so a task keeps several in flight
@@ -72,7 +73,7 @@ def session_conf(master: str, conf: Mapping[str, str] | None = None) -> dict[str
 
 
 def spark_context(master: str = "local[*]", conf: dict[str, str] | None = None, *, preflight: bool = True,
-                  on_ui: Callable[[str], None] | None = None):
+                  on_ui: Callable[[str], None] | None = None, write_class_archive: bool = False):
     """A SparkContext for applying plans (quiet: no UI unless ``conf`` enables it, warnings only): the
     running one when this process has one, else one started here. Apply runs RDD tasks only, so it starts
     no SparkSession, which would take seconds more (``spark_session`` adds one). When the context has a UI,
@@ -84,6 +85,10 @@ def spark_context(master: str = "local[*]", conf: dict[str, str] | None = None, 
     ``preflight`` is false, one task then checks that the executors can run lakesweep's tasks
     (``applier.preflight.check_executors``) and the context is refused, and stopped if it was started
     here, with ``ExecutorEnvironmentError`` when they cannot.
+
+    A JVM started here maps the driver's class archive (``applier.class_archive``) when there is one; with
+    ``write_class_archive`` and none there, it writes one as it exits, which the caller then keeps by
+    stopping the context with ``stop_context``.
     """
     from pyspark import SparkConf, SparkContext
 
@@ -102,7 +107,8 @@ def spark_context(master: str = "local[*]", conf: dict[str, str] | None = None, 
     # choice above is handed over in the environment, for this call only.
     with _environment(PYSPARK_PYTHON=choice.python):
         if created and SparkContext._gateway is None:
-            _start_quiet_context(master, settings)
+            _start_jvm(master, settings, user_options="spark.driver.extraJavaOptions" in conf,
+                       write_archive=write_class_archive)
         else:
             # the running context, or (its gateway left from a stopped one) a new context on that JVM
             SparkContext.getOrCreate(SparkConf().setMaster(master).setAppName("lakesweep-apply")
@@ -119,7 +125,7 @@ def spark_context(master: str = "local[*]", conf: dict[str, str] | None = None, 
             check_executors(sc, master=master, choice=choice)
         except BaseException:
             if created:
-                sc.stop()
+                stop_context(sc)
             raise
     return sc
 
@@ -157,6 +163,54 @@ def _forward_stderr(stream, sink=None) -> None:
     for line in iter(stream.readline, b""):
         if not is_start_noise(line):
             sink(line)
+
+
+_WRITING: ClassArchive | None = None  # the class archive this process's JVM writes as it exits (stop_context)
+
+
+def _start_jvm(master: str, settings: Mapping[str, str], *, user_options: bool, write_archive: bool) -> None:
+    """``_start_quiet_context`` with the driver's class archive (``applier.class_archive``) mapped, or
+    written at exit, unless the user gave the JVM's options. A JVM that exits before it answers while
+    mapping an archive is started again without it, and the archive deleted."""
+    global _WRITING
+    archive = None if user_options else class_archive(write=write_archive)
+    if archive is None:
+        _start_quiet_context(master, settings)
+        return
+    options = settings.get("spark.driver.extraJavaOptions", "")
+    try:
+        _start_quiet_context(master, {**settings, "spark.driver.extraJavaOptions": f"{options} {archive.java_options()}"})
+    except Exception as e:  # noqa: BLE001  (pyspark raises its own types; only the JVM's early exit is retried)
+        if archive.use is None or "JAVA_GATEWAY_EXITED" not in str(e):
+            raise
+        archive.discard()
+        _start_quiet_context(master, settings)
+        return
+    _WRITING = archive if archive.write is not None else None
+
+
+def stop_context(sc) -> None:
+    """``sc.stop()``; when this process's JVM writes the driver's class archive as it exits, the JVM is told
+    to exit now (its stdin closed, as when Python exits) and waited for, and the archive it wrote kept."""
+    global _WRITING
+    import subprocess
+
+    from pyspark import SparkContext
+
+    sc.stop()
+    archive, _WRITING = _WRITING, None
+    proc = getattr(SparkContext._gateway, "proc", None)
+    if archive is None or proc is None:
+        return
+    try:
+        proc.stdin.close()
+        code = proc.wait(timeout=WRITE_WAIT_S)
+    except (OSError, subprocess.TimeoutExpired):
+        proc.kill()
+        proc.wait()
+        code = None
+    SparkContext._gateway = SparkContext._jvm = None  # the next context starts a JVM of its own
+    archive.finish(code)
 
 
 def _start_quiet_context(master: str, conf: Mapping[str, str]) -> None:
