@@ -1,19 +1,14 @@
-"""A class-data archive for the Spark driver's JVM: the classes Spark loads as it starts, stored once by the
-JVM itself (Java's CDS: ``-XX:ArchiveClassesAtExit``) and mapped by every later start
-(``-XX:SharedArchiveFile``) instead of being read, parsed and verified again. On a 2-core machine a
-SparkContext with its first task is up in 7.2 to 7.6 s instead of 9.3 to 11.1 s.
+"""A class-data archive for the Spark driver's JVM (Java's CDS): the classes Spark loads as it starts, stored
+once by the JVM itself (``-XX:ArchiveClassesAtExit``) and mapped by every later start (``-XX:SharedArchiveFile``).
+A local SparkContext with its first task is up in 7.2 to 7.6 s instead of 9.3 to 11.1 s on 2 cores.
 
-The first apply that starts a context on a machine without one writes it: its JVM dumps the classes it
-loaded when it exits, to a file of its own; apply's stop waits for that (some seconds, once) and only then
-renames it to a name carrying its size. A start maps an archive only when its size is the one in its name
-(a truncated archive crashes the JVM as it maps it), with ``-XX:+VerifySharedSpaces`` (the JVM checks each
-region's checksum and starts without the archive when one differs), and a start that fails while mapping one
-deletes it and starts again without it. Everything else the JVM checks itself: an archive made for another
-JDK or classpath is ignored.
-
-The archives live in ``$XDG_CACHE_HOME/lakesweep/spark-classes`` (``~/.cache`` without it), one per JDK, Spark
-and classpath; ``LAKESWEEP_SPARK_CLASS_ARCHIVE=off`` goes without, and a ``--conf
-spark.driver.extraJavaOptions`` replaces lakesweep's JVM options, this one included.
+The first apply without one writes it, to a file of its own, as its JVM exits; apply's stop waits for that,
+then renames it to a name carrying its size. A start maps an archive only at the size in its name (a truncated
+one crashes Java 17 as it maps it), with ``-XX:+VerifySharedSpaces`` (a damaged one is ignored); a JVM that
+dies while mapping one is started again without it, the archive deleted. The JVM checks the rest itself (an
+archive of another JDK or classpath is ignored). Archives live in ``$XDG_CACHE_HOME/lakesweep/spark-classes``
+(``~/.cache`` without it); ``LAKESWEEP_SPARK_CLASS_ARCHIVE=off``, or the user's own
+``spark.driver.extraJavaOptions``, go without. See docs/cluster.md.
 """
 
 from __future__ import annotations
