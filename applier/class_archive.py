@@ -30,6 +30,11 @@ KEEP = 4  # archives kept (the ones mapped last); each is some 60 MB, and every 
 _QUIET = "-XX:+VerifySharedSpaces -Xlog:cds=off -Xlog:cds+dynamic=off"
 
 
+def switched_off(env=None) -> bool:
+    value = (os.environ if env is None else env).get(SWITCH, "")
+    return value.strip().lower() in ("off", "0", "false", "no")
+
+
 def archive_dir(env: dict | None = None) -> Path:
     env = os.environ if env is None else env
     return Path(env.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")) / "lakesweep" / \
@@ -98,7 +103,7 @@ def class_archive(*, write: bool, env: dict | None = None) -> ClassArchive | Non
     one (the caller then calls ``finish`` once the JVM exited); else None (also when switched off, or when the
     cache cannot be made)."""
     env = os.environ if env is None else env
-    if env.get(SWITCH, "").strip().lower() in ("off", "0", "false", "no"):
+    if switched_off(env):
         return None
     directory = archive_dir(env)
     try:

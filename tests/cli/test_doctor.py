@@ -48,6 +48,7 @@ def test_doctor_json_reports_java_spark_codecs_and_journal(tmp_path):
     assert java["location"].endswith(f"bin/java (from {source})")
     spark = checks["spark"]["found"]
     assert spark["executors' Python"].startswith(f"{sys.executable} (Python {sys.version.split()[0]}, on ")
+    assert spark["class archive"].startswith(("mapped: ", "being written: ", "none yet: the first apply writes one"))
     assert spark["executors' imports"] == "lakesweep 0.1.0, pyarrow " + __import__("pyarrow").__version__ + \
         ": the same code and versions as the driver"
     assert checks["avro codecs"]["found"] == {c: "decodes" for c in ("null", "deflate", "snappy", "zstandard")}
@@ -233,3 +234,38 @@ def test_s3_table_check_names_the_quarantine_mode_of_a_versioned_bucket(tmp_path
     assert c.ok and dict(c.found)["quarantine"] == (
         "possible: versioned bucket: --quarantine deletes as usual and journals each object's version id; restore "
         "removes the delete marker")
+
+
+class _Conf:
+    def __init__(self, options):
+        self.options = options
+
+    def get(self, key):
+        return self.options if key == "spark.driver.extraJavaOptions" else None
+
+
+class _Context:
+    def __init__(self, options=None):
+        self.conf = _Conf(options)
+
+    def getConf(self):
+        return self.conf
+
+
+def test_doctor_says_whether_the_drivers_jvm_maps_a_class_archive_and_where(tmp_path, monkeypatch):
+    from lakesweep.applier.doctor import _class_archive
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    monkeypatch.delenv("LAKESWEEP_SPARK_CLASS_ARCHIVE", raising=False)
+    base = "-Dlog4j2.configurationFile=file:/x -XX:+UseSerialGC"
+    assert _class_archive(_Context(f"{base} -XX:SharedArchiveFile=/c/k.9.jsa -XX:+VerifySharedSpaces"), {}) == \
+        "mapped: /c/k.9.jsa"
+    assert _class_archive(_Context(f"{base} -XX:ArchiveClassesAtExit=/c/k.1-a.partial -Xlog:cds=off"), {}) == \
+        "being written: /c/k.1-a.partial"
+    assert _class_archive(_Context("-Xmx2g"), {"spark.driver.extraJavaOptions": "-Xmx2g"}) == \
+        "none: --conf spark.driver.extraJavaOptions replaces lakesweep's JVM options"
+    assert _class_archive(_Context(base), {}) == (
+        f"none yet: the first apply writes one in {tmp_path / 'lakesweep' / 'spark-classes'} (its Spark starts 2 "
+        "to 3 s sooner after)")
+    monkeypatch.setenv("LAKESWEEP_SPARK_CLASS_ARCHIVE", "off")
+    assert _class_archive(_Context(base), {}) == "none: LAKESWEEP_SPARK_CLASS_ARCHIVE=off"
