@@ -171,7 +171,9 @@ _WRITING: ClassArchive | None = None  # the class archive this process's JVM wri
 def _start_jvm(master: str, settings: Mapping[str, str], *, user_options: bool, write_archive: bool) -> None:
     """``_start_quiet_context`` with the driver's class archive (``applier.class_archive``) mapped, or
     written at exit, unless the user gave the JVM's options. A JVM that exits before it answers while
-    mapping an archive is started again without it, and the archive deleted."""
+    mapping an archive is started again without it, and the archive deleted. A start that fails while its
+    JVM was to write one (a bad ``--conf``) ends that JVM before raising, keeping what it wrote: no partial
+    archive is left to be written after lakesweep exits."""
     global _WRITING
     archive = None if user_options else class_archive(write=write_archive)
     if archive is None:
@@ -181,7 +183,10 @@ def _start_jvm(master: str, settings: Mapping[str, str], *, user_options: bool, 
     try:
         _start_quiet_context(master, {**settings, "spark.driver.extraJavaOptions": f"{options} {archive.java_options()}"})
     except Exception as e:  # noqa: BLE001  (pyspark raises its own types; only the JVM's early exit is retried)
-        if archive.use is None or "JAVA_GATEWAY_EXITED" not in str(e):
+        if archive.write is not None:
+            _end_writing_jvm(archive)
+            raise
+        if "JAVA_GATEWAY_EXITED" not in str(e):
             raise
         archive.discard()
         _start_quiet_context(master, settings)
@@ -193,23 +198,30 @@ def stop_context(sc) -> None:
     """``sc.stop()``; when this process's JVM writes the driver's class archive as it exits, the JVM is told
     to exit now (its stdin closed, as when Python exits) and waited for, and the archive it wrote kept."""
     global _WRITING
+    sc.stop()
+    archive, _WRITING = _WRITING, None
+    if archive is not None:
+        _end_writing_jvm(archive)
+
+
+def _end_writing_jvm(archive: ClassArchive) -> None:
+    """The JVM that writes ``archive`` as it exits (if one was started): told to exit (its stdin closed) and
+    waited for; then the archive kept if written whole (``ClassArchive.finish``), its partial file removed
+    if not. The next context starts a JVM of its own."""
     import subprocess
 
     from pyspark import SparkContext
 
-    sc.stop()
-    archive, _WRITING = _WRITING, None
     proc = getattr(SparkContext._gateway, "proc", None)
-    if archive is None or proc is None:
-        return
-    try:
-        proc.stdin.close()
-        code = proc.wait(timeout=WRITE_WAIT_S)
-    except (OSError, subprocess.TimeoutExpired):
-        proc.kill()
-        proc.wait()
-        code = None
-    SparkContext._gateway = SparkContext._jvm = None  # the next context starts a JVM of its own
+    code = None
+    if proc is not None:
+        try:
+            proc.stdin.close()
+            code = proc.wait(timeout=WRITE_WAIT_S)
+        except (OSError, subprocess.TimeoutExpired):
+            proc.kill()
+            proc.wait()
+        SparkContext._gateway = SparkContext._jvm = None
     archive.finish(code)
 
 

@@ -87,6 +87,47 @@ def test_partials_left_by_killed_processes_go_and_the_archives_mapped_last_stay(
         [final.name] + [p.name for p in others[-(KEEP - 1):]])
 
 
+class _Gateway:
+    """A stand-in for pyspark's gateway whose process, like the JVM, writes the archive as its stdin closes."""
+
+    def __init__(self, write_to, size):
+        code = (f"import sys; sys.stdin.read(); open({str(write_to)!r}, 'wb').write(bytes({size}))" if size else
+                "import sys; sys.stdin.read(); sys.exit(1)")
+        self.proc = subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE)
+
+
+@pytest.mark.parametrize("launched, size", [(True, 4321), (True, 0), (False, 0)])
+def test_a_start_that_fails_while_its_jvm_was_to_write_the_archive_ends_that_jvm_and_leaves_no_partial(
+        tmp_path, monkeypatch, launched, size):
+    from pyspark import SparkContext
+
+    from lakesweep.applier import spark_exec
+
+    env = _env(tmp_path)
+    monkeypatch.setattr(os, "environ", env)
+    monkeypatch.setattr(SparkContext, "_gateway", None)
+    monkeypatch.setattr(SparkContext, "_jvm", None)
+    started = []
+
+    def failing_start(master, conf):  # the JVM up (or not), then the context refused, as a bad --conf is
+        [write_to] = [o.split("=", 1)[1] for o in conf["spark.driver.extraJavaOptions"].split()
+                      if o.startswith("-XX:ArchiveClassesAtExit=")]
+        if launched:
+            SparkContext._gateway = _Gateway(write_to, size)
+            started.append(SparkContext._gateway.proc)
+        else:
+            open(write_to, "wb").close()  # a JVM that died at once may leave an empty file
+        raise RuntimeError("Could not parse Master URL: 'bogus'")
+
+    monkeypatch.setattr(spark_exec, "_start_quiet_context", failing_start)
+    with pytest.raises(RuntimeError, match="Master URL"):
+        spark_exec._start_jvm("bogus", {}, user_options=False, write_archive=True)
+    assert SparkContext._gateway is None and spark_exec._WRITING is None
+    assert all(proc.poll() is not None for proc in started)  # ended, not left to write after lakesweep exits
+    names = sorted(p.name for p in archive_dir(env).iterdir())
+    assert names == ([f"{class_archive(write=False, env=env).key}.{size}.jsa"] if size else [])
+
+
 _START = """
 import json, sys
 from pyspark import SparkContext
