@@ -150,6 +150,7 @@ def _start(env, cwd=None) -> dict:
 
 
 @pytest.mark.spark
+@pytest.mark.slow  # five Spark JVMs one after another, some 55 s
 def test_the_first_apply_context_writes_the_archive_later_ones_map_it_and_a_damaged_one_is_not_in_the_way(tmp_path):
     env = _env(tmp_path)
     directory = archive_dir(env)

@@ -87,6 +87,7 @@ def test_spark_plans_a_decoupled_changelog_lifecycle_as_the_local_planner(paimon
     assert spark == local
 
 
+@pytest.mark.slow
 def test_spark_plans_a_pypaimon_primary_key_table_as_the_local_planner(one_per_task, tmp_path):
     """Never compacted: its expiry frees metadata only."""
     written = pt.write_pk_table(str(tmp_path / "wh"), commits=8)

@@ -147,7 +147,7 @@ def test_quarantined_expiry_on_s3_is_restored_whole(tmp_path, s3_env, recorder, 
     assert _rows_by_snapshot(s3fs, warehouse, str(tmp_path / "after")) == before_rows  # time travel works again
 
 
-@pytest.mark.parametrize("mode", ["versioned", "copy"])
+@pytest.mark.parametrize("mode", ["versioned", pytest.param("copy", marks=pytest.mark.slow)])
 def test_purge_after_the_retention_deletes_exactly_the_quarantined_files_on_s3(tmp_path, s3_env, mode):
     from lakesweep.journal.duckdb_store import DuckDBRecorder
 

@@ -266,7 +266,8 @@ def outputs_journaled(journal, plan_id):
         return [e for e in rec.events(plan_id=plan_id) if isinstance(e, OutputWritten)]
 
 
-@pytest.mark.parametrize("lose_output", [False, True], ids=["output-reused", "output-rewritten"])
+@pytest.mark.parametrize("lose_output", [False, pytest.param(True, marks=pytest.mark.slow)],
+                         ids=["output-reused", "output-rewritten"])
 def test_a_crash_before_the_commit_resumes_to_one_commit_and_no_duplicate_rows(lake, tmp_path, lose_output):
     t = twenty_files(lake)
     before = rows_by_snapshot(t)

@@ -168,6 +168,7 @@ def data_files(table) -> int:
     return sum(1 for _ in table.scan().plan_files())
 
 
+@pytest.mark.slow
 def test_beside_seaweedfs_worker_compaction_merges_the_same_files_into_as_many_outputs(mini, sw, tmp_path):
     theirs, ours = appends_only(sw, "ctheirs"), appends_only(sw, "cours")
     rows_before = rows_of(ours)[ours.current_snapshot().snapshot_id]
