@@ -28,11 +28,21 @@ KEEP = 4  # archives kept (the ones mapped last); each is some 60 MB, and every 
 # The JVM's messages about its archive (classes it cannot store, an archive it ignores) go to its stdout,
 # which is lakesweep's: off, and the checksums checked.
 _QUIET = "-XX:+VerifySharedSpaces -Xlog:cds=off -Xlog:cds+dynamic=off"
+_MAP, _WRITE = "-XX:SharedArchiveFile=", "-XX:ArchiveClassesAtExit="  # what a start maps, or writes at exit
 
 
 def switched_off(env=None) -> bool:
     value = (os.environ if env is None else env).get(SWITCH, "")
     return value.strip().lower() in ("off", "0", "false", "no")
+
+
+def archive_in(java_options: str) -> tuple[str, str] | None:
+    """The archive a JVM started with ``java_options`` maps (``("mapped", path)``) or writes as it exits
+    (``("being written", path)``); None when it does neither."""
+    for flag, state in ((_MAP, "mapped"), (_WRITE, "being written")):
+        if flag in java_options:
+            return state, java_options.split(flag, 1)[1].split()[0]
+    return None
 
 
 def archive_dir(env: dict | None = None) -> Path:
@@ -66,8 +76,8 @@ class ClassArchive:
 
     def java_options(self) -> str:
         if self.use is not None:
-            return f"-XX:SharedArchiveFile={self.use} {_QUIET}"
-        return f"-XX:ArchiveClassesAtExit={self.write} {_QUIET}"
+            return f"{_MAP}{self.use} {_QUIET}"
+        return f"{_WRITE}{self.write} {_QUIET}"
 
     def finish(self, exit_code: int | None) -> Path | None:
         """After the writing JVM exited (``exit_code``; None: it did not exit in time): the archive renamed to

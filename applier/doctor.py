@@ -154,12 +154,11 @@ def check_spark(master: str, conf: Mapping[str, str]) -> Check:
 
 def _class_archive(sc, conf: Mapping[str, str]) -> str:
     """Whether the driver's JVM maps a class archive (``applier.class_archive``), and where."""
-    from lakesweep.applier.class_archive import SWITCH, archive_dir, switched_off
+    from lakesweep.applier.class_archive import SWITCH, archive_dir, archive_in, switched_off
 
-    options = sc.getConf().get("spark.driver.extraJavaOptions") or ""
-    for flag, state in (("-XX:SharedArchiveFile=", "mapped"), ("-XX:ArchiveClassesAtExit=", "being written")):
-        if flag in options:
-            return f"{state}: {options.split(flag, 1)[1].split()[0]}"
+    found = archive_in(sc.getConf().get("spark.driver.extraJavaOptions") or "")
+    if found is not None:
+        return "{}: {}".format(*found)
     if "spark.driver.extraJavaOptions" in conf:
         return "none: --conf spark.driver.extraJavaOptions replaces lakesweep's JVM options"
     if switched_off():
