@@ -67,11 +67,22 @@ def hdfs(tmp_path_factory):
         yield url
 
 
+@pytest.fixture(scope="session")
+def ice():
+    """One Spark session with Iceberg 1.12's runtime (a child process, tests/support/iceberg_spark.py) for the
+    whole run, started only when a test asks for it. Each test opens its lake under a catalog name Spark has
+    not seen (``tests.iceberg.java_twins.java_catalog``), so the sessions' catalogs never meet."""
+    from tests.support.iceberg_spark import IcebergSpark
+
+    with IcebergSpark.start() as session:
+        yield session
+
+
 # Fixtures that start a JVM or a store; a test using one (directly or through another fixture) gets the
 # marker, so that -m "not spark and not java and not s3" is the pure-Python tier.
 MARKER_FIXTURES = {
-    "spark": frozenset({"spark", "cluster"}),
-    "java": frozenset({"paimon_java", "current_paimon", "hdfs"}),
+    "spark": frozenset({"spark", "cluster", "ice"}),
+    "java": frozenset({"paimon_java", "current_paimon", "hdfs", "ice"}),
     "s3": frozenset({"s3", "s3_env", "mini"}),
 }
 

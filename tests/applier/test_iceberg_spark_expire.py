@@ -152,16 +152,14 @@ def test_json_output_of_a_spark_plan_names_the_plan_written(lake, tmp_path):
 
 @pytest.mark.slow
 @pytest.mark.java
-def test_spark_plans_an_iceberg_java_table_with_a_rollback_a_tag_and_deletes_as_the_local_planner(lake, tmp_path):
+def test_spark_plans_an_iceberg_java_table_with_a_rollback_a_tag_and_deletes_as_the_local_planner(ice, lake,
+                                                                                                 tmp_path):
     """Written by Iceberg Java through Spark SQL: statistics, a tag, a rollback leaving a snapshot no ref
     reaches, merge-on-read position deletes, then Iceberg's own compaction, which drops the delete files."""
-    from tests.support.iceberg_spark import IcebergSpark
-
-    with IcebergSpark.start() as ice:
-        spark_written(ice, lake)
-        with java_catalog(ice, lake) as cat:
-            ice.sql(f"CALL {cat}.system.rewrite_data_files(table => 'ns.s', options => map('min-input-files', '1', "
-                    "'delete-file-threshold', '1', 'remove-dangling-deletes', 'true'))")
+    spark_written(ice, lake)
+    with java_catalog(ice, lake) as cat:
+        ice.sql(f"CALL {cat}.system.rewrite_data_files(table => 'ns.s', options => map('min-input-files', '1', "
+                "'delete-file-threshold', '1', 'remove-dangling-deletes', 'true'))")
     local, spark, plan = plan_both(tmp_path, "ns.s", "--older-than", "0 s")
     kinds = plan.stats["summary"]["by_kind"]
     assert plan.scope.expired and kinds["data-file"]["count"] > 0 and kinds["position-delete-file"]["count"] > 0

@@ -260,12 +260,9 @@ def test_missing_iceberg_manifests_refuse_the_plan_on_spark_naming_the_first_as_
 
 @pytest.mark.slow
 @pytest.mark.java
-def test_spark_plans_an_iceberg_java_tables_orphans_as_the_local_planner(spark, tmp_path, monkeypatch):
-    from tests.support.iceberg_spark import IcebergSpark
-
+def test_spark_plans_an_iceberg_java_tables_orphans_as_the_local_planner(spark, ice, tmp_path, monkeypatch):
     lake = make_lake(tmp_path / "lake", monkeypatch)
-    with IcebergSpark.start() as ice:
-        spark_written(ice, lake)
+    spark_written(ice, lake)
     planted(lake, "ns.s")
     local, on_spark, plan, ran = plan_both("iceberg", lambda: IcebergTable(CATALOG, "ns.s"), spark, tmp_path)
     assert ran == 1 and sorted(a.path for a in plan.actions) == sorted(STRAYS[:-1])

@@ -65,14 +65,6 @@ JAVA_MESSAGES = {
 }
 
 
-@pytest.fixture(scope="module")
-def ice():
-    from tests.support.iceberg_spark import IcebergSpark
-
-    with IcebergSpark.start() as session:
-        yield session
-
-
 def test_an_equality_delete_then_an_append_during_a_compaction_is_undone_by_iceberg_java_but_not_by_lakesweep(
         ice, lake, tmp_path):
     """apache/iceberg#10312 on Iceberg 1.12: ``rewrite_data_files`` (use-starting-sequence-number) commits,

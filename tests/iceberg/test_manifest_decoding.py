@@ -248,14 +248,6 @@ def test_a_manifest_list_that_lacks_a_required_field_is_corrupt(catalog, tmp_pat
 # --------------------------------------------------------------------------- tables Iceberg Java wrote
 
 
-@pytest.fixture(scope="module")
-def ice():
-    from tests.support.iceberg_spark import IcebergSpark
-
-    with IcebergSpark.start() as session:
-        yield session
-
-
 def spark_v1_with_nulls(ice, lake, ident: str) -> None:
     """A format 1 table Iceberg Java writes through Spark SQL: three partition fields (string, date, decimal),
     each null in some file, a fourth (a bucket of the id) added later, and a copy-on-write delete."""

@@ -24,15 +24,6 @@ from tests.iceberg.java_twins import (
 )
 
 
-@pytest.fixture(scope="module")
-def ice():
-    """One Spark session with Iceberg 1.12's runtime (a child process) for the whole module."""
-    from tests.support.iceberg_spark import IcebergSpark
-
-    with IcebergSpark.start() as session:
-        yield session
-
-
 # --------------------------------------------------------------------------- expire
 
 
