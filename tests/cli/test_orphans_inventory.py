@@ -107,7 +107,7 @@ def test_a_file_the_inventory_gives_no_modification_time_is_kept(lake, tmp_path)
     ({"path": ["/x"], "size": pa.array([4], pa.int64()), "mtime_ms": pa.array([OLD_MS // 1000], pa.int64())},
      f"row 1 has mtime_ms {OLD_MS // 1000}, before 2000-01-01"),
     (None, "does not exist"),
-])
+], ids=["size as text", "no time column", "time in seconds", "no file"])
 def test_a_bad_inventory_is_refused_with_exit_code_1_and_nothing_is_planned(lake, tmp_path, columns, message):
     inv = tmp_path / "inventory.parquet"
     if columns is not None:

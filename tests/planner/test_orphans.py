@@ -119,7 +119,7 @@ def test_the_plan_is_deterministic(lake):
 # -- guards ----------------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("older_than", ["0 s", "2999-01-01T00:00:00Z", str(NOW)])
+@pytest.mark.parametrize("older_than", ["0 s", "2999-01-01T00:00:00Z", str(NOW)], ids=["0 s", "far ahead", "now"])
 def test_older_than_at_or_after_now_is_refused(lake, older_than):
     with pytest.raises(PlanRejected, match=f"--older-than {older_than} is not before now .*: files being written "
                                            "now, not yet committed, would look unused"):

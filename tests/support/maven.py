@@ -17,7 +17,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from tests.support.paimon_java import cache_dir
+from tests.support.paimon_java import cache_dir, publish
 
 
 @dataclass(frozen=True, slots=True)
@@ -131,9 +131,7 @@ def java_class_path(name: str, *, cache: Path | None = None) -> str:
                     "the tests again"
                 )
             (jars / ".complete").write_text("")
-            if target.exists():
-                shutil.rmtree(target)
-            os.replace(jars, target)
+            publish(jars, target)
     return os.pathsep.join(str(p) for p in sorted(target.glob("*.jar")))
 
 

@@ -19,7 +19,8 @@ import tempfile
 from pathlib import Path
 
 from tests.support import maven
-from tests.support.paimon_java import JVM_QUIET_OPTIONS, HarnessError, build_classpath, cache_dir, check_jdk
+from tests.support.paimon_java import (JVM_QUIET_OPTIONS, HarnessError, build_classpath, cache_dir, check_jdk,
+                                       publish)
 
 SOURCE = Path(__file__).resolve().parent / "java" / "CurrentPaimon.java"
 TIMEOUT_S = 300
@@ -40,9 +41,7 @@ def classpath() -> list[str]:
             if proc.returncode != 0:
                 raise RuntimeError(f"javac failed for {SOURCE}:\n{proc.stdout}\n{proc.stderr}")
             (tmp / ".complete").write_text(digest)
-            if out.exists():
-                shutil.rmtree(out, ignore_errors=True)
-            os.replace(tmp, out)
+            publish(tmp, out)
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
     return [str(out), *jars]

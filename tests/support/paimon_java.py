@@ -200,6 +200,21 @@ def light_hadoop_conf_dir(cache: Path | None = None) -> Path:
     return conf_dir
 
 
+def publish(built: Path, out: Path) -> None:
+    """Put the directory ``built`` (its ``.complete`` marker written last) at ``out`` in one rename. Another
+    process (a second test worker, another session) may have published ``out`` first: its copy is complete
+    and may be in use, so it stays and ``built`` is dropped. An ``out`` without its marker is left over from
+    an interrupted run of older code, and is replaced."""
+    if out.exists() and not (out / ".complete").is_file():
+        shutil.rmtree(out, ignore_errors=True)
+    try:
+        os.replace(built, out)
+    except OSError:
+        if not (out / ".complete").is_file():
+            raise
+        shutil.rmtree(built, ignore_errors=True)
+
+
 def compile_harness(classpath: list[str], cache: Path | None = None) -> Path:
     """Compile PaimonHarness.java into the cache (once per source/classpath hash)."""
     cache = cache or cache_dir()
@@ -210,8 +225,6 @@ def compile_harness(classpath: list[str], cache: Path | None = None) -> Path:
     if marker.is_file():
         return out
     out.parent.mkdir(parents=True, exist_ok=True)
-    if out.exists():  # left over from an interrupted run
-        shutil.rmtree(out, ignore_errors=True)
     tmp = Path(tempfile.mkdtemp(dir=out.parent, prefix=f"{digest}.tmp-"))
     try:
         cmd = ["javac", "-nowarn", "-encoding", "UTF-8", "-cp", os.pathsep.join(classpath),
@@ -221,11 +234,7 @@ def compile_harness(classpath: list[str], cache: Path | None = None) -> Path:
             raise RuntimeError(f"javac failed for {HARNESS_SOURCE}:\n{proc.stdout}\n{proc.stderr}")
         (tmp / ".complete").write_text(digest)
         os.chmod(tmp, 0o755)
-        try:
-            os.replace(tmp, out)
-        except OSError:
-            if not marker.is_file():  # somebody else won the race with a complete copy? else fail
-                raise
+        publish(tmp, out)
     finally:
         if tmp.exists():
             shutil.rmtree(tmp, ignore_errors=True)

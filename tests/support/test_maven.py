@@ -43,3 +43,27 @@ def test_a_class_path_holds_its_references_and_their_dependencies_and_is_then_se
             "hadoop-client-api-3.4.1.jar", "hadoop-client-runtime-3.4.1.jar", "hamcrest-core-1.3.jar"} <= names
     monkeypatch.setenv("PATH", str(tmp_path))  # no mvn any more
     assert maven.java_class_path("hdfs-minicluster").split(":") == jars
+
+
+def _built(parent, name: str, content: str):
+    d = parent / name
+    d.mkdir()
+    (d / "classes.jar").write_text(content)
+    (d / ".complete").write_text("")
+    return d
+
+
+def test_a_cache_directory_published_first_stays_and_one_left_incomplete_is_replaced(tmp_path):
+    """Test workers build the same cache directory side by side: the first complete copy stays (the other
+    worker's JVM may be reading it), the later one is dropped; a copy without its marker is replaced."""
+    from tests.support.paimon_java import publish
+
+    out = tmp_path / "classes"
+    publish(_built(tmp_path, "first", "first"), out)
+    second = _built(tmp_path, "second", "second")
+    publish(second, out)
+    assert (out / "classes.jar").read_text() == "first" and not second.exists()
+    (out / ".complete").unlink()
+    publish(_built(tmp_path, "third", "third"), out)
+    assert (out / "classes.jar").read_text() == "third" and (out / ".complete").is_file()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["classes"]
