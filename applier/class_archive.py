@@ -29,6 +29,13 @@ KEEP = 4  # archives kept (the ones mapped last); each is some 60 MB, and every 
 # which is lakesweep's: off, and the checksums checked.
 _QUIET = "-XX:+VerifySharedSpaces -Xlog:cds=off -Xlog:cds+dynamic=off"
 _MAP, _WRITE = "-XX:SharedArchiveFile=", "-XX:ArchiveClassesAtExit="  # what a start maps, or writes at exit
+DRIVER_OPTIONS = "spark.driver.extraJavaOptions"  # the driver JVM's options, where the archive's flags go
+
+
+def user_options(conf) -> bool:
+    """Whether the user's Spark ``conf`` gives the driver JVM's options: they replace lakesweep's, the
+    archive's included, and the driver goes without one."""
+    return DRIVER_OPTIONS in conf
 
 
 def switched_off(env=None) -> bool:

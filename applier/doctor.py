@@ -154,13 +154,14 @@ def check_spark(master: str, conf: Mapping[str, str]) -> Check:
 
 def _class_archive(sc, conf: Mapping[str, str]) -> str:
     """Whether the driver's JVM maps a class archive (``applier.class_archive``), and where."""
-    from lakesweep.applier.class_archive import SWITCH, archive_dir, archive_in, switched_off
+    from lakesweep.applier.class_archive import (DRIVER_OPTIONS, SWITCH, archive_dir, archive_in, switched_off,
+                                                 user_options)
 
-    found = archive_in(sc.getConf().get("spark.driver.extraJavaOptions") or "")
+    found = archive_in(sc.getConf().get(DRIVER_OPTIONS) or "")
     if found is not None:
         return "{}: {}".format(*found)
-    if "spark.driver.extraJavaOptions" in conf:
-        return "none: --conf spark.driver.extraJavaOptions replaces lakesweep's JVM options"
+    if user_options(conf):
+        return f"none: --conf {DRIVER_OPTIONS} replaces lakesweep's JVM options"
     if switched_off():
         return f"none: {SWITCH}={os.environ[SWITCH]}"
     return f"none yet: the first apply writes one in {archive_dir()} (its Spark starts 2 to 3 s sooner after)"

@@ -27,7 +27,7 @@ from lakesweep.engine.quarantine import QuarantineSpec
 from lakesweep.engine.s3_bulk import DEFAULT_DELETE_BATCH
 
 from lakesweep.applier.actions import ActionResult, Outcome, execute_with_retry
-from lakesweep.applier.class_archive import WRITE_WAIT_S, ClassArchive, class_archive
+from lakesweep.applier.class_archive import DRIVER_OPTIONS, WRITE_WAIT_S, ClassArchive, class_archive, user_options
 
 DEFAULT_BATCH = 500
 DEFAULT_THREADS = 8  # per task: deletes wait on storage, so a task keeps several in flight
@@ -107,7 +107,7 @@ def spark_context(master: str = "local[*]", conf: dict[str, str] | None = None, 
     # choice above is handed over in the environment, for this call only.
     with _environment(PYSPARK_PYTHON=choice.python):
         if created and SparkContext._gateway is None:
-            _start_jvm(master, settings, user_options="spark.driver.extraJavaOptions" in conf,
+            _start_jvm(master, settings, user_options=user_options(conf),
                        write_archive=write_class_archive)
         else:
             # the running context, or (its gateway left from a stopped one) a new context on that JVM
@@ -179,9 +179,9 @@ def _start_jvm(master: str, settings: Mapping[str, str], *, user_options: bool, 
     if archive is None:
         _start_quiet_context(master, settings)
         return
-    options = settings.get("spark.driver.extraJavaOptions", "")
+    options = settings.get(DRIVER_OPTIONS, "")
     try:
-        _start_quiet_context(master, {**settings, "spark.driver.extraJavaOptions": f"{options} {archive.java_options()}"})
+        _start_quiet_context(master, {**settings, DRIVER_OPTIONS: f"{options} {archive.java_options()}"})
     except Exception as e:  # noqa: BLE001  (pyspark raises its own types; only the JVM's early exit is retried)
         if archive.write is not None:
             _end_writing_jvm(archive)
