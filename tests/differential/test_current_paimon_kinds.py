@@ -28,6 +28,7 @@ from lakesweep.planner.paimon.partitions import local_time, plan_partitions
 from tests.differential import test_changelog_vs_paimon as changelog
 from tests.differential import test_partitions_vs_paimon as partitions
 from tests.differential import test_tags_vs_paimon as tags
+from tests.differential.test_tags_vs_paimon import daily_tagged  # noqa: F401  (a fixture: the 0.9 tables, once)
 from tests.support.paimon_java import HarnessError
 
 pytestmark = pytest.mark.java
@@ -278,9 +279,9 @@ def test_tag_older_than_and_time_retained_agree_with_current_paimons_tag_time_ex
 @pytest.mark.parametrize("kind", sorted(tags.KINDS))
 @pytest.mark.parametrize("keep", [1, 3])
 def test_num_retained_max_deletes_what_current_paimons_tag_auto_creation_deletes(paimon_java, current_paimon,
-                                                                                tmp_path, keep, kind):
+                                                                                daily_tagged, tmp_path, keep, kind):
     tags.test_num_retained_max_deletes_what_paimons_tag_auto_creation_deletes(
-        With(paimon_java, current_paimon, "auto_tag_create"), tmp_path, kind, keep)
+        With(paimon_java, current_paimon, "auto_tag_create"), daily_tagged, tmp_path, kind, keep)
 
 
 # ---------------------------------------------------------------- changelog: ExpireChangelogImpl
