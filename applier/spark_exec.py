@@ -158,11 +158,13 @@ def is_start_noise(line: bytes) -> bool:
 
 
 def _forward_stderr(stream, sink=None) -> None:
-    """Copy the Spark JVM's stderr to ours, line by line, without its start-up notices (errors pass)."""
+    """Copy the Spark JVM's stderr to ours, line by line, without its start-up notices (errors pass); the
+    pipe is closed at its end, when the JVM exits, so no open file is left for the collector to find."""
     sink = sink or (lambda line: (os.write(2, line)))
-    for line in iter(stream.readline, b""):
-        if not is_start_noise(line):
-            sink(line)
+    with stream:
+        for line in iter(stream.readline, b""):
+            if not is_start_noise(line):
+                sink(line)
 
 
 _WRITING: ClassArchive | None = None  # the class archive this process's JVM writes as it exits (stop_context)

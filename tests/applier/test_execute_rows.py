@@ -126,10 +126,17 @@ def test_on_local_disks_a_task_unlinks_on_its_own_thread_and_elsewhere_on_its_th
     from lakesweep.applier import spark_exec
 
     seen: set[str] = set()
+    lock, started = threading.Lock(), [0]
+    together = threading.Barrier(4, timeout=30)
 
     class Watched(ArrowFileIO):
         def delete(self, path):
             seen.add(threading.current_thread().name)
+            with lock:
+                started[0] += 1
+                first = started[0] <= together.parties
+            if first and not local:
+                together.wait()  # BrokenBarrierError unless four threads delete at once
             return super().delete(path)
 
     monkeypatch.setattr(spark_exec, "on_local_disk", lambda paths: local)
@@ -141,6 +148,7 @@ def test_on_local_disks_a_task_unlinks_on_its_own_thread_and_elsewhere_on_its_th
     if local:
         assert seen == {threading.current_thread().name}
     else:
+        assert together.n_waiting == 0 and not together.broken
         assert len(seen) == 4 and all(name.startswith("lakesweep-action") for name in seen)
 
 

@@ -275,6 +275,7 @@ def test_spark_start_up_notices_are_kept_from_the_user_and_errors_pass():
     shown = []
     _forward_stderr(jvm, shown.append)
     assert shown == [b"spark: ERROR Executor: Exception in task 0.0\n"]
+    assert jvm.closed  # the JVM has exited: its pipe is closed here, not left to the garbage collector
 
 
 def test_with_output_json_an_error_is_a_json_object_on_stdout(tmp_path):
