@@ -107,7 +107,7 @@ def spark_context(master: str = "local[*]", conf: dict[str, str] | None = None, 
     # choice above is handed over in the environment, for this call only.
     with _environment(PYSPARK_PYTHON=choice.python):
         if created and SparkContext._gateway is None:
-            _start_jvm(master, settings, user_options=user_options(conf),
+            _start_jvm(master, settings, options_given=user_options(conf),
                        write_archive=write_class_archive)
         else:
             # the running context, or (its gateway left from a stopped one) a new context on that JVM
@@ -170,14 +170,14 @@ def _forward_stderr(stream, sink=None) -> None:
 _WRITING: ClassArchive | None = None  # the class archive this process's JVM writes as it exits (stop_context)
 
 
-def _start_jvm(master: str, settings: Mapping[str, str], *, user_options: bool, write_archive: bool) -> None:
+def _start_jvm(master: str, settings: Mapping[str, str], *, options_given: bool, write_archive: bool) -> None:
     """``_start_quiet_context`` with the driver's class archive (``applier.class_archive``) mapped, or
     written at exit, unless the user gave the JVM's options. A JVM that exits before it answers while
     mapping an archive is started again without it, and the archive deleted. A start that fails while its
     JVM was to write one (a bad ``--conf``) ends that JVM before raising, keeping what it wrote: no partial
     archive is left to be written after lakesweep exits."""
     global _WRITING
-    archive = None if user_options else class_archive(write=write_archive)
+    archive = None if options_given else class_archive(write=write_archive)
     if archive is None:
         _start_quiet_context(master, settings)
         return

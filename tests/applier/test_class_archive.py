@@ -121,7 +121,7 @@ def test_a_start_that_fails_while_its_jvm_was_to_write_the_archive_ends_that_jvm
 
     monkeypatch.setattr(spark_exec, "_start_quiet_context", failing_start)
     with pytest.raises(RuntimeError, match="Master URL"):
-        spark_exec._start_jvm("bogus", {}, user_options=False, write_archive=True)
+        spark_exec._start_jvm("bogus", {}, options_given=False, write_archive=True)
     assert SparkContext._gateway is None and spark_exec._WRITING is None
     assert all(proc.poll() is not None for proc in started)  # ended, not left to write after lakesweep exits
     names = sorted(p.name for p in archive_dir(env).iterdir())
