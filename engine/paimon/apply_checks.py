@@ -8,7 +8,7 @@ import posixpath
 from typing import AbstractSet, Sequence
 
 from lakesweep.engine.errors import PlanRejected, StalePlan, TableFormatError
-from lakesweep.engine.formats import Targets
+from lakesweep.engine.formats import TargetIndex, Targets, planned_deletes
 from lakesweep.engine.paimon.kinds import ActionKind, changelogs_deleted, rules_of, tags_deleted
 from lakesweep.engine.paimon.layout import Layout, check_action_kind
 from lakesweep.engine.paimon.paths import external_roots
@@ -42,10 +42,14 @@ def verify_paths(plan: CleanupPlan, table: PaimonTable) -> Targets:
     checked: set[str] = set()
     local = table.fileio.scheme == "file"
     targets = Targets(resolver.root)
+    last = "\0"  # the directory of the action before, checked (a plan lists a directory's files together)
     for a in plan.actions:
         full = resolver.full(a.path)
-        if local and full[:full.rfind("/")] not in checked:
-            refuse_symlinked_parents(full, resolver.containing_root(full), checked)
+        cut = full.rfind("/")
+        if local and not (cut == len(last) and full.startswith(last)):
+            last = full[:cut]
+            if last not in checked:
+                refuse_symlinked_parents(full, resolver.containing_root(full), checked)
         if a.kind == ActionKind.WRITE_CHANGELOG:
             source = resolver.full(a.source or "")
             if local:
@@ -56,7 +60,8 @@ def verify_paths(plan: CleanupPlan, table: PaimonTable) -> Targets:
 
 
 def check_unreachable(plan: CleanupPlan, table: PaimonTable, actions: Sequence[Action],
-                      targets: Sequence[str] | None = None, *, done: AbstractSet[str] = frozenset()) -> None:
+                      targets: Sequence[str] | None = None, *, done: AbstractSet[str] = frozenset(),
+                      index: TargetIndex | None = None) -> None:
     """Refuse (``StalePlan``) when a file ``actions`` would delete is reachable, in the live table, from
     any snapshot of the branch the plan does not delete (from the earliest to the latest), a tag, a
     retained changelog, or any other branch's snapshots and tags.
@@ -73,18 +78,19 @@ def check_unreachable(plan: CleanupPlan, table: PaimonTable, actions: Sequence[A
 
     ``table`` must be a view read now (``PaimonTable.refreshed``), so that snapshots, tags and branches are
     seen as they are. ``targets`` are the plan's full locations by action id, as ``verify_paths`` returns
-    them; without them every path is resolved here.
+    them; without them every path is resolved here. ``index``: the ``TargetIndex`` of ``targets`` apply
+    builds once, through which the planned locations are looked up (the holders' files are the fewer: each
+    is looked up, instead of a set of every planned location built for each gate).
     """
     if targets is None:
         full = PathResolver(table.location, external_roots(table.options)).full
         targets = [full(a.path) for a in plan.actions]
     deleted_snapshots = snapshots_deleted(plan, table, targets)
     check_pointers(plan, table, actions, targets, deleted_snapshots, done=done)
-    deleting = [a for a in actions if a.verb is Verb.DELETE_FILE]
-    planned = {targets[a.action_id]: a for a in deleting}
+    planned = planned_deletes(plan, actions, targets, index)
     rules, deleted_tags = rules_of(plan), tags_deleted(plan)
     end = plan.end if rules.gate_end is None else rules.gate_end(plan, table, planned, done)
-    hit = first_reachable(table, frozenset(planned), end=end, without_tags=deleted_tags,
+    hit = first_reachable(table, planned.keys(), end=end, without_tags=deleted_tags,
                           without_changelogs=changelogs_deleted(plan), every_snapshot=True,
                           without_snapshots=deleted_snapshots)
     if hit is not None:
@@ -104,7 +110,13 @@ def snapshots_deleted(plan: CleanupPlan, table: PaimonTable, targets: Sequence[s
     out = set()
     directory = table.snapshot_dir
     marker = "/" + SNAPSHOT_PREFIX  # in every such location: a cheap first look at each of a million
-    for i in [i for i, target in enumerate(targets) if marker in target]:
+    if isinstance(targets, Targets):
+        # Looked for in what is held: of a location under the root, the part after it, which holds the
+        # marker too whenever the location is a snapshot file (snapshot directories lie below the root).
+        marked = [i for i, (_, held) in enumerate(targets.entries()) if marker in held]
+    else:
+        marked = [i for i, target in enumerate(targets) if marker in target]
+    for i in marked:
         a, target = plan.actions[i], targets[i]
         name = posixpath.basename(target)
         if a.verb is Verb.DELETE_FILE and posixpath.dirname(target) == directory and name.startswith(SNAPSHOT_PREFIX):

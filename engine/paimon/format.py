@@ -49,14 +49,11 @@ class PaimonFormat:
 
     def check_unreachable(self, plan, table, actions, targets, *, done, strict: bool = False,
                           index=None) -> dict[int, str]:
-        """Refuse (``StalePlan``) when a file the actions delete is still used; nothing is skipped.
-
-        ``index`` is accepted for the protocol and not used: Paimon's gate intersects each holder's files
-        with a set of the planned locations, which a view through the index would make iterate the
-        planned side instead."""
+        """Refuse (``StalePlan``) when a file the actions delete is still used; nothing is skipped. ``index``:
+        the ``TargetIndex`` of ``targets``, through which the gate looks up each holder's files."""
         from lakesweep.engine.paimon.apply_checks import check_unreachable
 
-        check_unreachable(plan, table, actions, targets, done=done)
+        check_unreachable(plan, table, actions, targets, done=done, index=index)
         return {}
 
     def held_outcomes(self, plan) -> frozenset[str]:

@@ -265,7 +265,7 @@ def other_branches(table: PaimonTable) -> list[PaimonTable]:
 
 def first_reachable(
     table: PaimonTable,
-    planned: set[str] | frozenset[str] | PathColumn,
+    planned: AbstractSet[str] | PathColumn,
     *,
     end: int | None,
     tolerate: Callable[[TableFormatError, str], None] | None = None,
@@ -275,7 +275,8 @@ def first_reachable(
     without_snapshots: AbstractSet[int] = frozenset(),
 ) -> tuple[Holder, str] | None:
     """The first holder (in ``holders`` order) that reaches one of the ``planned`` full paths, with that
-    path; ``None`` when no holder reaches any of them."""
+    path; ``None`` when no holder reaches any of them. ``planned`` that is no set of Python's own (a view
+    through an index) is asked about each of a holder's files: intersecting would walk all of it."""
     if not planned:
         return None
     for holder in holders(table, end=end, tolerate=tolerate, without_tags=without_tags,
@@ -288,7 +289,12 @@ def first_reachable(
                 raise
             tolerate(e, f"the guard could not check the plan against {holder.what}")
             continue
-        hits = planned.reached(reachable) if isinstance(planned, PathColumn) else reachable & planned
+        if isinstance(planned, PathColumn):
+            hits = planned.reached(reachable)
+        elif isinstance(planned, (set, frozenset)):
+            hits = reachable & planned
+        else:
+            hits = [path for path in reachable if path in planned]
         if hits:
             return holder, min(hits)
     return None
