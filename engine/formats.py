@@ -90,9 +90,11 @@ class Targets(Sequence[str]):
     def append(self, full: str, path: str | None = None) -> None:
         """The next action's full location; ``path``: the action's own path, held when it is the part of
         ``full`` after the root."""
-        if full.startswith(self.prefix):
-            rest = full[len(self.prefix):]
-            self._held.append(path if path == rest else rest)
+        prefix = self.prefix
+        if full.startswith(prefix):
+            # the action's own path when it is the rest (compared in place: no copy of the rest is made)
+            same = path is not None and len(full) == len(prefix) + len(path) and full.endswith(path)
+            self._held.append(path if same else full[len(prefix):])
             self._under.append(1)
         else:
             self._held.append(full)

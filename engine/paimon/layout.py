@@ -150,6 +150,26 @@ def _plain_name(name: str) -> bool:
     return bool(name) and name not in (".", "..") and "/" not in name and "\\" not in name
 
 
+_KINDS = (ActionKind, OrphanKind, ConsumerKind, TagKind, ChangelogKind)
+_IN_BUCKET_DIRS = (ActionKind.DATA_FILE, ActionKind.EXTRA_FILE, ActionKind.CHANGELOG_FILE)
+
+
+def _bucket_file_shapes() -> dict:
+    """The kinds ``check_action_kind`` holds to ``Layout.in_bucket_dir`` (or an external root), each with its
+    (verb, phase): those of the data-file branch, directly or through their ``place``, and of no branch before it."""
+    out = {}
+    for kind in (k for family in _KINDS for k in family):
+        shape = SHAPES.get(kind)
+        if shape is None or shape[0] is Verb.COMMIT or kind in (
+                OrphanKind.EMPTY_DIR, ConsumerKind.CONSUMER_FILE, TagKind.TAG_FILE, ChangelogKind.CHANGELOG_META,
+                ChangelogKind.WRITE_EARLIEST_HINT):
+            continue
+        place = kind_spec(kind).place
+        if (ActionKind(place) if place is not None else kind) in _IN_BUCKET_DIRS:
+            out[kind] = shape
+    return out
+
+
 _ORPHAN_PLACES = {
     OrphanKind.STRAY_SNAPSHOT_FILE: "directly in a snapshot directory, named neither snapshot-* nor a hint",
     OrphanKind.STRAY_CHANGELOG_FILE: "directly in a changelog directory, named neither changelog-* nor a hint",
@@ -172,6 +192,10 @@ def check_action_kind(plan: CleanupPlan, a: Action, layout: Layout) -> None:
     empty directories are bucket or partition directories.
     """
     path, kind = a.path, a.kind
+    shape = _BUCKET_FILE_SHAPES.get(kind) if type(kind) in _KINDS else None
+    if shape is not None and a.verb is shape[0] and a.phase == shape[1] and PLAN_KIND_OF[kind] == plan.kind \
+            and (layout.is_external(path) or layout.in_bucket_dir(path)):
+        return  # the bulk of a plan, checked as below without the steps that cannot apply to it
     if a.verb is Verb.COMMIT:
         return  # a commit's shape is its committer's to check (``applier.commit.Committer.check``)
 
@@ -268,3 +292,6 @@ def check_action_kind(plan: CleanupPlan, a: Action, layout: Layout) -> None:
             refuse("only bucket and partition directories are cleaned up")
     else:
         refuse("unknown kind")
+
+
+_BUCKET_FILE_SHAPES = _bucket_file_shapes()
