@@ -18,9 +18,9 @@ from lakesweep.engine.decode_pool import processes_for
 from lakesweep.engine.errors import (CorruptMetadata, MetadataNotFound, PlanRejected, StorageError, TableFormatError,
                                      UnsupportedTable)
 from lakesweep.engine.fileio import FileIO, fileio_for, join, normalize_location
-from lakesweep.engine.paimon.manifests import (decode_manifest, decode_manifest_names, manifest_entries,
-                                               parse_index_manifest, parse_manifest, parse_manifest_list,
-                                               parse_manifest_names)
+from lakesweep.engine.paimon.manifests import (decode_manifest, decode_manifest_list, decode_manifest_names,
+                                               manifest_entries, parse_index_manifest, parse_manifest,
+                                               parse_manifest_list, parse_manifest_names)
 from lakesweep.engine.paimon.model import (LONG_MAX, Consumer, FileKind, IndexManifestEntry, ManifestEntry,
                                            ManifestFileMeta, Snapshot, TableSchema, Tag, check_json_long, int_list)
 from lakesweep.engine.paimon.decode_batches import read_and_decode
@@ -59,6 +59,7 @@ def parse_versioned_id(rest: str) -> int | None:
     return value if value <= LONG_MAX else None
 
 
+LIST_BYTES = 1_024  # what a manifest list of unrecorded size is taken to hold, to choose how it is decoded
 IMMUTABLE_KINDS = frozenset({"list", "manifest", "index", "live"})  # "live" is keyed by manifest list names
 
 
@@ -390,6 +391,32 @@ class PaimonTable:
             entries = manifest_entries(rows)
             with self._files_lock:
                 self._files[("manifest", path)] = entries
+
+    def prefetch_lists(self, lists: Iterable[tuple[str, int | None]]) -> None:
+        """Read ahead the manifest lists ``lists`` (name, and size where the snapshot records it) not read yet,
+        decoded on every core when there are many (a million-file table's expiry reads some 33,000);
+        ``manifest_list`` then answers from memory. At the first that cannot be read or decoded it stops,
+        leaving that one and those after it to ``manifest_list``, which raises the error (or its caller
+        tolerates it) where and as it did without reading ahead."""
+        todo: dict[str, int] = {}
+        with self._files_lock:
+            for name, size in lists:
+                path = self.paths.manifest(name)
+                if path not in todo and ("list", path) not in self._files:
+                    todo[path] = size or LIST_BYTES
+        decoded = read_and_decode(list(todo), self._read_list, decode_manifest_list,
+                                  processes=processes_for(sum(todo.values())))
+        try:
+            for path, rows in decoded:
+                metas = [ManifestFileMeta(name, size) for name, size in rows]
+                self._named(m.file_name for m in metas)
+                with self._files_lock:
+                    self._files.setdefault(("list", path), metas)
+        except (TableFormatError, StorageError):
+            pass  # not a result: manifest_list reads it again and raises it there
+
+    def _read_list(self, path: str) -> bytes:
+        return self._read(path, "manifest list")
 
     def prefetch_ahead(self, manifests: Iterable[ManifestFileMeta]) -> None:
         """``prefetch`` for a loop that then reads the same manifests and handles their errors itself: a

@@ -267,6 +267,11 @@ class _Planner:
         decoupled = self.opts.changelog_decoupled
         delete_data_lists = not decoupled or self.opts.changelog_producer != "none"
         delete_changelog = not decoupled
+        self.table.prefetch_lists(
+            (name, size) for s in expiring for name, size, wanted in (
+                (s.base_manifest_list, s.base_manifest_list_size, delete_data_lists),
+                (s.delta_manifest_list, s.delta_manifest_list_size, delete_data_lists),
+                (s.changelog_manifest_list, s.changelog_manifest_list_size, delete_changelog)) if wanted and name)
         for s in expiring:
             if delete_data_lists:
                 self._manifest_list(s, s.base_manifest_list, s.base_manifest_list_size, skip)
@@ -348,6 +353,7 @@ class _DeltaStream:
         self.streamed: set[int] = set()
         metas = []
         owners = []
+        table.prefetch_lists((s.delta_manifest_list, s.delta_manifest_list_size) for s in snapshots)
         for s in snapshots:
             try:
                 listed = table.manifest_list(s.delta_manifest_list)

@@ -181,3 +181,29 @@ def test_expiry_over_a_missing_manifest_plans_as_it_did_without_the_process_pool
         assert outcomes[0][1] == [first.id]
     else:
         assert outcomes[0] == f"{java_table / 'manifest' / victim.file_name}: manifest not found"
+
+
+@pytest.mark.java
+@pytest.mark.parametrize("processes", ["1", "2"])
+def test_manifest_lists_read_ahead_stop_at_one_that_cannot_be_read_and_leave_its_error_to_manifest_list(
+        java_table, processes, monkeypatch):
+    t = open_table(str(java_table))
+    lists = [(s.delta_manifest_list, s.delta_manifest_list_size) for s in map(t.snapshot, t.list_snapshot_ids())]
+    victim = java_table / "manifest" / lists[len(lists) // 2][0]
+    victim.write_bytes(b"Obj\x01garbage")
+    with pytest.raises(CorruptMetadata) as alone:
+        open_table(str(java_table)).manifest_list(victim.name)
+    monkeypatch.setenv(ENV, processes)
+    reads = Reads()
+    view = PaimonTable(str(java_table), on_read=reads)
+    view.prefetch_lists(lists)  # raises nothing: the error is manifest_list's to raise
+    listed = {path for path, what, _ in reads.files if what == "manifest list"}
+    # those before it and it (with workers, the reading process may have read further ahead)
+    assert len(listed) == len(lists) // 2 + 1 if processes == "1" else len(listed) >= len(lists) // 2 + 1
+    before = sum(reads.files.values())
+    for name, _ in lists[:len(lists) // 2]:
+        assert view.manifest_list(name) == open_table(str(java_table)).manifest_list(name)
+    assert sum(reads.files.values()) == before  # kept: read once
+    with pytest.raises(CorruptMetadata) as later:
+        view.manifest_list(victim.name)
+    assert str(later.value) == str(alone.value)
