@@ -20,7 +20,7 @@ from lakesweep.engine.errors import (CorruptMetadata, MetadataNotFound, PlanReje
 from lakesweep.engine.fileio import FileIO, fileio_for, join, normalize_location
 from lakesweep.engine.paimon.manifests import (decode_manifest, decode_manifest_list, decode_manifest_names,
                                                manifest_entries, parse_index_manifest, parse_manifest,
-                                               parse_manifest_list, parse_manifest_names)
+                                               parse_manifest_names)
 from lakesweep.engine.paimon.model import (LONG_MAX, Consumer, FileKind, IndexManifestEntry, ManifestEntry,
                                            ManifestFileMeta, Snapshot, TableSchema, Tag, check_json_long, int_list)
 from lakesweep.engine.paimon.decode_batches import read_and_decode
@@ -355,9 +355,7 @@ class PaimonTable:
         path = self.paths.manifest(name)
 
         def load():
-            metas = parse_manifest_list(path, self._read(path, "manifest list"))
-            self._named(m.file_name for m in metas)
-            return metas
+            return self._list_metas(decode_manifest_list((path, self._read_list(path))))
 
         return self._cached("list", path, load)
 
@@ -379,18 +377,8 @@ class PaimonTable:
         """Read and decode, on every core for a large input (``engine.decode_pool``), each of ``manifests`` not
         read yet, in the order given; ``manifest`` then answers from memory. Fails as reading them one by one
         with ``manifest`` fails: at the first that cannot be read, those before it kept."""
-        manifests = list(manifests)  # before taking the lock: reading a list takes it too
-        todo: dict[str, int] = {}
-        with self._files_lock:
-            for m in manifests:
-                path = self.paths.manifest(m.file_name)
-                if path not in todo and ("manifest", path) not in self._files:
-                    todo[path] = m.file_size
-        for path, rows in read_and_decode(list(todo), self._read_manifest, decode_manifest,
-                                          processes=processes_for(sum(todo.values()))):
-            entries = manifest_entries(rows)
-            with self._files_lock:
-                self._files[("manifest", path)] = entries
+        self._read_ahead("manifest", [(m.file_name, m.file_size) for m in manifests], self._read_manifest,
+                         decode_manifest, manifest_entries)
 
     def prefetch_lists(self, lists: Iterable[tuple[str, int | None]]) -> None:
         """Read ahead the manifest lists ``lists`` (name, and size where the snapshot records it) not read yet,
@@ -398,22 +386,33 @@ class PaimonTable:
         ``manifest_list`` then answers from memory. At the first that cannot be read or decoded it stops,
         leaving that one and those after it to ``manifest_list``, which raises the error (or its caller
         tolerates it) where and as it did without reading ahead."""
-        todo: dict[str, int] = {}
-        with self._files_lock:
-            for name, size in lists:
-                path = self.paths.manifest(name)
-                if path not in todo and ("list", path) not in self._files:
-                    todo[path] = size or LIST_BYTES
-        decoded = read_and_decode(list(todo), self._read_list, decode_manifest_list,
-                                  processes=processes_for(sum(todo.values())))
         try:
-            for path, rows in decoded:
-                metas = [ManifestFileMeta(name, size) for name, size in rows]
-                self._named(m.file_name for m in metas)
-                with self._files_lock:
-                    self._files.setdefault(("list", path), metas)
+            self._read_ahead("list", [(name, size or LIST_BYTES) for name, size in lists], self._read_list,
+                             decode_manifest_list, self._list_metas)
         except (TableFormatError, StorageError):
             pass  # not a result: manifest_list reads it again and raises it there
+
+    def _read_ahead(self, kind: str, files: list[tuple[str, int]], read: Callable[[str], bytes],
+                    decode: Callable, build: Callable) -> None:
+        """``files`` (name, size) of the manifest directory not yet kept as ``kind``: read here, decoded
+        (``decode``, a top-level function) on every core for a large input, and kept as ``build(rows)``, in
+        order. ``files`` is a list: a generator that read a manifest list would take the lock held here."""
+        todo: dict[str, int] = {}
+        with self._files_lock:
+            for name, size in files:
+                path = self.paths.manifest(name)
+                if path not in todo and (kind, path) not in self._files:
+                    todo[path] = size
+        for path, rows in read_and_decode(list(todo), read, decode, processes=processes_for(sum(todo.values()))):
+            value = build(rows)
+            with self._files_lock:
+                self._files[(kind, path)] = value
+
+    def _list_metas(self, rows: list[tuple[str, int]]) -> list[ManifestFileMeta]:
+        """A manifest list's decoded rows as its metas, the files they name told to the observer."""
+        metas = [ManifestFileMeta(name, size) for name, size in rows]
+        self._named(m.file_name for m in metas)
+        return metas
 
     def _read_list(self, path: str) -> bytes:
         return self._read(path, "manifest list")
