@@ -49,15 +49,15 @@ def answer(plan, a, layout) -> str | None:
     return None
 
 
-def both_ways(plan, a, layout, monkeypatch) -> tuple[str | None, str | None]:
+def both_ways(plan, a, layout) -> tuple[str | None, str | None]:
     """``check_action_kind``'s answer, and the full check's (the short way switched off)."""
     short = answer(plan, a, layout)
-    with monkeypatch.context() as m:
+    with pytest.MonkeyPatch.context() as m:
         m.setattr(layout_module, "_BUCKET_FILE_SHAPES", {})
         return short, answer(plan, a, layout)
 
 
-def test_the_short_way_answers_as_the_full_check_for_every_kind_place_and_one_thing_wrong(layouts, monkeypatch):
+def test_the_short_way_answers_as_the_full_check_for_every_kind_place_and_one_thing_wrong(layouts):
     """Every kind at every place, with its own verb, phase and plan kind, and with each one of them wrong
     in every way: a short way that forgot one of its checks would accept what the full check refuses."""
     plan_kinds = sorted(set(PLAN_KIND_OF.values()))
@@ -70,7 +70,7 @@ def test_the_short_way_answers_as_the_full_check_for_every_kind_place_and_one_th
         for (v, p, k), path, layout in itertools.product(shapes, PATHS, layouts):
             plan = types.SimpleNamespace(kind=k, begin=1, end=10, earliest_hint=10, plan_id="p")
             a = Action(kind, path, snapshot_id=3, verb=v, phase=p, action_id=7)
-            short, full = both_ways(plan, a, layout, monkeypatch)
+            short, full = both_ways(plan, a, layout)
             assert short == full, (kind, v, p, k, path, layout.external)
             accepted += short is None
     assert accepted > 100  # the short way is taken, not only refused around
@@ -78,22 +78,15 @@ def test_the_short_way_answers_as_the_full_check_for_every_kind_place_and_one_th
 
 @given(kind=st.sampled_from(KINDS), path=st.text(alphabet="dt=/.bucket-0x\\:e", min_size=1, max_size=24),
        snapshot_id=st.one_of(st.none(), st.integers(0, 12)), external=st.booleans())
-def test_the_short_way_answers_as_the_full_check_for_any_path(layouts, monkeypatch_module, kind, path, snapshot_id,
-                                                              external):
+def test_the_short_way_answers_as_the_full_check_for_any_path(layouts, kind, path, snapshot_id, external):
     (verb, phase), plan_kind = SHAPES[kind], PLAN_KIND_OF[kind]
     plan = types.SimpleNamespace(kind=plan_kind, begin=1, end=10, earliest_hint=10, plan_id="p")
     a = Action(kind, path, snapshot_id=snapshot_id, verb=verb, phase=phase, action_id=7)
-    short, full = both_ways(plan, a, layouts[external], monkeypatch_module)
+    short, full = both_ways(plan, a, layouts[external])
     assert short == full
 
 
-@pytest.fixture(scope="module")
-def monkeypatch_module():
-    with pytest.MonkeyPatch.context() as m:
-        yield m
-
-
-def test_the_short_way_is_taken_by_the_kinds_most_of_a_plan_is(layouts):
+def test_the_short_way_is_taken_by_the_kinds_most_of_a_plan_is():
     shapes = layout_module._BUCKET_FILE_SHAPES
     assert {ActionKind.DATA_FILE, ActionKind.EXTRA_FILE, ActionKind.CHANGELOG_FILE, TagKind.TAG_DATA_FILE} <= set(shapes)
     assert not {ActionKind.MANIFEST, ActionKind.SNAPSHOT, ActionKind.EMPTY_DIR, OrphanKind.ORPHAN_DATA_FILE} & set(shapes)
