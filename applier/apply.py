@@ -181,7 +181,9 @@ class _Apply:
                     table, by_phase, lambda live: (self._check_live(live, index), live)[1])
                 if bulk_left:
                     self.executor.prepare()  # Spark boots during the rest of the checks; nothing runs before start()
-                self._unless_committed_meanwhile(live, by_phase, lambda live: self._gates(live, targets, index))
+                checked = live
+                self._unless_committed_meanwhile(live, by_phase,
+                                                 lambda live: self._gates(live, targets, index, checked=checked))
             except PlanRejected as e:
                 self.refuse(e)
                 raise
@@ -345,11 +347,13 @@ class _Apply:
                     done |= {a.action_id for a in by_phase[number]}
         return done
 
-    def _gates(self, live, targets, index) -> None:
+    def _gates(self, live, targets, index, *, checked=None) -> None:
         """Before the apply starts: the plan's requirements, the committer's check of its commit actions, and
-        nothing the plan deletes still used by the live table."""
+        nothing the plan deletes still used by the live table. The requirements are not checked again on
+        ``checked``, the view they were just checked on (each phase checks them again on a fresh one)."""
         plan = self.plan
-        self._check_live(live, index)
+        if live is not checked:
+            self._check_live(live, index)
         if self.committer is not None:
             self.committer.check(live, [a for a in plan.actions if a.verb is Verb.COMMIT])
         skipped = self._rechecked(live, plan.actions, targets)

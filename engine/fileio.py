@@ -18,11 +18,14 @@ import posixpath
 import threading
 import time
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import BinaryIO, Iterable, Iterator, Mapping, Sequence
+from typing import BinaryIO, Callable, Iterable, Iterator, Mapping, Sequence, TypeVar
 
 from lakesweep.engine.errors import (AtomicCreateUnsupported, DeleteUnconfirmed, InvalidLocation, QuarantineUnsupported,
                                      StorageError)
+
+T = TypeVar("T")
 
 
 class DeleteOutcome(enum.StrEnum):
@@ -117,8 +120,9 @@ def _plainly_absolute(location) -> bool:
             and not location.endswith(("/.", "/..")) and ":/" not in location)
 
 
-# File systems whose data lives on this machine's own disks or memory: an unlink there is a short system call
-# that threads only contend for (network file systems and FUSE mounts wait on a server instead).
+# File systems whose data lives on this machine's own disks or memory: a system call there takes microseconds
+# to a fraction of a millisecond, and many threads only contend for the interpreter (network file systems and
+# FUSE mounts wait on a server instead).
 LOCAL_DISK_TYPES = frozenset({"ext2", "ext3", "ext4", "xfs", "btrfs", "zfs", "f2fs", "jfs", "reiserfs", "bcachefs",
                               "tmpfs", "ramfs", "overlay"})
 
@@ -293,6 +297,45 @@ class FileIO(abc.ABC):
             except StorageError as e:
                 out[path] = (e, 1)
         return out
+
+
+READ_THREADS = 16  # remote files read at once by ``read_each``: on S3 and HDFS each read waits on the network
+READS_PER_TASK = 64  # files a thread reads one after another
+
+
+def read_each(fileio: FileIO, paths: Sequence[str], use: Callable[[bytes], T], *,
+              threads: int | None = None) -> list[T | None]:
+    """``use(data)`` of each file of ``paths``, in their order; ``None`` for a file that does not exist. Each
+    file is dropped once used. Any other error of a read (``StorageError``) is raised, as ``read_bytes``
+    raises it. Remote files (S3, HDFS, a network file system) are read on ``threads`` threads
+    (``READ_THREADS``), so many small files, such as a table's snapshot files, cost about as many round
+    trips as one; on this machine's own disks (``on_local_disk``) they are read one after another, since a
+    local read takes microseconds and threads only contend for the interpreter (slower by 2 to 4x)."""
+    if not paths:
+        return []
+    if threads is None:
+        local = fileio.scheme == "file" and on_local_disk([normalize_location(paths[0])])
+        threads = 1 if local else READ_THREADS
+
+    def part(chunk: Sequence[str]) -> list[T | None]:
+        out: list[T | None] = []
+        for path in chunk:
+            try:
+                data = fileio.read_bytes(path)
+            except FileNotFoundError:
+                out.append(None)
+                continue
+            out.append(use(data))
+        return out
+
+    if threads <= 1 or len(paths) <= READS_PER_TASK:
+        return part(paths)
+    chunks = [paths[i:i + READS_PER_TASK] for i in range(0, len(paths), READS_PER_TASK)]
+    pool = ThreadPoolExecutor(min(threads, len(chunks)), thread_name_prefix="lakesweep-read")
+    try:
+        return [r for done in pool.map(part, chunks) for r in done]
+    finally:
+        pool.shutdown(cancel_futures=True)  # after an error, the reads not started are not made
 
 
 @dataclass(frozen=True, slots=True)

@@ -51,6 +51,22 @@ def test_apply_matches_the_in_process_reference_and_journals_every_action(table,
     assert not os.path.exists(table.data_path(E(ADD, "f6", ("b",))))
 
 
+def test_requirements_are_checked_once_before_the_apply_and_again_on_a_fresh_view_before_each_phase(
+        table, recorder, monkeypatch):
+    from lakesweep.applier import apply as apply_module
+    from lakesweep.applier.executors import DriverExecutor
+
+    views = []
+    check = apply_module.check_requirements
+    monkeypatch.setattr(apply_module, "check_requirements",
+                        lambda plan, live, **kw: (views.append(live), check(plan, live, **kw))[1])
+    plan = make_plan(table.root, retain_min=1)
+    report = apply_plan(plan, recorder, executor=DriverExecutor())
+    assert report.state == "COMPLETED"
+    phases = len({a.phase for a in plan.actions})
+    assert phases > 1 and len(views) == 1 + phases and len(set(map(id, views))) == len(views)
+
+
 def test_applying_twice_changes_nothing(table, spark, recorder):
     plan = make_plan(table.root, retain_min=1)
     apply_plan(plan, recorder, spark=spark)

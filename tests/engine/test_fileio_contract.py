@@ -3,14 +3,16 @@ and the in-memory twin)."""
 
 import functools
 import pickle
+import threading
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from lakesweep.engine import fileio
 from lakesweep.engine.errors import InvalidLocation, StorageError
 from lakesweep.engine.fileio import (ArrowFileIO, DeleteOutcome, MemoryFileIO, MoveOutcome, _normalized,
-                                     _plainly_absolute, join, normalize_location, on_local_disk)
+                                     _plainly_absolute, join, normalize_location, on_local_disk, read_each)
 
 
 @pytest.fixture(params=["local", "memory", "s3", pytest.param("hdfs", marks=pytest.mark.java)])
@@ -269,6 +271,73 @@ def test_delete_many_reports_each_path(fio):
     assert out[present] == DeleteOutcome.DELETED and out[absent] == DeleteOutcome.ALREADY_ABSENT
     assert isinstance(out[directory], StorageError) and "is a directory" in str(out[directory])
     assert not io.exists(present) and io.exists(join(directory, "inside"))
+
+
+@pytest.mark.parametrize("threads", [None, 1, 4])
+def test_read_each_uses_every_file_in_order_and_gives_none_for_one_that_is_absent(fio, threads, monkeypatch):
+    io, root = fio
+    monkeypatch.setattr(fileio, "READS_PER_TASK", 3)  # four parts: the threads finish them in any order
+    paths = [join(root, "each", f"f{i}") for i in range(10)]
+    for i, path in enumerate(paths):
+        if i not in (4, 9):
+            io.write_atomic(path, b"x" * i)
+    assert read_each(io, paths, len, threads=threads) == [0, 1, 2, 3, None, 5, 6, 7, 8, None]
+    assert read_each(io, [], len, threads=threads) == []
+
+
+class _RemoteFileIO(MemoryFileIO):
+    """An in-memory store taken for a remote one: records the thread of each read, and fails one path."""
+
+    scheme = "s3"
+
+    def __init__(self, failing: str | None = None):
+        super().__init__()
+        self.failing, self.threads = failing, []
+
+    def read_bytes(self, path: str) -> bytes:
+        self.threads.append(threading.current_thread().name)
+        if path == self.failing:
+            raise StorageError(path, "cannot read: Access Denied")
+        return super().read_bytes(path)
+
+
+def test_read_each_reads_remote_files_on_threads_and_local_ones_on_the_calling_thread(tmp_path, monkeypatch):
+    monkeypatch.setattr(fileio, "READS_PER_TASK", 2)
+    remote = _RemoteFileIO()
+    paths = [f"/mem/t/snapshot-{i}" for i in range(40)]
+    for path in paths:
+        remote.put(path, path.encode())
+    assert read_each(remote, paths, bytes.decode) == paths
+    assert len(remote.threads) == 40 and all(t.startswith("lakesweep-read") for t in remote.threads)
+
+    class Local(ArrowFileIO):
+        def read_bytes(self, path):
+            remote.threads.append(threading.current_thread().name)
+            return super().read_bytes(path)
+
+    local = [str(tmp_path / f"f{i}") for i in range(40)]
+    for path in local:
+        open(path, "wb").close()
+    remote.threads.clear()
+    monkeypatch.setattr(fileio, "on_local_disk", lambda paths: True)
+    assert read_each(Local("file"), local, len) == [0] * 40
+    assert remote.threads == [threading.current_thread().name] * 40
+    monkeypatch.setattr(fileio, "on_local_disk", lambda paths: False)  # a network file system: threads
+    remote.threads.clear()
+    assert read_each(Local("file"), local, len) == [0] * 40
+    assert all(t.startswith("lakesweep-read") for t in remote.threads)
+
+
+def test_read_each_raises_a_file_it_cannot_read_and_never_takes_it_for_absent(monkeypatch):
+    monkeypatch.setattr(fileio, "READS_PER_TASK", 2)
+    paths = [f"/mem/t/snapshot-{i}" for i in range(40)]
+    remote = _RemoteFileIO(failing=paths[7])
+    for path in paths:
+        remote.put(path, b"{}")
+    for threads in (1, 4):
+        with pytest.raises(StorageError) as e:
+            read_each(remote, paths, len, threads=threads)
+        assert e.value.path == paths[7]
 
 
 def test_create_if_absent_never_replaces(fio):
