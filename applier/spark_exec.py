@@ -32,6 +32,7 @@ from lakesweep.applier.class_archive import DRIVER_OPTIONS, WRITE_WAIT_S, ClassA
 DEFAULT_BATCH = 500
 DEFAULT_THREADS = 8  # per task: deletes wait on storage, so a task keeps several in flight
 TASKS_IN_FLIGHT = 2  # toLocalIterator runs one partition at a time and prefetches the next
+LOCAL_UNLINK_THREADS = 4  # per task, on this machine's own disks (``execute_rows``)
 ROW_CHUNKS = 8  # the task rows go to the JVM in this many lists (task_rows)
 THROTTLED = -1  # the action id of a result row that reports throttling: (-1, "THROTTLED", slowdowns, rate, ms, None)
 _DELETE_FILE = Verb.DELETE_FILE.value
@@ -424,8 +425,8 @@ def execute_rows(
     With ``threads`` > 1 the actions of a batch run on that many threads: the actions of a bulk phase
     are independent of one another, and a delete spends its time waiting on storage (a network file
     system, a request to an object store), not holding the interpreter. Local deletes on the machine's own
-    disks (``on_local_disk``) are short system calls that threads only contend for: they run on the task's
-    own thread. On a store
+    disks (``on_local_disk``) wait only while the file system frees a file's blocks: they run on at most
+    ``LOCAL_UNLINK_THREADS``, since more threads only contend for the interpreter. On a store
     with bulk deletes (S3), the batch's file deletes go to ``FileIO.delete_batch`` in DeleteObjects-sized
     parts, and the parts of the next batches are started while this one's are answered (up to ``threads``
     parts in flight). A batch is yielded when all its actions are done, so what is journaled is what was
@@ -542,9 +543,11 @@ def execute_rows(
 
     resolver = PathResolver(root, external)
     unlinks = not dry_run and quarantine is None and fileio.scheme == "file"
-    # On this machine's own disks an unlink is a short system call: one thread does them fastest (more only
-    # contend for the interpreter). A network or FUSE file system waits on its server: the task's threads.
-    unlink_threads = 1 if unlinks and on_local_disk([root, *external]) else threads
+    # On this machine's own disks an unlink waits on the file system's journal only to free a file's blocks
+    # (some 100 µs; a hard link's takes 5): a few threads halve that, more only contend for the interpreter.
+    # A network or FUSE file system waits on its server: the task's threads.
+    local = unlinks and on_local_disk([root, *external])
+    unlink_threads = min(threads, LOCAL_UNLINK_THREADS) if local else threads
 
     def unlink_part(part: list[tuple]) -> list[tuple]:
         """Local file deletes, one system call each; a file that is neither deleted nor absent (an error,

@@ -120,14 +120,16 @@ def test_bulk_deletes_of_the_next_batches_go_out_while_this_one_is_answered():
 
 
 @pytest.mark.parametrize("local", [True, False])
-def test_on_local_disks_a_task_unlinks_on_its_own_thread_and_elsewhere_on_its_threads(tmp_path, monkeypatch, local):
-    """On this machine's own disks a task's unlinks run on the task's thread (threads would only contend
-    for the interpreter); on a network file system, on its threads. Every file is deleted either way."""
+def test_on_local_disks_a_task_unlinks_on_a_few_threads_and_elsewhere_on_all_its_threads(tmp_path, monkeypatch, local):
+    """On this machine's own disks a task's unlinks run on ``LOCAL_UNLINK_THREADS`` of its threads (more
+    would only contend for the interpreter); on a network file system, on all of them. Every file is
+    deleted either way."""
     from lakesweep.applier import spark_exec
 
     seen: set[str] = set()
     lock, started = threading.Lock(), [0]
-    together = threading.Barrier(4, timeout=30)
+    parties = spark_exec.LOCAL_UNLINK_THREADS if local else 8
+    together = threading.Barrier(parties, timeout=30)
 
     class Watched(ArrowFileIO):
         def delete(self, path):
@@ -135,21 +137,18 @@ def test_on_local_disks_a_task_unlinks_on_its_own_thread_and_elsewhere_on_its_th
             with lock:
                 started[0] += 1
                 first = started[0] <= together.parties
-            if first and not local:
-                together.wait()  # BrokenBarrierError unless four threads delete at once
+            if first:
+                together.wait()  # BrokenBarrierError unless that many threads delete at once
             return super().delete(path)
 
     monkeypatch.setattr(spark_exec, "on_local_disk", lambda paths: local)
     root, actions = _table(tmp_path, 400, {5})
-    out = [r for batch in execute_rows(map(task_row, actions), Watched("file"), str(root), [], False, 200, 4)
+    out = [r for batch in execute_rows(map(task_row, actions), Watched("file"), str(root), [], False, 200, 8)
            for r in batch]
     assert sorted((r[0], r[1]) for r in out) == [(i, "ALREADY_ABSENT" if i == 5 else "DELETED") for i in range(400)]
     assert not any(p.is_file() for p in root.rglob("*"))
-    if local:
-        assert seen == {threading.current_thread().name}
-    else:
-        assert together.n_waiting == 0 and not together.broken
-        assert len(seen) == 4 and all(name.startswith("lakesweep-action") for name in seen)
+    assert together.n_waiting == 0 and not together.broken
+    assert len(seen) == parties and all(name.startswith("lakesweep-action") for name in seen)
 
 
 @pytest.mark.spark
