@@ -10,9 +10,11 @@ pyarrow file system again on the other side.
 from __future__ import annotations
 
 import abc
+import collections
 import dataclasses
 import enum
 import io
+import itertools
 import os
 import posixpath
 import threading
@@ -299,23 +301,29 @@ class FileIO(abc.ABC):
         return out
 
 
-READ_THREADS = 16  # remote files read at once by ``read_each``: on S3 and HDFS each read waits on the network
-READS_PER_TASK = 64  # files a thread reads one after another
+READ_THREADS = 16  # remote files read at once: on S3 and HDFS each read waits on the network
+READS_PER_TASK = 64  # files a thread of ``read_each`` reads one after another
+READS_AHEAD = 4  # files ``ordered_reads`` keeps in flight per thread
+
+
+def read_threads(fileio: FileIO, path: str) -> int:
+    """How many threads read small files of ``fileio`` under ``path`` best: ``READ_THREADS`` where each read
+    waits on a server (S3, HDFS, a network file system), one on this machine's own disks (``on_local_disk``),
+    where a read takes microseconds and threads only contend for the interpreter (2 to 4 times slower)."""
+    local = fileio.scheme in ("file", "memory") and on_local_disk([normalize_location(path)])
+    return 1 if local else READ_THREADS
 
 
 def read_each(fileio: FileIO, paths: Sequence[str], use: Callable[[bytes], T], *,
               threads: int | None = None) -> list[T | None]:
     """``use(data)`` of each file of ``paths``, in their order; ``None`` for a file that does not exist. Each
     file is dropped once used. Any other error of a read (``StorageError``) is raised, as ``read_bytes``
-    raises it. Remote files (S3, HDFS, a network file system) are read on ``threads`` threads
-    (``READ_THREADS``), so many small files, such as a table's snapshot files, cost about as many round
-    trips as one; on this machine's own disks (``on_local_disk``) they are read one after another, since a
-    local read takes microseconds and threads only contend for the interpreter (slower by 2 to 4x)."""
+    raises it. The files are read on ``threads`` threads (``read_threads``), so that on a remote store many
+    small files, such as a table's snapshot files, cost about as many round trips as one."""
     if not paths:
         return []
     if threads is None:
-        local = fileio.scheme == "file" and on_local_disk([normalize_location(paths[0])])
-        threads = 1 if local else READ_THREADS
+        threads = read_threads(fileio, paths[0])
 
     def part(chunk: Sequence[str]) -> list[T | None]:
         out: list[T | None] = []
@@ -336,6 +344,30 @@ def read_each(fileio: FileIO, paths: Sequence[str], use: Callable[[bytes], T], *
         return [r for done in pool.map(part, chunks) for r in done]
     finally:
         pool.shutdown(cancel_futures=True)  # after an error, the reads not started are not made
+
+
+def ordered_reads(paths: Iterable[str], read: Callable[[str], bytes], *, threads: int) -> Iterator[tuple[str, bytes]]:
+    """``(path, read(path))`` for each of ``paths``, in order, the reads made on ``threads`` threads up to
+    ``READS_AHEAD`` files a thread ahead of the consumer (one thread: each read when it is asked for). The
+    first read that fails raises its error where its file's turn comes, after the files before it; reads
+    not started by then are not made."""
+    if threads <= 1:
+        for path in paths:
+            yield path, read(path)
+        return
+    todo = iter(paths)
+    pool = ThreadPoolExecutor(threads, thread_name_prefix="lakesweep-read")
+    try:
+        pending = collections.deque((path, pool.submit(read, path))
+                                    for path in itertools.islice(todo, threads * READS_AHEAD))
+        while pending:
+            path, future = pending.popleft()
+            data = future.result()
+            for more in itertools.islice(todo, 1):
+                pending.append((more, pool.submit(read, more)))
+            yield path, data
+    finally:
+        pool.shutdown(cancel_futures=True)
 
 
 @dataclass(frozen=True, slots=True)

@@ -7,6 +7,7 @@ from collections import deque
 from typing import Callable, Iterator, TypeVar
 
 from lakesweep.engine.decode_pool import map_ordered
+from lakesweep.engine.fileio import ordered_reads
 
 T = TypeVar("T")
 
@@ -14,14 +15,16 @@ BATCH_BYTES = 1 << 20  # the files a worker decodes per task
 
 
 def read_and_decode(paths: list[str], read: Callable[[str], bytes], decode: Callable[[tuple[str, bytes]], T], *,
-                    processes: int) -> Iterator[tuple[str, T]]:
-    """``(path, decode((path, read(path))))`` for each of ``paths``, in order, read here and, with ``processes``
-    > 1, decoded in that many workers, about ``BATCH_BYTES`` of files per task (``decode`` must be a top-level
-    function). Fails at the first path that cannot be read or decoded, with the error reading and decoding it
-    alone raises, after yielding those before it."""
+                    processes: int, threads: int = 1) -> Iterator[tuple[str, T]]:
+    """``(path, decode((path, read(path))))`` for each of ``paths``, in order, read here (on ``threads``
+    threads, a few files ahead: ``engine.fileio.ordered_reads``) and, with ``processes`` > 1, decoded in
+    that many workers, about ``BATCH_BYTES`` of files per task (``decode`` must be a top-level function).
+    Fails at the first path that cannot be read or decoded, with the error reading and decoding it alone
+    raises, after yielding those before it."""
+    reads = ordered_reads(paths, read, threads=threads)
     if processes <= 1:
-        for path in paths:
-            yield path, decode((path, read(path)))
+        for path, data in reads:
+            yield path, decode((path, data))
         return
     failed: list[Exception] = []
     sent: deque[list[tuple[str, bytes]]] = deque()
@@ -29,9 +32,11 @@ def read_and_decode(paths: list[str], read: Callable[[str], bytes], decode: Call
     def batches():
         batch: list[tuple[str, bytes]] = []
         size = 0
-        for path in paths:
+        while True:
             try:
-                data = read(path)
+                path, data = next(reads)
+            except StopIteration:
+                break
             except Exception as e:  # noqa: BLE001 - raised below, after what was read before it
                 failed.append(e)
                 break

@@ -8,9 +8,9 @@ from dataclasses import dataclass
 from typing import Mapping
 
 from lakesweep.engine.errors import MetadataNotFound, StalePlan
-from lakesweep.engine.fileio import join
+from lakesweep.engine.fileio import join, read_each
 from lakesweep.engine.paimon.model import Snapshot
-from lakesweep.engine.paimon.table import SCHEMA_PREFIX, PaimonTable
+from lakesweep.engine.paimon.table import SCHEMA_PREFIX, SNAPSHOT_READS, PaimonTable
 
 
 def table_identity(table: PaimonTable) -> str:
@@ -70,17 +70,22 @@ def snapshot_pins(table: PaimonTable, snapshot_ids) -> dict[int, str]:
     what it read): a file replaced while planning (a rollback and recommit) raises ``StalePlan``.
     """
     pins = {}
-    for sid in sorted(set(snapshot_ids)):
-        path = table.snapshot_path(sid)
-        try:
-            data = table.fileio.read_bytes(path)
-        except FileNotFoundError as e:
-            raise StalePlan(f"snapshot {sid} ({path}) disappeared while planning; re-run 'lakesweep plan'") from e
-        try:
-            fresh = Snapshot.from_json(json.loads(data.decode("utf-8")))
-        except (KeyError, TypeError, ValueError) as e:  # JSONDecodeError and UnicodeDecodeError are ValueErrors
-            raise StalePlan(f"snapshot {sid} ({path}) was replaced while planning; re-run 'lakesweep plan'") from e
-        if fresh != table.snapshot(sid):
-            raise StalePlan(f"snapshot {sid} ({path}) was replaced while planning; re-run 'lakesweep plan'")
-        pins[sid] = snapshot_digest(data)
+    ids = sorted(set(snapshot_ids))
+    for i in range(0, len(ids), SNAPSHOT_READS):  # read ``SNAPSHOT_READS`` at a time, on threads where remote
+        part = ids[i:i + SNAPSHOT_READS]
+        for sid, data in zip(part, read_each(table.fileio, [table.snapshot_path(sid) for sid in part], bytes)):
+            pins[sid] = _pin(table, sid, data)
     return pins
+
+
+def _pin(table: PaimonTable, sid: int, data: bytes | None) -> str:
+    path = table.snapshot_path(sid)
+    if data is None:
+        raise StalePlan(f"snapshot {sid} ({path}) disappeared while planning; re-run 'lakesweep plan'")
+    try:
+        fresh = Snapshot.from_json(json.loads(data.decode("utf-8")))
+    except (KeyError, TypeError, ValueError) as e:  # JSONDecodeError and UnicodeDecodeError are ValueErrors
+        raise StalePlan(f"snapshot {sid} ({path}) was replaced while planning; re-run 'lakesweep plan'") from e
+    if fresh != table.snapshot(sid):
+        raise StalePlan(f"snapshot {sid} ({path}) was replaced while planning; re-run 'lakesweep plan'")
+    return snapshot_digest(data)

@@ -475,6 +475,7 @@ def plan_expire(table: PaimonTable, *, now_ms: int, options: ExpireOptions,
         return finish(earliest, earliest, hint, bound, backlog, end_exists=True)
 
     snapshots = []
+    table.prefetch_snapshots(range(earliest, end + 1))
     for sid in range(earliest, end + 1):
         s = table.try_snapshot(sid)
         if s is None:

@@ -4,6 +4,7 @@ and a manifest that cannot be read fails the prefetch with the error reading it 
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -13,8 +14,12 @@ from pathlib import Path
 
 import pytest
 
+from lakesweep.engine import fileio
 from lakesweep.engine.decode_pool import ENV
-from lakesweep.engine.errors import CorruptMetadata, MetadataNotFound
+from lakesweep.engine.errors import CorruptMetadata, MetadataNotFound, StalePlan, StorageError
+from lakesweep.engine.fileio import ArrowFileIO
+from lakesweep.engine.paimon import table as table_module
+from lakesweep.engine.paimon.state import snapshot_digest, snapshot_pins
 from lakesweep.engine.paimon.table import PaimonTable, open_table
 from lakesweep.engine.plan_io import plan_to_bytes, read_plan
 from lakesweep.planner.paimon.expire import plan_expire
@@ -207,3 +212,76 @@ def test_manifest_lists_read_ahead_stop_at_one_that_cannot_be_read_and_leave_its
     with pytest.raises(CorruptMetadata) as later:
         view.manifest_list(victim.name)
     assert str(later.value) == str(alone.value)
+
+
+class _FailingRead(ArrowFileIO):
+    def __init__(self, failing: str):
+        super().__init__("file")
+        self.failing = failing
+
+    def read_bytes(self, path):
+        if path == self.failing:
+            raise StorageError(path, "cannot read: Permission denied")
+        return super().read_bytes(path)
+
+
+@pytest.mark.java
+@pytest.mark.parametrize("remote", [False, True], ids=["local", "threads"])
+def test_snapshots_read_ahead_answer_from_memory_and_leave_a_missing_or_bad_one_to_snapshot(java_table, remote,
+                                                                                            monkeypatch):
+    ids = open_table(str(java_table)).list_snapshot_ids()
+    expected = {sid: open_table(str(java_table)).snapshot(sid) for sid in ids}
+    gone, bad = ids[2], ids[4]
+    (java_table / "snapshot" / f"snapshot-{gone}").unlink()
+    (java_table / "snapshot" / f"snapshot-{bad}").write_bytes(b'{"id": ')
+    with pytest.raises(CorruptMetadata) as alone:
+        open_table(str(java_table)).snapshot(bad)
+    monkeypatch.setattr(fileio, "on_local_disk", lambda paths: not remote)
+    monkeypatch.setattr(fileio, "READS_PER_TASK", 2)
+    monkeypatch.setattr(table_module, "SNAPSHOT_READS", 3)
+    reads = Reads()
+    view = PaimonTable(str(java_table), on_read=reads)
+    view.prefetch_snapshots(ids)
+    assert sorted(path for path, what, _ in reads.files) == sorted(
+        str(java_table / "snapshot" / f"snapshot-{sid}") for sid in ids if sid != gone)
+    first = sum(reads.files.values())
+    assert all(view.snapshot(sid) == expected[sid] for sid in ids if sid not in (gone, bad))
+    assert view.try_snapshot(gone) is None
+    assert sum(reads.files.values()) == first  # kept: read once
+    with pytest.raises(CorruptMetadata) as later:
+        view.snapshot(bad)
+    assert str(later.value) == str(alone.value)
+
+
+@pytest.mark.java
+def test_a_snapshot_that_cannot_be_read_stops_the_read_ahead_and_its_error_is_the_one_snapshot_raises(
+        java_table, monkeypatch):
+    ids = open_table(str(java_table)).list_snapshot_ids()
+    failing = str(java_table / "snapshot" / f"snapshot-{ids[4]}")
+    monkeypatch.setattr(table_module, "SNAPSHOT_READS", 3)
+    reads = Reads()
+    view = PaimonTable(str(java_table), fileio=_FailingRead(failing), on_read=reads)
+    view.prefetch_snapshots(ids)  # raises nothing: the error is snapshot's to raise
+    assert len(reads.files) == 3  # the first part; the part holding it is dropped, and those after it not read
+    with pytest.raises(StorageError) as e:
+        view.snapshot(ids[4])
+    assert e.value.path == failing
+
+
+@pytest.mark.java
+def test_pins_refuse_a_snapshot_gone_or_replaced_while_planning(java_table):
+    view = open_table(str(java_table))
+    ids = view.list_snapshot_ids()
+    for sid in ids:
+        view.snapshot(sid)
+    pins = snapshot_pins(view, ids)
+    assert pins == {sid: snapshot_digest((java_table / "snapshot" / f"snapshot-{sid}").read_bytes()) for sid in ids}
+    replaced = java_table / "snapshot" / f"snapshot-{ids[3]}"
+    body = json.loads(replaced.read_bytes())
+    body["timeMillis"] += 1  # a rollback and a commit again: the same id, another snapshot
+    replaced.write_text(json.dumps(body))
+    with pytest.raises(StalePlan, match=rf"snapshot {ids[3]} \(.*\) was replaced while planning"):
+        snapshot_pins(view, ids)
+    (java_table / "snapshot" / f"snapshot-{ids[1]}").unlink()
+    with pytest.raises(StalePlan, match=rf"snapshot {ids[1]} \(.*\) disappeared while planning"):
+        snapshot_pins(view, ids)
