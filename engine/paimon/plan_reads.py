@@ -10,8 +10,7 @@ from typing import Callable, Iterable, Mapping
 from lakesweep.engine.fileio import FileInfo, join
 from lakesweep.engine.paimon.model import Tag
 from lakesweep.engine.paimon.requirements import consumer_digest
-from lakesweep.engine.paimon.state import snapshot_digest
-from lakesweep.engine.paimon.table import CONSUMER_PREFIX, PaimonTable
+from lakesweep.engine.paimon.table import CONSUMER_PREFIX, PaimonTable, snapshot_digest
 
 
 @dataclass(frozen=True, slots=True)

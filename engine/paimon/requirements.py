@@ -18,7 +18,8 @@ from typing import AbstractSet, Mapping, Sequence
 from lakesweep.engine.errors import PlanRejected
 from lakesweep.engine.fileio import read_each
 from lakesweep.engine.plan import Action, ActionCheck, Requirement, kind_spec, requirement
-from lakesweep.engine.paimon.state import snapshot_digest, table_identity
+from lakesweep.engine.paimon.state import table_identity
+from lakesweep.engine.paimon.table import snapshot_digest
 
 
 @requirement

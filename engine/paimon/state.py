@@ -3,14 +3,12 @@
 from __future__ import annotations
 
 import hashlib
-import json
 from dataclasses import dataclass
 from typing import Mapping
 
 from lakesweep.engine.errors import MetadataNotFound, StalePlan
-from lakesweep.engine.fileio import join, read_each
-from lakesweep.engine.paimon.model import Snapshot
-from lakesweep.engine.paimon.table import SCHEMA_PREFIX, SNAPSHOT_READS, PaimonTable
+from lakesweep.engine.fileio import join
+from lakesweep.engine.paimon.table import SCHEMA_PREFIX, PaimonTable
 
 
 def table_identity(table: PaimonTable) -> str:
@@ -59,33 +57,18 @@ def table_fingerprint(table: PaimonTable) -> Fingerprint:
     )
 
 
-def snapshot_digest(data: bytes) -> str:
-    return hashlib.sha256(data).hexdigest()[:32]
-
-
 def snapshot_pins(table: PaimonTable, snapshot_ids) -> dict[int, str]:
-    """Digests of the given snapshot files, as the plan relies on them.
-
-    Each file is read again and must still parse to the snapshot the planner used (the table view caches
-    what it read): a file replaced while planning (a rollback and recommit) raises ``StalePlan``.
-    """
+    """Digests of the given snapshot files as the planner read them (``PaimonTable.read_digest``): the bytes
+    the plan was made from. A file not those bytes any more when the plan is applied (a rollback and new
+    commits, even while planning) makes apply refuse the plan (``AssertSnapshotsPresent``). A snapshot the
+    view has not read is read now; one gone raises ``StalePlan``."""
     pins = {}
-    ids = sorted(set(snapshot_ids))
-    for i in range(0, len(ids), SNAPSHOT_READS):  # read ``SNAPSHOT_READS`` at a time, on threads where remote
-        part = ids[i:i + SNAPSHOT_READS]
-        for sid, data in zip(part, read_each(table.fileio, [table.snapshot_path(sid) for sid in part], bytes)):
-            pins[sid] = _pin(table, sid, data)
+    for sid in sorted(set(snapshot_ids)):
+        path = table.snapshot_path(sid)
+        if table.read_digest(path) is None:
+            try:
+                table.snapshot(sid)
+            except MetadataNotFound as e:
+                raise StalePlan(f"snapshot {sid} ({path}) disappeared while planning; re-run 'lakesweep plan'") from e
+        pins[sid] = table.read_digest(path)
     return pins
-
-
-def _pin(table: PaimonTable, sid: int, data: bytes | None) -> str:
-    path = table.snapshot_path(sid)
-    if data is None:
-        raise StalePlan(f"snapshot {sid} ({path}) disappeared while planning; re-run 'lakesweep plan'")
-    try:
-        fresh = Snapshot.from_json(json.loads(data.decode("utf-8")))
-    except (KeyError, TypeError, ValueError) as e:  # JSONDecodeError and UnicodeDecodeError are ValueErrors
-        raise StalePlan(f"snapshot {sid} ({path}) was replaced while planning; re-run 'lakesweep plan'") from e
-    if fresh != table.snapshot(sid):
-        raise StalePlan(f"snapshot {sid} ({path}) was replaced while planning; re-run 'lakesweep plan'")
-    return snapshot_digest(data)

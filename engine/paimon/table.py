@@ -8,6 +8,7 @@ every core (``prefetch``, ``engine.decode_pool``) into the cache the one-by-one 
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 import threading
@@ -142,6 +143,7 @@ class PaimonTable:
         self.branch = check_branch_name(branch)
         self.base = self.location if branch == MAIN_BRANCH else join(self.location, "branch", BRANCH_PREFIX + branch)
         self._cache: dict[tuple[str, str], object] = {}
+        self._digests: dict[str, str] = {}  # snapshot and changelog files read: the digest of their bytes
         self._lock = threading.Lock()
         # Manifests, lists and index manifests are named by UUID and never rewritten: views of the same
         # table (other branches, a refreshed view) share what was read of them.
@@ -313,7 +315,28 @@ class PaimonTable:
             return None
 
     def _read_snapshot_like(self, path: str, what: str, expected_id: int) -> Snapshot:
-        return self._cached(what, path, lambda: self._snapshot_of(path, what, expected_id, self._read(path, what)))
+        with self._lock:
+            kept = self._cache.get((what, path))
+        if kept is not None:
+            return kept
+        data = self._read(path, what)
+        return self._keep(what, path, self._snapshot_of(path, what, expected_id, data), data)
+
+    def _keep(self, what: str, path: str, snap: Snapshot, data: bytes) -> Snapshot:
+        """Keep ``snap``, parsed from ``data``, and the digest of ``data``: the first kept of a file is what
+        this view answers with from then on, and what its digest names (``read_digest``)."""
+        digest = snapshot_digest(data)
+        with self._lock:
+            kept = self._cache.setdefault((what, path), snap)
+            if kept is snap:
+                self._digests[path] = digest
+        return kept
+
+    def read_digest(self, path: str) -> str | None:
+        """``snapshot_digest`` of the bytes of the snapshot (or changelog) file ``path`` this view read and
+        answers with; None when it has not read it."""
+        with self._lock:
+            return self._digests.get(path)
 
     def _snapshot_of(self, path: str, what: str, expected_id: int, data: bytes) -> Snapshot:
         try:
@@ -348,8 +371,7 @@ class PaimonTable:
                     snap = self._snapshot_of(path, "snapshot", sid, data)
                 except CorruptMetadata:
                     continue
-                with self._lock:
-                    self._cache.setdefault(("snapshot", path), snap)
+                self._keep("snapshot", path, snap, data)
 
     # -- changelogs (decoupled lifecycle) ------------------------------------------------------
 
@@ -611,6 +633,11 @@ class PaimonTable:
         # Branch data shares the main table's directories; paths use the main table's factory.
         t._paths = self.paths
         return t
+
+
+def snapshot_digest(data: bytes) -> str:
+    """What a plan pins of a snapshot file's bytes: the first 128 bits of their SHA-256, in hex."""
+    return hashlib.sha256(data).hexdigest()[:32]
 
 
 def _parsed_json(path: str, what: str, data: bytes) -> dict:

@@ -19,8 +19,9 @@ from lakesweep.engine.decode_pool import ENV
 from lakesweep.engine.errors import CorruptMetadata, MetadataNotFound, StalePlan, StorageError
 from lakesweep.engine.fileio import ArrowFileIO
 from lakesweep.engine.paimon import table as table_module
-from lakesweep.engine.paimon.state import snapshot_digest, snapshot_pins
-from lakesweep.engine.paimon.table import PaimonTable, open_table
+from lakesweep.engine.paimon.requirements import AssertSnapshotsPresent
+from lakesweep.engine.paimon.state import snapshot_pins
+from lakesweep.engine.paimon.table import PaimonTable, open_table, snapshot_digest
 from lakesweep.engine.plan_io import plan_to_bytes, read_plan
 from lakesweep.planner.paimon.expire import plan_expire
 from lakesweep.planner.paimon.options import resolve_expire_options
@@ -269,19 +270,24 @@ def test_a_snapshot_that_cannot_be_read_stops_the_read_ahead_and_its_error_is_th
 
 
 @pytest.mark.java
-def test_pins_refuse_a_snapshot_gone_or_replaced_while_planning(java_table):
+def test_pins_name_the_bytes_the_planner_read_and_apply_refuses_a_snapshot_replaced_since(java_table):
     view = open_table(str(java_table))
     ids = view.list_snapshot_ids()
-    for sid in ids:
+    read = {sid: (java_table / "snapshot" / f"snapshot-{sid}").read_bytes() for sid in ids}
+    for sid in ids[:-1]:
         view.snapshot(sid)
-    pins = snapshot_pins(view, ids)
-    assert pins == {sid: snapshot_digest((java_table / "snapshot" / f"snapshot-{sid}").read_bytes()) for sid in ids}
     replaced = java_table / "snapshot" / f"snapshot-{ids[3]}"
     body = json.loads(replaced.read_bytes())
-    body["timeMillis"] += 1  # a rollback and a commit again: the same id, another snapshot
+    body["timeMillis"] += 1  # a rollback and a commit again, while planning: the same id, another snapshot
     replaced.write_text(json.dumps(body))
-    with pytest.raises(StalePlan, match=rf"snapshot {ids[3]} \(.*\) was replaced while planning"):
-        snapshot_pins(view, ids)
+    pins = snapshot_pins(view, ids)  # the last one was not read by the planner: it is read now
+    assert pins == {sid: snapshot_digest(read[sid]) for sid in ids}
+    assert view.snapshot(ids[3]).time_millis == body["timeMillis"] - 1  # the view answers with what it read
+    requirement = AssertSnapshotsPresent(ids[-1], tuple(ids[:-1]), pins, None)
+    assert requirement.problems(view.refreshed()) == [
+        f"snapshot {ids[3]} is not the snapshot the plan read: its file changed (was the table rolled back and "
+        "committed again?)"]
+    fresh = open_table(str(java_table))
     (java_table / "snapshot" / f"snapshot-{ids[1]}").unlink()
     with pytest.raises(StalePlan, match=rf"snapshot {ids[1]} \(.*\) disappeared while planning"):
-        snapshot_pins(view, ids)
+        snapshot_pins(fresh, ids)
