@@ -151,6 +151,7 @@ class PaimonTable:
         self._files_lock = threading.Lock()
         self._schema: TableSchema | None = None
         self._paths: PathFactory | None = None
+        self._threads: int | None = None
         self.on_read = on_read
 
     def __repr__(self):
@@ -177,6 +178,13 @@ class PaimonTable:
     def _json(self, path: str, what: str) -> dict:
         return _parsed_json(path, what, self._read(path, what))
 
+    @property
+    def _read_threads(self) -> int:
+        """The threads to read this table's metadata files on (``read_threads``), asked once per view."""
+        if self._threads is None:
+            self._threads = read_threads(self.fileio, self.location)
+        return self._threads
+
     def _cached(self, kind: str, name: str, load: Callable[[], T]) -> T:
         key = (kind, name)
         store, lock = (self._files, self._files_lock) if kind in IMMUTABLE_KINDS else (self._cache, self._lock)
@@ -192,7 +200,7 @@ class PaimonTable:
         """A new view of this branch (or of ``branch``) that reads snapshots, tags, hints and schemas anew,
         sharing what was already read of the files that never change."""
         t = PaimonTable(self.location, self.fileio, self.branch if branch is None else branch, self.on_read)
-        t._files, t._files_lock = self._files, self._files_lock
+        t._files, t._files_lock, t._threads = self._files, self._files_lock, self._threads
         return t
 
     # -- schema and paths ----------------------------------------------------------------------
@@ -359,7 +367,7 @@ class PaimonTable:
         for i in range(0, len(todo), SNAPSHOT_READS):
             part = todo[i:i + SNAPSHOT_READS]
             try:
-                found = read_each(self.fileio, [path for _, path in part], bytes)
+                found = read_each(self.fileio, [path for _, path in part], bytes, threads=self._read_threads)
             except StorageError:
                 return  # not a result: ``snapshot`` reads the file again and raises there
             for (sid, path), data in zip(part, found):
@@ -446,7 +454,7 @@ class PaimonTable:
                 if path not in todo and (kind, path) not in self._files:
                     todo[path] = size
         for path, rows in read_and_decode(list(todo), read, decode, processes=processes_for(sum(todo.values())),
-                                          threads=read_threads(self.fileio, self.location)):
+                                          threads=self._read_threads):
             value = build(rows)
             with self._files_lock:
                 self._files[(kind, path)] = value
@@ -478,7 +486,7 @@ class PaimonTable:
         todo = [m for m in manifests if cached[m.file_name] is None]
         decoded = read_and_decode([self.paths.manifest(m.file_name) for m in todo], self._read_manifest,
                                   decode_manifest_names, processes=processes_for(sum(m.file_size for m in todo)),
-                                  threads=read_threads(self.fileio, self.location))
+                                  threads=self._read_threads)
         for m in manifests:
             entries = cached[m.file_name]
             if entries is None:
@@ -497,7 +505,7 @@ class PaimonTable:
         todo = [m for m, entries in zip(manifests, cached) if entries is None]
         decoded = read_and_decode([self.paths.manifest(m.file_name) for m in todo], self._read_manifest,
                                   decode_manifest, processes=processes_for(sum(m.file_size for m in todo)),
-                                  threads=read_threads(self.fileio, self.location))
+                                  threads=self._read_threads)
         for m, entries in zip(manifests, cached):
             if entries is None:
                 path, rows = next(decoded)
