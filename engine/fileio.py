@@ -309,9 +309,11 @@ READS_AHEAD = 4  # files ``ordered_reads`` keeps in flight per thread
 def read_threads(fileio: FileIO, path: str) -> int:
     """How many threads read small files of ``fileio`` under ``path`` best: ``READ_THREADS`` where each read
     waits on a server (S3, HDFS, a network file system), one on this machine's own disks (``on_local_disk``),
-    where a read takes microseconds and threads only contend for the interpreter (2 to 4 times slower)."""
-    local = fileio.scheme in ("file", "memory") and on_local_disk([normalize_location(path)])
-    return 1 if local else READ_THREADS
+    where a read takes microseconds and threads only contend for the interpreter (2 to 4 times slower), and
+    one in memory (``MemoryFileIO``, whose locations need not be paths)."""
+    if fileio.scheme == "memory":
+        return 1
+    return 1 if fileio.scheme == "file" and on_local_disk([normalize_location(path)]) else READ_THREADS
 
 
 def read_each(fileio: FileIO, paths: Sequence[str], use: Callable[[bytes], T], *,

@@ -328,6 +328,13 @@ def test_read_each_reads_remote_files_on_threads_and_local_ones_on_the_calling_t
     assert all(t.startswith("lakesweep-read") for t in remote.threads)
 
 
+def test_files_in_memory_are_read_on_the_calling_thread_whatever_their_locations():
+    io = MemoryFileIO()
+    io.put("mem://t/snapshot-1", b"{}")
+    assert fileio.read_threads(io, "mem://t/snapshot-1") == 1
+    assert read_each(io, ["mem://t/snapshot-1", "mem://t/snapshot-2"], len) == [2, None]
+
+
 def test_read_each_raises_a_file_it_cannot_read_and_never_takes_it_for_absent(monkeypatch):
     monkeypatch.setattr(fileio, "READS_PER_TASK", 2)
     paths = [f"/mem/t/snapshot-{i}" for i in range(40)]
