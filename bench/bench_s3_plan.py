@@ -69,13 +69,14 @@ def plan(location: str, out: Path, env: dict) -> dict:
     return {"seconds": r.seconds, "rss_mib": r.maxrss_kib // 1024}
 
 
-def fetch_floor(location_of, keys: list[str], threads: int) -> float:
+def fetch_floor(locations: list[str], threads: int) -> float:
+    """Seconds to GET every one of ``locations`` on ``threads`` threads."""
     from lakesweep.engine.fileio import fileio_for
 
-    io = fileio_for(location_of(keys[0]))
+    io = fileio_for(locations[0])
     started = time.perf_counter()
     with ThreadPoolExecutor(threads) as pool:
-        for _ in pool.map(lambda k: io.read_bytes(location_of(k)), keys):
+        for _ in pool.map(io.read_bytes, locations):
             pass
     return time.perf_counter() - started
 
@@ -113,11 +114,11 @@ def main() -> None:
                 log(f"plan expire, {name}, run {i + 1}: {runs[name][-1]['seconds']:.2f} s")
         if not same_actions(work / "plan-local.parquet", work / "plan-s3.parquet"):
             raise SystemExit("the plan of the table on S3 holds other actions than the plan of the local table")
-        as_location = lambda key: f"s3://{key}"  # noqa: E731
-        parallel = fetch_floor(as_location, keys, READ_THREADS)
-        log(f"GET of {len(keys):,} objects on {READ_THREADS} threads: {parallel:.2f} s")
-        sample = keys[:: max(1, len(keys) // ONE_THREAD_SAMPLE)][:ONE_THREAD_SAMPLE]
-        one_rate = len(sample) / fetch_floor(as_location, sample, 1)
+        objects = [f"s3://{key}" for key in keys]
+        parallel = fetch_floor(objects, READ_THREADS)
+        log(f"GET of {len(objects):,} objects on {READ_THREADS} threads: {parallel:.2f} s")
+        sample = objects[:: max(1, len(objects) // ONE_THREAD_SAMPLE)][:ONE_THREAD_SAMPLE]
+        one_rate = len(sample) / fetch_floor(sample, 1)
 
     local = statistics.median(r["seconds"] for r in runs["local"])
     remote = statistics.median(r["seconds"] for r in runs["s3"])

@@ -302,7 +302,6 @@ class FileIO(abc.ABC):
 
 
 READ_THREADS = 16  # remote files read at once: on S3 and HDFS each read waits on the network
-READS_PER_TASK = 64  # files a thread of ``read_each`` reads one after another
 READS_AHEAD = 4  # files ``ordered_reads`` keeps in flight per thread
 
 
@@ -320,35 +319,24 @@ def read_each(fileio: FileIO, paths: Sequence[str], use: Callable[[bytes], T], *
               threads: int | None = None) -> list[T | None]:
     """``use(data)`` of each file of ``paths``, in their order; ``None`` for a file that does not exist. Each
     file is dropped once used. Any other error of a read (``StorageError``) is raised, as ``read_bytes``
-    raises it. The files are read on ``threads`` threads (``read_threads``), so that on a remote store many
-    small files, such as a table's snapshot files, cost about as many round trips as one."""
+    raises it. The files are read by ``ordered_reads`` on ``threads`` threads (``read_threads``), so that
+    on a remote store many small files, such as a table's snapshot files, cost about as many round trips
+    as one."""
     if not paths:
         return []
-    if threads is None:
-        threads = read_threads(fileio, paths[0])
 
-    def part(chunk: Sequence[str]) -> list[T | None]:
-        out: list[T | None] = []
-        for path in chunk:
-            try:
-                data = fileio.read_bytes(path)
-            except FileNotFoundError:
-                out.append(None)
-                continue
-            out.append(use(data))
-        return out
+    def read(path: str) -> T | None:
+        try:
+            data = fileio.read_bytes(path)
+        except FileNotFoundError:
+            return None
+        return use(data)
 
-    if threads <= 1 or len(paths) <= READS_PER_TASK:
-        return part(paths)
-    chunks = [paths[i:i + READS_PER_TASK] for i in range(0, len(paths), READS_PER_TASK)]
-    pool = ThreadPoolExecutor(min(threads, len(chunks)), thread_name_prefix="lakesweep-read")
-    try:
-        return [r for done in pool.map(part, chunks) for r in done]
-    finally:
-        pool.shutdown(cancel_futures=True)  # after an error, the reads not started are not made
+    threads = read_threads(fileio, paths[0]) if threads is None else threads
+    return [value for _, value in ordered_reads(paths, read, threads=threads)]
 
 
-def ordered_reads(paths: Iterable[str], read: Callable[[str], bytes], *, threads: int) -> Iterator[tuple[str, bytes]]:
+def ordered_reads(paths: Iterable[str], read: Callable[[str], T], *, threads: int) -> Iterator[tuple[str, T]]:
     """``(path, read(path))`` for each of ``paths``, in order, the reads made on ``threads`` threads up to
     ``READS_AHEAD`` files a thread ahead of the consumer (one thread: each read when it is asked for). The
     first read that fails raises its error where its file's turn comes, after the files before it; reads

@@ -276,7 +276,7 @@ def test_delete_many_reports_each_path(fio):
 @pytest.mark.parametrize("threads", [None, 1, 4])
 def test_read_each_uses_every_file_in_order_and_gives_none_for_one_that_is_absent(fio, threads, monkeypatch):
     io, root = fio
-    monkeypatch.setattr(fileio, "READS_PER_TASK", 3)  # four parts: the threads finish them in any order
+    monkeypatch.setattr(fileio, "READS_AHEAD", 1)  # the threads finish their reads in any order
     paths = [join(root, "each", f"f{i}") for i in range(10)]
     for i, path in enumerate(paths):
         if i not in (4, 9):
@@ -302,7 +302,7 @@ class _RemoteFileIO(MemoryFileIO):
 
 
 def test_read_each_reads_remote_files_on_threads_and_local_ones_on_the_calling_thread(tmp_path, monkeypatch):
-    monkeypatch.setattr(fileio, "READS_PER_TASK", 2)
+    monkeypatch.setattr(fileio, "READS_AHEAD", 1)
     remote = _RemoteFileIO()
     paths = [f"/mem/t/snapshot-{i}" for i in range(40)]
     for path in paths:
@@ -336,7 +336,7 @@ def test_files_in_memory_are_read_on_the_calling_thread_whatever_their_locations
 
 
 def test_read_each_raises_a_file_it_cannot_read_and_never_takes_it_for_absent(monkeypatch):
-    monkeypatch.setattr(fileio, "READS_PER_TASK", 2)
+    monkeypatch.setattr(fileio, "READS_AHEAD", 1)
     paths = [f"/mem/t/snapshot-{i}" for i in range(40)]
     remote = _RemoteFileIO(failing=paths[7])
     for path in paths:

@@ -238,7 +238,7 @@ def test_snapshots_read_ahead_answer_from_memory_and_leave_a_missing_or_bad_one_
     with pytest.raises(CorruptMetadata) as alone:
         open_table(str(java_table)).snapshot(bad)
     monkeypatch.setattr(fileio, "on_local_disk", lambda paths: not remote)
-    monkeypatch.setattr(fileio, "READS_PER_TASK", 2)
+    monkeypatch.setattr(fileio, "READS_AHEAD", 1)
     monkeypatch.setattr(table_module, "SNAPSHOT_READS", 3)
     reads = Reads()
     view = PaimonTable(str(java_table), on_read=reads)
