@@ -11,6 +11,8 @@ to directories it knows.
 from __future__ import annotations
 
 import io
+from dataclasses import fields
+from typing import Sequence
 
 import fastavro
 
@@ -155,7 +157,24 @@ def decode_manifest(item: tuple[str, bytes]) -> list[tuple]:
 
 def manifest_entries(rows: list[tuple]) -> list[ManifestEntry]:
     """The entries of ``decode_manifest``'s rows (built where they are used, e.g. after a process pool)."""
-    return [ManifestEntry(r[0], r[1], r[2], DataFileMeta(*r[3:])) for r in rows]
+    return list(map(row_entry, rows))
+
+
+def row_entry(row: tuple) -> ManifestEntry:
+    """The entry of one of ``decode_manifest``'s rows."""
+    return ManifestEntry(row[0], row[1], row[2], DataFileMeta(*row[3:]))
+
+
+_FILE_FIELDS = tuple(f.name for f in fields(DataFileMeta))
+# where a row of ``decode_manifest`` holds what an entry's path is made of
+ROW_KIND, ROW_PARTITION, ROW_BUCKET = 0, 1, 2
+ROW_FILE_NAME = 3 + _FILE_FIELDS.index("file_name")
+ROW_EXTERNAL_PATH = 3 + _FILE_FIELDS.index("external_path")
+
+
+def entry_rows(entries: Sequence[ManifestEntry]) -> list[tuple]:
+    """``decode_manifest``'s rows of ``entries``: ``row_entry`` undone."""
+    return [(e.kind, e.partition, e.bucket, *(getattr(e.file, n) for n in _FILE_FIELDS)) for e in entries]
 
 
 def parse_manifest(path: str, data: bytes) -> list[ManifestEntry]:

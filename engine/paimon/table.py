@@ -20,7 +20,7 @@ from lakesweep.engine.errors import (CorruptMetadata, MetadataNotFound, PlanReje
                                      UnsupportedTable)
 from lakesweep.engine.fileio import FileIO, fileio_for, join, normalize_location, read_each, read_threads
 from lakesweep.engine.paimon.manifests import (decode_manifest, decode_manifest_list, decode_manifest_names,
-                                               manifest_entries, parse_index_manifest, parse_manifest,
+                                               entry_rows, manifest_entries, parse_index_manifest, parse_manifest,
                                                parse_manifest_names)
 from lakesweep.engine.paimon.model import (LONG_MAX, Consumer, FileKind, IndexManifestEntry, ManifestEntry,
                                            ManifestFileMeta, Snapshot, TableSchema, Tag, check_json_long, int_list)
@@ -495,11 +495,12 @@ class PaimonTable:
                 yield _entry_names(entries)
 
     def manifests_once(self, manifests: Sequence[ManifestFileMeta], keep: AbstractSet[str] = frozenset()
-                       ) -> Iterator[list[ManifestEntry]]:
-        """``manifest`` of each of ``manifests``, in order, those not cached decoded on every core for a large
-        input and not kept but those named in ``keep`` (read again later): for a loop that reads each manifest
-        once (an expiry over a million files would otherwise hold every decoded entry until it ends). Fails
-        as ``manifest`` one by one fails."""
+                       ) -> Iterator[list[tuple]]:
+        """``manifest`` of each of ``manifests``, in order, as ``decode_manifest``'s rows (``row_entry`` makes
+        an entry of one, for the loop to build only those it uses), those not cached decoded on every core for
+        a large input and not kept but those named in ``keep`` (read again later): for a loop that reads each
+        manifest once (an expiry over a million files would otherwise hold every decoded entry until it
+        ends). Fails as ``manifest`` one by one fails."""
         with self._files_lock:
             cached = [self._files.get(("manifest", self.paths.manifest(m.file_name))) for m in manifests]
         todo = [m for m, entries in zip(manifests, cached) if entries is None]
@@ -509,11 +510,12 @@ class PaimonTable:
         for m, entries in zip(manifests, cached):
             if entries is None:
                 path, rows = next(decoded)
-                entries = manifest_entries(rows)
                 if m.file_name in keep:
                     with self._files_lock:
-                        entries = self._files.setdefault(("manifest", path), entries)
-            yield entries
+                        self._files.setdefault(("manifest", path), manifest_entries(rows))
+                yield rows
+            else:
+                yield entry_rows(entries)
 
     def index_manifest(self, name: str) -> list[IndexManifestEntry]:
         path = self.paths.manifest(name)

@@ -18,6 +18,7 @@ from lakesweep.engine.fileio import join
 from lakesweep.engine.paimon.model import FileKind, FileSource, ManifestEntry, Snapshot, Tag
 from lakesweep.engine.plan import CleanupPlan, Verb, summarize
 from lakesweep.engine.plan_columns import ActionColumnsBuilder, ColumnActions, values, values_of_kind
+from lakesweep.engine.paimon.manifests import ROW_EXTERNAL_PATH, ROW_FILE_NAME, ROW_KIND, entry_rows, row_entry
 from lakesweep.engine.paimon.kinds import EXPIRE_PHASES, PARTITIONED_KINDS, ActionKind
 from lakesweep.engine.paimon.requirements import expire_requirements
 from lakesweep.engine.paimon.scopes import ExpireScope
@@ -180,19 +181,30 @@ class _Planner:
     def _deleted_in_delta(self, s: Snapshot) -> dict[str, ManifestEntry]:
         """``planDeletedInDeltaManifest``: DELETE entries of the delta keyed by resolved path; a later
         ADD of the same path (an upgrade) cancels the DELETE. Any read error raises."""
-        return self._deleted_in(self.table.manifest(meta.file_name)
+        return self._deleted_in(entry_rows(self.table.manifest(meta.file_name))
                                 for meta in self.table.manifest_list(s.delta_manifest_list))
 
     def _deleted_in(self, manifests) -> dict[str, ManifestEntry]:
-        """``_deleted_in_delta`` of the delta manifests' entries ``manifests``."""
+        """``_deleted_in_delta`` of the delta manifests' rows ``manifests`` (``decode_manifest``'s).
+
+        An ADD only cancels a DELETE read before it of the same path, so the same last name: an ADD whose
+        name no DELETE so far had is passed over without building its entry or its path (most of a delta's
+        ADDs: the files its snapshot wrote)."""
         to_delete: dict[str, ManifestEntry] = {}
-        for entries in manifests:
-            for entry in entries:
-                path = self.paths.data_file(entry.partition, entry.bucket, entry.file)
-                if entry.kind == FileKind.ADD:
-                    to_delete.pop(path, None)
+        names: set[str] = set()  # the last name of every DELETE's path so far
+        data_file = self.paths.data_file
+        for rows in manifests:
+            for row in rows:
+                if row[ROW_KIND] == FileKind.ADD:
+                    if not to_delete or (row[ROW_EXTERNAL_PATH] is None and row[ROW_FILE_NAME] not in names):
+                        continue
+                    entry = row_entry(row)
+                    to_delete.pop(data_file(entry.partition, entry.bucket, entry.file), None)
                 else:
+                    entry = row_entry(row)
+                    path = data_file(entry.partition, entry.bucket, entry.file)
                     to_delete[path] = entry
+                    names.add(path.rpartition("/")[2])
         return to_delete
 
     # -- (4) changelog files -------------------------------------------------------------------
@@ -379,7 +391,7 @@ class _DeltaStream:
                 self.streamed.clear()  # this one and those after it: one by one
         return self.planner._deleted_in_delta(s)
 
-    def _next(self) -> list[ManifestEntry]:
+    def _next(self) -> list[tuple]:
         self.position += 1
         return next(self.entries)
 
