@@ -239,43 +239,138 @@ class _Compiler:
             return _PRIMITIVE_READS[kind]
         raise ValueError(f"reading Avro type {kind!r} is not supported")
 
-    def _flat_skips(self, t) -> list[Skip]:
-        """Skippers of ``t``; a record's are its fields' (one call less per field and record)."""
-        t = self._resolve(t)
-        if isinstance(t, dict) and t.get("type") in ("record", "error"):
-            return [skip for f in t["fields"] for skip in self._flat_skips(f["type"])]
-        return [self.skip(t)]
-
     def record(self, schema, fields: Fields) -> Read:
-        """A reader of the ``fields`` of a record: a list of their values, ``MISSING`` where absent."""
+        """A reader of the ``fields`` of a record: a list of their values, ``MISSING`` where absent.
+
+        The reader is one function whose source is written for this schema: each field read or skipped in
+        line, a nested record's fields too, where calling a reader per field costs more than the field's
+        bytes take to decode. A union of more than null and one type, an array read, a fixed read and a
+        timestamp call the readers above."""
+        src = _Source()
+        lines = ["def read_record(buf, pos):", "    end = len(buf)"]
+        value = self._record_lines(src, lines, schema, fields, 1)
+        lines.append(f"    return {value}, pos")
+        namespace = dict(src.consts)
+        exec(compile("\n".join(lines) + "\n", "<avro projection>", "exec"), namespace)
+        return namespace["read_record"]
+
+    def _record_lines(self, src: "_Source", lines: list[str], schema, fields: Fields, depth: int) -> str:
+        """Lines reading the ``fields`` of a record of ``schema``; the expression of the list of their values."""
         schema = self._resolve(schema)
         if not isinstance(schema, dict) or schema.get("type") not in ("record", "error"):
             raise ValueError(f"expected a record, not {schema!r}")
         index = {name: i for i, (name, _) in enumerate(fields)}
         how = dict(fields)
-        template = [MISSING] * len(fields)
-        steps: list[tuple[int, Callable]] = []  # (index, reader) or (-1, skipper)
+        values = [src.const(MISSING)] * len(fields)
         for f in schema["fields"]:
             name, ftype = f["name"], f["type"]
             if name not in how:
-                steps.extend((-1, skip) for skip in self._flat_skips(ftype))
+                self._skip_lines(src, lines, ftype, depth)
             elif how[name] == INT_CHECK and self._resolve(ftype) in ("int", "long"):
-                template[index[name]] = 0
-                steps.append((-1, _skip_long))
+                values[index[name]] = "0"
+                self._skip_lines(src, lines, ftype, depth)
             elif isinstance(how[name], tuple):
-                steps.append((index[name], self.record(ftype, how[name])))
+                var = src.var()
+                nested = self._record_lines(src, lines, ftype, how[name], depth)
+                lines.append("    " * depth + f"{var} = {nested}")
+                values[index[name]] = var
             else:
-                steps.append((index[name], self.read(ftype, timestamp=how[name] == TIMESTAMP)))
+                var = src.var()
+                self._read_lines(src, lines, ftype, depth, var, timestamp=how[name] == TIMESTAMP)
+                values[index[name]] = var
+        return "[" + ", ".join(values) + "]"
 
-        def read_record(buf, pos):
-            out = template.copy()
-            for i, step in steps:
-                if i < 0:
-                    pos = step(buf, pos)
-                else:
-                    out[i], pos = step(buf, pos)
-            return out, pos
-        return read_record
+    def _skip_lines(self, src: "_Source", lines: list[str], t, depth: int) -> None:
+        """Lines that move ``pos`` past a value of ``t`` (none for null)."""
+        t = self._resolve(t)
+        ind = "    " * depth
+        if isinstance(t, list):
+            if len(t) == 2 and t[0] == "null":  # the nullable field, Paimon's usual union
+                lines += [f"{ind}b = buf[pos]", f"{ind}if b == 0:", f"{ind}    pos += 1", f"{ind}elif b == 2:",
+                          f"{ind}    pos += 1"]
+                self._skip_lines(src, lines, t[1], depth + 1)  # a second null adds no line: pos moved
+                lines += [f"{ind}else:", f"{ind}    pos = {src.const(self.skip(t))}(buf, pos)"]
+            else:
+                lines.append(f"{ind}pos = {src.const(self.skip(t))}(buf, pos)")
+            return
+        kind = t if isinstance(t, str) else t["type"]
+        if kind == "null":
+            return
+        if kind in ("int", "long", "enum"):
+            lines += [f"{ind}while buf[pos] >= 0x80:", f"{ind}    pos += 1", f"{ind}pos += 1"]
+        elif kind in ("bytes", "string"):
+            lines += [f"{ind}b = buf[pos]", f"{ind}if b < 0x80 and not b & 1:  # a length below 64, inline",
+                      f"{ind}    pos += 1 + (b >> 1)", f"{ind}    if pos > end:", f"{ind}        _overrun(pos, end)",
+                      f"{ind}else:", f"{ind}    n, pos = _length(buf, pos)", f"{ind}    pos += n"]
+        elif kind in ("boolean", "float", "double", "fixed"):
+            size = {"boolean": 1, "float": 4, "double": 8}.get(kind) or int(t["size"])
+            lines += [f"{ind}pos += {size}", f"{ind}if pos > end:", f"{ind}    _overrun(pos, end)"]
+        elif kind in ("record", "error"):
+            for f in t["fields"]:
+                self._skip_lines(src, lines, f["type"], depth)
+        elif kind in ("array", "map"):
+            lines += [f"{ind}while True:", f"{ind}    n, pos = _count(buf, pos)", f"{ind}    if n == 0:",
+                      f"{ind}        break", f"{ind}    for _ in range(n):"]
+            if kind == "map":
+                self._skip_lines(src, lines, "string", depth + 2)
+            before = len(lines)
+            self._skip_lines(src, lines, t["items"] if kind == "array" else t["values"], depth + 2)
+            if len(lines) == before:
+                lines.append(f"{ind}        pass")
+        elif isinstance(t, dict):
+            self._skip_lines(src, lines, kind, depth)  # {"type": "long", "logicalType": ...} and the like
+        else:
+            raise ValueError(f"unknown Avro type {t!r}")
+
+    def _read_lines(self, src: "_Source", lines: list[str], t, depth: int, var: str, timestamp: bool) -> None:
+        """Lines that read a value of ``t`` into ``var``."""
+        reader = self.read(t, timestamp)  # refuses what cannot be read, and reads what is not written in line
+        t = self._resolve(t)
+        ind = "    " * depth
+        if isinstance(t, list) and len(t) == 2 and t[0] == "null":
+            lines += [f"{ind}b = buf[pos]", f"{ind}if b == 0:", f"{ind}    {var} = None", f"{ind}    pos += 1",
+                      f"{ind}elif b == 2:", f"{ind}    pos += 1"]
+            self._read_lines(src, lines, t[1], depth + 1, var, timestamp)
+            lines += [f"{ind}else:", f"{ind}    {var}, pos = {src.const(reader)}(buf, pos)"]
+        elif t in ("int", "long"):
+            lines += [f"{ind}b = buf[pos]", f"{ind}if b < 0x80:", f"{ind}    {var} = (b >> 1) ^ -(b & 1)",
+                      f"{ind}    pos += 1", f"{ind}else:", f"{ind}    {var}, pos = _long(buf, pos)"]
+        elif t in ("bytes", "string"):
+            value = "buf[pos:pos + n].decode('utf-8')" if t == "string" else "buf[pos:pos + n]"
+            lines += [f"{ind}b = buf[pos]", f"{ind}if b < 0x80 and not b & 1:  # a length below 64, inline",
+                      f"{ind}    n = b >> 1", f"{ind}    pos += 1", f"{ind}    if pos + n > end:",
+                      f"{ind}        _overrun(pos + n, end)", f"{ind}else:", f"{ind}    n, pos = _length(buf, pos)",
+                      f"{ind}{var} = {value}", f"{ind}pos += n"]
+        elif t == "null":
+            lines.append(f"{ind}{var} = None")
+        else:
+            lines.append(f"{ind}{var}, pos = {src.const(reader)}(buf, pos)")
+
+
+class _Source:
+    """The names one generated reader uses: helpers, and constants (readers, ``MISSING``) by a name of their
+    own, so that nothing taken from a schema is ever written into the source."""
+
+    def __init__(self):
+        self.consts: dict[str, object] = {"_long": _long, "_length": _length, "_count": _count,
+                                          "_overrun": _overrun}
+        self._names: dict[int, str] = {}
+        self._vars = 0
+
+    def const(self, value) -> str:
+        name = self._names.get(id(value))
+        if name is None:
+            name = self._names[id(value)] = f"k{len(self._names)}"
+            self.consts[name] = value
+        return name
+
+    def var(self) -> str:
+        self._vars += 1
+        return f"v{self._vars}"
+
+
+def _overrun(pos: int, end: int):
+    raise ValueError(f"a value ending at byte {pos} runs outside the block of {end} bytes")
 
 
 def _timestamp(unit: int) -> Read:
