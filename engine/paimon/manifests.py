@@ -168,8 +168,8 @@ def row_entry(row: tuple) -> ManifestEntry:
 _FILE_FIELDS = tuple(f.name for f in fields(DataFileMeta))
 # where a row of ``decode_manifest`` holds what an entry's path is made of
 ROW_KIND, ROW_PARTITION, ROW_BUCKET = 0, 1, 2
-ROW_FILE_NAME = 3 + _FILE_FIELDS.index("file_name")
-ROW_EXTERNAL_PATH = 3 + _FILE_FIELDS.index("external_path")
+ROW_FILE_NAME, ROW_FILE_SIZE, ROW_EXTRA_FILES, ROW_FILE_SOURCE, ROW_EXTERNAL_PATH = (
+    3 + _FILE_FIELDS.index(name) for name in ("file_name", "file_size", "extra_files", "file_source", "external_path"))
 
 
 def entry_rows(entries: Sequence[ManifestEntry]) -> list[tuple]:

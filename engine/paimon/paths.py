@@ -130,9 +130,13 @@ class PathFactory:
         return found
 
     def data_file(self, partition: bytes, bucket: int, file: DataFileMeta) -> str:
-        if file.external_path:
-            return external_location(file.external_path)
-        return self.bucket_dir(partition, bucket) + "/" + file.file_name
+        return self.data_path(partition, bucket, file.file_name, file.external_path)
+
+    def data_path(self, partition: bytes, bucket: int, file_name: str, external_path: str | None) -> str:
+        """``data_file`` of a file given by its name and external path (a manifest row's fields)."""
+        if external_path:
+            return external_location(external_path)
+        return self.bucket_dir(partition, bucket) + "/" + file_name
 
     def extra_file(self, partition: bytes, bucket: int, file: DataFileMeta, extra: str) -> str:
         """Extra files sit beside their data file: in the external directory if it has one."""

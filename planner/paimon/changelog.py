@@ -19,6 +19,7 @@ from lakesweep.engine.errors import MetadataNotFound, TableFormatError
 from lakesweep.engine.fileio import join
 from lakesweep.engine.paimon.kinds import CHANGELOG_KIND_OF, CHANGELOG_PHASES, ActionKind, ChangelogKind
 from lakesweep.engine.paimon.model import FileKind, Snapshot
+from lakesweep.engine.paimon.manifests import ROW_BUCKET, ROW_FILE_NAME, ROW_PARTITION
 from lakesweep.engine.paimon.plan_reads import changelog_digests, existing_manifests
 from lakesweep.engine.paimon.requirements import changelog_requirements
 from lakesweep.engine.paimon.scopes import ChangelogScope
@@ -199,18 +200,11 @@ def _plan_one(planner: _Planner, c: Snapshot, tags, skip: set[str], lists: froze
             # planDeletedInDeltaManifest: any read error cancels this changelog's data deletions
             planner.notes.tolerate(e, f"data files deleted by changelog {c.id} are kept")
             deleted = {}
-        for path, entry in deleted.items():
-            if (entry.partition, entry.bucket, entry.file.file_name) in protected:
+        for path, row in deleted.items():
+            if (row[ROW_PARTITION], row[ROW_BUCKET], row[ROW_FILE_NAME]) in protected:
                 planner.notes.protected_by_tags += 1
                 continue
-            part = planner._partition(entry.partition)
-            planner._add(ActionKind.DATA_FILE, path, snapshot_id=c.id, partition=part, bucket=entry.bucket,
-                         size=entry.file.file_size)
-            for extra in entry.file.extra_files:
-                planner._add(ActionKind.EXTRA_FILE, planner.paths.extra_file(entry.partition, entry.bucket, entry.file,
-                                                                             extra),
-                             snapshot_id=c.id, partition=part, bucket=entry.bucket)
-            planner.deletion_buckets.setdefault(entry.partition, set()).add(entry.bucket)
+            planner.add_deleted(c.id, path, row)
         planner._manifest_list(c, c.delta_manifest_list, c.delta_manifest_list_size, skip)
     if c.base_manifest_list in lists:
         planner._manifest_list(c, c.base_manifest_list, c.base_manifest_list_size, skip)

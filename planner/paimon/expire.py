@@ -18,7 +18,9 @@ from lakesweep.engine.fileio import join
 from lakesweep.engine.paimon.model import FileKind, FileSource, ManifestEntry, Snapshot, Tag
 from lakesweep.engine.plan import CleanupPlan, Verb, summarize
 from lakesweep.engine.plan_columns import ActionColumnsBuilder, ColumnActions, values, values_of_kind
-from lakesweep.engine.paimon.manifests import ROW_EXTERNAL_PATH, ROW_FILE_NAME, ROW_KIND, entry_rows, row_entry
+from lakesweep.engine.paimon.manifests import (ROW_BUCKET, ROW_EXTERNAL_PATH, ROW_EXTRA_FILES, ROW_FILE_NAME,
+                                               ROW_FILE_SIZE, ROW_FILE_SOURCE, ROW_KIND, ROW_PARTITION, entry_rows,
+                                               row_entry)
 from lakesweep.engine.paimon.kinds import EXPIRE_PHASES, PARTITIONED_KINDS, ActionKind
 from lakesweep.engine.paimon.requirements import expire_requirements
 from lakesweep.engine.paimon.scopes import ExpireScope
@@ -146,7 +148,9 @@ class _Planner:
             deleted_in_delta = _DeltaStream(self, [s for s in snapshots if s.id != begin],
                                             [t.snapshot for t in tags], kept)
         else:
-            deleted_in_delta = reads.deleted_in_delta
+            def deleted_in_delta(s: Snapshot) -> dict[str, tuple]:
+                found = reads.deleted_in_delta(s)
+                return dict(zip(found, entry_rows(found.values())))
         for s in snapshots:
             if s.id == begin:
                 continue
@@ -161,49 +165,56 @@ class _Planner:
                 self.notes.tolerate(e, f"data files deleted by snapshot {s.id} are kept")
                 self.notes.skipped_snapshots.append(s.id)
                 continue
-            for path, entry in to_delete.items():
-                if (entry.partition, entry.bucket, entry.file.file_name) in protected:
+            for path, row in to_delete.items():
+                if (row[ROW_PARTITION], row[ROW_BUCKET], row[ROW_FILE_NAME]) in protected:
                     self.notes.protected_by_tags += 1
                     continue
-                if defer_append and (entry.file.file_source is None or entry.file.file_source == FileSource.APPEND):
+                if defer_append and (row[ROW_FILE_SOURCE] is None or row[ROW_FILE_SOURCE] == FileSource.APPEND):
                     self.notes.deferred_to_changelog += 1
                     continue
-                part = self._partition(entry.partition)
-                self._add(ActionKind.DATA_FILE, path, snapshot_id=s.id, partition=part, bucket=entry.bucket,
-                          size=entry.file.file_size)
-                for extra in entry.file.extra_files:
-                    self._add(ActionKind.EXTRA_FILE, self.paths.extra_file(entry.partition, entry.bucket, entry.file, extra),
-                              snapshot_id=s.id, partition=part, bucket=entry.bucket)
-                self.deletion_buckets.setdefault(entry.partition, set()).add(entry.bucket)
+                self.add_deleted(s.id, path, row)
         if reads is None:
             deleted_in_delta.close()
 
-    def _deleted_in_delta(self, s: Snapshot) -> dict[str, ManifestEntry]:
-        """``planDeletedInDeltaManifest``: DELETE entries of the delta keyed by resolved path; a later
-        ADD of the same path (an upgrade) cancels the DELETE. Any read error raises."""
+    def add_deleted(self, snapshot_id: int, path: str, row: tuple) -> None:
+        """The actions for a data file at ``path`` that ``snapshot_id``'s delta deletes (``row``, a row of
+        ``_deleted_in``'s): the file and its extra files."""
+        partition, bucket = row[ROW_PARTITION], row[ROW_BUCKET]
+        part = self._partition(partition)
+        self._add(ActionKind.DATA_FILE, path, snapshot_id=snapshot_id, partition=part, bucket=bucket,
+                  size=row[ROW_FILE_SIZE])
+        if row[ROW_EXTRA_FILES]:
+            file = row_entry(row).file
+            for extra in file.extra_files:
+                self._add(ActionKind.EXTRA_FILE, self.paths.extra_file(partition, bucket, file, extra),
+                          snapshot_id=snapshot_id, partition=part, bucket=bucket)
+        self.deletion_buckets.setdefault(partition, set()).add(bucket)
+
+    def _deleted_in_delta(self, s: Snapshot) -> dict[str, tuple]:
+        """``planDeletedInDeltaManifest``: DELETE entries of the delta (as ``decode_manifest``'s rows) keyed by
+        resolved path; a later ADD of the same path (an upgrade) cancels the DELETE. Any read error raises."""
         return self._deleted_in(entry_rows(self.table.manifest(meta.file_name))
                                 for meta in self.table.manifest_list(s.delta_manifest_list))
 
-    def _deleted_in(self, manifests) -> dict[str, ManifestEntry]:
+    def _deleted_in(self, manifests) -> dict[str, tuple]:
         """``_deleted_in_delta`` of the delta manifests' rows ``manifests`` (``decode_manifest``'s).
 
         An ADD only cancels a DELETE read before it of the same path, so the same last name: an ADD whose
-        name no DELETE so far had is passed over without building its entry or its path (most of a delta's
-        ADDs: the files its snapshot wrote)."""
-        to_delete: dict[str, ManifestEntry] = {}
+        name no DELETE so far had is passed over without making its path (most of a delta's ADDs: the files
+        its snapshot wrote). No entry is built: the rows are kept as they came."""
+        to_delete: dict[str, tuple] = {}
         names: set[str] = set()  # the last name of every DELETE's path so far
-        data_file = self.paths.data_file
+        data_path = self.paths.data_path
         for rows in manifests:
             for row in rows:
                 if row[ROW_KIND] == FileKind.ADD:
                     if not to_delete or (row[ROW_EXTERNAL_PATH] is None and row[ROW_FILE_NAME] not in names):
                         continue
-                    entry = row_entry(row)
-                    to_delete.pop(data_file(entry.partition, entry.bucket, entry.file), None)
+                    to_delete.pop(data_path(row[ROW_PARTITION], row[ROW_BUCKET], row[ROW_FILE_NAME],
+                                            row[ROW_EXTERNAL_PATH]), None)
                 else:
-                    entry = row_entry(row)
-                    path = data_file(entry.partition, entry.bucket, entry.file)
-                    to_delete[path] = entry
+                    path = data_path(row[ROW_PARTITION], row[ROW_BUCKET], row[ROW_FILE_NAME], row[ROW_EXTERNAL_PATH])
+                    to_delete[path] = row
                     names.add(path.rpartition("/")[2])
         return to_delete
 
@@ -378,7 +389,7 @@ class _DeltaStream:
         self.position = 0
         self.entries = table.manifests_once(metas, keep=used)
 
-    def __call__(self, s: Snapshot) -> dict[str, ManifestEntry]:
+    def __call__(self, s: Snapshot) -> dict[str, tuple]:
         if s.id in self.streamed:
             manifests = []
             try:

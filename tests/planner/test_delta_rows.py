@@ -1,5 +1,5 @@
-"""The files a delta deletes, found from its manifests' rows: an ADD whose entry is never built must be one
-that cancels nothing. Checked against the loop over every entry that Paimon's ``planDeletedInDeltaManifest``
+"""The files a delta deletes, found from its manifests' rows without building an entry: an ADD passed over
+must be one that cancels nothing. Checked against the loop over every entry that Paimon's ``planDeletedInDeltaManifest``
 runs, on rows whose names and external paths collide on purpose."""
 
 from types import SimpleNamespace
@@ -43,7 +43,9 @@ def every_entry(manifests: list[list[ManifestEntry]]) -> list[tuple[str, Manifes
 def test_a_deltas_deletes_from_its_rows_are_those_of_every_entry_in_order(manifests):
     planner = _Planner(SimpleNamespace(paths=PATHS), None, _Notes(strict=True))
     rows = [entry_rows(m) for m in manifests]
-    assert list(planner._deleted_in(rows).items()) == every_entry(manifests)
+    found = planner._deleted_in(rows)
+    assert [(path, row_entry(row)) for path, row in found.items()] == every_entry(manifests)
+    assert all(type(row) is tuple for row in found.values())  # the rows as they came, no entry built
 
 
 def test_rows_and_entries_are_one_another_undone():
