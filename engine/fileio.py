@@ -69,8 +69,9 @@ def normalize_location(location: str, *, relative_ok: bool = True) -> str:
     in lower case). No trailing '/'. A relative path is made absolute against the
     working directory only when ``relative_ok`` (a user's command-line input); locations read from
     metadata must be absolute. ``.``/``..`` and empty segments are refused in URIs and absolute paths
-    rather than collapsed, so no location can name a different file than it spells. Anything else
-    (``http://``, ``file://host/``) raises ``InvalidLocation``.
+    rather than collapsed, and whitespace at either end is kept (a file may be named so), so no location
+    can name a different file than it spells. Anything else (``http://``, ``file://host/``) raises
+    ``InvalidLocation``.
     """
     if _plainly_absolute(location):
         return location  # what ``_normalized`` returns it as, found without splitting it
@@ -81,7 +82,7 @@ def _normalized(location: str, relative_ok: bool) -> str:
     """``normalize_location`` by its rules, one by one."""
     if not isinstance(location, str) or not location.strip():
         raise InvalidLocation(str(location), "an empty location")
-    loc = location.strip()
+    loc = location  # never trimmed: whitespace at either end is part of a name ("data-1.orc " is not "data-1.orc")
     if loc.startswith("file:"):
         rest = loc[len("file:"):]
         if rest.startswith("//"):
@@ -115,9 +116,8 @@ def _normalized(location: str, relative_ok: bool) -> str:
 
 def _plainly_absolute(location) -> bool:
     """Whether ``location`` is already a normalized plain absolute path (the form apply's executors hand
-    every local delete): a ``/`` first, no whitespace to strip, no ``://``, no trailing ``/``, and no empty,
-    ``.`` or ``..`` segment."""
-    return (type(location) is str and location[:1] == "/" and location[-1] != "/" and not location[-1].isspace()
+    every local delete): a ``/`` first, no ``://``, no trailing ``/``, and no empty, ``.`` or ``..`` segment."""
+    return (type(location) is str and location[:1] == "/" and location[-1] != "/"
             and "//" not in location and "/./" not in location and "/../" not in location
             and not location.endswith(("/.", "/..")) and ":/" not in location)
 

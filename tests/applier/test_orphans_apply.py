@@ -107,6 +107,22 @@ def test_a_candidate_committed_between_plan_and_apply_is_skipped_journaled_and_k
     assert 99 in lake.rows()
 
 
+@pytest.mark.parametrize("tail", [" ", "\t"])
+def test_a_stray_file_named_as_a_live_one_with_whitespace_after_is_the_one_deleted(lake, tmp_path, tail):
+    """``data-x.parquet `` is an orphan; ``data-x.parquet``, which the table reads, is another file."""
+    live = sorted(p for p in all_files(lake.root) if p.startswith("dt=a/bucket-0/data-") and p not in JUNK)[-1]
+    junk(lake.root, live + tail)
+    t = open_table(lake.root)
+    plan = plan_orphans(t, list_orphan_candidates(t), now_ms=NOW, options=resolve_orphan_options({}))
+    assert sorted(a.path for a in plan.actions) == sorted([*JUNK, live + tail])
+    rows = lake.rows()
+    with DuckDBRecorder(tmp_path / "j.duckdb") as recorder:
+        report = apply_plan(plan, recorder, executor=DriverExecutor())
+    assert (report.state, report.counts["DELETED"]) == ("COMPLETED", len(JUNK) + 1)
+    assert os.path.isfile(os.path.join(lake.root, live)) and not os.path.exists(os.path.join(lake.root, live + tail))
+    assert lake.rows() == rows
+
+
 def test_an_apply_that_finds_no_snapshot_refuses_and_deletes_nothing(lake, tmp_path):
     t = open_table(lake.root)
     plan = plan_orphans(t, list_orphan_candidates(t), now_ms=NOW, options=resolve_orphan_options({}))

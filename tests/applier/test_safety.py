@@ -191,6 +191,25 @@ def test_a_forged_plan_cannot_delete_a_file_the_latest_snapshot_reads(tmp_path, 
                              lake.rows())
 
 
+@pytest.mark.parametrize("tail", [" ", "\t", "\n"])
+def test_a_forged_path_that_ends_in_whitespace_deletes_only_the_file_it_spells(tmp_path, spark, recorder, tail):
+    """``victim `` names another file than the live ``victim``, however a location is normalized."""
+    lake = Lake(tmp_path / "wh")
+    history(lake)
+    rows = lake.rows()
+    plan = plan_for(lake.root, retain_min=2)
+    live = open_table(lake.root)
+    latest = live.snapshot(live.earliest_latest()[1])
+    entry = next(e for e in live.live_entries(latest) if e.file.file_name)
+    victim = live.paths.relative(live.paths.data_file(entry.partition, entry.bucket, entry.file))
+    forged = forge(plan, Action(ActionKind.DATA_FILE, victim + tail, snapshot_id=3))
+    assert apply_plan(forged, recorder, spark=spark).state == "COMPLETED"
+    [record] = [r for r in recorder.file_records(plan_id=forged.plan_id) if r.path == victim + tail]
+    assert record.outcome == FileOutcome.ALREADY_ABSENT
+    assert os.path.isfile(os.path.join(lake.root, victim))
+    assert lake.rows() == rows
+
+
 def test_a_forged_plan_cannot_write_the_hint_over_the_schema(tmp_path, spark, recorder):
     lake = Lake(tmp_path / "wh")
     history(lake)

@@ -214,13 +214,13 @@ def test_a_location_taken_as_already_normal_is_what_the_rules_make_of_it(locatio
         assert normalize_location(location, relative_ok=relative_ok) == expected
 
 
-@pytest.mark.parametrize("location", ["/a/b", "/a/.b/c..", "/a/b:c", "/x"])
+@pytest.mark.parametrize("location", ["/a/b", "/a/.b/c..", "/a/b:c", "/x", "/a ", "/a\n", "/ a/b"])
 def test_plain_absolute_paths_take_the_shortcut(location):
     assert _plainly_absolute(location) and normalize_location(location) == location
 
 
 @pytest.mark.parametrize("location", ["/", "/a/", "/a//b", "/a/./b", "/a/../b", "/a/.", "/a/..", "/a/s3://b",
-                                      " /a", "/a ", "/a\n", "a/b", ""])
+                                      " /a", "a/b", ""])
 def test_everything_else_goes_through_the_rules(location):
     assert not _plainly_absolute(location)
 
@@ -260,6 +260,17 @@ def test_every_spelling_of_a_location_normalizes_to_the_file_it_names(uri, expec
 def test_locations_that_could_name_another_file_are_refused(uri, message):
     with pytest.raises(InvalidLocation, match=message):
         normalize_location(uri, relative_ok=False)
+
+
+def test_a_name_that_ends_in_whitespace_is_another_file(fio):
+    io, root = fio
+    plain, spaced = join(root, "w", "a"), join(root, "w", "a") + " "
+    io.write_atomic(plain, b"kept")
+    assert io.delete(spaced) == DeleteOutcome.ALREADY_ABSENT
+    io.write_atomic(spaced, b"gone")
+    assert io.read_bytes(spaced) == b"gone" and io.read_bytes(plain) == b"kept"
+    assert io.delete(spaced) == DeleteOutcome.DELETED
+    assert io.read_bytes(plain) == b"kept" and not io.exists(spaced)
 
 
 def test_delete_many_reports_each_path(fio):
