@@ -3,8 +3,8 @@
 ``planner.paimon.expire.plan_expire`` makes the plan, reading on the driver what is small (snapshots, tags,
 manifest lists, index manifests). The manifests it would read one by one for the files expiring snapshots
 delete are decoded on executors instead, a group per task; a Spark job keeps, per snapshot and resolved path,
-the last entry of its delta when that is a DELETE (what ``_deleted_in_delta`` keeps), and the ADD entries of
-the changelog manifests. Only those come back, as Arrow batches, with the manifests that could not be read;
+the last entry of its delta when that is a DELETE (what ``_deleted_in_delta`` keeps, as its
+``decode_manifest`` row), and the ADD entries of the changelog manifests. Only those come back, as Arrow batches, with the manifests that could not be read;
 the planner answers from them as from its own reads, so the plan is the local planner's, byte for byte.
 """
 
@@ -15,7 +15,8 @@ from typing import Iterator
 
 from lakesweep.applier.spark_tasks import decoded_tasks, error_of, error_text, ipc_rows, task_groups, task_size
 from lakesweep.engine.errors import MetadataNotFound, TableFormatError
-from lakesweep.engine.paimon.manifests import parse_manifest
+from lakesweep.engine.paimon.manifests import (ROW_BUCKET, ROW_EXTERNAL_PATH, ROW_FILE_NAME, ROW_KIND, ROW_PARTITION,
+                                               decode_manifest, row_entry)
 from lakesweep.engine.paimon.model import FileKind, ManifestEntry, Snapshot
 from lakesweep.engine.paimon.table import PaimonTable
 from lakesweep.engine.plan import CleanupPlan
@@ -28,31 +29,34 @@ ROW_SCHEMA = ("part int, sid long, midx int, eidx int, manifest string, path str
               "error string, error_path string")
 
 
-def _read(fileio, path: str) -> list[ManifestEntry]:
-    """The manifest at ``path`` as ``PaimonTable.manifest`` reads it, failing as it fails."""
+def _read(fileio, path: str) -> list[tuple]:
+    """The rows (``decode_manifest``'s) of the manifest at ``path`` as ``PaimonTable.manifest`` reads it,
+    failing as it fails."""
     try:
         data = fileio.read_bytes(path)
     except FileNotFoundError as e:
         raise MetadataNotFound(path, "manifest") from e
-    return parse_manifest(path, data)
+    return decode_manifest((path, data))
 
 
 def decode_group(fileio, paths, group: list[tuple]) -> Iterator[tuple]:
     """Executor side: ``ROW_SCHEMA`` rows of each ``(part, snapshot id, index in its list, manifest name)`` of
-    ``group``: every entry of a delta manifest (with its resolved path, and the pickled entry of a DELETE), the
-    ADD entries of a changelog manifest; a manifest that cannot be read, or an entry's path not resolved, is one
+    ``group``: every entry of a delta manifest (with its resolved path, and the pickled row of a DELETE), the
+    ADD entries of a changelog manifest (pickled rows); a manifest that cannot be read, or an entry's path not resolved, is one
     row naming the error (its class name, a colon, its text) instead."""
     for part, sid, midx, name in group:
         path = paths.manifest(name)
         try:
             entries = _read(fileio, path)
             if part == DELTA:
-                rows = [(part, sid, midx, i, name, paths.data_file(e.partition, e.bucket, e.file),
-                         e.kind == FileKind.ADD, None if e.kind == FileKind.ADD else pickle.dumps(e), None, None)
+                rows = [(part, sid, midx, i, name,
+                         paths.data_path(e[ROW_PARTITION], e[ROW_BUCKET], e[ROW_FILE_NAME], e[ROW_EXTERNAL_PATH]),
+                         e[ROW_KIND] == FileKind.ADD, None if e[ROW_KIND] == FileKind.ADD else pickle.dumps(e),
+                         None, None)
                         for i, e in enumerate(entries)]
             else:
                 rows = [(part, sid, midx, i, name, None, True, pickle.dumps(e), None, None)
-                        for i, e in enumerate(entries) if e.kind == FileKind.ADD]
+                        for i, e in enumerate(entries) if e[ROW_KIND] == FileKind.ADD]
         except TableFormatError as e:
             yield (part, sid, midx, None, name, None, None, None, error_text(e), e.path)
             continue
@@ -73,15 +77,16 @@ def decode_tasks(fileio, paths, groups: list, tasks) -> Iterator:
 class SparkReads:
     """What the Spark job found, answering the planner as its own reads would (``planner.paimon.expire.Reads``).
 
-    ``deleted``: snapshot id -> resolved path -> the DELETE entry its delta ends with; ``changelog``: changelog
+    ``deleted``: snapshot id -> resolved path -> the DELETE its delta ends with (``decode_manifest``'s row);
+    ``changelog``: changelog
     manifest name -> its ADD entries; ``errors``: (part, snapshot id or manifest name) -> the first error met.
     """
 
-    def __init__(self, table: PaimonTable, deleted: dict[int, dict[str, ManifestEntry]],
+    def __init__(self, table: PaimonTable, deleted: dict[int, dict[str, tuple]],
                  changelog: dict[str, list[ManifestEntry]], errors: dict[tuple, TableFormatError]):
         self.table, self.deleted, self.changelog, self.errors = table, deleted, changelog, errors
 
-    def deleted_in_delta(self, snapshot: Snapshot) -> dict[str, ManifestEntry]:
+    def deleted_in_delta(self, snapshot: Snapshot) -> dict[str, tuple]:
         self.table.manifest_list(snapshot.delta_manifest_list)  # a list that failed to read raises again here
         error = self.errors.get((DELTA, snapshot.id))
         if error is not None:
@@ -125,7 +130,7 @@ def read_on_spark(table: PaimonTable, spark, data: list[Snapshot], changelog: li
     from lakesweep.applier.spark_exec import forward_credentials
 
     manifests = [*_lists(table, data, DELTA), *_lists(table, changelog, CHANGELOG)]
-    deleted: dict[int, dict[str, ManifestEntry]] = {}
+    deleted: dict[int, dict[str, tuple]] = {}
     added: dict[str, list[tuple[int, ManifestEntry]]] = {}
     errors: dict[tuple, tuple[int, TableFormatError]] = {}
     if not manifests:
@@ -161,7 +166,7 @@ def read_on_spark(table: PaimonTable, spark, data: list[Snapshot], changelog: li
                 elif part == DELTA:
                     deleted.setdefault(sid, {})[path] = pickle.loads(entry)
                 else:
-                    added.setdefault(name, []).append((eidx, pickle.loads(entry)))
+                    added.setdefault(name, []).append((eidx, row_entry(pickle.loads(entry))))
     finally:
         rows.unpersist()
     read = {name: [] for (part, _, _, name), _ in manifests if part == CHANGELOG}

@@ -79,12 +79,12 @@ def normalize_location(location: str, *, relative_ok: bool = True) -> str:
 
 
 def _normalized(location: str, relative_ok: bool) -> str:
-    """``normalize_location`` by its rules, one by one."""
+    """``normalize_location`` by its rules, one by one. Never trimmed: whitespace at either end is part of a
+    name (``data-1.orc `` is not ``data-1.orc``)."""
     if not isinstance(location, str) or not location.strip():
         raise InvalidLocation(str(location), "an empty location")
-    loc = location  # never trimmed: whitespace at either end is part of a name ("data-1.orc " is not "data-1.orc")
-    if loc.startswith("file:"):
-        rest = loc[len("file:"):]
+    if location.startswith("file:"):
+        rest = location[len("file:"):]
         if rest.startswith("//"):
             rest = rest[2:]
             if not rest.startswith("/"):
@@ -93,8 +93,8 @@ def _normalized(location: str, relative_ok: bool) -> str:
         if not rest.startswith("/"):
             raise InvalidLocation(location, "a file: URI must hold an absolute path")
         return _plain_absolute(rest, location)
-    if "://" in loc:
-        scheme, rest = loc.split("://", 1)
+    if "://" in location:
+        scheme, rest = location.split("://", 1)
         if scheme.lower() == "hdfs":
             return _hdfs_location(rest, location)
         if scheme.lower() not in ("s3", "s3a", "s3n"):
@@ -107,11 +107,11 @@ def _normalized(location: str, relative_ok: bool) -> str:
         if key:
             _check_segments(key.split("/"), location)
         return f"s3://{bucket}/{key}" if key else f"s3://{bucket}"
-    if not loc.startswith("/"):
+    if not location.startswith("/"):
         if not relative_ok:
             raise InvalidLocation(location, "not an absolute location")
-        return os.path.abspath(loc)
-    return _plain_absolute(loc, location)
+        return os.path.abspath(location)
+    return _plain_absolute(location, location)
 
 
 def _plainly_absolute(location) -> bool:

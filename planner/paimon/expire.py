@@ -95,8 +95,9 @@ def _previous_tag(tags: list[Tag], snapshot_id: int) -> Tag | None:
 class Reads(Protocol):
     """Manifests read for the planner elsewhere (``applier.paimon_expire``), answering as the table's own reads."""
 
-    def deleted_in_delta(self, snapshot: Snapshot) -> dict[str, ManifestEntry]:
-        """``_Planner._deleted_in_delta`` of one of the snapshots read (in any order); raises what it raises."""
+    def deleted_in_delta(self, snapshot: Snapshot) -> dict[str, tuple]:
+        """``_Planner._deleted_in_delta`` of one of the snapshots read (in any order), ``decode_manifest``'s
+        rows by path; raises what it raises."""
 
     def changelog_manifest(self, name: str) -> list[ManifestEntry]:
         """The ADD entries of a changelog manifest read (at least); raises what ``PaimonTable.manifest`` raises."""
@@ -148,9 +149,7 @@ class _Planner:
             deleted_in_delta = _DeltaStream(self, [s for s in snapshots if s.id != begin],
                                             [t.snapshot for t in tags], kept)
         else:
-            def deleted_in_delta(s: Snapshot) -> dict[str, tuple]:
-                found = reads.deleted_in_delta(s)
-                return dict(zip(found, entry_rows(found.values())))
+            deleted_in_delta = reads.deleted_in_delta
         for s in snapshots:
             if s.id == begin:
                 continue

@@ -1,6 +1,6 @@
 """The files a delta deletes, found from its manifests' rows without building an entry: an ADD passed over
-must be one that cancels nothing. Checked against the loop over every entry that Paimon's ``planDeletedInDeltaManifest``
-runs, on rows whose names and external paths collide on purpose."""
+must be one that cancels nothing. Checked against the loop over every entry that Paimon's
+``planDeletedInDeltaManifest`` runs, on rows whose names and external paths collide on purpose."""
 
 from types import SimpleNamespace
 
