@@ -10,7 +10,10 @@ probe that only looks, journaling nothing; without ``check_files`` (the CLI's de
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import functools
+import threading
 import time
 import uuid
 from dataclasses import dataclass, field
@@ -148,6 +151,7 @@ class _Apply:
     journaled_commits: frozenset = frozenset()  # commit phases with a Committed record in the journal
     check_files: bool = True  # a dry run: look whether each file is there (False: the metadata alone)
     quarantine: QuarantineSpec | None = None  # files to delete are put aside as it says (apply --quarantine)
+    targets: object = None  # ``verify_paths`` of the plan on ``table``, when checked already (``_checked_paths``)
 
     def refuse(self, e: PlanRejected) -> None:
         if self.recorder is not None:
@@ -164,12 +168,13 @@ class _Apply:
         try:
             try:
                 # The checks that read only the plan and the table's metadata (whose table, which paths, the
-                # requirements, --strict) come before Spark is asked to start: a foreign or stale plan is
-                # refused in the time it takes to read the metadata, not after the JVM has booted.
+                # requirements, --strict) come before Spark is asked to start here: a foreign or stale plan is
+                # refused in the time it takes to read the metadata, not after the JVM has booted. (The CLI
+                # asks earlier, from the header, once its own checks pass: ``spark_getting_ready``.)
                 fmt.verify_table(plan, table)
                 check_phases(plan)
                 self.committer = committer_for(plan, self.committer, strict=self.strict)
-                targets = fmt.verify_paths(plan, table)
+                targets = self.targets if self.targets is not None else fmt.verify_paths(plan, table)
                 if plan.kind == PURGE and self.recorder is not None:
                     # whatever the plan says: each file is in this journal's quarantine, its retention passed now
                     check_journaled(plan, targets, quarantine_records(self.recorder), now_ms=self.clock(),
@@ -547,7 +552,9 @@ def apply_plan(
                                    f"done. To run it again (it deletes nothing already deleted), add --again"))
     table = format_of(plan).open(plan, fileio)
     quarantine = _quarantine_spec(plan, table, quarantine)
-    recorder.record_plan(plan, recorded_ms=started)
+    # DuckDB stores the plan without holding the interpreter's lock: the paths are checked meanwhile.
+    with _alongside(functools.partial(recorder.record_plan, plan, recorded_ms=started), "lakesweep-record-plan"):
+        targets = _checked_paths(plan, table)
     # The plan file's columns are in the journal now (``FileActions.take_arrays``): Arrow's allocator keeps
     # what it freed (some 50 MiB at 1 M files) until told to give it back.
     pa.default_memory_pool().release_unused()
@@ -591,9 +598,81 @@ def apply_plan(
                  done=possibly_done, completed=completed, verify=verify, strict=strict,
                  written=journaled_outputs(events, {aid for aid, r in prior.items() if r.dry_run}),
                  journaled_commits=frozenset(ev.phase for ev in events if isinstance(ev, Committed)),
-                 quarantine=quarantine)
+                 quarantine=quarantine, targets=targets)
     with recorder.held():  # one open journal for the whole apply, not one per write
         return run.run(by_phase, started)
+
+
+@contextlib.contextmanager
+def spark_getting_ready(header: CleanupPlan, recorder: Recorder, *, master: str = "local[*]",
+                        conf: dict[str, str] | None = None, spark=None, fileio: FileIO | None = None,
+                        strict: bool = False, skip_if_applied: bool = False,
+                        on_spark_ui: Callable[[str], None] | None = None, budget=None):
+    """A ``SparkExecutor`` for the apply of the plan whose header is ``header`` (``read_plan_header``), asked
+    to start now so that the JVM boots while the plan's actions are read, journaled and checked (seconds at a
+    million actions); give it to ``apply_plan``. Stopped on exit.
+
+    Spark is asked to start only when the checks that read nothing but the header, the journal and the live
+    table's metadata pass: the plan has a phase that runs on Spark, this journal holds no apply of it to
+    resume or to leave as done (``skip_if_applied``), and it is of a kind applied here, for this table, its
+    requirements hold (``strict``: also those that pin the table as at planning, and nothing committed since).
+    A foreign or stale plan is refused before a JVM boots. Else (or when a check cannot read what it needs)
+    None: ``apply_plan`` makes every check again, refuses what they refuse, and starts Spark itself when it
+    needs it. Nothing runs on Spark before ``apply_plan`` has checked the whole plan (``start``)."""
+    executor = None
+    if any(p.mode in (PhaseMode.BULK, PhaseMode.MERGE) for p in header.phases) and \
+            unfinished_apply(recorder, header.plan_id) is None and \
+            not (skip_if_applied and applied_before(recorder, header.plan_id) is not None):
+        fmt = format_of(header)
+        try:
+            table = fmt.open(header, fileio)
+            fmt.verify_table(header, table)
+            check_requirements(header, table, strict=strict)
+            if strict:
+                fmt.check_strict(header, table)
+        except Exception:  # noqa: BLE001  (apply_plan checks it again and says why)
+            table = None
+        if table is not None:
+            executor = SparkExecutor(spark, master, conf, on_spark_ui, budget=budget)
+            executor.prepare()
+    try:
+        yield executor
+    finally:
+        if executor is not None:
+            executor.stop()
+
+
+@contextlib.contextmanager
+def _alongside(work: Callable[[], object], name: str):
+    """``work()`` on a thread while the body runs; joined at the end, its error raised then (after the body's)."""
+    failed: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            work()
+        except BaseException as e:  # raised again in the caller's thread
+            failed.append(e)
+
+    thread = threading.Thread(target=run, name=name, daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        thread.join()
+    if failed:
+        raise failed[0]
+
+
+def _checked_paths(plan: CleanupPlan, table):
+    """``verify_paths`` of a plan whose table and phases pass their checks; None when any check refuses or
+    fails: ``_Apply.run`` then makes them again, in order, and journals the refusal."""
+    fmt = format_of(plan)
+    try:
+        fmt.verify_table(plan, table)
+        check_phases(plan)
+        return fmt.verify_paths(plan, table)
+    except Exception:  # noqa: BLE001  (checked again by _Apply.run, which says why)
+        return None
 
 
 def _shown(spec: QuarantineSpec, table_location: str) -> dict:

@@ -122,9 +122,9 @@ def apply(
     where it went. 'lakesweep restore PLAN_ID' brings the files back; 'lakesweep plan purge' deletes them
     once --retention has passed. Empty directories, hints and commits are done as without it: restoring
     files does not undo a commit. A store that cannot move files is refused before anything is done."""
-    from lakesweep.applier.apply import apply_plan, dry_run_plan
+    from lakesweep.applier.apply import apply_plan, dry_run_plan, spark_getting_ready
     from lakesweep.engine.errors import JournalError
-    from lakesweep.engine.plan_io import read_plan
+    from lakesweep.engine.plan_io import read_plan, read_plan_header
     from lakesweep.journal.duckdb_store import DuckDBRecorder
 
     output = output_for(fmt)
@@ -132,19 +132,24 @@ def apply(
         raise typer.BadParameter("--check-files goes with --dry-run (an apply looks at every file anyway)",
                                  param_hint="--check-files")
     spark_conf, on_ui = spark_ui(spark_ui_on, _conf(conf))
-    p = read_plan(str(plan))
     choice = _quarantine_choice(quarantine, retention, quarantine_root)
     if dry_run:
-        report = dry_run_plan(p, master=master, conf=spark_conf, strict=strict, check_files=check_files,
-                              on_spark_ui=on_ui, quarantine=choice)
+        report = dry_run_plan(read_plan(str(plan)), master=master, conf=spark_conf, strict=strict,
+                              check_files=check_files, on_spark_ui=on_ui, quarantine=choice)
     else:
+        header = read_plan_header(str(plan))
         path = journal_path(journal)
-        refuse_inside_table(path, p.table_location, "--journal", JournalError)
-        with DuckDBRecorder(path) as recorder, RichProgress(output.draws_progress) as progress:
+        refuse_inside_table(path, header.table_location, "--journal", JournalError)
+        budget = _budget(max_rps, max_concurrency, delete_batch)
+        with DuckDBRecorder(path) as recorder, RichProgress(output.draws_progress) as progress, \
+                spark_getting_ready(header, recorder, master=master, conf=spark_conf, strict=strict,
+                                    skip_if_applied=not again, on_spark_ui=on_ui, budget=budget) as executor:
+            # Spark boots (when the header's checks pass) while the whole plan is read and checked
+            p = read_plan(str(plan))
+            refuse_inside_table(path, p.table_location, "--journal", JournalError)  # the file as read whole
             report = apply_plan(p, recorder, master=master, conf=spark_conf, progress=progress,
                                 verify=not no_verify, strict=strict, skip_if_applied=not again,
-                                on_spark_ui=on_ui, budget=_budget(max_rps, max_concurrency, delete_batch),
-                                quarantine=choice)
+                                on_spark_ui=on_ui, budget=budget, quarantine=choice, executor=executor)
     output.apply_report(report)
     if report.state == "FAILED" or not report.whole or report.nothing_safe:
         raise typer.Exit(1)

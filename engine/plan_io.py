@@ -497,12 +497,15 @@ class _open_plan_file:
         except FileNotFoundError as e:
             raise PlanRejected(f"plan file {self.location} does not exist") from e
         try:
-            parquet = pq.ParquetFile(self.stream)
-        except (pa.ArrowInvalid, OSError) as e:
-            self.stream.close()
-            raise PlanRejected(f"{self.location} is not a lakesweep plan (not a readable Parquet file: {e})") from e
-        schema = parquet.schema_arrow
-        header, version = _plan_header(schema.metadata or {}, schema, self.location)
+            try:
+                parquet = pq.ParquetFile(self.stream)
+            except (pa.ArrowInvalid, OSError) as e:
+                raise PlanRejected(f"{self.location} is not a lakesweep plan (not a readable Parquet file: {e})") from e
+            schema = parquet.schema_arrow
+            header, version = _plan_header(schema.metadata or {}, schema, self.location)
+        except BaseException:
+            self.stream.close()  # __exit__ is not called when __enter__ raises
+            raise
         return parquet, header, version, schema.metadata[ID_KEY].decode()
 
     def __exit__(self, *exc):
@@ -521,6 +524,17 @@ def _check_regular(location: str, fileio: FileIO | None) -> None:
             raise PlanRejected(f"plan file {location} cannot be read: {e.strerror or e}") from e
         if not stat.S_ISREG(st.st_mode):
             raise PlanRejected(f"plan file {location} is not a regular file")
+
+
+def read_plan_header(location: str, fileio: FileIO | None = None) -> CleanupPlan:
+    """A plan file's header as a plan with no actions, from the file's footer alone (refused as ``read_plan``
+    refuses a header). Its ``plan_id`` is the id the file states, not checked against its content: enough to
+    decide what to get ready for the plan, never to act on it."""
+    location = normalize_location(location)
+    with _open_plan_file(location, fileio) as (_, header, _version, stored_id):
+        plan = plan_from_header(header, (), source=location)
+    plan.remember_id(stored_id)
+    return plan
 
 
 def read_plan(location: str, fileio: FileIO | None = None) -> CleanupPlan:

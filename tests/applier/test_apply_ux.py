@@ -4,9 +4,16 @@ import os
 
 import pytest
 
-from lakesweep.applier.apply import DriverExecutor, apply_plan, applied_before, dry_run_plan
+import pyarrow as pa
+import pyarrow.parquet as pq
+from typer.testing import CliRunner
+
+from lakesweep.applier import apply as apply_module
+from lakesweep.applier.apply import DriverExecutor, apply_plan, applied_before, dry_run_plan, spark_getting_ready
+from lakesweep.cli.main import app
 from lakesweep.engine.errors import JournalConflict, PlanRejected, StalePlan
 from lakesweep.engine.plan import CleanupPlan
+from lakesweep.engine.plan_io import read_plan, read_plan_header, write_plan
 from lakesweep.journal.events import ApplyStarted
 from tests.planner.conftest import make_plan
 from tests.support.table_builder import ADD, DELETE, E, TableBuilder
@@ -121,3 +128,85 @@ def test_an_unfinished_apply_after_a_completed_one_is_named_not_hidden(table, re
     with pytest.raises(JournalConflict, match=f"^plan {plan.plan_id} has an unfinished apply crashed0000000ab in this "
                        f"journal; finish it with 'lakesweep resume {plan.plan_id}'$"):
         apply_plan(plan, recorder, executor=DriverExecutor(), skip_if_applied=True)
+
+
+class BootingExecutor(WatchedExecutor):
+    """What ``spark_getting_ready`` makes instead of a ``SparkExecutor``: the calls, ``stop`` included."""
+
+    made: list = []
+
+    def __init__(self, *args, **kwargs):
+        super().__init__()
+        BootingExecutor.made.append(self)
+
+    def stop(self):
+        self.calls.append("stop")
+
+
+@pytest.fixture
+def booting(monkeypatch):
+    BootingExecutor.made = []
+    monkeypatch.setattr(apply_module, "SparkExecutor", BootingExecutor)
+    return BootingExecutor.made
+
+
+def _header(plan, tmp_path, name="plan.parquet"):
+    location = str(tmp_path / name)
+    write_plan(plan, location)
+    return location, read_plan_header(location)
+
+
+def test_spark_is_asked_to_start_from_a_sound_header_before_the_plan_is_read(table, tmp_path, recorder, booting):
+    location, header = _header(make_plan(table.root, retain_min=1), tmp_path)
+    with spark_getting_ready(header, recorder) as executor:
+        assert executor is booting[0] and executor.calls == ["prepare"]
+        report = apply_plan(read_plan(location), recorder, executor=executor)
+        assert report.state == "COMPLETED" and executor.calls[-2:] == ["start", "stop"]
+    assert executor.calls[-1] == "stop"
+
+
+def test_a_foreign_or_stale_header_gets_no_spark(table, tmp_path, recorder, booting):
+    plan = make_plan(table.root, retain_min=1, now_ms=table.time_millis + 4)
+    other = TableBuilder(str(tmp_path / "other"))
+    other.commit([E(ADD, "x")])
+    foreign = CleanupPlan(**{**{f: getattr(plan, f) for f in plan.__dataclass_fields__}, "table_location": other.root})
+    _, foreign_header = _header(foreign, tmp_path, "foreign.parquet")
+    _, header = _header(plan, tmp_path)
+    table.commit([E(ADD, "later", ("a",))])  # committed after the plan was made
+    with spark_getting_ready(foreign_header, recorder) as executor:
+        assert executor is None
+    with spark_getting_ready(header, recorder, strict=True) as executor:
+        assert executor is None
+    assert booting == []
+    with spark_getting_ready(header, recorder) as executor:  # without --strict a later commit is no refusal
+        assert executor.calls == ["prepare"]
+
+
+def test_a_plan_applied_or_left_unfinished_in_the_journal_gets_no_spark(table, tmp_path, recorder, booting):
+    plan = make_plan(table.root, retain_min=1)
+    _, header = _header(plan, tmp_path)
+    apply_plan(plan, recorder, executor=DriverExecutor())
+    with spark_getting_ready(header, recorder, skip_if_applied=True) as executor:
+        assert executor is None  # apply says it was applied, and does nothing
+    with spark_getting_ready(header, recorder) as executor:  # --again
+        assert executor.calls == ["prepare"]
+    recorder.append([ApplyStarted(apply_id="crashed0000000ab", plan_id=plan.plan_id, n_actions=len(plan.actions),
+                                  bytes=0, master="local[*]", dry_run=False, started_ms=T0)])
+    with spark_getting_ready(header, recorder) as executor:
+        assert executor is None  # apply refuses: finish it with resume
+    assert len(booting) == 1
+
+
+def test_a_plan_edited_after_its_header_is_refused_though_spark_was_asked_to_start(table, tmp_path, booting):
+    plan = make_plan(table.root, retain_min=1)
+    location, _ = _header(plan, tmp_path)
+    data = pq.read_table(location)
+    paths = data.column("path").to_pylist()
+    paths[0] = paths[0] + ".elsewhere"
+    pq.write_table(data.set_column(data.schema.get_field_index("path"), data.schema.field("path"),
+                                   pa.array(paths, pa.string())), location)
+    before = sorted(os.listdir(os.path.dirname(_first_deleted_data_file(table, plan))))
+    r = CliRunner().invoke(app, ["apply", location, "--journal", str(tmp_path / "j.duckdb")])
+    assert r.exit_code == 1 and "does not match its id" in r.stderr
+    assert [e.calls for e in booting] == [["prepare", "stop"]]  # asked from the header, stopped, never started
+    assert sorted(os.listdir(os.path.dirname(_first_deleted_data_file(table, plan)))) == before

@@ -15,7 +15,8 @@ from lakesweep.engine.plan import Action, CleanupPlan, OptionValue, action_json,
 from lakesweep.engine.paimon.kinds import EXPIRE_PHASES, ActionKind
 from lakesweep.engine.paimon.requirements import expire_requirements
 from lakesweep.engine.paimon.scopes import ExpireScope
-from lakesweep.engine.plan_io import HEADER_KEY, ID_KEY, plan_from_bytes, plan_to_bytes, read_plan, write_plan
+from lakesweep.engine.plan_io import (HEADER_KEY, ID_KEY, plan_from_bytes, plan_to_bytes, read_plan, read_plan_header,
+                                      write_plan)
 
 REQUIREMENTS = expire_requirements(
     identity="schema:x", location="/wh/t", branch="main", begin=1, end=4, hint=4, deletes=True, schema_id=0,
@@ -120,6 +121,37 @@ def test_other_files_are_refused(tmp_path):
         read_plan(str(tmp_path / "missing.parquet"))
     assert ID_KEY
 
+
+
+def test_a_plan_header_is_read_from_the_footer_with_the_id_the_file_states(tmp_path):
+    plan = make(SAMPLE)
+    path = tmp_path / "p.parquet"
+    write_plan(plan, str(path))
+    header = read_plan_header(str(path))
+    assert header.actions == () and header.header() == plan.header() and header.plan_id == plan.plan_id
+    # an edited action: the header still states the old id, which read_plan refuses to act on
+    table = pq.read_table(str(path))
+    paths = table.column("path").to_pylist()
+    paths[0] = "dt=a/bucket-0/someone-elses-file.parquet"
+    edited = tmp_path / "edited.parquet"
+    pq.write_table(table.set_column(table.schema.get_field_index("path"), table.schema.field("path"), pa.array(paths)),
+                   str(edited))
+    assert read_plan_header(str(edited)).plan_id == plan.plan_id
+    with pytest.raises(PlanRejected, match=f"does not match its id {plan.plan_id}"):
+        read_plan(str(edited))
+
+
+def test_a_plan_header_is_refused_as_read_plan_refuses_it(tmp_path):
+    not_parquet = tmp_path / "hello.parquet"
+    not_parquet.write_bytes(b"hello")
+    other = tmp_path / "other.parquet"
+    pq.write_table(pa.table({"a": [1]}), str(other))
+    for path, message in ((not_parquet, "not a readable Parquet file"), (other, "not a lakesweep plan"),
+                          (tmp_path / "missing.parquet", "does not exist"), (tmp_path, "is not a regular file")):
+        with pytest.raises(PlanRejected, match=message):
+            read_plan_header(str(path))
+        with pytest.raises(PlanRejected, match=message):
+            read_plan(str(path))
 
 kinds = st.sampled_from([k for k in ActionKind if k not in (ActionKind.WRITE_CHANGELOG, ActionKind.WRITE_EARLIEST_HINT)])
 actions = st.builds(
