@@ -151,7 +151,8 @@ class _Apply:
     journaled_commits: frozenset = frozenset()  # commit phases with a Committed record in the journal
     check_files: bool = True  # a dry run: look whether each file is there (False: the metadata alone)
     quarantine: QuarantineSpec | None = None  # files to delete are put aside as it says (apply --quarantine)
-    targets: object = None  # ``verify_paths`` of the plan on ``table``, when checked already (``_checked_paths``)
+    targets: object = None  # ``verify_paths`` of the plan on ``table``, when it and the table and phases' checks
+    # passed already (``_checked_paths``)
 
     def refuse(self, e: PlanRejected) -> None:
         if self.recorder is not None:
@@ -171,8 +172,9 @@ class _Apply:
                 # requirements, --strict) come before Spark is asked to start here: a foreign or stale plan is
                 # refused in the time it takes to read the metadata, not after the JVM has booted. (The CLI
                 # asks earlier, from the header, once its own checks pass: ``spark_getting_ready``.)
-                fmt.verify_table(plan, table)
-                check_phases(plan)
+                if self.targets is None:  # else checked, with the paths, while the plan was journaled
+                    fmt.verify_table(plan, table)
+                    check_phases(plan)
                 self.committer = committer_for(plan, self.committer, strict=self.strict)
                 targets = self.targets if self.targets is not None else fmt.verify_paths(plan, table)
                 if plan.kind == PURGE and self.recorder is not None:

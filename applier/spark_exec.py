@@ -400,6 +400,14 @@ def task_row(a: Action) -> tuple:
     return (a.action_id, str(a.kind), a.path, a.snapshot_id, a.source, a.verb.value, a.phase)
 
 
+def task_rows_of(actions: Sequence[Action]) -> list[tuple]:
+    """``task_row`` of each action, the labels of its few kinds and verbs looked up rather than made a million
+    times."""
+    labels = {kind: str(kind) for kind in {a.kind for a in actions}}
+    verbs = {verb: verb.value for verb in {a.verb for a in actions}}
+    return [(a.action_id, labels[a.kind], a.path, a.snapshot_id, a.source, verbs[a.verb], a.phase) for a in actions]
+
+
 def kinds_of(actions: Sequence[Action]) -> dict[str, object]:
     """The action kinds ``actions`` use, by label: shipped with the tasks, so that a task rebuilds each
     action with its own format's kind (a kind may act after a write) and knows no format's table."""
@@ -668,7 +676,7 @@ def task_rows(sc, actions: Sequence[Action], slices: int):
     so the driver holds a few partitions' rows at a time, not a million tuples beside the plan's actions."""
     bounds = [len(actions) * i // slices for i in range(slices + 1)]
     per_chunk = -(-slices // ROW_CHUNKS)
-    parts = [sc.parallelize([task_row(a) for a in actions[bounds[i]:bounds[min(i + per_chunk, slices)]]],
+    parts = [sc.parallelize(task_rows_of(actions[bounds[i]:bounds[min(i + per_chunk, slices)]]),
                             min(per_chunk, slices - i))
              for i in range(0, slices, per_chunk)]
     return parts[0] if len(parts) == 1 else sc.union(parts)

@@ -80,12 +80,13 @@ class Targets(Sequence[str]):
     every path: a location under ``root`` is held as its part after ``root/`` (the action's own path string
     where the action spells it so) and joined to the root again when read. Equal to the list of locations."""
 
-    __slots__ = ("prefix", "_held", "_under")
+    __slots__ = ("prefix", "_held", "_under", "_holding")
 
     def __init__(self, root: str):
         self.prefix = root + "/"
         self._held: list[str] = []
         self._under = bytearray()  # 1: held relative to the root
+        self._holding: dict[str, tuple[int, list[int]]] = {}  # marker -> (len when found, ids)
 
     def append(self, full: str, path: str | None = None) -> None:
         """The next action's full location; ``path``: the action's own path, held when it is the part of
@@ -99,6 +100,15 @@ class Targets(Sequence[str]):
         else:
             self._held.append(full)
             self._under.append(0)
+
+    def holding(self, marker: str) -> list[int]:
+        """The ids, in order, whose held part contains ``marker`` (a location under the root holds the
+        marker in its part after the root whenever the marker lies below the root): found once per marker
+        and length, since every gate of an apply asks again."""
+        found = self._holding.get(marker)
+        if found is None or found[0] != len(self._held):
+            found = self._holding[marker] = (len(self._held), [i for i, held in enumerate(self._held) if marker in held])
+        return found[1]
 
     def entries(self) -> Iterator[tuple[int, str]]:
         """(1 when held relative to the root else 0, what is held), by action id."""

@@ -113,7 +113,7 @@ def snapshots_deleted(plan: CleanupPlan, table: PaimonTable, targets: Sequence[s
     if isinstance(targets, Targets):
         # Looked for in what is held: of a location under the root, the part after it, which holds the
         # marker too whenever the location is a snapshot file (snapshot directories lie below the root).
-        marked = [i for i, (_, held) in enumerate(targets.entries()) if marker in held]
+        marked = targets.holding(marker)
     else:
         marked = [i for i, target in enumerate(targets) if marker in target]
     for i in marked:

@@ -6,9 +6,10 @@ import threading
 
 import pytest
 
-from lakesweep.applier.spark_exec import execute_rows, task_row
+from lakesweep.applier.spark_exec import execute_rows, task_row, task_rows_of
 from lakesweep.engine.fileio import ArrowFileIO, MemoryFileIO
-from lakesweep.engine.plan import Action
+from lakesweep.engine.iceberg.kinds import ExpireKind
+from lakesweep.engine.plan import Action, canonical_actions
 from lakesweep.engine.paimon.kinds import ActionKind
 from lakesweep.engine.s3_bulk import RequestBudget
 
@@ -162,3 +163,17 @@ def test_task_rows_reach_spark_in_the_actions_order_in_the_partitions_asked(tmp_
     parts = spark_exec.task_rows(spark.sparkContext, actions, slices).glom().collect()
     assert [r for part in parts for r in part] == [task_row(a) for a in actions]
     assert len(parts) == slices and all(parts)  # parallelize splits at its serializer's batches: not evenly
+
+
+def test_the_task_rows_of_many_kinds_are_each_actions_task_row():
+    actions = canonical_actions([
+        Action(ActionKind.DATA_FILE, "dt=a/bucket-0/data-1.orc", snapshot_id=3),
+        Action(ActionKind.MANIFEST, "manifest/manifest-1", snapshot_id=2, size=9),
+        Action(ActionKind.EMPTY_DIR, "dt=a/bucket-0", depth=2),
+        Action(ActionKind.WRITE_EARLIEST_HINT, "snapshot/EARLIEST", snapshot_id=4),
+        Action(ActionKind.WRITE_CHANGELOG, "changelog/changelog-2", snapshot_id=2, source="snapshot/snapshot-2"),
+        Action(ExpireKind.MANIFEST_LIST, "metadata/snap-1.avro", snapshot_id=1),
+    ])
+    assert task_rows_of(actions) == [task_row(a) for a in actions]
+    assert len({r[1] for r in task_rows_of(actions)}) == 6 and len({r[5] for r in task_rows_of(actions)}) == 3
+    assert task_rows_of(()) == []

@@ -117,3 +117,14 @@ def test_targets_hold_a_location_under_the_root_as_the_actions_own_path():
     index = TargetIndex(targets)
     assert [index.get(t) for t in expected] == [0, 1, 2]
     assert index.get(path) is None and index.get("s3://b/wh/t/") is None and index.get("s3://b/wh/t") is None
+
+
+def test_the_ids_holding_a_marker_are_found_again_after_more_locations_come():
+    targets = Targets("/wh/t")
+    for full in ["/wh/t/snapshot/snapshot-1", "/wh/ext/snapshot/snapshot-2", "/wh/t/dt=a/f", "/wh/t/snapshot/EARLIEST"]:
+        targets.append(full, full[len("/wh/t/"):] if full.startswith("/wh/t/") else full)
+    assert targets.holding("/snapshot-") == [0, 1] and targets.holding("/snapshot-") is targets.holding("/snapshot-")
+    assert targets.holding("dt=") == [2]
+    targets.append("/wh/t/branch/branch-b/snapshot/snapshot-3", "branch/branch-b/snapshot/snapshot-3")
+    assert targets.holding("/snapshot-") == [0, 1, 4]
+    assert targets.holding("/wh/t") == [] and targets.holding("/wh/ext") == [1]  # what is held, not the root
