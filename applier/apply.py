@@ -12,8 +12,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import functools
-import threading
 import time
 import uuid
 from dataclasses import dataclass, field
@@ -151,8 +149,6 @@ class _Apply:
     journaled_commits: frozenset = frozenset()  # commit phases with a Committed record in the journal
     check_files: bool = True  # a dry run: look whether each file is there (False: the metadata alone)
     quarantine: QuarantineSpec | None = None  # files to delete are put aside as it says (apply --quarantine)
-    targets: object = None  # ``verify_paths`` of the plan on ``table``, when it and the table and phases' checks
-    # passed already (``_checked_paths``)
 
     def refuse(self, e: PlanRejected) -> None:
         if self.recorder is not None:
@@ -172,11 +168,10 @@ class _Apply:
                 # requirements, --strict) come before Spark is asked to start here: a foreign or stale plan is
                 # refused in the time it takes to read the metadata, not after the JVM has booted. (The CLI
                 # asks earlier, from the header, once its own checks pass: ``spark_getting_ready``.)
-                if self.targets is None:  # else checked, with the paths, while the plan was journaled
-                    fmt.verify_table(plan, table)
-                    check_phases(plan)
+                fmt.verify_table(plan, table)
+                check_phases(plan)
                 self.committer = committer_for(plan, self.committer, strict=self.strict)
-                targets = self.targets if self.targets is not None else fmt.verify_paths(plan, table)
+                targets = fmt.verify_paths(plan, table)
                 if plan.kind == PURGE and self.recorder is not None:
                     # whatever the plan says: each file is in this journal's quarantine, its retention passed now
                     check_journaled(plan, targets, quarantine_records(self.recorder), now_ms=self.clock(),
@@ -554,9 +549,7 @@ def apply_plan(
                                    f"done. To run it again (it deletes nothing already deleted), add --again"))
     table = format_of(plan).open(plan, fileio)
     quarantine = _quarantine_spec(plan, table, quarantine)
-    # DuckDB stores the plan without holding the interpreter's lock: the paths are checked meanwhile.
-    with _alongside(functools.partial(recorder.record_plan, plan, recorded_ms=started), "lakesweep-record-plan"):
-        targets = _checked_paths(plan, table)
+    recorder.record_plan(plan, recorded_ms=started)
     # The plan file's columns are in the journal now (``FileActions.take_arrays``): Arrow's allocator keeps
     # what it freed (some 50 MiB at 1 M files) until told to give it back.
     pa.default_memory_pool().release_unused()
@@ -600,7 +593,7 @@ def apply_plan(
                  done=possibly_done, completed=completed, verify=verify, strict=strict,
                  written=journaled_outputs(events, {aid for aid, r in prior.items() if r.dry_run}),
                  journaled_commits=frozenset(ev.phase for ev in events if isinstance(ev, Committed)),
-                 quarantine=quarantine, targets=targets)
+                 quarantine=quarantine)
     with recorder.held():  # one open journal for the whole apply, not one per write
         return run.run(by_phase, started)
 
@@ -642,39 +635,6 @@ def spark_getting_ready(header: CleanupPlan, recorder: Recorder, *, master: str 
     finally:
         if executor is not None:
             executor.stop()
-
-
-@contextlib.contextmanager
-def _alongside(work: Callable[[], object], name: str):
-    """``work()`` on a thread while the body runs; joined at the end, its error raised then (after the body's)."""
-    failed: list[BaseException] = []
-
-    def run() -> None:
-        try:
-            work()
-        except BaseException as e:  # raised again in the caller's thread
-            failed.append(e)
-
-    thread = threading.Thread(target=run, name=name, daemon=True)
-    thread.start()
-    try:
-        yield
-    finally:
-        thread.join()
-    if failed:
-        raise failed[0]
-
-
-def _checked_paths(plan: CleanupPlan, table):
-    """``verify_paths`` of a plan whose table and phases pass their checks; None when any check refuses or
-    fails: ``_Apply.run`` then makes them again, in order, and journals the refusal."""
-    fmt = format_of(plan)
-    try:
-        fmt.verify_table(plan, table)
-        check_phases(plan)
-        return fmt.verify_paths(plan, table)
-    except Exception:  # noqa: BLE001  (checked again by _Apply.run, which says why)
-        return None
 
 
 def _shown(spec: QuarantineSpec, table_location: str) -> dict:
