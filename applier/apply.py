@@ -100,6 +100,14 @@ class ApplyReport:
 VERIFY_PROBLEMS_JOURNALED = 100  # the first problems the Verified event keeps (it counts them all)
 
 
+def check_live(plan: CleanupPlan, live, *, done: AbstractSet[str] = frozenset(), strict: bool = False) -> None:
+    """The plan's requirements on the live table (``strict``: those that pin it as at planning too, and the
+    format's own check that nothing was committed since); ``done`` as ``check_requirements`` takes it."""
+    check_requirements(plan, live, done=done, strict=strict)
+    if strict:
+        format_of(plan).check_strict(plan, live)
+
+
 def report_outcomes(plan: CleanupPlan, *, quarantine: bool = False) -> tuple[str, ...]:
     """The outcomes a report of ``plan`` counts: deletes, writes, kept directories and failures always (as
     reports always had them); skipped candidates when the plan re-checks actions; commits when it commits;
@@ -400,11 +408,7 @@ class _Apply:
         return skipped
 
     def _check_live(self, live, index) -> None:
-        """The plan's requirements on the live table (``strict``: those that pin it as at planning too, and
-        the format's own check that nothing was committed since)."""
-        check_requirements(self.plan, live, done=Locations(index, self.done), strict=self.strict)
-        if self.strict:
-            format_of(self.plan).check_strict(self.plan, live)
+        check_live(self.plan, live, done=Locations(index, self.done), strict=self.strict)
 
     def _skip(self, runner: PhaseRunner, actions: list[Action], skipped: Mapping[int, str | None],
               tally: Tally) -> list[Action]:
@@ -617,14 +621,12 @@ def spark_getting_ready(header: CleanupPlan, recorder: Recorder, *, master: str 
     executor = None
     if any(p.mode in (PhaseMode.BULK, PhaseMode.MERGE) for p in header.phases) and \
             unfinished_apply(recorder, header.plan_id) is None and \
-            not (skip_if_applied and applied_before(recorder, header.plan_id) is not None):
+            not (skip_if_applied and completed_applies(recorder, header.plan_id)):
         fmt = format_of(header)
         try:
             table = fmt.open(header, fileio)
             fmt.verify_table(header, table)
-            check_requirements(header, table, strict=strict)
-            if strict:
-                fmt.check_strict(header, table)
+            check_live(header, table, strict=strict)
         except Exception:  # noqa: BLE001  (apply_plan checks it again and says why)
             table = None
         if table is not None:

@@ -4,8 +4,9 @@
 manifest lists, index manifests). The manifests it would read one by one for the files expiring snapshots
 delete are decoded on executors instead, a group per task; a Spark job keeps, per snapshot and resolved path,
 the last entry of its delta when that is a DELETE (what ``_deleted_in_delta`` keeps, as its
-``decode_manifest`` row), and the ADD entries of the changelog manifests. Only those come back, as Arrow batches, with the manifests that could not be read;
-the planner answers from them as from its own reads, so the plan is the local planner's, byte for byte.
+``decode_manifest`` row), and the ADD entries of the changelog manifests. Only those come back, as Arrow
+batches, with the manifests that could not be read; the planner answers from them as from its own reads, so
+the plan is the local planner's, byte for byte.
 """
 
 from __future__ import annotations
@@ -42,8 +43,8 @@ def _read(fileio, path: str) -> list[tuple]:
 def decode_group(fileio, paths, group: list[tuple]) -> Iterator[tuple]:
     """Executor side: ``ROW_SCHEMA`` rows of each ``(part, snapshot id, index in its list, manifest name)`` of
     ``group``: every entry of a delta manifest (with its resolved path, and the pickled row of a DELETE), the
-    ADD entries of a changelog manifest (pickled rows); a manifest that cannot be read, or an entry's path not resolved, is one
-    row naming the error (its class name, a colon, its text) instead."""
+    ADD entries of a changelog manifest (pickled rows); a manifest that cannot be read, or an entry's path not
+    resolved, is one row naming the error (its class name, a colon, its text) instead."""
     for part, sid, midx, name in group:
         path = paths.manifest(name)
         try:
@@ -78,8 +79,7 @@ class SparkReads:
     """What the Spark job found, answering the planner as its own reads would (``planner.paimon.expire.Reads``).
 
     ``deleted``: snapshot id -> resolved path -> the DELETE its delta ends with (``decode_manifest``'s row);
-    ``changelog``: changelog
-    manifest name -> its ADD entries; ``errors``: (part, snapshot id or manifest name) -> the first error met.
+    ``changelog``: changelog manifest name -> its ADD entries; ``errors``: (part, snapshot id or manifest name) -> the first error met.
     """
 
     def __init__(self, table: PaimonTable, deleted: dict[int, dict[str, tuple]],

@@ -107,7 +107,8 @@ class Targets(Sequence[str]):
         and length, since every gate of an apply asks again."""
         found = self._holding.get(marker)
         if found is None or found[0] != len(self._held):
-            found = self._holding[marker] = (len(self._held), [i for i, held in enumerate(self._held) if marker in held])
+            ids = [i for i, held in enumerate(self._held) if marker in held]
+            found = self._holding[marker] = (len(self._held), ids)
         return found[1]
 
     def entries(self) -> Iterator[tuple[int, str]]:

@@ -153,6 +153,7 @@ def test_a_plan_header_is_refused_as_read_plan_refuses_it(tmp_path):
         with pytest.raises(PlanRejected, match=message):
             read_plan(str(path))
 
+
 kinds = st.sampled_from([k for k in ActionKind if k not in (ActionKind.WRITE_CHANGELOG, ActionKind.WRITE_EARLIEST_HINT)])
 actions = st.builds(
     Action,
