@@ -146,6 +146,47 @@ class Action:
         return (self.phase, _UNRANKED, str(self.kind), -self.depth, self.path)
 
 
+def built_actions(kinds: list, paths: list, snapshot_ids: list, partitions: list, buckets: list, sizes: list,
+                  sources: list, depths: list, action_ids, verbs: list, phases: list) -> list[Action]:
+    """``list(map(Action, kinds, paths, ...))``: the actions of columns of field values, in ``Action``'s field
+    order. Where the columns pass what ``Action.__post_init__`` checks (every path and phase set, every kind a
+    non-empty text, every verb a ``Verb``), the checks are made once per column and each action's slots are
+    filled directly, in under half the time of a frozen dataclass's ``__init__`` (at a million actions, a
+    second); otherwise every action is built as ``Action`` builds it, and raises as it raises."""
+    columns = (kinds, paths, snapshot_ids, partitions, buckets, sizes, sources, depths, action_ids, verbs, phases)
+    distinct_kinds = dict(zip(map(id, kinds), kinds)).values()
+    checked = (all(paths) and all(phases) and set(map(type, verbs)) <= {Verb}
+               and all(isinstance(k, str) and k for k in distinct_kinds))
+    with collector_paused():
+        return list(map(_filled if checked else Action, *columns))
+
+
+_SLOTS = tuple(Action.__dict__[name].__set__ for name in Action.__slots__)
+
+
+def _filled(kind, path, snapshot_id, partition, bucket, size, source, depth, action_id, verb, phase, *,
+            _new=object.__new__, _kind=_SLOTS[0], _path=_SLOTS[1], _snapshot_id=_SLOTS[2], _partition=_SLOTS[3],
+            _bucket=_SLOTS[4], _size=_SLOTS[5], _source=_SLOTS[6], _depth=_SLOTS[7], _action_id=_SLOTS[8],
+            _verb=_SLOTS[9], _phase=_SLOTS[10]):
+    """An ``Action`` of checked values, its slots set one by one (``built_actions``)."""
+    a = _new(Action)
+    _kind(a, kind)
+    _path(a, path)
+    _snapshot_id(a, snapshot_id)
+    _partition(a, partition)
+    _bucket(a, bucket)
+    _size(a, size)
+    _source(a, source)
+    _depth(a, depth)
+    _action_id(a, action_id)
+    _verb(a, verb)
+    _phase(a, phase)
+    return a
+
+
+assert Action.__slots__ == tuple(f.name for f in dataclasses.fields(Action))
+
+
 @dataclass(frozen=True, slots=True)
 class ActionKindSpec:
     """What one action kind of a table format is: its stored ``label``, the ``verb`` apply carries out, the
@@ -262,7 +303,7 @@ def canonical_actions(actions: Sequence[Action], *, as_columns: bool = False) ->
         columns = columns_of_fields(cols)
         if columns is not None:
             return columns
-    return tuple(map(Action, *cols))
+    return tuple(built_actions(*cols))
 
 
 _FIELD = {name: i for i, name in enumerate(ACTION_FIELDS)}

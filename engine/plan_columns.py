@@ -13,7 +13,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from lakesweep.engine.plan import ACTION_COLUMNS, Action, Verb, collector_paused
+from lakesweep.engine.plan import ACTION_COLUMNS, Action, Verb, built_actions
 from lakesweep.engine.plan_codec import ARROW_TYPES, NotColumnar, column_arrays, typed_array
 
 SCHEMA = pa.schema([pa.field(name, ARROW_TYPES[t], nullable=n) for name, t, n in ACTION_COLUMNS])
@@ -129,8 +129,7 @@ class ColumnActions(Sequence):
         kinds, verbs = _FIELD["kind"], _FIELD["verb"]
         cols[kinds] = [self._kinds.get(label, label) for label in cols[kinds]]
         cols[verbs] = list(map(_VERBS.__getitem__, cols[verbs]))
-        with collector_paused():
-            return list(map(Action, *cols))
+        return built_actions(*cols)
 
     def column(self, name: str) -> list:
         """The values of one field, in order, as stored (a kind as its label, a verb as its text)."""

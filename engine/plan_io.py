@@ -21,7 +21,7 @@ import pyarrow.parquet as pq
 from lakesweep.engine.errors import PlanRejected
 from lakesweep.engine.fileio import FileIO, fileio_for, normalize_location
 from lakesweep.engine.plan import (ACTION_COLUMNS, FORMAT_VERSION, FORMATS, Action, CleanupPlan, OptionValue, PhaseSpec,
-                                   Verb, action_columns, action_rows, collector_paused, compute_plan_id,
+                                   Verb, action_columns, action_rows, built_actions, compute_plan_id,
                                    decode_requirement, decode_scope, format_module, kind_spec)
 from lakesweep.engine.plan_codec import ARROW_TYPES, NotColumnar, action_arrays, rows_json
 from lakesweep.engine.plan_columns import SCHEMA, ColumnActions, FileActions, column_values
@@ -278,9 +278,8 @@ def _actions(cols: dict, kinds: dict, source: str) -> tuple[Action, ...]:
     whose id was recomputed after an edit cannot turn a data file into a written file."""
     labels = [kinds.get(k, k) for k in cols["kind"]]
     verbs = [_VERBS[v] for v in cols["verb"]]
-    with collector_paused():
-        actions = tuple(map(Action, labels, cols["path"], cols["snapshot_id"], cols["partition"], cols["bucket"],
-                            cols["size"], cols["source"], cols["depth"], cols["action_id"], verbs, cols["phase"]))
+    actions = tuple(built_actions(labels, cols["path"], cols["snapshot_id"], cols["partition"], cols["bucket"],
+                                  cols["size"], cols["source"], cols["depth"], cols["action_id"], verbs, cols["phase"]))
     own = {label: (spec.verb, spec.phase) for label, spec in ((label, kind_spec(k)) for label, k in kinds.items())
            if spec is not None}
     shapes = set(zip(cols["kind"], verbs, cols["phase"]))  # a few (kind, verb, phase): checked once each

@@ -14,7 +14,7 @@ from lakesweep.cli.render import ActionFigures
 from lakesweep.engine.iceberg.kinds import EXPIRE_PHASES, ExpireKind
 from lakesweep.engine.paimon.kinds import EXPIRE_PHASES as PAIMON_PHASES
 from lakesweep.engine.paimon.kinds import ActionKind
-from lakesweep.engine.plan import Action, PhaseSpec, canonical_actions, summarize
+from lakesweep.engine.plan import Action, PhaseSpec, Verb, built_actions, canonical_actions, kind_spec, summarize
 from lakesweep.engine.plan_columns import SCHEMA, ActionColumnsBuilder, ColumnActions, FileActions, values
 from lakesweep.engine.plan_io import plan_from_bytes, plan_to_bytes
 from lakesweep.journal.rules import actions_table
@@ -204,3 +204,53 @@ def test_a_column_of_mostly_distinct_values_is_read_plainly_with_shared():
 
     rows = [f"data/f{i}.parquet" for i in range(5000)]
     assert column_values(pa.array(rows), shared=True) == rows
+
+
+FIELD_VALUES = st.tuples(
+    st.one_of(st.sampled_from(list(ExpireKind)), st.sampled_from(list(ActionKind)), st.sampled_from(["", "k"]),
+              st.none()),
+    st.one_of(PATHS, st.just(""), st.none()), st.one_of(st.none(), st.integers()), st.one_of(st.none(), PATHS),
+    st.one_of(st.none(), st.integers()), st.one_of(st.none(), st.integers()), st.one_of(st.none(), PATHS),
+    st.integers(0, 9), st.integers(0, 99),
+    st.one_of(st.sampled_from(list(Verb)), st.sampled_from([v.value for v in Verb]), st.none()),
+    st.integers(0, 4))
+
+
+def built_as_action_builds(rows) -> list | str:
+    try:
+        return [Action(*row) for row in rows]
+    except ValueError as e:
+        return str(e)
+
+
+@settings(max_examples=300)
+@given(st.lists(FIELD_VALUES, max_size=12))
+def test_actions_built_from_columns_are_the_actions_and_refused_as_they_are(rows):
+    expected = built_as_action_builds(rows)
+    columns = [list(column) for column in zip(*rows)] or [[] for _ in range(11)]
+    if isinstance(expected, str):
+        with pytest.raises(ValueError) as refused:
+            built_actions(*columns)
+        assert str(refused.value) == expected
+        return
+    built = built_actions(*columns)
+    assert built == expected
+    assert [(type(a.kind), type(a.verb), a.phase) for a in built] == [(type(a.kind), type(a.verb), a.phase)
+                                                                      for a in expected]
+    assert [hash(a) for a in built] == [hash(a) for a in expected]
+
+
+def test_actions_built_from_checked_columns_fill_their_slots_without_the_dataclass_init(monkeypatch):
+    calls = []
+    real = Action.__post_init__
+    monkeypatch.setattr(Action, "__post_init__", lambda self: (calls.append(self.path), real(self))[1])
+    checked = [[ExpireKind.DATA_FILE] * 2, ["a", "b"], [1, 2], [None] * 2, [None] * 2, [3, 4], [None] * 2, [0, 0],
+               [0, 1], [Verb.DELETE_FILE] * 2, [1, 1]]
+    assert built_actions(*checked) == [Action(ExpireKind.DATA_FILE, p, s, None, None, z, None, 0, i, Verb.DELETE_FILE, 1)
+                                       for i, (p, s, z) in enumerate([("a", 1, 3), ("b", 2, 4)])]
+    assert calls == ["a", "b"]  # the two actions compared against, built by the dataclass
+    calls.clear()
+    unchecked = [column[:] for column in checked]
+    unchecked[10] = [1, 0]  # a phase left for the kind to give
+    assert [a.phase for a in built_actions(*unchecked)] == [1, kind_spec(ExpireKind.DATA_FILE).phase]
+    assert calls == ["a", "b"]
