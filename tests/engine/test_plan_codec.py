@@ -15,6 +15,7 @@ from lakesweep.engine.errors import PlanRejected
 from lakesweep.engine.iceberg.kinds import CompactKind, ExpireKind
 from lakesweep.engine.paimon.kinds import ActionKind, OrphanKind
 from lakesweep.engine.plan import Action, Verb, canonical_actions, compute_plan_id
+from lakesweep.engine.plan_columns import ActionColumnsBuilder
 from lakesweep.engine.plan_io import (ROW_GROUP, PlanWriter, aligned_batches, iter_action_batches, plan_from_bytes, plan_to_bytes,
                                       verify_plan_file, write_plan)
 from lakesweep.engine.purge import PurgeKind
@@ -52,12 +53,19 @@ COLUMN_ROWS = st.lists(st.tuples(
     st.one_of(st.none(), PATHS)), max_size=40)
 
 
+def gathered(rows, batch: int = 7):
+    """The rows (kind, path, snapshot id, size, partition) gathered as an expiry gathers the files it finds
+    (``ActionColumnsBuilder``, ``batch`` rows to an Arrow chunk), in canonical order."""
+    builder = ActionColumnsBuilder(batch)
+    for kind, path, sid, size, partition in rows:
+        builder.add(kind, path, snapshot_id=sid, size=size, partition=partition)
+    return builder.canonical()
+
+
 @settings(max_examples=300)
 @given(COLUMN_ROWS)
 def test_actions_found_as_columns_are_the_reference_canonical_actions(rows):
     """Repeated (kind, path) pairs included: the earliest snapshot's action is kept, as ever."""
-    from tests.engine.test_plan_columns import gathered
-
     acts = [Action(kind, path, snapshot_id=sid, size=size, partition=partition)
             for kind, path, sid, size, partition in rows]
     assert gathered(rows) == reference.canonical_actions(acts)

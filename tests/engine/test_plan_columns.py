@@ -18,7 +18,7 @@ from lakesweep.engine.plan import Action, PhaseSpec, Verb, built_actions, canoni
 from lakesweep.engine.plan_columns import SCHEMA, ActionColumnsBuilder, ColumnActions, FileActions, values
 from lakesweep.engine.plan_io import plan_from_bytes, plan_to_bytes
 from lakesweep.journal.rules import actions_table
-from tests.engine.test_plan_codec import ACTIONS, PATHS
+from tests.engine.test_plan_codec import ACTIONS, PATHS, gathered
 from tests.engine.test_plan_io import make
 from tests.support import plan_reference as reference
 
@@ -31,15 +31,6 @@ BY_PARTITION = frozenset({ExpireKind.DATA_FILE, ExpireKind.POSITION_DELETE_FILE}
 
 def plan_of(actions, phases=EXPIRE_PHASES):
     return dataclasses.replace(make([], phases=phases), actions=actions)
-
-
-def gathered(rows, batch: int = 7):
-    """The rows (kind, path, snapshot id, size, partition) gathered as an expiry gathers the files it finds
-    (``ActionColumnsBuilder``, ``batch`` rows to an Arrow chunk), in canonical order."""
-    builder = ActionColumnsBuilder(batch)
-    for kind, path, sid, size, partition in rows:
-        builder.add(kind, path, snapshot_id=sid, size=size, partition=partition)
-    return builder.canonical()
 
 
 def found(rows):
