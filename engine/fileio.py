@@ -248,6 +248,14 @@ class FileIO(abc.ABC):
     @abc.abstractmethod
     def write_atomic(self, path: str, data: bytes) -> None: ...
 
+    def write_atomic_from(self, path: str, fill: Callable[[BinaryIO], None]) -> None:
+        """``write_atomic`` of the bytes ``fill(stream)`` writes to ``stream``. Here they are gathered in memory
+        first; on local disk they go straight to the temporary file that is then renamed, so a large file
+        (a plan of millions of actions) is never held whole. When ``fill`` raises, nothing is written."""
+        buffer = io.BytesIO()
+        fill(buffer)
+        self.write_atomic(path, buffer.getvalue())
+
     supports_create_if_absent: bool = False
 
     def create_if_absent(self, path: str, data: bytes) -> None:
@@ -773,25 +781,35 @@ class ArrowFileIO(FileIO):
             return False
 
     def write_atomic(self, path: str, data: bytes) -> None:
+        if self.scheme == "file":
+            self.write_atomic_from(path, lambda f: f.write(data))
+            return
+        try:
+            with self.fs.open_output_stream(self._native(path)) as f:  # a PUT is atomic
+                f.write(data)
+        except OSError as e:
+            raise StorageError(path, f"cannot write: {e}") from e
+
+    def write_atomic_from(self, path: str, fill: Callable[[BinaryIO], None]) -> None:
+        if self.scheme != "file":
+            # gathered first: an object store's stream, closed by an error in ``fill``, would complete the upload
+            super().write_atomic_from(path, fill)
+            return
         native = self._native(path)
         try:
-            if self.scheme == "file":
-                parent = os.path.dirname(native)
-                os.makedirs(parent, exist_ok=True)
-                tmp = os.path.join(parent, f".{os.path.basename(native)}.{uuid.uuid4().hex}.tmp")
-                try:
-                    with open(tmp, "wb") as f:
-                        f.write(data)
-                        f.flush()
-                        os.fsync(f.fileno())
-                    os.replace(tmp, native)
-                except OSError:
-                    if os.path.exists(tmp):
-                        os.remove(tmp)  # never leave the temporary file behind
-                    raise
-            else:
-                with self.fs.open_output_stream(native) as f:  # a PUT is atomic
-                    f.write(data)
+            parent = os.path.dirname(native)
+            os.makedirs(parent, exist_ok=True)
+            tmp = os.path.join(parent, f".{os.path.basename(native)}.{uuid.uuid4().hex}.tmp")
+            try:
+                with open(tmp, "wb") as f:
+                    fill(f)
+                    f.flush()
+                    os.fsync(f.fileno())
+                os.replace(tmp, native)
+            except BaseException:
+                if os.path.exists(tmp):
+                    os.remove(tmp)  # never leave the temporary file behind
+                raise
         except OSError as e:
             raise StorageError(path, f"cannot write: {e}") from e
 

@@ -111,16 +111,21 @@ def _writer_options() -> dict:
 
 
 def plan_to_bytes(plan: CleanupPlan) -> bytes:
+    sink = pa.BufferOutputStream()
+    _write_plan_to(plan, sink)
+    return sink.getvalue().to_pybytes()
+
+
+def _write_plan_to(plan: CleanupPlan, sink) -> None:
+    """Write the plan file's bytes to ``sink`` (a pyarrow output stream or a binary file), a row group at a
+    time, and remember the id they hash to."""
     if plan.format_version != FORMAT_VERSION:
         raise PlanRejected(f"plan {plan.plan_id} is in format version {plan.format_version}; lakesweep writes "
                            f"only version {FORMAT_VERSION}: re-run 'lakesweep plan'")
-    header = plan.header()
-    sink = pa.BufferOutputStream()
-    with PlanWriter(sink, header) as writer:
+    with PlanWriter(sink, plan.header()) as writer:
         for start in range(0, len(plan.actions), _BATCH):
             writer.write(plan.actions[start:start + _BATCH])
     plan.remember_id(writer.plan_id)
-    return sink.getvalue().to_pybytes()
 
 
 class PlanWriter:
@@ -193,7 +198,7 @@ class PlanWriter:
 def write_plan(plan: CleanupPlan, location: str, fileio: FileIO | None = None) -> str:
     """Write the plan atomically; returns the plan id."""
     location = normalize_location(location)
-    (fileio or fileio_for(location)).write_atomic(location, plan_to_bytes(plan))
+    (fileio or fileio_for(location)).write_atomic_from(location, lambda stream: _write_plan_to(plan, stream))
     return plan.plan_id
 
 

@@ -70,6 +70,28 @@ def test_overwrite_is_atomic_replacement(fio):
     assert [f.path for f in io.list(root)] == [p]  # no temporary files left behind
 
 
+def test_a_file_written_from_a_stream_appears_whole_and_a_failed_one_not_at_all(fio):
+    io, root = fio
+    p = join(root, "plan.parquet")
+
+    def fill(stream):
+        for i in range(3):
+            stream.write(b"part %d;" % i)
+
+    io.write_atomic_from(p, fill)
+    assert io.read_bytes(p) == b"part 0;part 1;part 2;"
+
+    def broken(stream):
+        stream.write(b"half")
+        raise ValueError("refused while writing")
+
+    with pytest.raises(ValueError, match="refused while writing"):
+        io.write_atomic_from(p, broken)
+    assert io.read_bytes(p) == b"part 0;part 1;part 2;"  # the old content, whole
+    with pytest.raises(ValueError):
+        io.write_atomic_from(join(root, "new.parquet"), broken)
+    assert [f.path for f in io.list(root)] == [p]  # nothing new, no temporary file left behind
+
 def test_missing_file_raises_file_not_found(fio):
     io, root = fio
     with pytest.raises(FileNotFoundError):

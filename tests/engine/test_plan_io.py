@@ -66,6 +66,24 @@ def test_roundtrip_and_same_bytes(tmp_path):
     assert read_plan(str(path)) == plan
 
 
+def test_a_plan_written_to_local_disk_goes_to_its_file_as_it_is_made_with_the_same_bytes(tmp_path, monkeypatch):
+    import lakesweep.engine.plan_io as plan_io
+
+    many = [Action(ActionKind.DATA_FILE, f"dt=a/bucket-0/data-{i:06d}.parquet", snapshot_id=1 + i % 3, size=i)
+            for i in range(3000)]
+    plan = make(many)
+    expected = plan_to_bytes(plan)
+    monkeypatch.setattr(plan_io, "ROW_GROUP", 1024)  # three row groups, each written as it fills
+    monkeypatch.setattr(plan_io, "_BATCH", 512)
+    expected_groups = plan_to_bytes(plan)
+    assert pq.ParquetFile(pa.BufferReader(expected_groups)).metadata.num_row_groups == 3
+    monkeypatch.setattr(plan_io.pa, "BufferOutputStream", None)  # nothing gathered in memory on the way
+    path = tmp_path / "p.parquet"
+    assert write_plan(plan, str(path)) == plan.plan_id
+    assert path.read_bytes() == expected_groups and expected_groups != expected
+    assert [p.name for p in tmp_path.iterdir()] == ["p.parquet"]
+    assert read_plan(str(path)) == plan
+
 def test_an_empty_plan_is_valid():
     plan = make([], scope=ExpireScope(begin=None, end=None, earliest_hint=None))
     again = plan_from_bytes(plan_to_bytes(plan))
