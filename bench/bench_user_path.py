@@ -2,12 +2,12 @@
 against Apache Paimon's own snapshot expiry (0.9 and current), the physical floors, and the journal's audit
 commands.
 
-    .venv/bin/python bench/bench_user_path.py [--sizes 30k,300k,1m] [--repeat 3] [--journal-rows 10000000]
+    .venv/bin/python bench/bench_user_path.py [--sizes 30k,300k,1m,3m] [--repeat 3] [--journal-rows 10000000]
     .venv/bin/python bench/bench_user_path.py --quick        # tiny sizes: a smoke test of the benchmark
 
 Tables are written by Paimon 0.9's Java core (tests/support/java/PaimonHarness.java) and cached under
-``~/.cache/lakesweep-bench`` (``--cache``); the 1m table is written small by it and grown to a million
-files with Paimon's own Avro schemas and hard links of its data files (bench/paimon_grow.py). Each size
+``~/.cache/lakesweep-bench`` (``--cache``); the 1m and 3m tables are written small by it and grown to a
+million and three million files with Paimon's own Avro schemas and hard links of its data files (bench/paimon_grow.py). Each size
 expires all but the newest 10 snapshots, each repetition on fresh copies (``cp -a``) of the same table:
 
 * Paimon, whole process: a JVM started for one ``ExpireSnapshotsImpl`` call, JVM start included;
@@ -74,7 +74,7 @@ print(time.perf_counter() - t0)
 """
 QUICK_JOURNAL_ROWS = 20_000
 
-# targets of issue 9 (the 1m row: issue 33); "size" is the table size a target is about (None: the journal)
+# targets of issue 9 (the 1m row: issue 33; the 3m rows: issue 28); "size" is the table size a target is about (None: the journal)
 TARGETS = [
     ("end to end (plan + apply) / Paimon whole process", "30k", "e2e", "<=", 2.0, "x"),
     ("end to end (plan + apply) / Paimon whole process", "300k", "e2e", "<=", 1.0, "x"),
@@ -84,6 +84,8 @@ TARGETS = [
     ("planning / fastavro floor", "300k", "plan_floor", "<=", 3.0, "x"),
     ("planner peak RSS", "300k", "plan_rss", "<=", 1536, "MiB"),
     ("apply driver peak RSS", "300k", "apply_rss", "<=", 1024, "MiB"),
+    ("planner peak RSS", "3m", "plan_rss", "<=", 1024, "MiB"),  # issue 28
+    ("apply driver peak RSS", "3m", "apply_rss", "<=", 1024, "MiB"),
     ("journal files --path", None, "q_files", "<=", 2.0, "s"),
     ("journal plans", None, "q_plans", "<=", 2.0, "s"),
     ("audit view query (journal query on file_audit)", None, "q_audit", "<=", 2.0, "s"),
@@ -465,7 +467,7 @@ def evaluate(targets, derived_by_size: dict, journal: dict | None, quick: bool) 
 
 
 def print_targets(rows) -> None:
-    print("\n### targets (issue 9)\n")
+    print("\n### targets (issues 9, 33 and 28)\n")
     print("| target | measured | limit | |")
     print("|---|---:|---:|---|")
     for label, value, limit, unit, verdict in rows:
@@ -506,11 +508,12 @@ def file_system(path: Path) -> str:
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--sizes", default="30k,300k", help="comma-separated: 30k, 300k, 1m (default: 30k,300k)")
+    ap.add_argument("--sizes", default="30k,300k", help="comma-separated: 30k, 300k, 1m, 3m (default: 30k,300k)")
     ap.add_argument("--repeat", type=int, default=None, help="runs per measurement (default 3; 1 with --quick)")
     ap.add_argument("--quick", action="store_true", help="tiny table and journal: checks the benchmark runs")
     ap.add_argument("--journal-rows", type=int, default=None, help="file records in the large journal "
                     f"(default 10,000,000; {QUICK_JOURNAL_ROWS:,} with --quick)")
+    ap.add_argument("--no-journal", action="store_true", help="leave out the journal's measurements")
     ap.add_argument("--cache", type=Path, default=Path(os.environ.get("LAKESWEEP_BENCH_CACHE", "")
                                                        or Path.home() / ".cache" / "lakesweep-bench"))
     ap.add_argument("--work", type=Path, default=None, help="scratch directory (default: a new temporary one)")
@@ -538,7 +541,7 @@ def main(argv=None) -> int:
     try:
         for name in sizes:
             results[name] = bench_size(name, args, work, classpath, current_classpath, warm, failures)
-        journal = bench_journal(sizes[0], results, args, work)
+        journal = None if args.no_journal else bench_journal(sizes[0], results, args, work)
     finally:
         warm.close()
         shutil.rmtree(work, ignore_errors=True)
@@ -551,7 +554,8 @@ def main(argv=None) -> int:
     print(f"medians of {args.repeat} run(s); Paimon 0.9 and {CURRENT} JVM options: {' '.join(PAIMON_JVM)}")
     for name in sizes:
         print_size(name, results[name], der[name])
-    print_journal(journal)
+    if journal is not None:
+        print_journal(journal)
     print_targets(evaluate(TARGETS, der, journal, args.quick))
     if args.json:
         args.json.write_text(json.dumps({"results": results, "derived": der, "journal": journal,

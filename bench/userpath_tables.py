@@ -69,6 +69,13 @@ SPECS = {
                              "manifest.merge-min-count": "30", **NO_AUTO_EXPIRE},
                     ops={**QUIET_OPS, "write": 70, "compact": 28, "overwrite": 2},
                     min_snapshots=15_000, min_data_files=900_000, grow_to=1_000_000),
+    # the same history grown to three million files (issue 28's size)
+    "3m": TableSpec("3m", kind="append", seed=7, steps=300, partitions=80, rows_per_write=400,
+                    options={"bucket": "-1", "bucket-key": None, "compaction.min.file-num": None,
+                             "file.format": "avro", "async-file-write": "false",
+                             "manifest.merge-min-count": "30", **NO_AUTO_EXPIRE},
+                    ops={**QUIET_OPS, "write": 70, "compact": 28, "overwrite": 2},
+                    min_snapshots=45_000, min_data_files=2_700_000, grow_to=3_000_000),
 }
 GROW_OPS = {"APPEND": 70, "COMPACT": 28, "OVERWRITE": 2}  # the weights of the 300k table's history
 
