@@ -47,6 +47,12 @@ class TableSpec:
 NO_AUTO_EXPIRE = {"snapshot.num-retained.min": "100000", "snapshot.num-retained.max": "200000"}
 QUIET_OPS = {"consumer": 0, "tag": 0, "untag": 0}  # nothing that holds snapshots back from expiry
 
+# what the grown tables have Paimon write first: the 300k table's shape, 300 steps
+GROWN = dict(kind="append", seed=7, steps=300, partitions=80, rows_per_write=400,
+             options={"bucket": "-1", "bucket-key": None, "compaction.min.file-num": None, "file.format": "avro",
+                      "async-file-write": "false", "manifest.merge-min-count": "30", **NO_AUTO_EXPIRE},
+             ops={**QUIET_OPS, "write": 70, "compact": 28, "overwrite": 2})
+
 SPECS = {
     # a few dozen snapshots, for --quick
     "quick": TableSpec("quick", kind="pk", seed=7, steps=40, ops=QUIET_OPS),
@@ -63,19 +69,9 @@ SPECS = {
                       ops={**QUIET_OPS, "write": 70, "compact": 28, "overwrite": 2},
                       min_snapshots=5000, min_data_files=300_000),
     # the 300k table's shape, 300 steps written by Paimon and grown to a million files
-    "1m": TableSpec("1m", kind="append", seed=7, steps=300, partitions=80, rows_per_write=400,
-                    options={"bucket": "-1", "bucket-key": None, "compaction.min.file-num": None,
-                             "file.format": "avro", "async-file-write": "false",
-                             "manifest.merge-min-count": "30", **NO_AUTO_EXPIRE},
-                    ops={**QUIET_OPS, "write": 70, "compact": 28, "overwrite": 2},
-                    min_snapshots=15_000, min_data_files=900_000, grow_to=1_000_000),
-    # the same history grown to three million files (issue 28's size)
-    "3m": TableSpec("3m", kind="append", seed=7, steps=300, partitions=80, rows_per_write=400,
-                    options={"bucket": "-1", "bucket-key": None, "compaction.min.file-num": None,
-                             "file.format": "avro", "async-file-write": "false",
-                             "manifest.merge-min-count": "30", **NO_AUTO_EXPIRE},
-                    ops={**QUIET_OPS, "write": 70, "compact": 28, "overwrite": 2},
-                    min_snapshots=45_000, min_data_files=2_700_000, grow_to=3_000_000),
+    "1m": TableSpec("1m", **GROWN, min_snapshots=15_000, min_data_files=900_000, grow_to=1_000_000),
+    # the same history grown on to three million files (issue 28's size)
+    "3m": TableSpec("3m", **GROWN, min_snapshots=45_000, min_data_files=2_700_000, grow_to=3_000_000),
 }
 GROW_OPS = {"APPEND": 70, "COMPACT": 28, "OVERWRITE": 2}  # the weights of the 300k table's history
 
