@@ -151,8 +151,9 @@ def built_actions(kinds: list, paths: list, snapshot_ids: list, partitions: list
     """``list(map(Action, kinds, paths, ...))``: the actions of columns of field values, in ``Action``'s field
     order. Where the columns pass what ``Action.__post_init__`` checks (every path and phase set, every kind a
     non-empty text, every verb a ``Verb``), the checks are made once per column and each action's slots are
-    filled directly, in under half the time of a frozen dataclass's ``__init__`` (at a million actions, a
-    second); otherwise every action is built as ``Action`` builds it, and raises as it raises."""
+    filled directly, in some two thirds of the time of a frozen dataclass's ``__init__`` (a million actions:
+    0.83 s instead of 1.24 to 1.58 s); otherwise every action is built as ``Action`` builds it, and raises as
+    it raises."""
     columns = (kinds, paths, snapshot_ids, partitions, buckets, sizes, sources, depths, action_ids, verbs, phases)
     distinct_kinds = dict(zip(map(id, kinds), kinds)).values()
     checked = (all(paths) and all(phases) and set(map(type, verbs)) <= {Verb}
