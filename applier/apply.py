@@ -22,7 +22,8 @@ import pyarrow as pa
 from lakesweep.engine.errors import JournalConflict, JournalError, LakesweepError, PlanRejected, SparkUnavailable
 from lakesweep.engine.fileio import FileIO, join
 from lakesweep.engine.formats import Locations, TargetIndex, check_phases, check_requirements, format_of
-from lakesweep.engine.plan import Action, ActionCheck, CleanupPlan, PhaseMode, Verb, commit_id, pointer_writes
+from lakesweep.engine.plan import (Action, ActionCheck, CleanupPlan, PhaseMode, Verb, commit_id, header_bytes,
+                                   pointer_writes)
 from lakesweep.engine.plan_io import plan_from_header
 from lakesweep.engine.purge import PURGE, check_journaled
 from lakesweep.engine.quarantine import QUARANTINE_DIR, QuarantineSpec
@@ -792,7 +793,7 @@ def _resume_restore(recorder: Recorder, pid: str, kwargs) -> ApplyReport | None:
     running = unfinished_apply(recorder, pid)
     if running is None or not is_restore(recorder, pid, running):
         return None
-    plan = plan_from_header(recorder.plan_header(pid), recorder.plan_actions(pid), source=f"journal plan {pid}")
+    plan = journal_plan(recorder, pid)
     wanted = ("fileio", "executor", "master", "conf", "spark", "clock", "on_spark_ui")
     done = restore_plan(plan, recorder, resume_apply_id=running, **{k: v for k, v in kwargs.items() if k in wanted})
     counts = {FileOutcome.RESTORED.value: done.restored, FileOutcome.FAILED.value: len(done.refused) + len(done.failed)}
@@ -801,10 +802,20 @@ def _resume_restore(recorder: Recorder, pid: str, kwargs) -> ApplyReport | None:
                        reason=done.reason, phases=[phase])
 
 
-def _resume_one(recorder: Recorder, pid: str, kwargs) -> ApplyReport:
-    plan = plan_from_header(recorder.plan_header(pid), recorder.plan_actions(pid), source=f"journal plan {pid}")
-    if plan.plan_id != pid:
+def journal_plan(recorder: Recorder, pid: str) -> CleanupPlan:
+    """The plan ``pid`` as the journal recorded it. Its actions were checked to hash to ``pid`` with the
+    recorded header (``Recorder.plan_actions``), so the plan's id is ``pid`` when the plan gives that header
+    back byte for byte; it is not hashed again."""
+    header = recorder.plan_header(pid)
+    plan = plan_from_header(header, recorder.plan_actions(pid), source=f"journal plan {pid}")
+    if header_bytes(plan.header()) != header_bytes(header):
         raise LakesweepError(f"journal plan {pid} does not hash to its id; the journal is damaged")
+    plan.remember_id(pid)
+    return plan
+
+
+def _resume_one(recorder: Recorder, pid: str, kwargs) -> ApplyReport:
+    plan = journal_plan(recorder, pid)
     running = unfinished_apply(recorder, pid)
     if running is not None:
         return apply_plan(plan, recorder, resume_apply_id=running, **kwargs)

@@ -39,7 +39,7 @@ def restore(
     so and names the engine's own way back (a rollback to a snapshot whose files are back)."""
     from lakesweep.applier.restore import restore_plan
     from lakesweep.engine.errors import LakesweepError
-    from lakesweep.engine.plan_io import plan_from_header
+    from lakesweep.applier.apply import journal_plan
     from lakesweep.engine.errors import JournalError
     from lakesweep.journal.duckdb_store import DuckDBRecorder
     from lakesweep.journal.queries import resolve_plan_id
@@ -52,8 +52,7 @@ def restore(
             plan_id = resolve_plan_id(recorder.plan_ids(), plan_id)
         except JournalError as e:
             raise LakesweepError(f"{e} (journal {path})") from e
-        plan = plan_from_header(recorder.plan_header(plan_id), recorder.plan_actions(plan_id),
-                                source=f"journal plan {plan_id}")
+        plan = journal_plan(recorder, plan_id)
         report = restore_plan(plan, recorder, files=files, master=master, conf=spark_conf, on_spark_ui=on_ui)
     if fmt == OutputFormat.json:
         render.emit_json(report.to_json())

@@ -726,12 +726,26 @@ def action_json_v1(a: Action) -> str:
 _ID_BATCH = 65_536  # actions encoded at a time: the rows' text of a batch is held at once
 
 
+def header_bytes(header: Mapping) -> bytes:
+    """A plan header as its id hashes it: compact JSON, keys sorted."""
+    return json.dumps(header, sort_keys=True, separators=(",", ":")).encode()
+
+
 def compute_plan_id(header: Mapping, actions: Sequence[Action]) -> str:
     """sha256 over the canonical header JSON and one JSON row per action, in the header's format."""
     h = hashlib.sha256()
-    h.update(json.dumps(header, sort_keys=True, separators=(",", ":")).encode())
+    h.update(header_bytes(header))
+    v1 = header.get("format_version") == 1
+    stored = None if v1 else getattr(actions, "stored_columns", None)
+    columns = stored() if stored is not None else None
+    if columns is not None:  # actions read from columns (a plan file's, the journal's): the same rows, from them
+        from lakesweep.engine.plan_codec import rows_json
+
+        for batch in columns.to_batches(max_chunksize=_ID_BATCH):
+            h.update(rows_json(batch.columns))
+        return h.hexdigest()[:32]
     for start in range(0, len(actions), _ID_BATCH):
-        h.update(action_rows(actions[start:start + _ID_BATCH], v1=header.get("format_version") == 1))
+        h.update(action_rows(actions[start:start + _ID_BATCH], v1=v1))
     return h.hexdigest()[:32]
 
 

@@ -75,6 +75,10 @@ class FileActions(tuple):
     def __reduce__(self):
         return tuple, (tuple(self),)  # what a copy elsewhere needs is the actions
 
+    def stored_columns(self) -> pa.Table | None:
+        """The columns, left in place (None once taken): what the plan id hashes, as stored."""
+        return self._columns
+
     def take_arrays(self) -> list[pa.Array] | None:
         """The columns, in ``SCHEMA`` order, each one array, handed over once: None when already taken."""
         columns, self._columns = self._columns, None

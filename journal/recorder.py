@@ -115,7 +115,7 @@ class Recorder(abc.ABC):
                 f"plan {plan_id} is already in the journal with different content ({diff}); "
                 f"the journal or the plan file was altered: re-run 'lakesweep plan'"
             )
-        self._verified[plan_id] = stored  # equal to the plan, whose content hashes to plan_id
+        self._verified[plan_id] = (stored[0], tuple(stored[1]))  # equal to the plan, whose content hashes to plan_id
         return stored[0]
 
     def plan_actions(self, plan_id: str) -> tuple[Action, ...]:
@@ -138,7 +138,7 @@ class Recorder(abc.ABC):
         if compute_plan_id(event.header, actions) != plan_id:
             raise JournalError(f"plan {plan_id}: the journal's copy no longer matches its id; "
                                f"the journal was altered, apply from the plan file instead")
-        self._verified[plan_id] = stored
+        self._verified[plan_id] = stored = (event, tuple(actions))  # a plain tuple: columns read are let go
         return stored
 
     def plan_ids(self) -> list[str]:

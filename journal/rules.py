@@ -19,6 +19,7 @@ from lakesweep.engine.errors import JournalError
 from lakesweep.engine.plan import FORMATS, Action, Verb, action_values, collector_paused, kind_spec
 from lakesweep.engine.plan_io import SCHEMA as PLAN_SCHEMA
 from lakesweep.engine.plan_io import format_kinds
+from lakesweep.engine.plan_columns import ColumnActions, FileActions
 
 from lakesweep.journal.events import FileOutcome, FileRecord, PlanRecorded
 from lakesweep.journal.globs import glob_literal, glob_regex
@@ -89,6 +90,15 @@ def actions_from_rows(event: PlanRecorded, rows: Iterable[Sequence]) -> tuple[Ac
     kinds = format_kinds(event.header.get("format", "paimon"))
     with collector_paused():
         return tuple(Action(kinds.get(r[1], r[1]), *r[2:]) for r in rows)
+
+
+def actions_of_table(event: PlanRecorded, table: pa.Table) -> FileActions:
+    """The actions of a plan's ``plan_actions`` rows read as Arrow (``ACTIONS_SCHEMA``), as ``actions_from_rows``
+    gives them, with the columns they were built from: the plan id is checked over those columns
+    (``compute_plan_id``) instead of a JSON row made from each action."""
+    columns = table.drop_columns(["plan_id"]).cast(PLAN_SCHEMA)
+    kinds = format_kinds(event.header.get("format", "paimon"))
+    return FileActions(tuple(ColumnActions(columns, kinds)), columns)
 
 
 def known_kinds() -> tuple[str, ...]:

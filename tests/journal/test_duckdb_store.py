@@ -9,11 +9,16 @@ import subprocess
 import sys
 import time
 
+import dataclasses
+
 import duckdb
 import pyarrow.parquet as pq
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from lakesweep.engine.errors import JournalConflict, JournalError
+from lakesweep.engine.plan import canonical_actions, compute_plan_id
 
 from lakesweep.journal.audit import export_files, list_files, run_query
 from lakesweep.journal import duckdb_store
@@ -21,6 +26,7 @@ from lakesweep.journal.duckdb_store import DuckDBRecorder, default_journal_path
 from lakesweep.journal.projection import RunStatus
 from lakesweep.journal.queries import project_apply
 from tests.applier.conftest import REPO
+from tests.engine.test_plan_codec import PLAN_ACTIONS
 from tests.journal.builders import completed, make_plan, phase_done, record, started
 
 PLAN = make_plan()
@@ -310,3 +316,41 @@ def test_a_schema_1_journal_gets_its_actions_verbs_and_stays_readable(tmp_path):
     _, rows = run_query(str(journal), "SELECT DISTINCT kind, verb FROM plan_actions ORDER BY kind")
     assert ("write-earliest-hint", "write-file") in rows and all(verb is not None for _, verb in rows)
     assert run_query(str(journal), "SELECT value FROM meta WHERE key = 'schema_version'")[1] == [("3",)]
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.lists(PLAN_ACTIONS, max_size=30, unique_by=lambda a: (a.kind, a.path)))
+def test_a_plan_read_back_from_the_journal_is_the_plan_and_is_checked_over_its_columns(tmp_path_factory, acts):
+    plan = dataclasses.replace(PLAN, actions=canonical_actions(acts))
+    path = str(tmp_path_factory.mktemp("j") / "journal.duckdb")
+    with DuckDBRecorder(path) as r:
+        r.record_plan(plan, recorded_ms=1)
+    with DuckDBRecorder(path) as r:
+        stored = r._load_plan(plan.plan_id)[1]
+        assert stored.stored_columns() is not None  # what the id is checked over
+        read = r.plan_actions(plan.plan_id)
+    assert read == plan.actions and type(read) is tuple
+    assert [(type(a.kind), type(a.verb)) for a in read] == [(type(a.kind), type(a.verb)) for a in plan.actions]
+    assert compute_plan_id(plan.header(), stored) == compute_plan_id(plan.header(), tuple(plan.actions))
+
+
+def test_an_action_altered_in_the_journal_is_refused_by_the_check_over_its_columns(journal):
+    _fill(journal)
+    con = duckdb.connect(journal)
+    con.execute("UPDATE plan_actions SET path = 'dt=1/bucket-0/other.parquet' WHERE action_id = 0")
+    con.close()
+    with DuckDBRecorder(journal) as r:
+        with pytest.raises(JournalError, match=rf"plan {PLAN.plan_id}: the journal's copy no longer matches its id"):
+            r.plan_actions(PLAN.plan_id)
+
+
+def test_a_plan_rebuilt_from_the_journal_keeps_its_id_without_hashing_its_actions_again(journal, monkeypatch):
+    from lakesweep.applier.apply import journal_plan
+    from lakesweep.engine import plan as plan_module
+
+    _fill(journal)
+    with DuckDBRecorder(journal) as r:
+        r.plan_actions(PLAN.plan_id)  # checked against the id here, once
+        monkeypatch.setattr(plan_module, "compute_plan_id", lambda *a: pytest.fail("hashed again"))
+        again = journal_plan(r, PLAN.plan_id)
+    assert again.plan_id == PLAN.plan_id and again.actions == PLAN.actions and again.header() == PLAN.header()
