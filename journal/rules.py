@@ -16,7 +16,7 @@ from typing import Any, Callable, Iterable, Sequence
 import pyarrow as pa
 
 from lakesweep.engine.errors import JournalError
-from lakesweep.engine.plan import FORMATS, Action, Verb, action_values, collector_paused, kind_spec
+from lakesweep.engine.plan import FORMATS, Action, Verb, action_values, kind_spec
 from lakesweep.engine.plan_io import SCHEMA as PLAN_SCHEMA
 from lakesweep.engine.plan_io import format_kinds
 from lakesweep.engine.plan_columns import ColumnActions, FileActions
@@ -84,18 +84,11 @@ def actions_table(plan_id: str, actions: Sequence[Action]) -> pa.Table:
     return pa.Table.from_arrays([pa.array([plan_id] * len(actions), pa.string()), *arrays], schema=ACTIONS_SCHEMA)
 
 
-def actions_from_rows(event: PlanRecorded, rows: Iterable[Sequence]) -> tuple[Action, ...]:
-    """The actions of ``plan_actions`` rows (``ACTIONS_SCHEMA`` order). A kind the plan's format defines
-    gets its type back (a plan recorded before plans named a format is Paimon's)."""
-    kinds = format_kinds(event.header.get("format", "paimon"))
-    with collector_paused():
-        return tuple(Action(kinds.get(r[1], r[1]), *r[2:]) for r in rows)
-
-
 def actions_of_table(event: PlanRecorded, table: pa.Table) -> FileActions:
-    """The actions of a plan's ``plan_actions`` rows read as Arrow (``ACTIONS_SCHEMA``), as ``actions_from_rows``
-    gives them, with the columns they were built from: the plan id is checked over those columns
-    (``compute_plan_id``) instead of a JSON row made from each action."""
+    """The actions of a plan's ``plan_actions`` rows read as Arrow (``ACTIONS_SCHEMA``; a kind the plan's format
+    defines gets its type back, and a plan recorded before plans named a format is Paimon's), with the columns
+    they were built from: the plan id is checked over those columns (``compute_plan_id``) instead of a JSON
+    row made from each action."""
     columns = table.drop_columns(["plan_id"]).cast(PLAN_SCHEMA)
     kinds = format_kinds(event.header.get("format", "paimon"))
     return FileActions(tuple(ColumnActions(columns, kinds)), columns)

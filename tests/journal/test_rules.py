@@ -57,7 +57,7 @@ def test_arrow_table_of_no_rows_has_the_schema():
     table = rules.arrow_table(rules.ACTIONS_SCHEMA, [rules.action_row("p", a) for a in A])
     assert table.schema == rules.ACTIONS_SCHEMA and table.num_rows == len(A)
     recorded = PlanRecorded("p", "/t", "x", "expire", 1, len(A), 0, {"format": "paimon"}, 1)
-    assert rules.actions_from_rows(recorded, zip(*table.to_pydict().values())) == A
+    assert rules.actions_of_table(recorded, table) == A
 
 
 def test_a_plans_actions_table_is_built_by_columns_as_row_by_row():
