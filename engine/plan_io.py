@@ -21,7 +21,7 @@ import pyarrow.parquet as pq
 from lakesweep.engine.errors import PlanRejected
 from lakesweep.engine.fileio import FileIO, fileio_for, normalize_location
 from lakesweep.engine.plan import (ACTION_COLUMNS, FORMAT_VERSION, FORMATS, Action, CleanupPlan, OptionValue, PhaseSpec,
-                                   Verb, action_columns, action_rows, built_actions, compute_plan_id,
+                                   Verb, action_columns, action_rows, built_actions, compute_plan_id, header_bytes,
                                    decode_requirement, decode_scope, format_module, kind_spec)
 from lakesweep.engine.plan_codec import ARROW_TYPES, NotColumnar, action_arrays, rows_json
 from lakesweep.engine.plan_columns import SCHEMA, ColumnActions, FileActions, column_values
@@ -89,10 +89,6 @@ def aligned_batches(batches: Iterable[pa.RecordBatch], align: int) -> Iterator[p
 def _one_batch(batches: list[pa.RecordBatch]) -> pa.RecordBatch:
     return pa.Table.from_batches(batches).combine_chunks().to_batches()[0]
 
-def _header_json(header: Mapping) -> bytes:
-    return json.dumps(header, sort_keys=True, separators=(",", ":")).encode()
-
-
 def _columns(actions: Sequence[Action]) -> tuple[list[pa.Array], bytes | memoryview | None]:
     """The actions' columns and, where they are columnar, their rows as the id hashes them (else None)."""
     if isinstance(actions, ColumnActions):
@@ -139,7 +135,7 @@ class PlanWriter:
         if header.get("format_version") != FORMAT_VERSION:
             raise PlanRejected(f"lakesweep writes only plan format version {FORMAT_VERSION}, not "
                                f"{header.get('format_version')!r}")
-        self._header = _header_json(header)
+        self._header = header_bytes(header)
         self._hash = hashlib.sha256(self._header)
         self._pending: list[pa.RecordBatch] = []
         self._rows = 0  # pending
@@ -367,13 +363,7 @@ def plan_from_bytes(data: bytes, *, source: str = "<bytes>") -> CleanupPlan:
     if version != 1:
         actions = FileActions(actions, table.replace_schema_metadata(None))
     plan = plan_from_header(header, actions, source=source)
-    if version == 1:
-        actual = compute_plan_id(header, actions)
-    else:
-        h = hashlib.sha256(_header_json(header))
-        for batch in table.to_batches(max_chunksize=_BATCH):
-            h.update(rows_json(batch.columns))
-        actual = h.hexdigest()[:32]
+    actual = compute_plan_id(header, actions)  # versions 2 and 3: over the file's columns, as stored
     _check_id(table.schema.metadata[ID_KEY].decode(), actual, source)
     plan.remember_id(actual)
     return plan
@@ -393,7 +383,7 @@ def iter_action_batches(location: str, batch_size: int = _BATCH, fileio: FileIO 
 
 def _checked_batches(parquet: pq.ParquetFile, header: dict, version: int, stored_id: str, location: str,
                      batch_size: int, phases: int) -> Iterator[tuple[Action, ...]]:
-    h = hashlib.sha256(_header_json(header))
+    h = hashlib.sha256(header_bytes(header))
     n = 0
     for batch in parquet.iter_batches(batch_size=batch_size, use_threads=False):
         actions = _decode({name: batch.column(name) for name in batch.schema.names}, header, version, location)
