@@ -11,12 +11,12 @@ probe that only looks, journaling nothing; without ``check_files`` (the CLI's de
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import time
 import uuid
 from dataclasses import dataclass, field
 from typing import AbstractSet, Callable, Mapping, Sequence
 
+import numpy as np
 import pyarrow as pa
 
 from lakesweep.engine.errors import JournalConflict, JournalError, LakesweepError, PlanRejected, SparkUnavailable
@@ -24,6 +24,7 @@ from lakesweep.engine.fileio import FileIO, join
 from lakesweep.engine.formats import Locations, TargetIndex, check_phases, check_requirements, format_of
 from lakesweep.engine.plan import (Action, ActionCheck, CleanupPlan, PhaseMode, Verb, commit_id, header_bytes,
                                    pointer_writes)
+from lakesweep.engine.plan_columns import IdSet, by_phase, of_verb, total_size, values, without
 from lakesweep.engine.plan_io import plan_from_header
 from lakesweep.engine.purge import PURGE, check_journaled
 from lakesweep.engine.quarantine import QUARANTINE_DIR, QuarantineSpec
@@ -126,12 +127,10 @@ def report_outcomes(plan: CleanupPlan, *, quarantine: bool = False) -> tuple[str
     return tuple(o.value for o in FileOutcome if o in base or o in extra)
 
 
-def actions_by_phase(actions: Sequence[Action]) -> dict[int, list[Action]]:
-    """The plan's actions grouped by phase, in plan order, in one pass (phases without actions are absent)."""
-    groups: dict[int, list[Action]] = {}
-    for a in actions:
-        groups.setdefault(a.phase, []).append(a)
-    return groups
+def actions_by_phase(actions: Sequence[Action]) -> dict[int, Sequence[Action]]:
+    """The plan's actions grouped by phase, in plan order (phases without actions are absent); a plan held
+    as columns gives each phase's as columns (``engine.plan_columns.by_phase``)."""
+    return by_phase(actions)
 
 
 @dataclass
@@ -147,8 +146,8 @@ class _Apply:
     master: str
     resume_apply_id: str | None = None
     committer: Committer | None = None  # given to apply_plan; else the format's, when the plan commits
-    skip: frozenset = frozenset()  # actions not run again (done by an earlier apply)
-    done: set = field(default_factory=set)  # actions done, or possibly done (for requirements)
+    skip: AbstractSet[int] = frozenset()  # actions not run again (done by an earlier apply)
+    done: IdSet = field(default_factory=IdSet)  # actions done, or possibly done (for requirements)
     completed: frozenset = frozenset()  # phases the resumed apply completed
     verify: bool = True  # check the touched files against the live table after the last phase
     written: dict = field(default_factory=dict)  # merge phases: each group's output (``OutputWritten``), by group
@@ -167,8 +166,8 @@ class _Apply:
     def run(self, by_phase: dict[int, list[Action]], started: int) -> ApplyReport:
         plan, table = self.plan, self.table
         fmt = format_of(plan)
-        bulk_left = any(a.action_id not in self.skip for p, spec in enumerate(plan.phases, 1)
-                        if spec.mode in (PhaseMode.BULK, PhaseMode.MERGE) for a in by_phase.get(p, ()))
+        bulk_left = any(len(without(by_phase.get(p, ()), self.skip)) for p, spec in enumerate(plan.phases, 1)
+                        if spec.mode in (PhaseMode.BULK, PhaseMode.MERGE))
         # A dry run that does not look at the files runs nothing on Spark.
         bulk_left = bulk_left and (self.recorder is not None or self.check_files)
         try:
@@ -220,7 +219,7 @@ class _Apply:
             apply_id = uuid.uuid4().hex[:16]
             q = self.quarantine
             recorder.append([ApplyStarted(apply_id=apply_id, plan_id=plan_id, n_actions=len(plan.actions),
-                                          bytes=sum(a.size or 0 for a in plan.actions), master=self.master,
+                                          bytes=total_size(plan.actions), master=self.master,
                                           dry_run=False, started_ms=started,
                                           mode="delete" if q is None else "quarantine",
                                           quarantine=None if q is None else q.to_json())])
@@ -241,7 +240,7 @@ class _Apply:
                 continue
             if not dry_run:
                 crash_hook("phase-start", number)  # the phases before it completed and journaled
-            actions = [a for a in in_phase if a.action_id not in self.skip] if self.skip else in_phase
+            actions = without(in_phase, self.skip)
             live = table
             if not dry_run:
                 try:
@@ -257,7 +256,7 @@ class _Apply:
                 skipped = dict.fromkeys(self._rechecked(live, actions, targets))
             tally = Tally(outcomes)
             committed: list = []
-            self.progress.phase_started(spec.name, len(actions), sum(a.size or 0 for a in actions))
+            self.progress.phase_started(spec.name, len(actions), total_size(actions))
             n_actions = len(actions)  # the phase's actions, those skipped on the live table included
             actions = self._skip(runner, actions, skipped, tally)
             if spec.mode == PhaseMode.COMMIT:
@@ -267,18 +266,16 @@ class _Apply:
             elif actions:
                 (runner.bulk if spec.mode == PhaseMode.BULK else runner.ordered)(actions, tally)
             self.progress.phase_finished(spec.name)
-            if self.done:
-                self.done |= tally.done
-            else:  # the first phase done: its set is taken, not copied (a million ids at 1 M files)
-                self.done = tally.done
+            self.done |= tally.done
             if tally.first_held is not None and self.first_held is None:
-                self.first_held = f"{tally.first_held[0].kind} {tally.first_held[0].path}: {tally.first_held[1]}"
+                held = plan.actions[tally.first_held[0]]
+                self.first_held = f"{held.kind} {held.path}: {tally.first_held[1]}"
             summary = tally.summary(spec.name, n_actions)
             report.phases.append(summary)
             if dry_run:
                 continue
             if tally.failed:
-                first, error = tally.first_failure
+                first, error = plan.actions[tally.first_failure[0]], tally.first_failure[1]
                 reason = f"{tally.failed} action(s) of phase {spec.name} failed; first: {first.path}: {error}"
                 recorder.append([ApplyFailed(apply_id=apply_id, plan_id=plan_id, reason=reason, phase=number,
                                              finished_ms=clock())])
@@ -319,8 +316,8 @@ class _Apply:
         report.counts = {o: totals[FileOutcome(o)][0] for o in outcomes}
         report.bytes_reclaimed = totals[FileOutcome.DELETED][1]
         report.bytes_quarantined = totals[FileOutcome.QUARANTINED][1]
-        report.unknown_size = sum(1 for i in recorder.deleted_without_size(apply_id)
-                                  if plan.actions[i].verb is Verb.DELETE_FILE)
+        unsized = recorder.deleted_without_size(apply_id)
+        report.unknown_size = int(runner.sizes.file_delete[np.fromiter(unsized, np.int64, len(unsized))].sum())
         report.duration_ms = clock() - started
         held = {FileOutcome.SKIPPED_REFERENCED.value, FileOutcome.DROPPED.value}
         report.held_reason = self.first_held
@@ -366,9 +363,9 @@ class _Apply:
         if live is not checked:
             self._check_live(live, index)
         if self.committer is not None:
-            self.committer.check(live, [a for a in plan.actions if a.verb is Verb.COMMIT])
+            self.committer.check(live, of_verb(plan.actions, Verb.COMMIT))
         skipped = self._rechecked(live, plan.actions, targets)
-        format_of(plan).check_unreachable(plan, live, [a for a in plan.actions if a.action_id not in skipped], targets,
+        format_of(plan).check_unreachable(plan, live, without(plan.actions, skipped), targets,
                                           done=Locations(index, self.done), strict=self.strict, index=index)
 
     def _phase_gates(self, live, actions: Sequence[Action], targets, index) -> dict[int, str | None]:
@@ -376,7 +373,7 @@ class _Apply:
         self._check_live(live, index)
         skipped: dict[int, str | None] = dict.fromkeys(self._rechecked(live, actions, targets))
         skipped.update(format_of(self.plan).check_unreachable(
-            self.plan, live, [a for a in actions if a.action_id not in skipped], targets,
+            self.plan, live, without(actions, skipped.keys()), targets,
             done=Locations(index, self.done), strict=self.strict, index=index))
         return skipped
 
@@ -419,7 +416,7 @@ class _Apply:
         now = self.clock()
         runner.record([ActionResult(i, Outcome.SKIPPED_REFERENCED, 1, skipped[i], now) for i in sorted(skipped)],
                       tally)
-        return [a for a in actions if a.action_id not in skipped]
+        return without(actions, skipped.keys())
 
     def _commit(self, runner: PhaseRunner, number: int, actions: list[Action], tally: Tally, live) -> list:
         """A commit phase: its actions committed once, under the plan's commit identifier for the phase.
@@ -541,9 +538,6 @@ def apply_plan(
     ``quarantine`` says."""
     started = clock()
     plan_id = plan.plan_id
-    if not isinstance(plan.actions, tuple):  # actions kept as columns (a plan just made): apply looks them up by id
-        plan = dataclasses.replace(plan, actions=tuple(plan.actions))
-        plan.remember_id(plan_id)
     if skip_if_applied:
         before = applied_before(recorder, plan_id)
         if before is not None and unfinished_apply(recorder, plan_id) is None:  # else: resume it (below)
@@ -582,8 +576,8 @@ def apply_plan(
     by_phase = actions_by_phase(plan.actions)
     # Actions whose latest record, in any apply of this plan, is not a failure: the journal's answer. They
     # may be gone from the table; a resumed or repeated apply does not run them again.
-    done = plan_done_actions(recorder, plan_id)
-    possibly_done = set(done)
+    done = IdSet(plan_done_actions(recorder, plan_id), len(plan.actions))
+    possibly_done = IdSet(done)
     completed: frozenset[int] = frozenset()
     if resume_apply_id is not None:
         completed = frozenset(prior[resume_apply_id].completed_phases)
@@ -591,7 +585,7 @@ def apply_plan(
         # first phase the apply did not complete may have done any of its actions.
         running_phase = next((p for p in range(1, len(plan.phases) + 1) if p in by_phase and p not in completed), None)
         if running_phase is not None:
-            possibly_done |= {a.action_id for a in by_phase[running_phase]}
+            possibly_done.update(values(by_phase[running_phase], "action_id"))
     run = _Apply(plan, recorder, table, executor or SparkExecutor(spark, master, conf, on_spark_ui, budget=budget),
                  progress or NoProgress(), clock, master, resume_apply_id=resume_apply_id, committer=committer,
                  skip=done if (skip_done or resume_apply_id is not None) else frozenset(),

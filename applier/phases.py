@@ -17,8 +17,11 @@ import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Callable, Protocol, Sequence
 
+import numpy as np
+
 from lakesweep.engine.fileio import FileIO
 from lakesweep.engine.plan import Action, Verb
+from lakesweep.engine.plan_columns import ActionSizes, IdSet, action_sizes, fields_of
 from lakesweep.engine.quarantine import QuarantineSpec
 from lakesweep.journal.events import FileOutcome, OutputWritten, RequestsThrottled
 from lakesweep.journal.recorder import Recorder
@@ -31,6 +34,7 @@ _DRIVER_BATCH_S = 1.0  # ...or this many seconds' worth
 _BULK_JOURNAL_BATCH = 20000  # bulk results arrive in task batches; the journal takes them this many at a time
 _DELETED, _FAILED, _QUARANTINED = Outcome.DELETED.value, Outcome.FAILED.value, Outcome.QUARANTINED.value
 _SKIPPED, _DROPPED = Outcome.SKIPPED_REFERENCED.value, Outcome.DROPPED.value
+_WRITTEN = Outcome.WRITTEN.value
 
 
 class Progress(Protocol):
@@ -73,39 +77,37 @@ class Tally:
         self.quarantined_bytes = 0  # of files put aside (known sizes): not reclaimed until purged
         self.unknown_size = 0  # files deleted whose size the plan does not know (not in deleted_bytes)
         self.failed = 0
-        self.first_failure: tuple[Action, str | None] | None = None
-        self.first_held: tuple[Action, str] | None = None  # the first action skipped or dropped, with why
-        self.done: set[int] = set()  # action ids whose outcome is not FAILED
+        self.first_failure: tuple[int, str | None] | None = None  # (action id, error)
+        self.first_held: tuple[int, str] | None = None  # the first action skipped or dropped: (action id, why)
+        self.done = IdSet()  # action ids whose outcome is not FAILED
 
-    def add(self, actions: Sequence[Action], rows: Sequence[tuple]) -> int:
-        """Count result rows ``(action_id, outcome, attempts, error, ms, moved_to)`` of ``actions`` (indexed by
-        action id); returns the planned size of their files (for progress)."""
+    def add(self, sizes: ActionSizes, rows: Sequence[tuple]) -> int:
+        """Count result rows ``(action_id, outcome, attempts, error, ms, moved_to)`` of a plan whose actions'
+        sizes and verbs ``sizes`` gives by action id (``action_sizes``); returns the planned size of their
+        files (for progress)."""
         counts = self.counts
-        for outcome, n in collections.Counter([r[1] for r in rows]).items():
+        outcomes = [r[1] for r in rows]
+        tallied = collections.Counter(outcomes)
+        for outcome, n in tallied.items():
             counts[outcome] = counts.get(outcome, 0) + n
-        size = 0
-        done = self.done
-        for i, o, _, error, _, _ in rows:
-            a = actions[i]
-            known = a.size
-            if known is not None:
-                size += known
-            if o == _DELETED:
-                if known is None:
-                    self.unknown_size += a.verb is Verb.DELETE_FILE  # a directory has no size to know
-                else:
-                    self.deleted_bytes += known
-            elif o == _FAILED:
-                self.failed += 1
-                if self.first_failure is None:
-                    self.first_failure = (a, error)
-                continue
-            elif o == _QUARANTINED:
-                self.quarantined_bytes += known or 0
-            elif error and (o == _SKIPPED or o == _DROPPED) and self.first_held is None:
-                self.first_held = (a, error)
-            done.add(a.action_id)  # the action's own int (equal to i): the row's is let go with the batch
-        return size
+        n = len(rows)
+        ids = np.fromiter((r[0] for r in rows), np.int64, n)
+        size, known = sizes.size[ids], sizes.known[ids]
+        deleted = np.fromiter((o == _DELETED for o in outcomes), np.bool_, n)
+        self.deleted_bytes += int(size[deleted].sum())
+        self.unknown_size += int(np.count_nonzero(deleted & ~known & sizes.file_delete[ids]))
+        if tallied.get(_QUARANTINED):
+            self.quarantined_bytes += int(size[np.fromiter((o == _QUARANTINED for o in outcomes), np.bool_, n)].sum())
+        failed = tallied.get(_FAILED, 0)
+        if failed:
+            self.failed += failed
+            if self.first_failure is None:
+                self.first_failure = next((r[0], r[3]) for r in rows if r[1] == _FAILED)
+            ids = ids[np.fromiter((o != _FAILED for o in outcomes), np.bool_, n)]
+        if self.first_held is None and (tallied.get(_SKIPPED) or tallied.get(_DROPPED)):
+            self.first_held = next(((r[0], r[3]) for r in rows if r[3] and r[1] in (_SKIPPED, _DROPPED)), None)
+        self.done.update(ids)
+        return int(size.sum())
 
     def summary(self, phase: str, n_actions: int) -> dict:
         """One row of the report: the phase, its action count, outcome counts, bytes deleted (known sizes),
@@ -175,6 +177,7 @@ class PhaseRunner:
                  clock: Callable[[], int], executor: BulkExecutor, dry_run: bool = False, check_files: bool = True,
                  quarantine: QuarantineSpec | None = None):
         self.actions = actions  # canonical: an action's id is its index
+        self.sizes = action_sizes(actions)
         self.plan_id, self.recorder, self.apply_id = plan_id, recorder, apply_id
         self.fileio, self.root, self.external, self.targets = fileio, root, external, targets
         self.progress, self.clock, self.executor, self.dry_run = progress, clock, executor, dry_run
@@ -195,7 +198,7 @@ class PhaseRunner:
         self.received += len(rows)
         if self.recorder is not None:
             crash_hook("before-journal", self.received)
-        size = tally.add(self.actions, rows)
+        size = tally.add(self.sizes, rows)
         if self.recorder is not None:
             self.recorder.record_outcomes(self.apply_id, self.plan_id, rows)
             self.journaled += len(rows)
@@ -241,6 +244,9 @@ class PhaseRunner:
     def ordered(self, actions: list[Action], tally: Tally) -> None:
         # One action at a time on the driver, journaled in batches. An action done but not journaled when
         # the process dies is found done again by resume (ALREADY_ABSENT, or the same bytes written again).
+        if self.dry_run and not self.check_files and self.quarantine is None:
+            self._by_plan(actions, tally)
+            return
         pending: list[ActionResult] = []
         flushed = time.monotonic()
         with self._held():
@@ -258,6 +264,19 @@ class PhaseRunner:
             if pending:
                 self.record(pending, tally)
 
+
+    def _by_plan(self, actions: Sequence[Action], tally: Tally) -> None:
+        """A dry run that looks at no file: each action's outcome is its verb's (``probe`` without looking),
+        read from the plan's fields without building the actions."""
+        rows: list[tuple] = []
+        now = self.clock()
+        for action_id, verb in fields_of(actions, "action_id", "verb"):
+            rows.append((action_id, _DELETED if verb.deletes else _WRITTEN, 0, None, now, None))
+            if len(rows) >= _BULK_JOURNAL_BATCH:
+                self.record_rows(rows, tally)
+                rows = []
+        if rows:
+            self.record_rows(rows, tally)
 
     def merge(self, groups: Sequence[tuple[int, list[Action], object]], fn: Callable, tally: Tally, *,
               phase: int) -> dict[int, dict]:

@@ -23,6 +23,7 @@ from lakesweep.engine.errors import PlanRejected, SparkUnavailable, StorageError
 from lakesweep.engine.fileio import DeleteOutcome, FileIO, MoveOutcome, on_local_disk
 from lakesweep.engine.paths import PathResolver, refuse_symlinked_parents, resolve_action_path, target_of
 from lakesweep.engine.plan import Action, Verb
+from lakesweep.engine.plan_columns import ColumnActions
 from lakesweep.engine.quarantine import QuarantineSpec
 from lakesweep.engine.s3_bulk import DEFAULT_DELETE_BATCH
 
@@ -403,6 +404,8 @@ def task_row(a: Action) -> tuple:
 def task_rows_of(actions: Sequence[Action]) -> list[tuple]:
     """``task_row`` of each action, the labels of its few kinds and verbs looked up rather than made a million
     times."""
+    if isinstance(actions, ColumnActions):  # the stored columns are the rows' values
+        return actions.rows("action_id", "kind", "path", "snapshot_id", "source", "verb", "phase")
     labels = {kind: str(kind) for kind in {a.kind for a in actions}}
     verbs = {verb: verb.value for verb in {a.verb for a in actions}}
     return [(a.action_id, labels[a.kind], a.path, a.snapshot_id, a.source, verbs[a.verb], a.phase) for a in actions]
@@ -411,6 +414,8 @@ def task_rows_of(actions: Sequence[Action]) -> list[tuple]:
 def kinds_of(actions: Sequence[Action]) -> dict[str, object]:
     """The action kinds ``actions`` use, by label: shipped with the tasks, so that a task rebuilds each
     action with its own format's kind (a kind may act after a write) and knows no format's table."""
+    if isinstance(actions, ColumnActions):
+        return actions.kinds_used()
     return {str(a.kind): a.kind for a in actions}
 
 

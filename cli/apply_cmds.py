@@ -134,7 +134,7 @@ def apply(
     spark_conf, on_ui = spark_ui(spark_ui_on, _conf(conf))
     choice = _quarantine_choice(quarantine, retention, quarantine_root)
     if dry_run:
-        report = dry_run_plan(read_plan(str(plan)), master=master, conf=spark_conf, strict=strict,
+        report = dry_run_plan(read_plan(str(plan), as_columns=True), master=master, conf=spark_conf, strict=strict,
                               check_files=check_files, on_spark_ui=on_ui, quarantine=choice)
     else:
         header = read_plan_header(str(plan))
@@ -145,7 +145,7 @@ def apply(
                 spark_getting_ready(header, recorder, master=master, conf=spark_conf, strict=strict,
                                     skip_if_applied=not again, on_spark_ui=on_ui, budget=budget) as executor:
             # Spark boots (when the header's checks pass) while the whole plan is read and checked
-            p = read_plan(str(plan))
+            p = read_plan(str(plan), as_columns=True)
             refuse_inside_table(path, p.table_location, "--journal", JournalError)  # the file as read whole
             report = apply_plan(p, recorder, master=master, conf=spark_conf, progress=progress,
                                 verify=not no_verify, strict=strict, skip_if_applied=not again,

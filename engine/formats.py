@@ -8,11 +8,17 @@ that package plus its name in ``engine.plan.FORMATS``. Apply's loop (``applier.a
 
 from __future__ import annotations
 
+import bisect
 from typing import AbstractSet, Any, Iterator, Mapping, Protocol, Sequence
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
 
 from lakesweep.engine.errors import PlanRejected, StalePlan
 from lakesweep.engine.fileio import FileIO
 from lakesweep.engine.plan import FORMATS, Action, CleanupPlan, PhaseMode, Verb, format_module
+from lakesweep.engine.plan_columns import action_ids, verb_phases
 
 
 class TableFormat(Protocol):
@@ -75,53 +81,120 @@ def format_of(plan: CleanupPlan) -> TableFormat:
 # -- checks every plan gets, whatever its format
 
 
-class Targets(Sequence[str]):
-    """Each action's full location, by action id, as ``verify_paths`` finds them, without a second copy of
-    every path: a location under ``root`` is held as its part after ``root/`` (the action's own path string
-    where the action spells it so) and joined to the root again when read. Equal to the list of locations."""
+_CHUNK = 65_536  # held parts gathered into one Arrow array at a time
 
-    __slots__ = ("prefix", "_held", "_under", "_holding")
+
+class Targets(Sequence[str]):
+    """Each action's full location, by action id, as ``verify_paths`` finds them, held compactly: a location
+    under ``root`` as its part after ``root/``, joined to the root again when read; the parts as Arrow
+    string arrays (a few bytes over the text each), not a Python string per location, or the plan's own
+    path column where that is what they are (``share``). Equal to the list of locations."""
+
+    __slots__ = ("prefix", "_chunks", "_starts", "_pending", "_under", "_holding", "_own", "_shared", "_read", "_next")
 
     def __init__(self, root: str):
         self.prefix = root + "/"
-        self._held: list[str] = []
+        self._chunks: list[pa.StringArray] = []  # the held parts, an array at a time
+        self._starts: list[int] = []  # the id of each array's first part
+        self._pending: list[str] = []  # the parts after the last array
         self._under = bytearray()  # 1: held relative to the root
         self._holding: dict[str, tuple[int, list[int]]] = {}  # marker -> (len when found, ids)
+        self._own = True  # every location so far under the root, held as the action's own path
+        self._shared = False
+        self._read: tuple[int, list[str]] = (0, [])  # the strings of the array read in order: (its first id, them)
+        self._next = -1  # the place in its array after the last id read
+
+    def share(self, paths: pa.ChunkedArray) -> None:
+        """Hold ``paths``, the actions' own path column (by action id), instead of a copy of it, where every
+        location was under the root and held as its action's own path, and the column is equal to what is
+        held (checked). No location is appended after."""
+        if not self._own or len(paths) != len(self):
+            return
+        held = pa.chunked_array([*self._chunks, pa.array(self._pending, pa.string())], pa.string())
+        if paths.type == pa.string() and paths.equals(held):
+            self._chunks = [chunk for chunk in paths.chunks if len(chunk)]
+            self._starts = np.cumsum([0, *map(len, self._chunks)])[:-1].tolist()
+            self._pending, self._shared = [], True
+            self._read, self._next = (0, []), -1
 
     def append(self, full: str, path: str | None = None) -> None:
         """The next action's full location; ``path``: the action's own path, held when it is the part of
         ``full`` after the root."""
+        if self._shared:
+            raise ValueError("no location is appended to targets that share a plan's path column")
         prefix = self.prefix
         if full.startswith(prefix):
             # the action's own path when it is the rest (compared in place: no copy of the rest is made)
             same = path is not None and len(full) == len(prefix) + len(path) and full.endswith(path)
-            self._held.append(path if same else full[len(prefix):])
+            self._pending.append(path if same else full[len(prefix):])
             self._under.append(1)
+            self._own = self._own and same
         else:
-            self._held.append(full)
+            self._pending.append(full)
             self._under.append(0)
+            self._own = False
+        if len(self._pending) == _CHUNK:
+            self._starts.append(len(self._under) - _CHUNK)
+            self._chunks.append(pa.array(self._pending, pa.string()))
+            self._pending = []
+
+    def held(self, i: int) -> str:
+        """What is held for action ``i``: its part after the root, or its whole location. Read in order (a
+        phase's actions, one after another), an array's strings are made once, all together."""
+        start, strings = self._read
+        if start <= i < start + len(strings):
+            return strings[i - start]
+        starts = self._starts
+        if not starts or i >= starts[-1] + len(self._chunks[-1]):
+            return self._pending[i - (starts[-1] + len(self._chunks[-1]) if starts else 0)]
+        chunk = bisect.bisect_right(starts, i) - 1
+        at = i - starts[chunk]
+        if at == self._next:  # the one after the last read: reading in order
+            self._read = (starts[chunk], self._chunks[chunk].to_pylist())
+        self._next = at + 1
+        return self._chunks[chunk][at].as_py()
+
+    def held_chunks(self) -> Iterator[list[str]]:
+        """What is held, by action id, an array at a time (each made into strings as it is reached)."""
+        for chunk in self._chunks:
+            yield chunk.to_pylist()
+        if self._pending:
+            yield self._pending
 
     def holding(self, marker: str) -> list[int]:
         """The ids, in order, whose held part contains ``marker`` (a location under the root holds the
         marker in its part after the root whenever the marker lies below the root): found once per marker
         and length, since every gate of an apply asks again."""
         found = self._holding.get(marker)
-        if found is None or found[0] != len(self._held):
-            ids = [i for i, held in enumerate(self._held) if marker in held]
-            found = self._holding[marker] = (len(self._held), ids)
+        if found is None or found[0] != len(self):
+            ids: list[int] = []
+            for start, chunk in zip(self._starts, self._chunks):  # substrings of UTF-8 bytes: of the text too
+                hits = pc.match_substring(chunk, marker).to_numpy(zero_copy_only=False)
+                ids += (np.flatnonzero(hits) + start).tolist()
+            base = len(self) - len(self._pending)
+            ids += [base + j for j, held in enumerate(self._pending) if marker in held]
+            found = self._holding[marker] = (len(self), ids)
         return found[1]
 
     def entries(self) -> Iterator[tuple[int, str]]:
         """(1 when held relative to the root else 0, what is held), by action id."""
-        return zip(self._under, self._held)
+        return zip(self._under, (held for chunk in self.held_chunks() for held in chunk))
 
     def __len__(self) -> int:
-        return len(self._held)
+        return len(self._under)
 
     def __getitem__(self, i):
+        start, strings = self._read
+        at = i - start if type(i) is int else -1
+        if 0 <= at < len(strings):  # in the array read in order: no other check needed
+            return self.prefix + strings[at] if self._under[i] else strings[at]
         if isinstance(i, slice):
             return [self[j] for j in range(*i.indices(len(self)))]
-        held = self._held[i]
+        if i < 0:
+            i += len(self)
+        if not 0 <= i < len(self):
+            raise IndexError("target index out of range")
+        held = self.held(i)
         return self.prefix + held if self._under[i] else held
 
     def __iter__(self) -> Iterator[str]:
@@ -144,42 +217,74 @@ class TargetIndex:
     location's last action (``get``), and on demand every action of the few locations more than one action
     names (an Iceberg expiry's commit and delete of the same manifest list; an edited plan).
 
-    ``Targets`` are indexed as they are held: a location under their root by its part after the root (in a
-    dict of its own, so it can never be taken for a full location elsewhere), the rest whole."""
+    No dict of a million strings: each location is held as the hash of what ``Targets`` hold for it (its
+    part after the root, marked as such, or the location whole), in a sorted NumPy array beside the ids in
+    that order, 16 bytes an action. A lookup finds the ids of equal hashes and compares what is held for
+    them, so a collision can never match another location."""
 
-    __slots__ = ("targets", "_prefix", "_under", "_other", "_shared")
+    __slots__ = ("targets", "_prefix", "_hashes", "_ids", "_shared")
 
     def __init__(self, targets: Sequence[str]):
         self.targets = targets
+        n = len(targets)
+        hashes = np.empty(n, np.int64)
         if isinstance(targets, Targets):
             self._prefix: str | None = targets.prefix
-            self._under = {held: i for i, (under, held) in enumerate(targets.entries()) if under}
-            self._other = {held: i for i, (under, held) in enumerate(targets.entries()) if not under}
+            under, at = targets._under, 0
+            for chunk in targets.held_chunks():
+                hashes[at:at + len(chunk)] = [hash((u, held)) for u, held in zip(under[at:at + len(chunk)], chunk)]
+                at += len(chunk)
         else:
-            self._prefix, self._under = None, {}
-            self._other = {t: i for i, t in enumerate(targets)}
-        distinct = len(self._under) + len(self._other)
-        self._shared: dict[str, list[int]] | None = None if distinct != len(targets) else {}
+            self._prefix = None
+            hashes[:] = [hash((0, t)) for t in targets]
+        self._ids = np.argsort(hashes, kind="stable")  # equal hashes: ids ascending
+        self._hashes = hashes[self._ids]
+        if n < 2**31:
+            self._ids = self._ids.astype(np.int32)
+        same = np.flatnonzero(self._hashes[1:] == self._hashes[:-1])
+        repeated = any(self._key(int(self._ids[k])) == self._key(int(self._ids[k + 1])) for k in same.tolist())
+        self._shared: dict[str, list[int]] | None = None if repeated else {}
+
+    def _key(self, i: int) -> tuple[int, str]:
+        targets = self.targets
+        if isinstance(targets, Targets):
+            return targets._under[i], targets.held(i)
+        return 0, targets[i]
+
+    def _candidates(self, key: tuple[int, str]) -> list[int]:
+        """The ids whose held key equals ``key``, ascending."""
+        h = hash(key)
+        lo = int(np.searchsorted(self._hashes, h, "left"))
+        if lo == len(self._hashes) or self._hashes[lo] != h:
+            return []
+        hi = int(np.searchsorted(self._hashes, h, "right"))
+        return [i for i in self._ids[lo:hi].tolist() if self._key(i) == key]
+
+    def _lookup(self, location) -> tuple[int, str] | None:
+        if not isinstance(location, str):
+            return None
+        prefix = self._prefix
+        if prefix is not None and location.startswith(prefix):
+            return 1, location[len(prefix):]
+        return 0, location
 
     def get(self, location: str) -> int | None:
         """The last action naming ``location``; None when none does."""
-        prefix = self._prefix
-        if prefix is not None and isinstance(location, str) and location.startswith(prefix):
-            return self._under.get(location[len(prefix):])
-        return self._other.get(location)
+        key = self._lookup(location)
+        found = [] if key is None else self._candidates(key)
+        return found[-1] if found else None
 
     @property
     def shared(self) -> dict[str, list[int]]:
         """Every action of each location more than one action names, in order (found on first use)."""
         if self._shared is None:
-            targets = self.targets
-            entries = targets.entries() if isinstance(targets, Targets) else ((0, t) for t in targets)
             shared: dict[str, list[int]] = {}
-            for i, (under, held) in enumerate(entries):
-                if (self._under if under else self._other)[held] != i:
-                    shared.setdefault(targets[i], []).append(i)
-            for t, ids in shared.items():
-                ids.append(self.get(t))
+            same = np.flatnonzero(self._hashes[1:] == self._hashes[:-1])
+            for k in dict.fromkeys(same.tolist()):
+                i = int(self._ids[k])
+                ids = self._candidates(self._key(i))
+                if len(ids) > 1:
+                    shared[self.targets[ids[-1]]] = ids
             self._shared = shared
         return self._shared
 
@@ -230,13 +335,14 @@ class Locations(AbstractSet[str]):
         return bool(self._ids)
 
 
-def locations_of(actions: Sequence[Action], targets: Sequence[str], index: TargetIndex | None = None,
-                 ) -> AbstractSet[str]:
-    """The full locations of ``actions`` (``targets``, by action id): through ``index`` where it is the index of
-    ``targets`` (a set of ids), else a set of the locations themselves."""
+def locations_of(actions: Sequence[Action], targets: Sequence[str], index: TargetIndex | None = None, *,
+                 deleting: bool = False) -> AbstractSet[str]:
+    """The full locations of ``actions`` (of those whose verb deletes, with ``deleting``; ``targets``, by action
+    id): through ``index`` where it is the index of ``targets`` (a set of ids), else a set of the locations."""
+    ids = action_ids(actions, deleting=deleting)
     if index is not None and index.targets is targets:
-        return Locations(index, {a.action_id for a in actions})
-    return {targets[a.action_id] for a in actions}
+        return Locations(index, ids)
+    return {targets[i] for i in ids}
 
 
 class _PlannedDeletes(Mapping):
@@ -246,7 +352,7 @@ class _PlannedDeletes(Mapping):
 
     def __init__(self, plan_actions: Sequence[Action], actions: Sequence[Action], index: TargetIndex):
         self._actions = plan_actions
-        self._locations = Locations(index, {a.action_id for a in actions if a.verb is Verb.DELETE_FILE})
+        self._locations = Locations(index, action_ids(actions, verb=Verb.DELETE_FILE))
 
     def __contains__(self, location) -> bool:
         return location in self._locations
@@ -288,7 +394,7 @@ def check_phases(plan: CleanupPlan) -> None:
         return (verb is Verb.COMMIT) != (mode == PhaseMode.COMMIT) or (verb is Verb.MERGE) != (mode == PhaseMode.MERGE)
 
     # A plan has a few (verb, phase) pairs, checked once each; the first action of a wrong one is named.
-    refused = {shape for shape in {(a.verb, a.phase) for a in plan.actions} if wrong(*shape)}
+    refused = {shape for shape in verb_phases(plan.actions) if wrong(*shape)}
     for a in plan.actions if refused else ():
         if (a.verb, a.phase) in refused:
             raise PlanRejected(f"action {a.action_id} ({a.kind} {a.path!r}) is a {a.verb} action in the "

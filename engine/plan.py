@@ -790,4 +790,7 @@ def commit_id(plan_id: str, phase: int) -> str:
 
 def pointer_writes(actions: Sequence[Action]) -> list[Action]:
     """Written values rather than copied files (Paimon's EARLIEST hint): the journal records each value."""
+    of_verb = getattr(actions, "of_verb", None)  # actions held as columns build only the writes
+    if of_verb is not None:
+        actions = of_verb(Verb.WRITE_FILE)
     return [a for a in actions if a.verb is Verb.WRITE_FILE and a.source is None and a.snapshot_id is not None]

@@ -7,7 +7,9 @@ actions a batch at a time. ``ColumnActions`` is a sequence of ``Action`` equal t
 
 from __future__ import annotations
 
-from typing import Iterator, Mapping, Sequence
+import operator
+from operator import attrgetter
+from typing import AbstractSet, Iterator, Mapping, NamedTuple, Sequence
 
 import numpy as np
 import pyarrow as pa
@@ -89,13 +91,38 @@ class ColumnActions(Sequence):
     """Actions as columns of ``SCHEMA`` (the plan file's), in order; ``kinds`` maps each kind label of the
     columns to the kind the actions carry (a label it lacks stays text). Immutable."""
 
-    __slots__ = ("_table", "_kinds")
+    __slots__ = ("_table", "_kinds", "_batches")
 
     def __init__(self, table: pa.Table, kinds: Mapping[str, str]):
         if table.schema != SCHEMA:
             raise ValueError("action columns must have the plan file's schema")
         self._table = table
         self._kinds = dict(kinds)
+        self._batches: tuple[list[pa.RecordBatch], np.ndarray] | None = None  # and the first row of each
+
+    def rows_at(self, positions: Sequence[int], names: Sequence[str] = tuple(SCHEMA.names)) -> pa.Table:
+        """The ``names`` columns of the rows at ``positions``, in that order. Taken from each record batch the
+        columns are held in: Arrow's ``take`` on columns of several chunks joins the chunks first, a copy of
+        the whole plan for each call."""
+        if self._batches is None:
+            batches = self._table.to_batches()
+            self._batches = (batches, np.cumsum([0, *(b.num_rows for b in batches)])[:-1])
+        batches, starts = self._batches
+        wanted = np.asarray(positions, np.int64)
+        if len(wanted) and (wanted.min() < 0 or wanted.max() >= len(self)):
+            raise IndexError("action index out of range")
+        order = np.argsort(wanted, kind="stable")
+        ordered = wanted[order]
+        where = np.searchsorted(starts, ordered, "right") - 1
+        cuts = np.flatnonzero(np.diff(where)) + 1
+        pieces = [batches[int(where[lo])].select(list(names)).take(pa.array(ordered[lo:hi] - starts[where[lo]]))
+                  for lo, hi in zip([0, *cuts.tolist()], [*cuts.tolist(), len(ordered)]) if hi > lo]
+        if not pieces:
+            return self._table.select(list(names)).slice(0, 0)
+        taken_rows = pa.Table.from_batches(pieces).combine_chunks()
+        back = np.empty_like(order)
+        back[order] = np.arange(len(order))
+        return taken_rows.take(pa.array(back))
 
     def __len__(self) -> int:
         return self._table.num_rows
@@ -155,6 +182,69 @@ class ColumnActions(Sequence):
         """The columns, in ``SCHEMA`` order, each one array."""
         return [column.combine_chunks() for column in self._table.columns]
 
+    def stored_columns(self) -> pa.Table:
+        """The columns themselves: what the plan id hashes (``engine.plan.compute_plan_id``)."""
+        return self._table
+
+    def by_phase(self) -> dict[int, ColumnActions]:
+        """The actions of each phase, in order, each phase's a slice of these columns where the phases
+        come in order (a canonical plan's do), else a filtered copy."""
+        phase = self._table.column("phase").to_numpy()
+        if not len(phase):
+            return {}
+        if bool(np.all(phase[1:] >= phase[:-1])):
+            bounds = [0, *(np.flatnonzero(np.diff(phase)) + 1).tolist(), len(phase)]
+            return {int(phase[start]): self[start:stop] for start, stop in zip(bounds, bounds[1:])}
+        column = self._table.column("phase")
+        return {p: ColumnActions(self._table.filter(pc.equal(column, p)), self._kinds)
+                for p in dict.fromkeys(phase.tolist())}
+
+    def without(self, ids: AbstractSet[int]) -> ColumnActions:
+        """The actions whose id is not in ``ids``, in order (these columns themselves when none is)."""
+        if not ids:
+            return self
+        own = self._table.column("action_id").to_numpy()
+        keep = ~(ids.mask(own) if isinstance(ids, IdSet) else np.isin(own, np.fromiter(ids, np.int64, len(ids))))
+        if bool(keep.all()):
+            return self
+        return ColumnActions(self._table.filter(pa.array(keep)), self._kinds)
+
+    def of_verb(self, verb: Verb) -> list[Action]:
+        """The actions whose verb is ``verb``, built (a plan has few of any verb but the deletes)."""
+        t = self._table
+        return self._build(t.filter(pc.equal(t.column("verb"), verb.value)))
+
+    def fields(self, *names: str) -> Iterator[tuple]:
+        """The values of the ``names`` fields of each action, in order, a batch at a time, as the actions
+        hold them (a kind as its kind, a verb as its ``Verb``), without building the actions."""
+        for batch in self._table.to_batches(max_chunksize=_BATCH):
+            cols = [column_values(batch.column(name)) for name in names]
+            for i, name in enumerate(names):
+                if name == "kind":
+                    cols[i] = [self._kinds.get(label, label) for label in cols[i]]
+                elif name == "verb":
+                    cols[i] = list(map(_VERBS.__getitem__, cols[i]))
+            yield from zip(*cols)
+
+    def take(self, positions: Sequence[int]) -> list[Action]:
+        """The actions at ``positions``, built together (one at a time costs a slice of every column each)."""
+        return self._build(self.rows_at(positions)) if len(positions) else []
+
+    def rows(self, *names: str) -> list[tuple]:
+        """The values of the ``names`` fields of each action, in order, as stored (a kind as its label, a verb
+        as its text), without building the actions."""
+        return list(zip(*(column_values(self._table.column(name)) for name in names)))
+
+    def kinds_used(self) -> dict[str, object]:
+        """The kinds these actions use, by label."""
+        return {label: self._kinds.get(label, label) for label in pc.unique(self._table.column("kind")).to_pylist()}
+
+    def sizes(self) -> ActionSizes:
+        t = self._table
+        size = t.column("size")
+        return ActionSizes(size.fill_null(0).to_numpy(), size.is_valid().to_numpy(zero_copy_only=False),
+                           pc.equal(t.column("verb"), Verb.DELETE_FILE.value).to_numpy(zero_copy_only=False))
+
     def check_canonical(self, phases: int) -> None:
         """Raise ``ValueError`` as ``CleanupPlan`` does unless the actions are numbered 0..n-1 in order and
         each lies in one of ``phases`` phases."""
@@ -168,9 +258,7 @@ class ColumnActions(Sequence):
             raise ValueError(f"action {i} is in phase {int(phase[i])}; the plan declares {phases} phases")
 
     def _deleting(self) -> pa.ChunkedArray:
-        # built here, not when the module is imported: pyarrow imports pandas (where installed, half a second)
-        # the first time it converts Python values, which the journal's commands never need to
-        return pc.is_in(self._table.column("verb"), value_set=pa.array(_DELETING, pa.string()))
+        return _deleting(self._table)
 
     def deletes_anything(self) -> bool:
         return bool(pc.any(self._deleting()).as_py())
@@ -210,6 +298,13 @@ class ColumnActions(Sequence):
         }
 
 
+def _deleting(table: pa.Table) -> pa.ChunkedArray:
+    """Which rows of action columns delete."""
+    # built here, not when the module is imported: pyarrow imports pandas (where installed, half a second)
+    # the first time it converts Python values, which the journal's commands never need to
+    return pc.is_in(table.column("verb"), value_set=pa.array(_DELETING, pa.string()))
+
+
 def _total(sizes: pa.ChunkedArray) -> int:
     return int(pc.sum(sizes).as_py() or 0)
 
@@ -240,6 +335,183 @@ def _kinds_by_label(kinds: Sequence) -> dict[str, str] | None:
         if by_label.setdefault(str.__str__(kind), kind) is not kind:
             return None
     return by_label
+
+
+class IdSet(AbstractSet[int]):
+    """A set of action ids as one byte per action id up to the largest (a million ids: 1 MiB, not the 60 MiB
+    of a ``set`` of ints). Grows as ids are added. Set operations with other sets give plain sets, except
+    union, which keeps this form."""
+
+    __slots__ = ("_bits", "_n")
+
+    def __init__(self, ids=(), size: int = 0):
+        self._bits = np.zeros(size, np.bool_)
+        self._n = 0
+        self.update(ids)
+
+    @classmethod
+    def _from_iterable(cls, it):
+        return set(it)
+
+    def _fit(self, top: int) -> None:
+        if top >= len(self._bits):
+            bits = np.zeros(max(top + 1, 2 * len(self._bits)), np.bool_)
+            bits[:len(self._bits)] = self._bits
+            self._bits = bits
+
+    def update(self, ids) -> None:
+        """Add ``ids``: an ``IdSet``, a NumPy array of ids or any iterable of them (each at least 0)."""
+        if isinstance(ids, IdSet):
+            other = ids._bits
+            self._fit(len(other) - 1)
+            self._bits[:len(other)] |= other
+        else:
+            array = ids if isinstance(ids, np.ndarray) else np.fromiter(ids, np.int64)
+            if not len(array):
+                return
+            if int(array.min()) < 0:
+                raise ValueError("an action id is never negative")
+            self._fit(int(array.max()))
+            self._bits[array] = True
+        self._n = int(np.count_nonzero(self._bits))
+
+    def add(self, i: int) -> None:
+        self.update((i,))
+
+    def __ior__(self, other):
+        self.update(other)
+        return self
+
+    def __or__(self, other):
+        union = IdSet(self)
+        union.update(other)
+        return union
+
+    __ror__ = __or__
+
+    def __contains__(self, i) -> bool:
+        try:
+            i = operator.index(i)
+        except TypeError:
+            return False
+        return 0 <= i < len(self._bits) and bool(self._bits[i])
+
+    def __len__(self) -> int:
+        return self._n
+
+    def __iter__(self) -> Iterator[int]:
+        return iter(self.array().tolist())
+
+    def array(self) -> np.ndarray:
+        """The ids, ascending."""
+        return np.flatnonzero(self._bits)
+
+    def mask(self, ids: np.ndarray) -> np.ndarray:
+        """Whether each of ``ids`` (a NumPy array of ids at least 0) is in this set."""
+        inside = ids < len(self._bits)
+        out = np.zeros(len(ids), np.bool_)
+        out[inside] = self._bits[ids[inside]]
+        return out
+
+    def __repr__(self) -> str:
+        return f"IdSet({len(self)} ids)"
+
+
+class ActionSizes(NamedTuple):
+    """Per action id, as NumPy arrays: its planned size (0 when unknown), whether the size is known, and
+    whether it deletes a file: what apply tallies for each result without an ``Action`` at hand."""
+
+    size: np.ndarray
+    known: np.ndarray
+    file_delete: np.ndarray
+
+
+def action_sizes(actions: Sequence[Action]) -> ActionSizes:
+    """``ActionSizes`` of canonical ``actions`` (an action's id is its index)."""
+    if isinstance(actions, ColumnActions):
+        return actions.sizes()
+    n = len(actions)
+    return ActionSizes(np.fromiter((a.size or 0 for a in actions), np.int64, n),
+                       np.fromiter((a.size is not None for a in actions), np.bool_, n),
+                       np.fromiter((a.verb is Verb.DELETE_FILE for a in actions), np.bool_, n))
+
+
+def fields_of(actions: Sequence[Action], *names: str) -> Iterator[tuple]:
+    """The values of the ``names`` fields of each action, in order (``ColumnActions.fields``)."""
+    if isinstance(actions, ColumnActions):
+        return actions.fields(*names)
+    get = attrgetter(*names)
+    return (get(a) for a in actions) if len(names) > 1 else ((get(a),) for a in actions)
+
+
+def taken(actions: Sequence[Action], positions: Sequence[int]) -> list[Action]:
+    """The actions at ``positions`` of ``actions``, in that order."""
+    if isinstance(actions, ColumnActions):
+        return actions.take(positions)
+    return list(map(actions.__getitem__, positions))
+
+
+def by_phase(actions: Sequence[Action]) -> dict[int, Sequence[Action]]:
+    """The actions of each phase, in plan order, in one pass (phases without actions are absent)."""
+    if isinstance(actions, ColumnActions):
+        return actions.by_phase()
+    groups: dict[int, list[Action]] = {}
+    for a in actions:
+        groups.setdefault(a.phase, []).append(a)
+    return groups
+
+
+def without(actions: Sequence[Action], ids: AbstractSet[int]) -> Sequence[Action]:
+    """The actions whose id is not in ``ids``, in order (``actions`` themselves when there are none)."""
+    if not ids:
+        return actions
+    if isinstance(actions, ColumnActions):
+        return actions.without(ids)
+    return [a for a in actions if a.action_id not in ids]
+
+
+def of_verb(actions: Sequence[Action], verb: Verb) -> list[Action]:
+    """The actions whose verb is ``verb``, in order."""
+    if isinstance(actions, ColumnActions):
+        return actions.of_verb(verb)
+    return [a for a in actions if a.verb is verb]
+
+
+def total_size(actions: Sequence[Action], *, deleting: bool = False) -> int:
+    """The planned bytes of ``actions`` (of those whose verb deletes, with ``deleting``), unknown sizes as 0."""
+    if isinstance(actions, ColumnActions):
+        t = actions.stored_columns()
+        sizes = t.column("size").filter(_deleting(t)) if deleting else t.column("size")
+        return _total(sizes)
+    return sum(a.size or 0 for a in actions if not deleting or a.verb.deletes)
+
+
+def action_ids(actions: Sequence[Action], *, verb: Verb | None = None, deleting: bool = False) -> IdSet:
+    """The ids of ``actions`` (of those whose verb is ``verb``, or deletes, with ``deleting``)."""
+    if isinstance(actions, ColumnActions):
+        t = actions.stored_columns()
+        keep = np.ones(len(t), np.bool_)
+        if verb is not None:
+            keep &= pc.equal(t.column("verb"), verb.value).to_numpy(zero_copy_only=False)
+        if deleting:
+            keep &= _deleting(t).to_numpy(zero_copy_only=False)
+        return IdSet(t.column("action_id").to_numpy()[keep])
+    return IdSet(a.action_id for a in actions if (verb is None or a.verb is verb) and (not deleting or a.verb.deletes))
+
+
+def verb_phases(actions: Sequence[Action]) -> set[tuple[Verb, int]]:
+    """The distinct (verb, phase) pairs of ``actions``."""
+    if isinstance(actions, ColumnActions):
+        pairs = actions.stored_columns().select(["verb", "phase"]).group_by(["verb", "phase"]).aggregate([])
+        return {(_VERBS[v], p) for v, p in zip(pairs.column("verb").to_pylist(), pairs.column("phase").to_pylist())}
+    return {(a.verb, a.phase) for a in actions}
+
+
+def deletes_anything(actions: Sequence[Action]) -> bool:
+    """Whether any of ``actions`` deletes."""
+    if isinstance(actions, ColumnActions):
+        return actions.deletes_anything()
+    return any(a.verb.deletes for a in actions)
 
 
 def values_of_kind(actions: Sequence[Action], name: str, kind: str) -> list:

@@ -12,10 +12,11 @@ import hashlib
 import json
 import os
 import stat
-from typing import Iterable, Iterator, Mapping, Sequence
+from typing import Any, Iterable, Iterator, Mapping, Sequence
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from lakesweep.engine.errors import PlanRejected
@@ -295,6 +296,24 @@ def _actions(cols: dict, kinds: dict, source: str) -> tuple[Action, ...]:
     return actions
 
 
+def _columns_pass(columns: pa.Table, kinds: Mapping[str, Any]) -> bool:
+    """Whether a plan file's columns pass what ``_decode`` checks of the actions it builds, worked out over
+    the columns: every path and kind label non-empty, every phase set, every verb one, and each kind the
+    format defines with its own verb and phase. Then no action need be built to check it."""
+    if pc.min(pc.utf8_length(columns.column("path"))).as_py() == 0 or \
+            pc.min(pc.utf8_length(columns.column("kind"))).as_py() == 0 or \
+            pc.any(pc.equal(columns.column("phase"), 0)).as_py():
+        return False
+    shapes = columns.select(["kind", "verb", "phase"]).group_by(["kind", "verb", "phase"]).aggregate([])
+    for label, verb, phase in zip(*(shapes.column(name).to_pylist() for name in ("kind", "verb", "phase"))):
+        if verb not in _VERBS:
+            return False
+        spec = kind_spec(kinds[label]) if label in kinds else None
+        if spec is not None and (spec.verb is not _VERBS[verb] or spec.phase != phase):
+            return False
+    return True
+
+
 def _plan_header(meta: Mapping, schema: pa.Schema, source: str) -> tuple[dict, int]:
     """The header of a plan file's key-value metadata and its format version, refused as today's reader
     refuses them: no header, a header that is not JSON, an unknown version, other columns."""
@@ -351,7 +370,10 @@ def _check_id(stored_id: str, actual: str, source: str) -> None:
         )
 
 
-def plan_from_bytes(data: bytes, *, source: str = "<bytes>") -> CleanupPlan:
+def plan_from_bytes(data: bytes, *, source: str = "<bytes>", as_columns: bool = False) -> CleanupPlan:
+    """The plan a plan file's bytes hold, checked. With ``as_columns`` (a file of format 2 or later) its
+    actions stay the file's columns (``ColumnActions``), checked a batch at a time as ``read_plan`` checks
+    them, and are built only where they are read: apply holds no ``Action`` per file."""
     try:
         # Single-threaded: pyarrow's CPU pool together with the zstandard module (which fastavro loads)
         # aborts the interpreter at exit with pyarrow 19 ("terminate called without an active exception").
@@ -359,9 +381,17 @@ def plan_from_bytes(data: bytes, *, source: str = "<bytes>") -> CleanupPlan:
     except (pa.ArrowInvalid, OSError) as e:
         raise PlanRejected(f"{source} is not a lakesweep plan (not a readable Parquet file: {e})") from e
     header, version = _plan_header(table.schema.metadata or {}, table.schema, source)
-    actions = _decode({name: table.column(name) for name in table.schema.names}, header, version, source)
-    if version != 1:
-        actions = FileActions(actions, table.replace_schema_metadata(None))
+    if as_columns and version != 1 and table.num_rows:
+        columns = table.replace_schema_metadata(None)
+        kinds = format_kinds(header.get("format")) if header.get("format") in FORMATS else None
+        if kinds is None or not _columns_pass(columns, kinds):
+            for batch in columns.to_batches(max_chunksize=_BATCH):  # raises as read_plan raises
+                _decode({name: batch.column(name) for name in columns.schema.names}, header, version, source)
+        actions = ColumnActions(columns, kinds or {})
+    else:
+        actions = _decode({name: table.column(name) for name in table.schema.names}, header, version, source)
+        if version != 1:
+            actions = FileActions(actions, table.replace_schema_metadata(None))
     plan = plan_from_header(header, actions, source=source)
     actual = compute_plan_id(header, actions)  # versions 2 and 3: over the file's columns, as stored
     _check_id(table.schema.metadata[ID_KEY].decode(), actual, source)
@@ -531,13 +561,14 @@ def read_plan_header(location: str, fileio: FileIO | None = None) -> CleanupPlan
     return plan
 
 
-def read_plan(location: str, fileio: FileIO | None = None) -> CleanupPlan:
+def read_plan(location: str, fileio: FileIO | None = None, *, as_columns: bool = False) -> CleanupPlan:
     """Read and verify a plan file. A local path must be a regular file: a FIFO would block the read and
-    a device (``/dev/zero``) would never end, so both are refused before anything is opened."""
+    a device (``/dev/zero``) would never end, so both are refused before anything is opened.
+    ``as_columns``: as ``plan_from_bytes`` says."""
     location = normalize_location(location)
     _check_regular(location, fileio)
     try:
         data = (fileio or fileio_for(location)).read_bytes(location)
     except FileNotFoundError as e:
         raise PlanRejected(f"plan file {location} does not exist") from e
-    return plan_from_bytes(data, source=location)
+    return plan_from_bytes(data, source=location, as_columns=as_columns)

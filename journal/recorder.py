@@ -20,7 +20,8 @@ from typing import Any, Iterable, Sequence
 import pyarrow as pa
 
 from lakesweep.engine.errors import JournalConflict, JournalError
-from lakesweep.engine.plan import Action, CleanupPlan, compute_plan_id
+from lakesweep.engine.plan import Action, CleanupPlan, Verb, compute_plan_id
+from lakesweep.engine.plan_columns import ColumnActions, total_size
 
 from lakesweep.journal import rules
 from lakesweep.journal.events import OUTCOMES, ApplyStarted, Event, FileOutcome, FileRecord, PlanRecorded, decode
@@ -29,11 +30,25 @@ from lakesweep.journal.rules import FileQuery
 
 _FILE_COLUMNS = pa.schema([f for f in rules.FILES_SCHEMA if f.name != "seq"])
 _OUTCOME_VALUES = frozenset(o.value for o in FileOutcome)
+_VERBS = {v.value: v for v in Verb}
 _PATH, _PHASE, _SIZE, _VERB = (operator.attrgetter(name) for name in ("path", "phase", "size", "verb"))
 
 
 def _KIND(a: Action) -> str:
     return str.__str__(a.kind)
+
+
+def _planned_values(planned: Sequence[Action], ids: Sequence[int]) -> tuple:
+    """The path, kind label, phase and size columns (Arrow) and the verbs (a list) of the actions ``ids``
+    names: taken from the plan's columns where it is held as columns, without an ``Action`` each."""
+    if isinstance(planned, ColumnActions):
+        taken_rows = planned.rows_at(ids, ("path", "kind", "phase", "size", "verb"))
+        verbs = [_VERBS[v] for v in taken_rows.column("verb").to_pylist()]
+        return (*(taken_rows.column(name).combine_chunks() for name in ("path", "kind", "phase", "size")), verbs)
+    actions = list(map(planned.__getitem__, ids))
+    return (pa.array(list(map(_PATH, actions)), pa.string()), pa.array(list(map(_KIND, actions)), pa.string()),
+            pa.array(list(map(_PHASE, actions)), pa.int32()), pa.array(list(map(_SIZE, actions)), pa.int64()),
+            list(map(_VERB, actions)))
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,12 +116,12 @@ class Recorder(abc.ABC):
         event = PlanRecorded(
             plan_id=plan_id, table_location=plan.table_location, table_identity=plan.table_identity,
             plan_kind=plan.kind, now_ms=plan.now_ms, n_actions=len(plan.actions),
-            bytes=sum(a.size or 0 for a in plan.actions if a.verb.deletes), header=header, recorded_ms=recorded_ms,
+            bytes=total_size(plan.actions, deleting=True), header=header, recorded_ms=recorded_ms,
         )
         stored = self._load_plan(plan_id)
         if stored is None:
-            actions = plan.actions if isinstance(plan.actions, tuple) else tuple(plan.actions)
-            self._insert_plan(StoredEvent.of(event), actions)  # a plan file's actions keep its columns
+            actions = plan.actions  # a tuple, a plan file's actions with its columns, or columns alone
+            self._insert_plan(StoredEvent.of(event), actions)
             self._verified[plan_id] = (event, actions)
             return event
         diff = _plan_difference(stored[0], stored[1], event, plan.actions)
@@ -233,8 +248,9 @@ class Recorder(abc.ABC):
         if not rows:
             return []
         ids, outcomes, attempts, errors, times, moved = zip(*rows)
-        actions = self._actions_of(apply_id, plan_id, ids, attempts)
-        if actions is None or not self._outcomes_fit(apply_id, plan_id, actions, outcomes, errors, moved):
+        planned = self._planned_for(apply_id, plan_id, ids, attempts)
+        of = None if planned is None else _planned_values(planned, ids)
+        if of is None or not self._outcomes_fit(apply_id, plan_id, of[4], outcomes, errors, moved):
             # Some row is refused: record_files finds which and says why, writing nothing.
             try:
                 planned = self.plan_actions(plan_id)
@@ -247,16 +263,16 @@ class Recorder(abc.ABC):
                 FileRecord(apply_id, plan_id, i, "", "", 1, None, o, e, att, ms, m)
                 for i, o, att, e, ms, m in rows])
         n = len(ids)
+        path, kind, phase, size, _ = of
         table = pa.Table.from_arrays([
             pa.array([apply_id] * n, pa.string()), pa.array([plan_id] * n, pa.string()), pa.array(ids, pa.int32()),
-            pa.array(list(map(_PATH, actions)), pa.string()), pa.array(list(map(_KIND, actions)), pa.string()),
-            pa.array(list(map(_PHASE, actions)), pa.int32()), pa.array(list(map(_SIZE, actions)), pa.int64()),
+            path, kind, phase, size,
             pa.array(outcomes, pa.string()), pa.array(errors, pa.string()), pa.array(attempts, pa.int32()),
             pa.array(times, pa.int64()), pa.array(moved, pa.string())], schema=_FILE_COLUMNS)
         return self._insert_file_table(table)
 
-    def _actions_of(self, apply_id, plan_id, ids, attempts) -> list[Action] | None:
-        """The plan's actions of ``ids``, when the apply is running that plan and every id and attempt count
+    def _planned_for(self, apply_id, plan_id, ids, attempts) -> Sequence[Action] | None:
+        """The plan's actions, when the apply is running that plan and every id of ``ids`` and attempt count
         fits it; None otherwise."""
         run = self._run_state(apply_id)
         if run is None or run.plan_id != plan_id or run.n_actions is None or run.state != RunStatus.RUNNING:
@@ -264,11 +280,11 @@ class Recorder(abc.ABC):
         planned = self.plan_actions(plan_id)
         if min(ids) < 0 or max(ids) >= min(run.n_actions, len(planned)) or min(attempts) < 1:
             return None
-        return list(map(planned.__getitem__, ids))
+        return planned
 
-    def _outcomes_fit(self, apply_id, plan_id, actions, outcomes, errors, moved) -> bool:
+    def _outcomes_fit(self, apply_id, plan_id, verbs, outcomes, errors, moved) -> bool:
         """Whether every row passes ``record_files``' checks, worked out over the batch's distinct values."""
-        for verb, outcome in set(zip(map(_VERB, actions), outcomes)):
+        for verb, outcome in set(zip(verbs, outcomes)):
             if outcome not in OUTCOMES[verb]:
                 return False
         # A record's own invariants (FileRecord's) depend on its outcome and on which of error and moved_to it has.

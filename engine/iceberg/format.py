@@ -11,6 +11,7 @@ from lakesweep.engine.fileio import FileIO
 from lakesweep.engine.paths import PathResolver, refuse_symlinked_parents
 from lakesweep.engine.formats import Targets, locations_of, planned_deletes
 from lakesweep.engine.plan import Action, CleanupPlan, PhaseMode
+from lakesweep.engine.plan_columns import deletes_anything
 from lakesweep.engine.plan_io import format_plan_kinds
 
 
@@ -184,11 +185,11 @@ class IcebergFormat:
         from lakesweep.engine.iceberg.verify import verify_iceberg
 
         live = table.refreshed()
-        if not any(a.verb.deletes for a in plan.actions):
+        if not deletes_anything(plan.actions):
             report = verify_iceberg(live, snapshot_id=live.current_snapshot_id) if live.current_snapshot_id \
                 else verify_iceberg(live, only=())
             return report, report.referenced
-        touched = locations_of([a for a in plan.actions if a.verb.deletes], targets, index)
+        touched = locations_of(plan.actions, targets, index, deleting=True)
         return self.verify_neighbours(plan, live, verify_iceberg(live, only=touched), touched), touched
 
     def verify_neighbours(self, plan, live, report, touched):

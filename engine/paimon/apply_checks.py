@@ -10,13 +10,14 @@ from typing import AbstractSet, Sequence
 from lakesweep.engine.errors import PlanRejected, StalePlan, TableFormatError
 from lakesweep.engine.formats import TargetIndex, Targets, planned_deletes
 from lakesweep.engine.paimon.kinds import ActionKind, changelogs_deleted, rules_of, tags_deleted
-from lakesweep.engine.paimon.layout import Layout, check_action_kind
+from lakesweep.engine.paimon.layout import Layout, check_action_kind, in_its_bucket_dir
 from lakesweep.engine.paimon.paths import external_roots
 from lakesweep.engine.paimon.reachability import first_reachable
 from lakesweep.engine.paimon.requirements import AssertTableIdentity, live_used
 from lakesweep.engine.paimon.table import SNAPSHOT_PREFIX, PaimonTable, parse_versioned_id
 from lakesweep.engine.paths import PathResolver, refuse_symlinked_parents
-from lakesweep.engine.plan import Action, CleanupPlan, Verb, kind_spec, pointer_writes
+from lakesweep.engine.plan import ACTION_FIELDS, Action, CleanupPlan, Verb, kind_spec, pointer_writes
+from lakesweep.engine.plan_columns import ColumnActions, fields_of, taken
 from lakesweep.engine.plan_io import format_plan_kinds
 
 
@@ -43,19 +44,25 @@ def verify_paths(plan: CleanupPlan, table: PaimonTable) -> Targets:
     local = table.fileio.scheme == "file"
     targets = Targets(resolver.root)
     last = "\0"  # the directory of the action before, checked (a plan lists a directory's files together)
-    for a in plan.actions:
-        full = resolver.full(a.path)
+    # Each action's fields, not the action: the bulk of a plan passes ``in_its_bucket_dir`` and needs no more;
+    # the others are built and checked whole.
+    for row in fields_of(plan.actions, *ACTION_FIELDS):
+        kind, path, _, _, _, _, source, _, _, verb, phase = row
+        full = resolver.full(path)
         cut = full.rfind("/")
         if local and not (cut == len(last) and full.startswith(last)):
             last = full[:cut]
             if last not in checked:
                 refuse_symlinked_parents(full, resolver.containing_root(full), checked)
-        if a.kind == ActionKind.WRITE_CHANGELOG:
-            source = resolver.full(a.source or "")
+        if kind == ActionKind.WRITE_CHANGELOG:
+            source = resolver.full(source or "")
             if local:
                 refuse_symlinked_parents(source, resolver.containing_root(source), checked)
-        check_action_kind(plan, a, shape)
-        targets.append(full, a.path)
+        if not in_its_bucket_dir(plan.kind, kind, verb, phase, path, shape):
+            check_action_kind(plan, Action(*row), shape)
+        targets.append(full, path)
+    if isinstance(plan.actions, ColumnActions):
+        targets.share(plan.actions.stored_columns().column("path"))
     return targets
 
 
@@ -116,8 +123,8 @@ def snapshots_deleted(plan: CleanupPlan, table: PaimonTable, targets: Sequence[s
         marked = targets.holding(marker)
     else:
         marked = [i for i, target in enumerate(targets) if marker in target]
-    for i in marked:
-        a, target = plan.actions[i], targets[i]
+    for i, a in zip(marked, taken(plan.actions, marked)):
+        target = targets[i]
         name = posixpath.basename(target)
         if a.verb is Verb.DELETE_FILE and posixpath.dirname(target) == directory and name.startswith(SNAPSHOT_PREFIX):
             sid = parse_versioned_id(name[len(SNAPSHOT_PREFIX):])

@@ -6,6 +6,7 @@ from __future__ import annotations
 from lakesweep.engine.errors import StalePlan
 from lakesweep.engine.fileio import FileIO
 from lakesweep.engine.formats import locations_of
+from lakesweep.engine.plan_columns import deletes_anything
 from lakesweep.engine.plan import CleanupPlan, Verb, commit_id
 
 
@@ -85,12 +86,12 @@ class PaimonFormat:
         """(the check's report, the locations checked) after the last phase."""
         from lakesweep.engine.paimon.verify import verify_kept, verify_table as verify_whole
 
-        if not any(a.verb.deletes for a in plan.actions):
+        if not deletes_anything(plan.actions):
             # A commit marks files DELETE without deleting them: the snapshots before it still need every
             # one, so each must still be in place. Nothing else changed, so no snapshot is walked.
             kept = {targets[a.action_id]: a.size for a in plan.actions if a.verb is Verb.COMMIT}
             return verify_kept(table.refreshed(), kept, "the snapshots before the plan's commit"), kept
-        touched = locations_of([a for a in plan.actions if a.verb.deletes], targets, index)
+        touched = locations_of(plan.actions, targets, index, deleting=True)
         return verify_whole(table.refreshed(), only=touched), touched
 
 

@@ -181,6 +181,15 @@ _ORPHAN_PLACES = {
 }
 
 
+def in_its_bucket_dir(plan_kind: str, kind, verb: Verb, phase: int, path: str, layout: Layout) -> bool:
+    """Whether an action of these fields is a file of a bucket directory (or an external root) whose kind,
+    verb and phase are those of such files in ``plan_kind`` plans: the bulk of a plan, which
+    ``check_action_kind`` passes without its other steps."""
+    shape = _BUCKET_FILE_SHAPES.get(kind) if type(kind) in _KINDS else None
+    return (shape is not None and verb is shape[0] and phase == shape[1] and PLAN_KIND_OF[kind] == plan_kind
+            and (layout.is_external(path) or layout.in_bucket_dir(path)))
+
+
 def check_action_kind(plan: CleanupPlan, a: Action, layout: Layout) -> None:
     """Refuse an action whose path is not where its kind of file lives (issue: a forged plan with a
     recomputed id once overwrote ``schema/schema-0`` through a hint action).
@@ -192,9 +201,7 @@ def check_action_kind(plan: CleanupPlan, a: Action, layout: Layout) -> None:
     empty directories are bucket or partition directories.
     """
     path, kind = a.path, a.kind
-    shape = _BUCKET_FILE_SHAPES.get(kind) if type(kind) in _KINDS else None
-    if shape is not None and a.verb is shape[0] and a.phase == shape[1] and PLAN_KIND_OF[kind] == plan.kind \
-            and (layout.is_external(path) or layout.in_bucket_dir(path)):
+    if in_its_bucket_dir(plan.kind, kind, a.verb, a.phase, path, layout):
         return  # the bulk of a plan, checked as below without the steps that cannot apply to it
     if a.verb is Verb.COMMIT:
         return  # a commit's shape is its committer's to check (``applier.commit.Committer.check``)

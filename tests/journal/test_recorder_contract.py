@@ -11,6 +11,8 @@ import pytest
 from lakesweep.engine.errors import JournalConflict, JournalError
 from lakesweep.engine.plan import Action
 from lakesweep.engine.paimon.kinds import ActionKind, Phase
+from lakesweep.engine.plan_columns import ColumnActions
+from lakesweep.engine.plan_io import plan_from_bytes, plan_to_bytes
 
 from lakesweep.journal.audit import count_files, export_files, list_events, list_files, list_plans
 from lakesweep.journal.duckdb_store import DuckDBRecorder
@@ -202,10 +204,14 @@ class RecorderContract:
             recorder.record_files([record(PLAN, A[1]), bad])
         assert recorder.file_records() == []
 
-    def test_outcome_rows_are_stored_as_the_file_records_they_stand_for(self, recorder):
+    @pytest.mark.parametrize("as_columns", [False, True])
+    def test_outcome_rows_are_stored_as_the_file_records_they_stand_for(self, recorder, as_columns):
         big = make_plan([Action(ActionKind.DATA_FILE, f"dt={i % 7}/bucket-0/data-{i}.parquet", snapshot_id=2,
                                 partition=f"dt={i % 7}", bucket=0, size=None if i % 5 == 0 else i)
                          for i in range(300)])
+        if as_columns:  # as apply reads a plan file: the file's columns, each action built where it is read
+            big = plan_from_bytes(plan_to_bytes(big), as_columns=True)
+            assert isinstance(big.actions, ColumnActions)
         recorder.record_plan(big, recorded_ms=5)
         recorder.append([started(big)])
         outcomes = ["FAILED", "ALREADY_ABSENT", "QUARANTINED", "DELETED", "SKIPPED_REFERENCED", "DELETED"]
@@ -226,8 +232,10 @@ class RecorderContract:
         ((10, "DELETED", 1, None, 100, None, "a1"), "does not fit: the plan has 10 actions"),
         ((0, "WRITTEN", 1, None, 100, None, "a1"), "apply a1: outcome WRITTEN does not fit action 0"),
     ])
-    def test_outcome_rows_are_refused_as_their_file_records_would_be(self, recorder, bad, message):
-        recorder.record_plan(PLAN, recorded_ms=5)
+    @pytest.mark.parametrize("as_columns", [False, True])
+    def test_outcome_rows_are_refused_as_their_file_records_would_be(self, recorder, bad, message, as_columns):
+        recorder.record_plan(plan_from_bytes(plan_to_bytes(PLAN), as_columns=True) if as_columns else PLAN,
+                             recorded_ms=5)
         recorder.append([started(PLAN)])
         with pytest.raises(JournalError, match=message):
             recorder.record_outcomes(bad[-1], PLAN.plan_id, [(1, "DELETED", 1, None, 100, None), bad[:-1]])
