@@ -372,8 +372,9 @@ def _check_id(stored_id: str, actual: str, source: str) -> None:
 
 def plan_from_bytes(data: bytes, *, source: str = "<bytes>", as_columns: bool = False) -> CleanupPlan:
     """The plan a plan file's bytes hold, checked. With ``as_columns`` (a file of format 2 or later) its
-    actions stay the file's columns (``ColumnActions``), checked a batch at a time as ``read_plan`` checks
-    them, and are built only where they are read: apply holds no ``Action`` per file."""
+    actions stay the file's columns (``ColumnActions``), built only where they are read: apply holds no
+    ``Action`` per file. The columns are checked as a whole (``_columns_pass``); columns that fail are
+    decoded a batch at a time, which refuses them as the actions read one by one are refused."""
     try:
         # Single-threaded: pyarrow's CPU pool together with the zstandard module (which fastavro loads)
         # aborts the interpreter at exit with pyarrow 19 ("terminate called without an active exception").
