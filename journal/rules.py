@@ -73,8 +73,8 @@ def actions_table(plan_id: str, actions: Sequence[Action]) -> pa.Table:
     from lakesweep.engine.plan_columns import ColumnActions, FileActions
 
     try:
-        if isinstance(actions, ColumnActions):
-            arrays = actions.arrays()
+        if isinstance(actions, ColumnActions):  # as held: joining their chunks would copy the whole plan
+            arrays = actions.stored_columns().columns
         else:  # a plan file's own columns, where they were not taken already
             arrays = actions.take_arrays() if isinstance(actions, FileActions) else None
             if arrays is None:
